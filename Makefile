@@ -1,0 +1,38 @@
+# cordon's build, test and benchmark entry points. `make test` is what CI runs.
+GO      ?= go
+BIN     := bin/cordon
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+
+.PHONY: build test unit integration escape bench fuzz soak lint demo clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cordon
+
+# Unit tests, then the integration suite against the real binary.
+test: lint build unit integration
+
+unit:
+	$(GO) test -count=1 ./policy/... ./audit/... ./certs/... ./credinject/... ./egress/... ./tlsterm/... ./sandbox/... ./cmd/...
+
+integration: build
+	$(GO) test -count=1 -timeout 15m ./integration/...
+
+lint:
+	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: files above need formatting" && exit 1)
+	$(GO) vet ./...
+	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
+	GOOS=darwin GOARCH=amd64 $(GO) build ./...
+	$(shell $(GO) env GOPATH)/bin/staticcheck ./...
+
+bench: build
+	$(GO) run ./bench -out bench/RESULTS.md
+
+fuzz:
+	./scripts/fuzz.sh 20s
+
+demo: build
+	./scripts/demo.sh
+
+clean:
+	rm -rf bin

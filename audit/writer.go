@@ -1,0 +1,112 @@
+package audit
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Writer appends records to one JSONL file. Each Write is a single
+// unbuffered write(2) of one whole line, so a record is in the kernel before
+// the caller lets bytes flow; Sync additionally fsyncs it. Once a write
+// fails the Writer stays failed: every later Write returns the first error,
+// and callers deny.
+type Writer struct {
+	mu      sync.Mutex
+	f       *os.File
+	session string
+	now     func() time.Time
+	err     error
+}
+
+// DefaultPath is $CORDON_AUDIT, else $XDG_STATE_HOME/cordon/audit.jsonl,
+// else ~/.local/state/cordon/audit.jsonl.
+func DefaultPath() (string, error) {
+	if p := os.Getenv("CORDON_AUDIT"); p != "" {
+		return p, nil
+	}
+	state := os.Getenv("XDG_STATE_HOME")
+	if state == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("audit path: no $XDG_STATE_HOME and no home directory: %w", err)
+		}
+		state = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(state, "cordon", "audit.jsonl"), nil
+}
+
+// Open opens (creating, mode 0600) the log at path for a new session.
+func Open(path, session string) (*Writer, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open audit log %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open audit log %s: %w", path, err)
+	}
+	return &Writer{f: f, session: session, now: time.Now}, nil
+}
+
+// NewSessionID returns a fresh random session id.
+func NewSessionID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Session returns the session id stamped on every record.
+func (w *Writer) Session() string { return w.session }
+
+// Path returns the file the writer appends to.
+func (w *Writer) Path() string { return w.f.Name() }
+
+// Write stamps time and session on r and appends it as one line.
+func (w *Writer) Write(r Record) error { return w.write(r, false) }
+
+// Sync is Write followed by fsync: for launch lines that must be durable
+// before anything starts.
+func (w *Writer) Sync(r Record) error { return w.write(r, true) }
+
+func (w *Writer) write(r Record, sync bool) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if r.Time.IsZero() {
+		r.Time = w.now().UTC()
+	}
+	r.Session = w.session
+	line, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("audit: encode record: %w", err)
+	}
+	line = append(line, '\n')
+	if _, err := w.f.Write(line); err != nil {
+		w.err = fmt.Errorf("audit log %s: %w", w.f.Name(), err)
+		return w.err
+	}
+	if sync {
+		if err := w.f.Sync(); err != nil {
+			w.err = fmt.Errorf("audit log %s: fsync: %w", w.f.Name(), err)
+			return w.err
+		}
+	}
+	return nil
+}
+
+// Close syncs and closes the file.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.f.Sync(); err != nil && w.err == nil {
+		w.err = err
+	}
+	return w.f.Close()
+}

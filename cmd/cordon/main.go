@@ -1,0 +1,33 @@
+// Command cordon runs a command, or an agent, in an OS sandbox whose only way
+// to the network is a per-session egress proxy.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+func main() {
+	err := newRootCmd().Execute()
+	if err == nil {
+		return
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(os.Stderr, "cordon:", ee.msg)
+		}
+		os.Exit(ee.code)
+	}
+	fmt.Fprintln(os.Stderr, "cordon:", err)
+	os.Exit(2)
+}
+
+// exitError ends the process with a specific code (and an optional message).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d: %s", e.code, e.msg) }

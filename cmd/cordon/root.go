@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "cordon",
+		Short: "Run an agent or a command in a sandbox whose only network is an auditing egress proxy",
+		Long: `cordon runs an AI coding agent, or any command, against a repository without
+handing it the machine: an OS sandbox whose only way to the network is a
+per-session egress proxy that allows or denies each connection, terminates TLS
+to see what is really asked for, swaps masked credentials for real ones only
+toward the hosts they belong to, and logs every decision.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newVersionCmd())
+	for _, add := range subcommands {
+		root.AddCommand(add())
+	}
+	return root
+}
+
+// subcommands are registered by the files that define them, one per command.
+var subcommands []func() *cobra.Command
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print cordon's version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v := version
+			if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" {
+				for _, s := range bi.Settings {
+					if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+						v = "dev-" + s.Value[:12]
+					}
+				}
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "cordon", v)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,112 @@
+// Package sandbox defines what an operating-system sandbox backend must do
+// for cordon: say whether a policy can be enforced here (the one function
+// both doctor and run call), show the exact launch plan, and run a command
+// under it.
+package sandbox
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+// Status is how well a capability can be enforced on this machine.
+type Status string
+
+// The three statuses doctor and run report.
+const (
+	Ready    Status = "READY"
+	Degraded Status = "DEGRADED"
+	Blocked  Status = "BLOCKED"
+)
+
+// Capability is one line of a doctor report.
+type Capability struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	// Reason says what was found; Fix says exactly what to do about it.
+	Reason string `json:"reason"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// Report is a backend's verdict on one policy, as doctor shows it and as
+// run enforces it.
+type Report struct {
+	Backend      string       `json:"backend"`
+	Version      string       `json:"version,omitempty"`
+	Capabilities []Capability `json:"capabilities"`
+}
+
+// Blocked returns the first BLOCKED capability the policy depends on, if any.
+func (r Report) Blocked() (Capability, bool) {
+	for _, c := range r.Capabilities {
+		if c.Status == Blocked {
+			return c, true
+		}
+	}
+	return Capability{}, false
+}
+
+// Network is what the launcher provides for the restricted network mode.
+type Network struct {
+	// ProxyURL is the proxy as seen from inside, token included.
+	ProxyURL string
+	// ProxyPort and DNSPort are cordon's ports on the host's loopback.
+	ProxyPort int
+	DNSPort   int
+	// TransparentPorts maps an original destination port (80, 443, ...)
+	// to the host loopback port of its transparent listener.
+	TransparentPorts map[int]int
+	// FakeRange is the CIDR the fake-IP resolver hands out.
+	FakeRange string
+}
+
+// Spec is one command to run under a policy.
+type Spec struct {
+	Policy *policy.Policy
+	// Argv is the command as typed; Argv[0] is looked up on the host PATH.
+	Argv []string
+	// Workdir is the caller's cwd; Workspace is the project root holding it.
+	Workdir   string
+	Workspace string
+	// Env is the complete environment the command starts with.
+	Env []string
+	// Files are extra files to place in the sandbox, path to contents
+	// (e.g. the trust bundle, resolv.conf).
+	Files map[string][]byte
+	// Network is set when the policy's mode is restricted.
+	Network *Network
+	// Timeout ends the whole process tree; zero means none.
+	Timeout time.Duration
+
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Plan is the exact launch a Spec turns into, for --dry-run.
+type Plan struct {
+	Argv  []string          `json:"argv"`
+	Files map[string]string `json:"files,omitempty"`
+}
+
+// Result is how a sandboxed run ended.
+type Result struct {
+	ExitCode int
+	Signal   string
+	TimedOut bool
+	Duration time.Duration
+}
+
+// Backend is one operating system's sandbox.
+type Backend interface {
+	// Name is "bwrap" or "seatbelt".
+	Name() string
+	// Check reports, with real probes, whether p can be enforced here.
+	Check(ctx context.Context, p *policy.Policy) Report
+	// Plan renders the launch without starting anything.
+	Plan(s *Spec) (*Plan, error)
+	// Run starts the command and waits for it.
+	Run(ctx context.Context, s *Spec) (Result, error)
+}

@@ -29,6 +29,9 @@ type Policy struct {
 	Terminate string `mapstructure:"terminate" yaml:"terminate" json:"terminate"`
 	// Exclude lists patterns tunnelled opaquely (pinned clients, mTLS).
 	Exclude []string `mapstructure:"exclude" yaml:"exclude" json:"exclude"`
+	// Resolve pins names to addresses ("api.internal=10.0.0.7"), consulted
+	// before DNS, like curl's --resolve.
+	Resolve []string `mapstructure:"resolve" yaml:"resolve" json:"resolve,omitempty"`
 	// ExtraCA lists PEM files trusted for upstreams and added to the sandbox bundle.
 	ExtraCA []string `mapstructure:"extra_ca" yaml:"extra_ca" json:"extra_ca"`
 

@@ -1,0 +1,130 @@
+package egress
+
+import (
+	"encoding/binary"
+	"net/netip"
+)
+
+// addrClass is why an address is special to the guarded dialer; "" means an
+// ordinary address.
+type addrClass string
+
+const (
+	classLoopback    addrClass = "loopback"
+	classUnspecified addrClass = "unspecified"
+	classLinkLocal   addrClass = "link-local"
+	classMulticast   addrClass = "multicast"
+	classBroadcast   addrClass = "broadcast"
+	classReserved    addrClass = "reserved"
+	classMetadata    addrClass = "cloud metadata"
+	classPrivate     addrClass = "private"
+)
+
+// metadataAddrs are cloud instance-metadata endpoints that are not already
+// link-local.
+var metadataAddrs = []netip.Addr{
+	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
+	netip.MustParseAddr("168.63.129.16"),   // Azure WireServer
+	netip.MustParseAddr("192.0.0.192"),     // Oracle Cloud
+	netip.MustParseAddr("fd00:ec2::254"),   // AWS IMDS over IPv6
+}
+
+var (
+	thisNetwork   = netip.MustParsePrefix("0.0.0.0/8")
+	reserved4     = netip.MustParsePrefix("240.0.0.0/4")
+	broadcast4    = netip.MustParseAddr("255.255.255.255")
+	cgnat         = netip.MustParsePrefix("100.64.0.0/10")
+	ipv4Compat    = netip.MustParsePrefix("::/96")
+	nat64         = netip.MustParsePrefix("64:ff9b::/96")
+	nat64Local    = netip.MustParsePrefix("64:ff9b:1::/48")
+	sixToFour     = netip.MustParsePrefix("2002::/16")
+	teredo        = netip.MustParsePrefix("2001::/32")
+	discardPrefix = netip.MustParsePrefix("100::/64")
+)
+
+// classify says whether an address must not be dialled unless it is itself
+// on the allowlist. IPv6 forms that embed an IPv4 address (4in6, IPv4-
+// compatible, NAT64, 6to4, Teredo) are judged by the address they embed.
+// Private ranges come back as classPrivate; the caller decides on those.
+func classify(a netip.Addr) addrClass {
+	a = a.Unmap()
+	if a.Is4() {
+		return classify4(a)
+	}
+	switch {
+	case a.IsLoopback():
+		return classLoopback
+	case a.IsUnspecified():
+		return classUnspecified
+	case a.IsLinkLocalUnicast():
+		return classLinkLocal
+	case a.IsMulticast():
+		return classMulticast
+	case isMetadata(a):
+		return classMetadata
+	case discardPrefix.Contains(a):
+		return classReserved
+	}
+	if v4, ok := embedded4(a); ok {
+		if c := classify4(v4); c != "" {
+			return c
+		}
+		return ""
+	}
+	if a.IsPrivate() {
+		return classPrivate
+	}
+	return ""
+}
+
+func classify4(a netip.Addr) addrClass {
+	switch {
+	case a.IsLoopback():
+		return classLoopback
+	case a.IsUnspecified() || thisNetwork.Contains(a):
+		return classUnspecified
+	case isMetadata(a):
+		return classMetadata
+	case a.IsLinkLocalUnicast():
+		return classLinkLocal
+	case a.IsMulticast():
+		return classMulticast
+	case a == broadcast4:
+		return classBroadcast
+	case reserved4.Contains(a):
+		return classReserved
+	case a.IsPrivate() || cgnat.Contains(a):
+		return classPrivate
+	}
+	return ""
+}
+
+func isMetadata(a netip.Addr) bool {
+	for _, m := range metadataAddrs {
+		if a == m {
+			return true
+		}
+	}
+	return false
+}
+
+// embedded4 extracts the IPv4 address carried inside an IPv6 address by the
+// transition mechanisms that route to it.
+func embedded4(a netip.Addr) (netip.Addr, bool) {
+	b := a.As16()
+	switch {
+	case ipv4Compat.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case nat64.Contains(a), nat64Local.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	case teredo.Contains(a):
+		// The client address is the last 32 bits, inverted.
+		v := binary.BigEndian.Uint32(b[12:16]) ^ 0xffffffff
+		var c [4]byte
+		binary.BigEndian.PutUint32(c[:], v)
+		return netip.AddrFrom4(c), true
+	}
+	return netip.Addr{}, false
+}

@@ -1,0 +1,165 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+// Resolver looks names up; *net.Resolver satisfies it, and tests inject
+// their own.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Dialer is the guarded dialer: it resolves a name once, checks every
+// address it got, and dials only an address that passed, never resolving
+// again. The address checked is the address dialled.
+type Dialer struct {
+	Rules    *policy.Rules
+	Resolver Resolver
+	// DenyPrivate refuses RFC 1918, ULA and CGNAT addresses.
+	DenyPrivate bool
+	// Own lists this host's interface addresses: never dialled unless
+	// allowlisted by address.
+	Own []netip.AddrPort
+	// Self lists cordon's own listeners: never dialled at all, so the proxy
+	// cannot be made to talk to itself.
+	Self []netip.AddrPort
+	// Static pins names to addresses, consulted before Resolver.
+	Static map[string][]netip.Addr
+	// Timeout bounds one dial; zero means 10s.
+	Timeout time.Duration
+}
+
+// Target is a checked destination: the addresses that passed, in the order
+// to try them.
+type Target struct {
+	Host  string
+	Port  int
+	Addrs []netip.Addr
+}
+
+// Check resolves host (already normalised) and judges every address. The
+// decision is a deny if any address is refused, so one answer cannot mix a
+// public address with a loopback one.
+func (d *Dialer) Check(ctx context.Context, host string, port int) (Target, policy.Decision) {
+	t := Target{Host: host, Port: port}
+	dec := policy.Decision{Host: host, Port: port}
+	addrs, err := d.lookup(ctx, host)
+	if err != nil {
+		dec.Reason = policy.ReasonResolveFailed
+		dec.Detail = fmt.Sprintf("cannot resolve %s: %v", host, err)
+		return t, dec
+	}
+	for _, a := range addrs {
+		if ad := d.judgeAddr(a.Unmap(), port); !ad.Allow {
+			ad.Host, ad.Port = host, port
+			if !strings.HasPrefix(ad.Detail, host) {
+				ad.Detail = fmt.Sprintf("%s resolves to %s", host, ad.Detail)
+			}
+			return t, ad
+		}
+		t.Addrs = append(t.Addrs, a.Unmap())
+	}
+	dec.Allow, dec.Reason = true, policy.ReasonAllowed
+	return t, dec
+}
+
+func (d *Dialer) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a}, nil
+	}
+	if addrs, ok := d.Static[host]; ok {
+		return addrs, nil
+	}
+	r := d.Resolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	if err == nil && len(addrs) == 0 {
+		err = errors.New("no addresses")
+	}
+	return addrs, err
+}
+
+// judgeAddr decides one resolved address: a deny rule refuses it, an
+// address allow rule admits it, and otherwise special addresses are refused.
+func (d *Dialer) judgeAddr(a netip.Addr, port int) policy.Decision {
+	hp := policy.JoinHostPort(a.String(), port)
+	for _, self := range d.Self {
+		if (self.Addr() == a || self.Addr().IsUnspecified()) && int(self.Port()) == port {
+			return policy.Decision{Reason: policy.ReasonBlockedAddr,
+				Detail: fmt.Sprintf("%s, cordon's own listener", hp)}
+		}
+	}
+	if ad := d.Rules.DecideAddr(a, port); ad.Allow || ad.Reason == policy.ReasonDenyRule {
+		if !ad.Allow {
+			return ad
+		}
+		return policy.Decision{Allow: true, Reason: policy.ReasonAllowed, Rule: ad.Rule}
+	}
+	for _, own := range d.Own {
+		if own.Addr() == a && (own.Port() == 0 || int(own.Port()) == port) {
+			return policy.Decision{Reason: policy.ReasonBlockedAddr,
+				Detail: fmt.Sprintf("%s, an address of this host; allow it only by address (--allow %s)", hp, hp)}
+		}
+	}
+	switch c := classify(a); c {
+	case "":
+	case classPrivate:
+		if d.DenyPrivate {
+			return policy.Decision{Reason: policy.ReasonPrivateAddr,
+				Detail: fmt.Sprintf("%s, a private address, and deny_private is set", hp)}
+		}
+	default:
+		return policy.Decision{Reason: policy.ReasonBlockedAddr,
+			Detail: fmt.Sprintf("%s, a %s address; allow it only by address (--allow %s)", hp, c, hp)}
+	}
+	return policy.Decision{Allow: true, Reason: policy.ReasonAllowed}
+}
+
+// Dial connects to a checked target, trying its addresses in order. It
+// returns the connection and the address it reached.
+func (d *Dialer) Dial(ctx context.Context, t Target) (net.Conn, netip.AddrPort, error) {
+	timeout := d.Timeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	nd := net.Dialer{Timeout: timeout}
+	var errs []error
+	for _, a := range t.Addrs {
+		ap := netip.AddrPortFrom(a, uint16(t.Port))
+		c, err := nd.DialContext(ctx, "tcp", ap.String())
+		if err == nil {
+			return c, ap, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return nil, netip.AddrPort{}, fmt.Errorf("dial %s: no checked address", policy.JoinHostPort(t.Host, t.Port))
+	}
+	return nil, netip.AddrPort{}, fmt.Errorf("dial %s: %w", policy.JoinHostPort(t.Host, t.Port), errors.Join(errs...))
+}
+
+// OwnAddrs lists this host's interface addresses (any port).
+func OwnAddrs() []netip.AddrPort {
+	var out []netip.AddrPort
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	for _, ia := range ifaddrs {
+		if pfx, err := netip.ParsePrefix(ia.String()); err == nil {
+			out = append(out, netip.AddrPortFrom(pfx.Addr().Unmap().WithZone(""), 0))
+		}
+	}
+	return out
+}

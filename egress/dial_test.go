@@ -1,0 +1,160 @@
+package egress
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		want addrClass
+	}{
+		{"93.184.216.34", ""},
+		{"127.0.0.1", classLoopback},
+		{"127.8.9.10", classLoopback},
+		{"::1", classLoopback},
+		{"0.0.0.0", classUnspecified},
+		{"0.1.2.3", classUnspecified},
+		{"::", classUnspecified},
+		{"169.254.169.254", classMetadata},
+		{"fd00:ec2::254", classMetadata},
+		{"100.100.100.200", classMetadata},
+		{"168.63.129.16", classMetadata},
+		{"169.254.1.1", classLinkLocal},
+		{"fe80::1", classLinkLocal},
+		{"224.0.0.1", classMulticast},
+		{"ff02::1", classMulticast},
+		{"255.255.255.255", classBroadcast},
+		{"240.0.0.1", classReserved},
+		{"10.1.2.3", classPrivate},
+		{"172.16.0.1", classPrivate},
+		{"192.168.1.1", classPrivate},
+		{"100.64.0.1", classPrivate},
+		{"fd12::1", classPrivate},
+		{"2606:4700::1111", ""},
+		// IPv6 forms that embed IPv4 are judged by what they embed.
+		{"::ffff:127.0.0.1", classLoopback},
+		{"::127.0.0.1", classLoopback},
+		{"64:ff9b::7f00:1", classLoopback},
+		{"64:ff9b::a9fe:a9fe", classMetadata},
+		{"64:ff9b:1::a9fe:a9fe", classMetadata},
+		{"2002:7f00:1::", classLoopback},
+		{"2002:a9fe:a9fe::1", classMetadata},
+		{"2001:0:4136:e378:8000:63bf:80ff:fffe", classLoopback}, // Teredo client 127.0.0.1
+		{"64:ff9b::5db8:d822", ""},
+	} {
+		if got := classify(netip.MustParseAddr(tc.addr)); got != tc.want {
+			t.Errorf("classify(%s) = %q, want %q", tc.addr, got, tc.want)
+		}
+	}
+}
+
+// rebinder answers with a public address first and loopback afterwards,
+// the way a DNS-rebinding attacker's server does.
+type rebinder struct{ calls atomic.Int32 }
+
+func (r *rebinder) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	if r.calls.Add(1) == 1 {
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+	}
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+}
+
+type fixed []netip.Addr
+
+func (f fixed) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) { return f, nil }
+
+func mustRules(t *testing.T, allow ...string) *policy.Rules {
+	t.Helper()
+	r, err := policy.Compile(allow, []string{"10.9.9.9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestDialerCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		allow       []string
+		answer      fixed
+		port        int
+		denyPrivate bool
+		wantAllow   bool
+		wantReason  policy.Reason
+	}{
+		{"public", []string{"bench.test"}, fixed{netip.MustParseAddr("93.184.216.34")}, 443, false, true, policy.ReasonAllowed},
+		{"loopback by name", []string{"bench.test"}, fixed{netip.MustParseAddr("127.0.0.1")}, 8443, false, false, policy.ReasonBlockedAddr},
+		{"loopback allowed by address", []string{"bench.test:8443", "127.0.0.1:8443"}, fixed{netip.MustParseAddr("127.0.0.1")}, 8443, false, true, policy.ReasonAllowed},
+		{"address rule on another port", []string{"bench.test:8443", "127.0.0.1:9000"}, fixed{netip.MustParseAddr("127.0.0.1")}, 8443, false, false, policy.ReasonBlockedAddr},
+		{"mixed answer", []string{"bench.test"}, fixed{netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("169.254.169.254")}, 443, false, false, policy.ReasonBlockedAddr},
+		{"nat64 metadata", []string{"bench.test"}, fixed{netip.MustParseAddr("64:ff9b::a9fe:a9fe")}, 443, false, false, policy.ReasonBlockedAddr},
+		{"private allowed", []string{"bench.test"}, fixed{netip.MustParseAddr("10.1.2.3")}, 443, false, true, policy.ReasonAllowed},
+		{"private denied", []string{"bench.test"}, fixed{netip.MustParseAddr("10.1.2.3")}, 443, true, false, policy.ReasonPrivateAddr},
+		{"deny rule on address", []string{"bench.test"}, fixed{netip.MustParseAddr("10.9.9.9")}, 443, false, false, policy.ReasonDenyRule},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &Dialer{Rules: mustRules(t, tc.allow...), Resolver: tc.answer, DenyPrivate: tc.denyPrivate}
+			_, dec := d.Check(context.Background(), "bench.test", tc.port)
+			if dec.Allow != tc.wantAllow || dec.Reason != tc.wantReason {
+				t.Fatalf("Check = %+v, want allow=%v reason=%s", dec, tc.wantAllow, tc.wantReason)
+			}
+			if !dec.Allow && !strings.Contains(dec.Detail, "bench.test") {
+				t.Errorf("detail %q does not name the host", dec.Detail)
+			}
+		})
+	}
+}
+
+func TestDialerOwnAndSelf(t *testing.T) {
+	own := netip.MustParseAddr("10.0.2.15")
+	self := netip.MustParseAddrPort("127.0.0.1:3128")
+	d := &Dialer{Rules: mustRules(t, "a.test:*", "127.0.0.1:*"), Resolver: fixed{own}, Own: []netip.AddrPort{netip.AddrPortFrom(own, 0)}, Self: []netip.AddrPort{self}}
+	if _, dec := d.Check(context.Background(), "a.test", 443); dec.Allow || dec.Reason != policy.ReasonBlockedAddr {
+		t.Errorf("own interface address: %+v", dec)
+	}
+	// cordon's own listener is refused even when its address is allowlisted.
+	if _, dec := d.Check(context.Background(), "127.0.0.1", 3128); dec.Allow {
+		t.Errorf("proxy's own listener allowed: %+v", dec)
+	}
+	if _, dec := d.Check(context.Background(), "127.0.0.1", 3129); !dec.Allow {
+		t.Errorf("allowlisted loopback address refused: %+v", dec)
+	}
+}
+
+// TestDialerRebinding resolves once: the address that passed the check is the
+// address dialled, even if the name resolves elsewhere a moment later.
+func TestDialerRebinding(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	rb := &rebinder{}
+	d := &Dialer{Rules: mustRules(t, "rebind.test:*"), Resolver: rb}
+	tgt, dec := d.Check(context.Background(), "rebind.test", ln.Addr().(*net.TCPAddr).Port)
+	if !dec.Allow {
+		t.Fatalf("first answer is public, want allow: %+v", dec)
+	}
+	if len(tgt.Addrs) != 1 || tgt.Addrs[0] != netip.MustParseAddr("93.184.216.34") {
+		t.Fatalf("target addrs = %v", tgt.Addrs)
+	}
+	// Dial must not look the name up again (it would now get loopback).
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d.Dial(ctx, tgt)
+	if n := rb.calls.Load(); n != 1 {
+		t.Fatalf("resolver called %d times, want exactly 1", n)
+	}
+	// A fresh check sees the rebinding and refuses it.
+	if _, dec := d.Check(context.Background(), "rebind.test", 443); dec.Allow {
+		t.Fatalf("second answer is loopback, want deny: %+v", dec)
+	}
+}

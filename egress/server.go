@@ -1,0 +1,323 @@
+// Package egress is cordon's egress proxy: it authenticates each client with
+// the session token, judges every CONNECT and plain-HTTP request against the
+// allowlist, dials only addresses that passed the guarded dialer, logs every
+// decision before bytes flow, and hands allowed tunnels to TLS termination.
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+// Reasons the proxy itself gives, beside the policy's.
+const (
+	ReasonAuthMissing  policy.Reason = "auth_required"
+	ReasonAuthWrong    policy.Reason = "auth_failed"
+	ReasonAuditFailed  policy.Reason = "audit_failed"
+	ReasonDialFailed   policy.Reason = "dial_failed"
+	ReasonBadRequest   policy.Reason = "bad_request"
+	ReasonTooManyTLS   policy.Reason = "too_many_tunnels"
+	ReasonNotAProxyReq policy.Reason = "not_a_proxy_request"
+)
+
+// Config is what a Server needs. Rules, Dialer, Audit and Token are
+// required.
+type Config struct {
+	Rules  *policy.Rules
+	Dialer *Dialer
+	Audit  *audit.Writer
+	Token  string
+	// Intercept, if set, takes over allowed CONNECT tunnels it wants (TLS
+	// termination); it returns false to leave a tunnel opaque.
+	Intercept func(t *Tunnel) bool
+	// ErrorLog receives problems that have no client to go to.
+	ErrorLog *log.Logger
+}
+
+// Server is the proxy. It is an http.Handler for an HTTP/1.1 listener.
+type Server struct {
+	cfg   Config
+	plain *goproxy.ProxyHttpServer
+	ids   atomic.Uint64
+}
+
+// Tunnel is an allowed CONNECT whose client already has its 200.
+type Tunnel struct {
+	ID       uint64
+	Client   net.Conn
+	Upstream net.Conn
+	Target   Target
+	Addr     netip.AddrPort
+	// Redial connects again to the same checked addresses, for a client
+	// connection that outlives its first upstream connection.
+	Redial func(ctx context.Context) (net.Conn, error)
+	// Started is when the CONNECT arrived.
+	Started time.Time
+}
+
+// New builds a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Rules == nil || cfg.Dialer == nil || cfg.Audit == nil || cfg.Token == "" {
+		return nil, errors.New("egress: Rules, Dialer, Audit and Token are required")
+	}
+	if cfg.ErrorLog == nil {
+		cfg.ErrorLog = log.New(io.Discard, "", 0)
+	}
+	s := &Server{cfg: cfg}
+	s.plain = s.newPlainProxy()
+	return s, nil
+}
+
+// ServeHTTP authenticates the client, then routes CONNECT to a tunnel and
+// anything else to the plain-HTTP proxy.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	kind := audit.KindHTTP
+	if r.Method == http.MethodConnect {
+		kind = audit.KindConnect
+	}
+	switch checkAuth(r.Header, s.cfg.Token) {
+	case authMissing:
+		s.refuseAuth(w, r, kind, ReasonAuthMissing, "proxy authentication required: use the proxy URL cordon printed (it carries the session token)")
+		return
+	case authWrong:
+		s.refuseAuth(w, r, kind, ReasonAuthWrong, "wrong proxy token: use the proxy URL cordon printed for this session")
+		return
+	}
+	if r.Method == http.MethodConnect {
+		s.serveConnect(w, r)
+		return
+	}
+	if !r.URL.IsAbs() {
+		s.refuse(w, r, audit.KindHTTP, policy.Decision{Reason: ReasonNotAProxyReq,
+			Detail: "this is cordon's egress proxy; send absolute-form requests (http://host/path) or CONNECT"}, http.StatusBadRequest)
+		return
+	}
+	s.plain.ServeHTTP(w, r)
+}
+
+func (s *Server) refuseAuth(w http.ResponseWriter, r *http.Request, kind audit.Kind, reason policy.Reason, detail string) {
+	host, port := requestTarget(r)
+	s.record(audit.Record{Type: audit.TypeDecision, Kind: kind, Client: r.RemoteAddr,
+		Host: host, Port: port, Decision: audit.Deny, Reason: string(reason), Detail: detail})
+	w.Header().Set("Proxy-Authenticate", `Basic realm="cordon"`)
+	w.Header().Set("X-Cordon-Reason", string(reason))
+	w.Header().Set("Connection", "close")
+	http.Error(w, "cordon: "+detail, http.StatusProxyAuthRequired)
+}
+
+// refuse logs a deny and answers with its reason.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, kind audit.Kind, d policy.Decision, status int) {
+	rec := decisionRecord(kind, r.RemoteAddr, d)
+	s.record(rec)
+	WriteRefusal(w, d, status)
+}
+
+// WriteRefusal answers a refused request: the reason code in X-Cordon-Reason
+// and the sentence in the body, so a client can tell "not authenticated"
+// (407) from "not allowed" (403).
+func WriteRefusal(w http.ResponseWriter, d policy.Decision, status int) {
+	w.Header().Set("X-Cordon-Reason", string(d.Reason))
+	w.Header().Set("Connection", "close")
+	http.Error(w, fmt.Sprintf("cordon: %s: %s", d.Reason, d.Detail), status)
+}
+
+func decisionRecord(kind audit.Kind, client string, d policy.Decision) audit.Record {
+	return audit.Record{Type: audit.TypeDecision, Kind: kind, Client: client,
+		Host: d.Host, Port: d.Port, Decision: audit.Verdict(d.Allow),
+		Reason: string(d.Reason), Detail: d.Detail, Rule: d.Rule}
+}
+
+// record writes an audit line; the error is returned for callers that must
+// fail closed, and also logged.
+func (s *Server) record(r audit.Record) error {
+	err := s.cfg.Audit.Write(r)
+	if err != nil {
+		s.cfg.ErrorLog.Printf("cordon: %v", err)
+	}
+	return err
+}
+
+// Judge is the whole decision for one host and port: the allowlist, then
+// the guarded dialer's resolution and address checks.
+func (s *Server) Judge(ctx context.Context, rawHost string, port int) (Target, policy.Decision) {
+	d := s.cfg.Rules.Decide(rawHost, port)
+	if !d.Allow {
+		return Target{}, d
+	}
+	t, ad := s.cfg.Dialer.Check(ctx, d.Host, port)
+	if !ad.Allow {
+		return t, ad
+	}
+	return t, d
+}
+
+func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	host, port, err := policy.SplitHostPort(r.Host, 0)
+	if err != nil {
+		s.refuse(w, r, audit.KindConnect, policy.Decision{Reason: policy.ReasonBadHost, Host: r.Host,
+			Detail: fmt.Sprintf("bad CONNECT target: %v", err)}, http.StatusBadRequest)
+		return
+	}
+	t, d := s.Judge(r.Context(), host, port)
+	if !d.Allow {
+		s.refuse(w, r, audit.KindConnect, d, http.StatusForbidden)
+		return
+	}
+	up, addr, err := s.cfg.Dialer.Dial(r.Context(), t)
+	if err != nil {
+		d.Allow, d.Reason, d.Detail = false, ReasonDialFailed, err.Error()
+		s.refuse(w, r, audit.KindConnect, d, http.StatusBadGateway)
+		return
+	}
+	id := s.ids.Add(1)
+	rec := decisionRecord(audit.KindConnect, r.RemoteAddr, d)
+	rec.ID, rec.Addr = id, addr.String()
+	if err := s.record(rec); err != nil {
+		up.Close()
+		WriteRefusal(w, policy.Decision{Reason: ReasonAuditFailed, Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, http.StatusServiceUnavailable)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		up.Close()
+		http.Error(w, "cordon: cannot take over this connection", http.StatusInternalServerError)
+		return
+	}
+	client, rw, err := hj.Hijack()
+	if err != nil {
+		up.Close()
+		return
+	}
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		client.Close()
+		up.Close()
+		return
+	}
+	tun := &Tunnel{
+		ID: id, Client: withBuffered(client, rw.Reader), Upstream: up, Target: t, Addr: addr, Started: start,
+		Redial: func(ctx context.Context) (net.Conn, error) {
+			c, _, err := s.cfg.Dialer.Dial(ctx, t)
+			return c, err
+		},
+	}
+	if s.cfg.Intercept != nil && s.cfg.Intercept(tun) {
+		return
+	}
+	s.splice(tun, audit.KindConnect)
+}
+
+// splice copies bytes both ways until both sides are done, then writes the
+// close record.
+func (s *Server) splice(t *Tunnel, kind audit.Kind) {
+	up, down := Splice(t.Client, t.Upstream)
+	s.record(audit.Record{Type: audit.TypeClose, Kind: kind, ID: t.ID, Host: t.Target.Host, Port: t.Target.Port,
+		Addr: t.Addr.String(), BytesUp: up, BytesDown: down, DurationMS: time.Since(t.Started).Milliseconds()})
+}
+
+// Splice relays a and b until both directions end, closing both; it returns
+// bytes sent a→b and b→a.
+func Splice(a, b net.Conn) (ab, ba int64) {
+	done := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(b, a)
+		closeWrite(b)
+		done <- n
+	}()
+	ba, _ = io.Copy(a, b)
+	closeWrite(a)
+	ab = <-done
+	a.Close()
+	b.Close()
+	return ab, ba
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+		return
+	}
+	c.Close()
+}
+
+// withBuffered returns a conn that first yields what the request parser had
+// already read past the CONNECT line (a client may send its ClientHello
+// without waiting for the 200).
+func withBuffered(c net.Conn, br *bufio.Reader) net.Conn {
+	if br == nil || br.Buffered() == 0 {
+		return c
+	}
+	b, _ := br.Peek(br.Buffered())
+	return &prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(bytes.Clone(b)), c)}
+}
+
+type prefixConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) { return p.r.Read(b) }
+
+func (p *prefixConn) CloseWrite() error {
+	if cw, ok := p.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return p.Conn.Close()
+}
+
+// requestTarget is the host and port a request asks for, for logging a
+// refusal that happens before the target is parsed properly.
+func requestTarget(r *http.Request) (string, int) {
+	def := 80
+	if r.Method == http.MethodConnect {
+		def = 0
+	}
+	hostport := r.Host
+	if r.URL != nil && r.URL.Host != "" {
+		hostport = r.URL.Host
+		if r.URL.Scheme == "https" {
+			def = 443
+		}
+	}
+	h, p, err := policy.SplitHostPort(hostport, def)
+	if err != nil {
+		return hostport, 0
+	}
+	return h, p
+}
+
+// Serve accepts proxy clients on l until ctx ends, then stops accepting and
+// closes idle connections; tunnels in flight are left to finish.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          s.cfg.ErrorLog,
+	}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+	}()
+	if err := hs.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,319 @@
+package integration
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/audit"
+)
+
+// The test host: a network namespace joined to this one by a veth pair.
+// Its servers listen on sockets opened inside the namespace, so traffic to
+// them really crosses a network boundary, yet never leaves this machine.
+const (
+	originNS       = "cordon-it-origin"
+	originAddr     = "10.231.77.2"
+	originHostSide = "10.231.77.1"
+	// originName is the name tests use for the origin; cordon learns it
+	// through --resolve, as an operator pins an internal name.
+	originName = "origin.cordon.test"
+	// Ports the origin serves.
+	originHTTPS    = 8443
+	originHTTP     = 8080
+	originBadTLS   = 9443
+	originOtherTCP = 7000
+)
+
+// origin is the test host's servers and the CA its certificate chains to.
+type origin struct {
+	caPEM  []byte
+	caFile string // readable by the test user
+}
+
+var (
+	originOnce sync.Once
+	theOrigin  *origin
+	originErr  error
+)
+
+// testOrigin creates the test host once per test binary.
+func testOrigin(t testing.TB) *origin {
+	t.Helper()
+	testUser(t)
+	originOnce.Do(func() { theOrigin, originErr = newOrigin() })
+	if originErr != nil {
+		t.Fatalf("test host: %v", originErr)
+	}
+	return theOrigin
+}
+
+func sh(args ...string) error {
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func newOrigin() (*origin, error) {
+	// A namespace left by a crashed run is replaced.
+	exec.Command("ip", "netns", "del", originNS).Run()
+	exec.Command("ip", "link", "del", "cordon-it0").Run()
+	for _, c := range [][]string{
+		{"ip", "netns", "add", originNS},
+		{"ip", "link", "add", "cordon-it0", "type", "veth", "peer", "name", "cordon-it1"},
+		{"ip", "link", "set", "cordon-it1", "netns", originNS},
+		{"ip", "addr", "add", originHostSide + "/30", "dev", "cordon-it0"},
+		{"ip", "link", "set", "cordon-it0", "up"},
+		{"ip", "-n", originNS, "addr", "add", originAddr + "/30", "dev", "cordon-it1"},
+		{"ip", "-n", originNS, "link", "set", "cordon-it1", "up"},
+		{"ip", "-n", originNS, "link", "set", "lo", "up"},
+	} {
+		if err := sh(c...); err != nil {
+			return nil, err
+		}
+	}
+	ca, caKey, caPEM, err := newTestCA("cordon integration test CA")
+	if err != nil {
+		return nil, err
+	}
+	good, err := leafFor(ca, caKey, originName, originAddr)
+	if err != nil {
+		return nil, err
+	}
+	other, otherKey, _, err := newTestCA("an unknown CA")
+	if err != nil {
+		return nil, err
+	}
+	bad, err := leafFor(other, otherKey, originName, originAddr)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "cordon-it-ca-")
+	if err != nil {
+		return nil, err
+	}
+	os.Chmod(dir, 0o755)
+	caFile := filepath.Join(dir, "origin-ca.pem")
+	if err := os.WriteFile(caFile, caPEM, 0o644); err != nil {
+		return nil, err
+	}
+	h := http.HandlerFunc(echo)
+	serve := func(port int, cfg *tls.Config) error {
+		ln, err := listenInNS(originNS, fmt.Sprintf("%s:%d", originAddr, port))
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: h, TLSConfig: cfg, ReadHeaderTimeout: 10 * time.Second}
+		if cfg != nil {
+			http2.ConfigureServer(srv, &http2.Server{})
+			go srv.ServeTLS(ln, "", "")
+		} else {
+			go srv.Serve(ln)
+		}
+		return nil
+	}
+	if err := serve(originHTTPS, &tls.Config{Certificates: []tls.Certificate{good}}); err != nil {
+		return nil, err
+	}
+	if err := serve(originBadTLS, &tls.Config{Certificates: []tls.Certificate{bad}}); err != nil {
+		return nil, err
+	}
+	if err := serve(originHTTP, nil); err != nil {
+		return nil, err
+	}
+	// A raw TCP service that answers one line, for non-HTTP tunnels.
+	raw, err := listenInNS(originNS, fmt.Sprintf("%s:%d", originAddr, originOtherTCP))
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			c, err := raw.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				io.WriteString(c, "hello from the test host\n")
+			}()
+		}
+	}()
+	return &origin{caPEM: caPEM, caFile: caFile}, nil
+}
+
+// listenInNS opens a listening socket inside a named network namespace.
+func listenInNS(ns, addr string) (net.Listener, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	self, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil, err
+	}
+	defer self.Close()
+	target, err := os.Open("/run/netns/" + ns)
+	if err != nil {
+		return nil, err
+	}
+	defer target.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		return nil, fmt.Errorf("enter netns %s: %w", ns, err)
+	}
+	ln, lerr := net.Listen("tcp", addr)
+	if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
+		panic("cannot return to the test's own network namespace: " + err.Error())
+	}
+	return ln, lerr
+}
+
+// echoReply is what the origin answers: the request as it arrived.
+type echoReply struct {
+	Method  string      `json:"method"`
+	Host    string      `json:"host"`
+	Path    string      `json:"path"`
+	Query   string      `json:"query"`
+	Proto   string      `json:"proto"`
+	Header  http.Header `json:"header"`
+	Body    string      `json:"body"`
+	TLS     bool        `json:"tls"`
+	Sni     string      `json:"sni"`
+	Trailer http.Header `json:"trailer,omitempty"`
+}
+
+func echo(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/bulk" {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		buf := make([]byte, 64<<10)
+		for i := 0; i < 64; i++ { // 4 MiB
+			w.Write(buf)
+		}
+		return
+	}
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	rep := echoReply{Method: r.Method, Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery,
+		Proto: r.Proto, Header: r.Header, Body: string(body), TLS: r.TLS != nil, Trailer: r.Trailer}
+	if r.TLS != nil {
+		rep.Sni = r.TLS.ServerName
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(rep)
+}
+
+func newTestCA(cn string) (*x509.Certificate, *ecdsa.PrivateKey, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return cert, key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+}
+
+func leafFor(ca *x509.Certificate, caKey *ecdsa.PrivateKey, name, ip string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: name},
+		DNSNames:     []string{name},
+		IPAddresses:  []net.IP{net.ParseIP(ip)},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// readAudit parses every record in an audit file.
+func readAudit(t testing.TB, path string) []audit.Record {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read audit log: %v", err)
+	}
+	var recs []audit.Record
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if l == "" {
+			continue
+		}
+		var r audit.Record
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("audit line %q: %v", l, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// findRecord returns the first record matching all of want's non-zero
+// type, kind, host, port, decision and reason fields.
+func findRecord(recs []audit.Record, want audit.Record) (audit.Record, bool) {
+	for _, r := range recs {
+		if (want.Type == "" || r.Type == want.Type) &&
+			(want.Kind == "" || r.Kind == want.Kind) &&
+			(want.Host == "" || r.Host == want.Host) &&
+			(want.Port == 0 || r.Port == want.Port) &&
+			(want.Decision == "" || r.Decision == want.Decision) &&
+			(want.Reason == "" || r.Reason == want.Reason) {
+			return r, true
+		}
+	}
+	return audit.Record{}, false
+}
+
+// waitRecord polls the audit log until a matching record appears.
+func waitRecord(t testing.TB, path string, want audit.Record) audit.Record {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if r, ok := findRecord(readAudit(t, path), want); ok {
+			return r
+		}
+		if time.Now().After(deadline) {
+			data, _ := os.ReadFile(path)
+			t.Fatalf("no audit record like %+v; log:\n%s", want, data)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,158 @@
+// Package session wires one cordon session together: the audit log, the
+// compiled policy, the guarded dialer, TLS termination and credentials
+// around an egress proxy. Both `cordon proxy` and `cordon run` start their
+// proxy here, so the two cannot drift apart.
+package session
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+// Options configure a proxy session.
+type Options struct {
+	Policy *policy.Policy
+	// Listen is the proxy's address; empty means 127.0.0.1:0.
+	Listen string
+	// AuditPath is the JSONL log; empty means audit.DefaultPath().
+	AuditPath string
+	// Resolver replaces the system resolver (tests).
+	Resolver egress.Resolver
+}
+
+// Proxy is a running egress proxy.
+type Proxy struct {
+	Addr  netip.AddrPort
+	Token string
+	Audit *audit.Writer
+	// Rules is the effective allowlist.
+	Rules *policy.Rules
+
+	srv    *egress.Server
+	ln     net.Listener
+	done   chan error
+	cancel context.CancelFunc
+}
+
+// StartProxy opens the audit log, compiles the policy, listens and serves.
+// Any failure is returned before the proxy accepts a single client.
+func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
+	p := o.Policy
+	rules, err := policy.Compile(p.Allow, p.Deny)
+	if err != nil {
+		return nil, err
+	}
+	static, err := parseResolve(p.Resolve)
+	if err != nil {
+		return nil, err
+	}
+	path := o.AuditPath
+	if path == "" {
+		if path, err = audit.DefaultPath(); err != nil {
+			return nil, err
+		}
+	}
+	aw, err := audit.Open(path, audit.NewSessionID())
+	if err != nil {
+		return nil, err
+	}
+	listen := o.Listen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		aw.Close()
+		return nil, fmt.Errorf("listen on %s: %w (choose another address with --listen 127.0.0.1:PORT)", listen, err)
+	}
+	self, _ := netip.ParseAddrPort(ln.Addr().String())
+	dialer := &egress.Dialer{
+		Rules:       rules,
+		Resolver:    o.Resolver,
+		DenyPrivate: p.DenyPrivate,
+		Own:         egress.OwnAddrs(),
+		Self:        []netip.AddrPort{self},
+		Static:      static,
+	}
+	token := egress.NewToken()
+	srv, err := egress.New(egress.Config{
+		Rules: rules, Dialer: dialer, Audit: aw, Token: token,
+		ErrorLog: log.New(os.Stderr, "", 0),
+	})
+	if err != nil {
+		ln.Close()
+		aw.Close()
+		return nil, err
+	}
+	if err := aw.Sync(audit.Record{Type: audit.TypeSession, Kind: audit.KindConnect,
+		Addr: self.String(), Detail: "proxy started; allow: " + strings.Join(rules.Names(), " ")}); err != nil {
+		ln.Close()
+		aw.Close()
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	px := &Proxy{Addr: self, Token: token, Audit: aw, Rules: rules, srv: srv, ln: ln, done: make(chan error, 1), cancel: cancel}
+	go func() { px.done <- srv.Serve(sctx, ln) }()
+	return px, nil
+}
+
+// URL is the proxy URL with its token, as a client on this host uses it.
+func (p *Proxy) URL() string {
+	return p.URLFor(p.Addr.String())
+}
+
+// URLFor is the proxy URL as seen from another address (inside a sandbox).
+func (p *Proxy) URLFor(hostport string) string {
+	u := url.URL{Scheme: "http", User: url.UserPassword("cordon", p.Token), Host: hostport}
+	return u.String()
+}
+
+// Env is the environment a proxy-aware client needs, as NAME=value.
+func (p *Proxy) Env(proxyURL string) []string {
+	var env []string
+	for _, name := range []string{"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"} {
+		env = append(env, name+"="+proxyURL, strings.ToLower(name)+"="+proxyURL)
+	}
+	return append(env, "NO_PROXY=", "no_proxy=")
+}
+
+// Close stops the proxy and closes the audit log.
+func (p *Proxy) Close() error {
+	p.cancel()
+	err := <-p.done
+	if cerr := p.Audit.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// parseResolve reads "name=addr" pins.
+func parseResolve(entries []string) (map[string][]netip.Addr, error) {
+	out := map[string][]netip.Addr{}
+	for _, e := range entries {
+		name, addr, ok := strings.Cut(e, "=")
+		if !ok {
+			return nil, fmt.Errorf("resolve %q: write NAME=ADDRESS, e.g. api.internal=10.0.0.7", e)
+		}
+		h, err := policy.NormalizeHost(name)
+		if err != nil {
+			return nil, fmt.Errorf("resolve %q: %w", e, err)
+		}
+		a, err := netip.ParseAddr(addr)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("resolve %q: %q is not an IP address", e, addr)
+		}
+		out[h] = append(out[h], a.Unmap())
+	}
+	return out, nil
+}

@@ -20,9 +20,11 @@ const (
 	classPrivate     addrClass = "private"
 )
 
-// metadataAddrs are cloud instance-metadata endpoints that are not already
-// link-local.
+// metadataAddrs are cloud instance-metadata endpoints, named apart from
+// their range so the audit says what was really asked for.
 var metadataAddrs = []netip.Addr{
+	netip.MustParseAddr("169.254.169.254"), // AWS, GCP, Azure, OpenStack, ...
+	netip.MustParseAddr("169.254.170.2"),   // AWS ECS task metadata
 	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
 	netip.MustParseAddr("168.63.129.16"),   // Azure WireServer
 	netip.MustParseAddr("192.0.0.192"),     // Oracle Cloud

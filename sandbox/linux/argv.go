@@ -1,0 +1,346 @@
+//go:build linux
+
+package linux
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/bpf"
+
+	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// The descriptors a launch hands bwrap, in ExtraFiles order (fd 3 first).
+const (
+	// fdStatus is bwrap's --json-status-fd: the child's pid, then its exit code.
+	fdStatus = 3
+	// fdSeccomp carries the BPF program for --seccomp.
+	fdSeccomp = 4
+	// fdInit is the init's report: started, failed to start, or probe results.
+	fdInit = 5
+	// fdArgs carries bwrap's own arguments (--args), so no value (an
+	// --env variable, say) shows in the host's process list.
+	fdArgs = 6
+)
+
+// initPath is where cordon's own binary sits inside the sandbox, as pid 1.
+const initPath = "/run/cordon/cordon"
+
+// InitCommand is the hidden subcommand that runs cordon as the sandbox's init.
+const InitCommand = "__init"
+
+// systemEntries are the top-level host entries reproduced as the host has
+// them: a symlink as the same symlink, a directory bound read-only.
+var systemEntries = []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// hostInfo is what the builder knows about this machine and user.
+type hostInfo struct {
+	env []string // the host environment
+	// home is the invoking user's home: an empty tmpfs in the sandbox.
+	home string
+	// user names the account the command runs as (USER inside).
+	user     string
+	uid, gid int
+	guard    guard
+	self     string // cordon's binary on the host
+	bwrap    string // bubblewrap on the host
+	// holderNet says a holder supplies the network namespace (restricted mode).
+	holderNet bool
+	limits    limitPlan
+	goarch    string
+}
+
+// bind is one host path bound into the sandbox at its real path.
+type bind struct {
+	path  string
+	write bool
+	// walk says the tree is searched for credential files to mask.
+	walk bool
+}
+
+// launch is a Spec rendered for bwrap.
+type launch struct {
+	// argv is bwrap's full command line, argv[0] the bwrap binary.
+	argv []string
+	// scratch is the host directory holding files the mounts come from.
+	scratch string
+	// files are the scratch files to create: path to contents.
+	files map[string][]byte
+	// emptyDir is the scratch directory bound over denied directories.
+	emptyDir string
+	seccomp  []bpf.RawInstruction
+}
+
+// probeMode replaces the command with the init's self-test.
+type probeMode struct {
+	// outside is a host directory that is not mounted: writing there must fail.
+	outside string
+}
+
+// build renders s for bwrap, using scratch (not created here) for the
+// files mounts are made from. With probe set, the init runs its self-test
+// instead of s.Argv.
+func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*launch, error) {
+	p := s.Policy
+	if p == nil {
+		return nil, fmt.Errorf("no policy")
+	}
+	if probe == nil && len(s.Argv) == 0 {
+		return nil, fmt.Errorf("no command to run: put it after --")
+	}
+	l := &launch{
+		scratch:  scratch,
+		files:    map[string][]byte{},
+		emptyDir: filepath.Join(scratch, "empty.d"),
+	}
+	empty := filepath.Join(scratch, "empty")
+	l.files[empty] = nil
+
+	ws, workdir, err := workspaceOf(s, h.guard)
+	if err != nil {
+		return nil, err
+	}
+	a := []string{h.bwrap,
+		"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup"}
+	switch p.Network {
+	case policy.NetOff:
+		a = append(a, "--unshare-net")
+	case policy.NetOpen:
+	case policy.NetRestricted:
+		if !h.holderNet {
+			return nil, fmt.Errorf("network mode restricted is not available in this build; use --net off, or --net open to share the host network")
+		}
+		a = append(a, "--uid", strconv.Itoa(h.uid), "--gid", strconv.Itoa(h.gid))
+	default:
+		return nil, fmt.Errorf("network mode %q is not one of off, open, restricted", p.Network)
+	}
+	a = append(a, "--hostname", "cordon",
+		"--die-with-parent", "--new-session", "--as-pid-1", "--disable-userns", "--cap-drop", "ALL")
+
+	roots := []string{"/usr", "/etc"}
+	a = append(a, "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc")
+	for _, e := range systemEntries {
+		fi, err := os.Lstat(e)
+		switch {
+		case err != nil:
+			continue
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(e)
+			if err != nil {
+				return nil, fmt.Errorf("read symlink %s: %w", e, err)
+			}
+			a = append(a, "--symlink", target, e)
+		case fi.IsDir():
+			a = append(a, "--ro-bind", e, e)
+		default:
+			continue
+		}
+		roots = append(roots, e)
+	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev")
+	if p.Limits.TmpSize > 0 {
+		a = append(a, "--size", strconv.FormatInt(p.Limits.TmpSize, 10))
+	}
+	a = append(a, "--perms", "1777", "--tmpfs", "/tmp", "--perms", "0700", "--tmpfs", h.home)
+	if p.Network == policy.NetOpen {
+		if r, err := filepath.EvalSymlinks("/etc/resolv.conf"); err == nil && !within(r, "/etc") && !within(r, "/usr") {
+			a = append(a, "--ro-bind", r, r)
+			roots = append(roots, r)
+		}
+	}
+
+	binds, err := userBinds(p, ws, h.guard)
+	if err != nil {
+		return nil, err
+	}
+	visible := func(q string) bool {
+		for _, r := range roots {
+			if within(q, r) {
+				return true
+			}
+		}
+		for _, b := range binds {
+			if within(q, b.path) {
+				return true
+			}
+		}
+		return false
+	}
+	var init []string
+	if probe == nil {
+		res := resolver{path: envValue(h.env, "PATH"), workdir: workdir, workspace: ws, guard: h.guard, visible: visible}
+		cmd, err := res.lookup(s.Argv[0])
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range cmd.Mounts {
+			binds = append(binds, bind{path: m, walk: true})
+		}
+		init = initArgs(h.limits, cmd.Exe, s.Argv)
+	} else {
+		init = []string{"--status-fd", strconv.Itoa(fdInit), "--probe", probe.outside, "--"}
+	}
+	sortBinds(binds)
+	for _, b := range binds {
+		op := "--ro-bind"
+		if b.write {
+			op = "--bind"
+		}
+		a = append(a, op, b.path, b.path)
+	}
+	a = append(a, "--ro-bind", h.self, initPath)
+
+	dsts := make([]string, 0, len(s.Files))
+	for dst := range s.Files {
+		if !filepath.IsAbs(dst) {
+			return nil, fmt.Errorf("sandbox file %q: path must be absolute", dst)
+		}
+		dsts = append(dsts, dst)
+	}
+	sort.Strings(dsts)
+	for i, dst := range dsts {
+		src := filepath.Join(scratch, "file-"+strconv.Itoa(i))
+		l.files[src] = s.Files[dst]
+		a = append(a, "--ro-bind", src, dst)
+	}
+
+	masks, err := maskPaths(p, ws, h.guard, binds, visible)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range masks {
+		src := empty
+		if m.dir {
+			src = l.emptyDir
+		}
+		a = append(a, "--ro-bind", src, m.path)
+	}
+	a = append(a, "--remount-ro", "/", "--chdir", workdir, "--clearenv")
+	env, err := environment(p.Env, h.env, h.home, h.user, s.Env)
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		a = append(a, "--setenv", k, v)
+	}
+	if l.seccomp, err = seccompProgram(h.goarch); err != nil {
+		return nil, err
+	}
+	a = append(a, "--seccomp", strconv.Itoa(fdSeccomp), "--json-status-fd", strconv.Itoa(fdStatus),
+		"--", initPath, InitCommand)
+	l.argv = append(a, init...)
+	return l, nil
+}
+
+// initArgs are the init's flags and the command after InitCommand.
+func initArgs(lim limitPlan, exe string, argv []string) []string {
+	a := []string{"--status-fd", strconv.Itoa(fdInit)}
+	if lim.data > 0 {
+		a = append(a, "--rlimit-data", strconv.FormatInt(lim.data, 10))
+	}
+	if lim.nproc > 0 {
+		a = append(a, "--rlimit-nproc", strconv.Itoa(lim.nproc))
+	}
+	if exe != "" {
+		a = append(a, "--exe", exe)
+	}
+	a = append(a, "--")
+	return append(a, argv...)
+}
+
+// workspaceOf resolves the workspace and the working directory inside it.
+func workspaceOf(s *sandbox.Spec, g guard) (ws, workdir string, err error) {
+	if s.Workspace == "" {
+		return "", "", fmt.Errorf("no workspace: run cordon from inside a project directory")
+	}
+	if ws, err = realPath(s.Workspace); err != nil {
+		return "", "", fmt.Errorf("workspace: %w", err)
+	}
+	if err := g.check("workspace", ws); err != nil {
+		return "", "", err
+	}
+	workdir = ws
+	if s.Workdir != "" {
+		if workdir, err = realPath(s.Workdir); err != nil {
+			return "", "", fmt.Errorf("working directory: %w", err)
+		}
+		if !within(workdir, ws) {
+			return "", "", fmt.Errorf("working directory %s is outside the workspace %s", workdir, ws)
+		}
+	}
+	return ws, workdir, nil
+}
+
+// userBinds are the workspace (read-write), expose paths (read-only) and
+// allow_paths entries, each checked against the guard and resolved to its
+// real path. A path named twice is writable if any entry makes it so.
+func userBinds(p *policy.Policy, ws string, g guard) ([]bind, error) {
+	byPath := map[string]*bind{ws: {path: ws, write: true}}
+	order := []string{ws}
+	add := func(what, path string, write bool) error {
+		if err := g.check(what, path); err != nil {
+			return err
+		}
+		real, err := realPath(path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if b, ok := byPath[real]; ok {
+			b.write = b.write || write
+			return nil
+		}
+		byPath[real] = &bind{path: real, write: write, walk: !within(real, ws)}
+		order = append(order, real)
+		return nil
+	}
+	for _, e := range p.Expose {
+		if err := add("expose", e, false); err != nil {
+			return nil, err
+		}
+	}
+	for _, e := range p.AllowPaths {
+		r, err := policy.ParsePathRule(e)
+		if err != nil {
+			return nil, fmt.Errorf("allow_paths: %w", err)
+		}
+		if err := add("allow_paths", r.Path, r.Write); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]bind, 0, len(order))
+	for _, k := range order {
+		out = append(out, *byPath[k])
+	}
+	return out, nil
+}
+
+// sortBinds orders binds parents first, so a nested bind lands on top.
+func sortBinds(b []bind) {
+	sort.SliceStable(b, func(i, j int) bool { return depth(b[i].path) < depth(b[j].path) })
+}
+
+// depth counts a path's components.
+func depth(p string) int {
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+// envValue returns NAME's value in a KEY=VALUE list.
+func envValue(env []string, name string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,307 @@
+//go:build linux
+
+package linux
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+func TestBuildArgv(t *testing.T) {
+	tests := []struct {
+		name string
+		// setup creates files under the fixture and edits the policy.
+		setup func(t *testing.T, f fixture, p *policy.Policy)
+		// host edits the machine description; nil leaves it.
+		host    func(h *hostInfo)
+		argv    []string
+		want    [][]string // fragments that must appear
+		notWant [][]string // fragments that must not
+	}{
+		{
+			name: "network off",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) {
+				p.Network = policy.NetOff
+			},
+			argv: []string{"true"},
+			want: [][]string{
+				{"/usr/bin/bwrap", "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup", "--unshare-net"},
+				{"--die-with-parent", "--new-session", "--as-pid-1", "--disable-userns", "--cap-drop", "ALL"},
+				{"--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"},
+				{"--proc", "/proc", "--dev", "/dev"},
+				{"--perms", "0700", "--tmpfs", "{home}"},
+				{"--bind", "{ws}", "{ws}"},
+				{"--ro-bind", "/opt/cordon/bin/cordon", initPath},
+				{"--remount-ro", "/", "--chdir", "{ws}", "--clearenv"},
+				{"--setenv", "HOME", "{home}"},
+				{"--setenv", "TMPDIR", "/tmp"},
+				{"--seccomp", "4", "--json-status-fd", "3", "--", initPath, "__init", "--status-fd", "5"},
+			},
+			notWant: [][]string{{"--share-net"}},
+		},
+		{
+			name: "network open shares the network",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) {
+				p.Network = policy.NetOpen
+			},
+			argv:    []string{"true"},
+			want:    [][]string{{"--unshare-cgroup", "--hostname", "cordon"}},
+			notWant: [][]string{{"--unshare-net"}},
+		},
+		{
+			name: "tmp size",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) {
+				p.Limits.TmpSize = 1 << 20
+			},
+			argv: []string{"true"},
+			want: [][]string{{"--size", "1048576", "--perms", "1777", "--tmpfs", "/tmp"}},
+		},
+		{
+			name: "expose is read-only and its credential files are masked",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) {
+				writeFile(t, filepath.Join(f.root, "tools", "lib", ".npmrc"), "//registry/:_authToken=x", 0o644)
+				writeFile(t, filepath.Join(f.root, "tools", "cargo", "credentials.toml"), "token", 0o644)
+				writeFile(t, filepath.Join(f.root, "tools", "readme"), "hi", 0o644)
+				p.Expose = []string{filepath.Join(f.root, "tools")}
+			},
+			argv: []string{"true"},
+			want: [][]string{
+				{"--ro-bind", "{root}/tools", "{root}/tools"},
+				{"--ro-bind", "{scratch}/empty", "{root}/tools/lib/.npmrc"},
+				{"--ro-bind", "{scratch}/empty", "{root}/tools/cargo/credentials.toml"},
+			},
+			notWant: [][]string{{"{root}/tools/readme"}},
+		},
+		{
+			name: "allow path rw and ro",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) {
+				mkdirs(t, filepath.Join(f.root, "cache"), filepath.Join(f.root, "data"))
+				p.AllowPaths = []string{filepath.Join(f.root, "cache") + ":rw", filepath.Join(f.root, "data")}
+			},
+			argv: []string{"true"},
+			want: [][]string{
+				{"--bind", "{root}/cache", "{root}/cache"},
+				{"--ro-bind", "{root}/data", "{root}/data"},
+			},
+		},
+		{
+			name: "deny read file, directory and a symlink's target",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) {
+				writeFile(t, filepath.Join(f.ws, ".env"), "KEY=1", 0o644)
+				writeFile(t, filepath.Join(f.ws, "secrets", "a"), "x", 0o644)
+				writeFile(t, filepath.Join(f.ws, "real-key"), "x", 0o644)
+				symlink(t, filepath.Join(f.ws, "real-key"), filepath.Join(f.ws, "key-link"))
+				p.DenyRead = []string{filepath.Join(f.ws, ".env"), "secrets", filepath.Join(f.ws, "key-link"), "/nonexistent/x"}
+			},
+			argv: []string{"true"},
+			want: [][]string{
+				{"--ro-bind", "{scratch}/empty", "{ws}/.env"},
+				{"--ro-bind", "{scratch}/empty.d", "{ws}/secrets"},
+				{"--ro-bind", "{scratch}/empty", "{ws}/real-key"},
+			},
+			notWant: [][]string{{"/nonexistent/x"}},
+		},
+		{
+			name: "protected directories under a wider expose are masked",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) {
+				writeFile(t, filepath.Join(f.home, ".config", "gh", "hosts.yml"), "t", 0o644)
+				writeFile(t, filepath.Join(f.home, ".config", "nvim", "init.lua"), "", 0o644)
+				p.Expose = []string{filepath.Join(f.home, ".config")}
+			},
+			argv: []string{"true"},
+			want: [][]string{
+				{"--ro-bind", "{home}/.config", "{home}/.config"},
+				{"--ro-bind", "{scratch}/empty.d", "{home}/.config/gh"},
+			},
+		},
+		{
+			name: "environment: named host variables, HOME, extras",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) {
+				p.Env = []string{"PATH", "LANG", "SECRET_TOKEN", "UNSET_VAR"}
+			},
+			argv: []string{"true"},
+			want: [][]string{
+				{"--setenv", "PATH", "/usr/bin:/bin"},
+				{"--setenv", "LANG", "C.UTF-8"},
+				{"--setenv", "SECRET_TOKEN", "s3cr3t"},
+			},
+			notWant: [][]string{{"TERM"}, {"UNSET_VAR"}},
+		},
+		{
+			name:  "limits go to the init",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) {},
+			host:  func(h *hostInfo) { h.limits = limitPlan{data: 1000000, nproc: 50} },
+			argv:  []string{"true"},
+			want:  [][]string{{"__init", "--status-fd", "5", "--rlimit-data", "1000000", "--rlimit-nproc", "50", "--exe"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			p := &policy.Policy{Network: policy.NetOff, Env: []string{"PATH", "LANG"}}
+			tt.setup(t, f, p)
+			h := f.host()
+			if tt.host != nil {
+				tt.host(&h)
+			}
+			l, err := build(f.spec(p, tt.argv...), h, f.scratch, nil)
+			if err != nil {
+				t.Fatalf("build: %v", err)
+			}
+			for _, frag := range f.expand(tt.want) {
+				if !hasSeq(l.argv, frag...) {
+					t.Errorf("argv lacks %q\nargv: %q", frag, l.argv)
+				}
+			}
+			for _, frag := range f.expand(tt.notWant) {
+				for _, s := range l.argv {
+					if strings.Contains(s, frag[0]) {
+						t.Errorf("argv holds %q (in %q)", frag[0], s)
+					}
+				}
+			}
+			if _, ok := l.files[filepath.Join(f.scratch, "empty")]; !ok {
+				t.Errorf("no empty mask file among %v", l.files)
+			}
+		})
+	}
+}
+
+// The command is the last thing in the argv, after the init's "--".
+func TestBuildCommandTail(t *testing.T) {
+	f := newFixture(t)
+	p := &policy.Policy{Network: policy.NetOff}
+	l, err := build(f.spec(p, "sh", "-c", "echo hi"), f.host(), f.scratch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := l.argv[len(l.argv)-4:]
+	if !slices.Equal(tail, []string{"--", "sh", "-c", "echo hi"}) {
+		t.Fatalf("argv ends %q", tail)
+	}
+	i := slices.Index(l.argv, "--exe")
+	if i < 0 || !strings.HasSuffix(l.argv[i+1], "/sh") && !strings.HasSuffix(l.argv[i+1], "dash") && !strings.HasSuffix(l.argv[i+1], "bash") {
+		t.Fatalf("--exe is not the host's sh: %q", l.argv)
+	}
+}
+
+func TestBuildAuditDirMasked(t *testing.T) {
+	f := newFixture(t)
+	f.audit = filepath.Join(f.ws, "logs", "audit.jsonl")
+	mkdirs(t, filepath.Dir(f.audit))
+	h := f.host()
+	h.guard = newGuard([]string{f.home}, f.audit)
+	l, err := build(f.spec(&policy.Policy{Network: policy.NetOff}, "true"), h, f.scratch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasSeq(l.argv, "--ro-bind", f.scratch+"/empty.d", filepath.Join(f.ws, "logs")) {
+		t.Fatalf("audit directory in the workspace is not masked: %q", l.argv)
+	}
+}
+
+func TestBuildRefuses(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, f *fixture, p *policy.Policy)
+		want  string
+	}{
+		{"restricted without a holder", func(t *testing.T, f *fixture, p *policy.Policy) {
+			p.Network = policy.NetRestricted
+		}, "restricted is not available"},
+		{"unknown network mode", func(t *testing.T, f *fixture, p *policy.Policy) {
+			p.Network = "wide"
+		}, `network mode "wide"`},
+		{"expose ~/.ssh", func(t *testing.T, f *fixture, p *policy.Policy) {
+			mkdirs(t, filepath.Join(f.home, ".ssh"))
+			p.Expose = []string{filepath.Join(f.home, ".ssh")}
+		}, "holds credentials"},
+		{"expose a file inside ~/.aws", func(t *testing.T, f *fixture, p *policy.Policy) {
+			writeFile(t, filepath.Join(f.home, ".aws", "config"), "", 0o644)
+			p.Expose = []string{filepath.Join(f.home, ".aws", "config")}
+		}, "holds credentials"},
+		{"expose home", func(t *testing.T, f *fixture, p *policy.Policy) {
+			p.Expose = []string{f.home}
+		}, "refusing your home directory"},
+		{"expose /", func(t *testing.T, f *fixture, p *policy.Policy) {
+			p.Expose = []string{"/"}
+		}, "contains your home directory"},
+		{"allow path above home", func(t *testing.T, f *fixture, p *policy.Policy) {
+			p.AllowPaths = []string{f.root + ":rw"}
+		}, "contains your home directory"},
+		{"allow path is the audit directory", func(t *testing.T, f *fixture, p *policy.Policy) {
+			p.AllowPaths = []string{filepath.Dir(f.audit)}
+		}, "audit log directory"},
+		{"symlink to a protected directory", func(t *testing.T, f *fixture, p *policy.Policy) {
+			mkdirs(t, filepath.Join(f.home, ".gnupg"))
+			symlink(t, filepath.Join(f.home, ".gnupg"), filepath.Join(f.root, "innocent"))
+			p.Expose = []string{filepath.Join(f.root, "innocent")}
+		}, "holds credentials"},
+		{"expose that does not exist", func(t *testing.T, f *fixture, p *policy.Policy) {
+			p.Expose = []string{filepath.Join(f.root, "nope")}
+		}, "does not exist"},
+		{"workspace is home", func(t *testing.T, f *fixture, p *policy.Policy) {
+			f.ws = f.home
+		}, "refusing your home directory"},
+		{"workspace is /", func(t *testing.T, f *fixture, p *policy.Policy) {
+			f.ws = "/"
+		}, "contains your home directory"},
+		{"no command", func(t *testing.T, f *fixture, p *policy.Policy) {
+		}, "no command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			p := &policy.Policy{Network: policy.NetOff}
+			tt.setup(t, &f, p)
+			argv := []string{"true"}
+			if tt.name == "no command" {
+				argv = nil
+			}
+			_, err := build(f.spec(p, argv...), f.host(), f.scratch, nil)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to say %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestBuildProbe(t *testing.T) {
+	f := newFixture(t)
+	l, err := build(f.spec(&policy.Policy{Network: policy.NetOff}), f.host(), f.scratch, &probeMode{outside: "/x/outside"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasSeq(l.argv, initPath, "__init", "--status-fd", "5", "--probe", "/x/outside", "--") || l.argv[len(l.argv)-1] != "--" {
+		t.Fatalf("probe argv: %q", l.argv)
+	}
+}
+
+func TestBuildSystemEntries(t *testing.T) {
+	f := newFixture(t)
+	l, err := build(f.spec(&policy.Policy{Network: policy.NetOff}, "true"), f.host(), f.scratch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range systemEntries {
+		target, lerr := filepath.EvalSymlinks(e)
+		switch {
+		case lerr != nil:
+			if slices.Contains(l.argv, e) {
+				t.Errorf("%s does not exist on the host but is in the argv", e)
+			}
+		case target != e:
+			if !slices.Contains(l.argv, e) || !hasSeq(l.argv, "--symlink") {
+				t.Errorf("symlink %s is not recreated: %q", e, l.argv)
+			}
+		default:
+			if !hasSeq(l.argv, "--ro-bind", e, e) {
+				t.Errorf("directory %s is not bound read-only", e)
+			}
+		}
+	}
+}

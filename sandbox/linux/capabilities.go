@@ -1,0 +1,28 @@
+package linux
+
+import "github.com/cordon-sandbox/cordon/sandbox"
+
+// Capabilities is the Linux column of the README's platform matrix.
+func Capabilities() sandbox.Table {
+	return sandbox.Table{
+		Platform: "Linux (bubblewrap)",
+		Rows: []sandbox.Row{
+			{Capability: sandbox.CapFilesystem, Status: sandbox.Ready,
+				Why: "bubblewrap mount namespace: the workspace read-write, the system and exposed paths read-only, credential stores and the audit trail hidden"},
+			{Capability: sandbox.CapNetOff, Status: sandbox.Ready,
+				Why: "a network namespace of its own, with nothing but its own loopback"},
+			{Capability: sandbox.CapNetOpen, Status: sandbox.Degraded,
+				Why: "no network box: the host's network is shared; the filesystem box is kept"},
+			{Capability: sandbox.CapNetRestricted, Status: sandbox.Ready,
+				Why: "slirp4netns and nftables: every TCP and UDP packet is captured and the egress proxy decides each connection"},
+			{Capability: sandbox.CapPerHost, Status: sandbox.Ready,
+				Why: "transparent capture and fake-IP DNS: a client that ignores HTTPS_PROXY is decided host by host like any other"},
+			{Capability: sandbox.CapSyscalls, Status: sandbox.Ready,
+				Why: "a seccomp filter handed to bubblewrap"},
+			{Capability: sandbox.CapLimits, Status: sandbox.Ready,
+				Why: "memory and processes through cgroup v2 when delegated, else rlimits; /tmp is a sized tmpfs; the deadline is kept by cordon's init"},
+			{Capability: sandbox.CapProcessTree, Status: sandbox.Ready,
+				Why: "a pid namespace with cordon's init as pid 1: the deadline or a dying cordon ends every descendant, daemons included"},
+		},
+	}
+}

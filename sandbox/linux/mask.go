@@ -1,0 +1,119 @@
+//go:build linux
+
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+// The bound on the search for credential files inside exposed trees: at
+// most maxWalkEntries directory entries in all, within maxWalkTime. A tree
+// too large to search is refused rather than exposed unsearched.
+const (
+	maxWalkEntries = 100_000
+	maxWalkTime    = 5 * time.Second
+)
+
+// errWalkBound reports that an exposed tree is too large to search.
+var errWalkBound = errors.New("too large to search for credential files")
+
+// mask hides one path: an empty file over a file, an empty read-only
+// directory over a directory.
+type mask struct {
+	path string
+	dir  bool
+}
+
+// maskPaths lists what reads as empty inside the sandbox: deny_read
+// entries (relative ones are in the workspace), the guard's protected
+// paths, and files with credential names inside walked binds. Each is
+// resolved to its real path and masked only where the sandbox can see it.
+func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, visible func(string) bool) ([]mask, error) {
+	var cands []string
+	for _, d := range p.DenyRead {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(ws, d)
+		}
+		cands = append(cands, d)
+	}
+	cands = append(cands, g.protected()...)
+	w := walker{limit: maxWalkEntries, deadline: time.Now().Add(maxWalkTime)}
+	for _, b := range binds {
+		if !b.walk {
+			continue
+		}
+		found, err := w.credentialFiles(b.path)
+		if err != nil {
+			return nil, fmt.Errorf("exposed path %s: %w (the bound is %d entries in %s); expose a narrower directory", b.path, err, maxWalkEntries, maxWalkTime)
+		}
+		cands = append(cands, found...)
+	}
+
+	seen := map[string]bool{}
+	var out []mask
+	for _, c := range cands {
+		real, err := filepath.EvalSymlinks(c)
+		if err != nil || seen[real] || !visible(real) {
+			continue
+		}
+		fi, err := os.Stat(real)
+		if err != nil {
+			continue
+		}
+		seen[real] = true
+		out = append(out, mask{path: real, dir: fi.IsDir()})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return depth(out[i].path) < depth(out[j].path) })
+	kept := out[:0]
+	for _, m := range out {
+		hidden := false
+		for _, k := range kept {
+			if k.dir && within(m.path, k.path) {
+				hidden = true
+				break
+			}
+		}
+		if !hidden {
+			kept = append(kept, m)
+		}
+	}
+	return kept, nil
+}
+
+// walker searches trees for credential file names within one budget.
+type walker struct {
+	entries, limit int
+	deadline       time.Time
+}
+
+// credentialFiles returns the paths under root whose names are in
+// credentialNames. Unreadable directories are skipped: the sandboxed
+// process, the same user, cannot read them either.
+func (w *walker) credentialFiles(root string) ([]string, error) {
+	var found []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if d != nil && d.IsDir() && path != root {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		w.entries++
+		if w.entries > w.limit || (w.entries%256 == 0 && time.Now().After(w.deadline)) {
+			return errWalkBound
+		}
+		if credentialNames[d.Name()] {
+			found = append(found, path)
+		}
+		return nil
+	})
+	return found, err
+}

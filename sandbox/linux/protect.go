@@ -1,0 +1,145 @@
+//go:build linux
+
+package linux
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// credentialDirs are the stores below a home directory that are never
+// exposed; a mount that covers one shows it empty.
+var credentialDirs = []string{
+	".ssh",
+	".gnupg",
+	".aws",
+	".kube",
+	".docker",
+	".config/gh",
+	".config/cordon",
+	".local/share/keyrings",
+}
+
+// credentialNames are file names that read as empty anywhere inside an
+// exposed tree.
+var credentialNames = map[string]bool{
+	"credentials.toml": true,
+	"credentials":      true,
+	".npmrc":           true,
+	".netrc":           true,
+	".pypirc":          true,
+	".git-credentials": true,
+}
+
+// guard knows which host paths may never be handed to the sandbox.
+type guard struct {
+	// homes are the invoking user's home directory in every spelling found
+	// ($HOME, the password database, each with symlinks resolved).
+	homes []string
+	// auditDir is the directory holding the audit log.
+	auditDir string
+}
+
+// newGuard builds a guard for the given home spellings and audit log path.
+func newGuard(homes []string, auditPath string) guard {
+	var g guard
+	for _, h := range homes {
+		if h == "" || !filepath.IsAbs(h) {
+			continue
+		}
+		g.homes = appendNew(g.homes, filepath.Clean(h))
+		if r, err := filepath.EvalSymlinks(h); err == nil {
+			g.homes = appendNew(g.homes, r)
+		}
+	}
+	if auditPath != "" {
+		d := filepath.Dir(filepath.Clean(auditPath))
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			d = r
+		}
+		g.auditDir = d
+	}
+	return g
+}
+
+// protected lists every path the guard refuses to expose and masks when a
+// wider mount covers it.
+func (g guard) protected() []string {
+	var out []string
+	for _, h := range g.homes {
+		for _, d := range credentialDirs {
+			out = append(out, filepath.Join(h, d))
+		}
+	}
+	if g.auditDir != "" {
+		out = append(out, g.auditDir)
+	}
+	return out
+}
+
+// check says why path (absolute, cleaned) may not be exposed to the
+// sandbox as what (e.g. "expose"), or returns nil. Both the path as written
+// and its resolved form are checked.
+func (g guard) check(what, path string) error {
+	candidates := []string{filepath.Clean(path)}
+	if r, err := filepath.EvalSymlinks(path); err == nil && r != candidates[0] {
+		candidates = append(candidates, r)
+	}
+	for _, p := range candidates {
+		for _, h := range g.homes {
+			switch {
+			case p == h:
+				return fmt.Errorf("%s %s: refusing your home directory; name the project or tool directory inside it instead", what, path)
+			case within(h, p):
+				return fmt.Errorf("%s %s: refusing a directory that contains your home directory %s; name a narrower path", what, path, h)
+			}
+		}
+		for _, h := range g.homes {
+			for _, d := range credentialDirs {
+				if c := filepath.Join(h, d); within(p, c) {
+					return fmt.Errorf("%s %s: refusing %s, which holds credentials; cordon never exposes it", what, path, c)
+				}
+			}
+		}
+		if g.auditDir != "" && within(p, g.auditDir) {
+			return fmt.Errorf("%s %s: refusing the audit log directory %s: the sandbox must not touch its own audit trail", what, path, g.auditDir)
+		}
+	}
+	return nil
+}
+
+// within reports whether child is parent or lies below it; both are
+// absolute and clean.
+func within(child, parent string) bool {
+	if child == parent || parent == "/" {
+		return true
+	}
+	return strings.HasPrefix(child, parent+"/")
+}
+
+// appendNew appends s unless list already holds it.
+func appendNew(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+// realPath resolves every symlink in an absolute path; the path must exist.
+func realPath(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("path %q is not absolute; write it from / or from ~", p)
+	}
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return "", fmt.Errorf("path %s does not exist; create it or remove it from the policy", p)
+		}
+		return "", fmt.Errorf("resolve %s: %w", p, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,154 @@
+//go:build linux
+
+package linux
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
+)
+
+// deniedSyscalls answer EPERM inside the sandbox: kernel keyrings,
+// io_uring, eBPF, perf, userfaultfd, kexec, modules and every way to
+// change the mount table.
+var deniedSyscalls = []string{
+	"keyctl", "add_key", "request_key",
+	"io_uring_setup", "io_uring_enter", "io_uring_register",
+	"bpf", "perf_event_open", "userfaultfd",
+	"kexec_load", "kexec_file_load",
+	"init_module", "finit_module", "delete_module",
+	"mount", "umount2", "pivot_root",
+	"fsopen", "fsconfig", "fsmount", "move_mount", "open_tree", "open_tree_attr", "mount_setattr",
+}
+
+// deniedIoctls are terminal requests that inject input or reach the
+// console: TIOCSTI and TIOCLINUX (the same numbers on amd64 and arm64).
+var deniedIoctls = []uint32{0x5412, 0x541C}
+
+// seccomp return values and the layout of struct seccomp_data.
+const (
+	retAllow    = 0x7fff0000
+	retErrno    = 0x00050000
+	errnoEPERM  = 1
+	errnoENOSYS = 38
+	offNr       = 0
+	offArch     = 4
+	offArg1Low  = 16 + 8*1 // low 32 bits of args[1] on little-endian machines
+	x32Bit      = 0x40000000
+)
+
+// seccompArch is one architecture the filter knows.
+type seccompArch struct {
+	info *arch.Info
+	// x32 is set on amd64, whose x32 ABI shares the audit arch and is told
+	// apart by a bit in the syscall number.
+	x32 bool
+}
+
+var seccompArches = map[string]seccompArch{
+	"amd64": {info: arch.X86_64, x32: true},
+	"arm64": {info: arch.AARCH64},
+}
+
+// seccompProgram assembles the filter for a Go architecture name: native
+// syscalls in deniedSyscalls and ioctls in deniedIoctls answer EPERM
+// (ioctl's request is compared on its low 32 bits, as the kernel reads
+// it); any other ABI (x32 and i386 on amd64, arm on arm64) answers ENOSYS;
+// everything else is allowed.
+func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
+	a, ok := seccompArches[goarch]
+	if !ok {
+		return nil, fmt.Errorf("seccomp: no syscall table for %s; cordon's Linux sandbox supports amd64 and arm64", goarch)
+	}
+	nrs := make([]uint32, 0, len(deniedSyscalls))
+	for _, name := range deniedSyscalls {
+		nr, ok := a.info.SyscallNames[name]
+		if !ok {
+			return nil, fmt.Errorf("seccomp: %s has no syscall %q", goarch, name)
+		}
+		nrs = append(nrs, uint32(nr))
+	}
+	ioctl, ok := a.info.SyscallNames["ioctl"]
+	if !ok {
+		return nil, fmt.Errorf("seccomp: %s has no ioctl", goarch)
+	}
+
+	// Labels are resolved by counting: the three return blocks sit at the
+	// end (allow, EPERM, ENOSYS), the ioctl block just before them.
+	var prog []bpf.Instruction
+	type jump struct {
+		at     int
+		target string
+		onTrue bool
+	}
+	var jumps []jump
+	jeq := func(val uint32, target string) {
+		jumps = append(jumps, jump{at: len(prog), target: target, onTrue: true})
+		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: val})
+	}
+	prog = append(prog, bpf.LoadAbsolute{Off: offArch, Size: 4})
+	jumps = append(jumps, jump{at: len(prog), target: "enosys"})
+	prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(a.info.ID)})
+	prog = append(prog, bpf.LoadAbsolute{Off: offNr, Size: 4})
+	if a.x32 {
+		jumps = append(jumps, jump{at: len(prog), target: "enosys", onTrue: true})
+		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: x32Bit})
+	}
+	for _, nr := range nrs {
+		jeq(nr, "eperm")
+	}
+	jeq(uint32(ioctl), "ioctl")
+	prog = append(prog, bpf.RetConstant{Val: retAllow})
+	labels := map[string]int{"ioctl": len(prog)}
+	prog = append(prog, bpf.LoadAbsolute{Off: offArg1Low, Size: 4})
+	for _, req := range deniedIoctls {
+		jeq(req, "eperm")
+	}
+	labels["allow"] = len(prog)
+	prog = append(prog, bpf.RetConstant{Val: retAllow})
+	labels["eperm"] = len(prog)
+	prog = append(prog, bpf.RetConstant{Val: retErrno | errnoEPERM})
+	labels["enosys"] = len(prog)
+	prog = append(prog, bpf.RetConstant{Val: retErrno | errnoENOSYS})
+
+	for _, j := range jumps {
+		in := prog[j.at].(bpf.JumpIf)
+		skip := labels[j.target] - j.at - 1
+		if skip < 0 || skip > 255 {
+			return nil, fmt.Errorf("seccomp: jump of %d instructions does not fit", skip)
+		}
+		if j.onTrue {
+			in.SkipTrue = uint8(skip)
+		} else {
+			in.SkipFalse = uint8(skip)
+		}
+		prog[j.at] = in
+	}
+	return bpf.Assemble(prog)
+}
+
+// seccompBytes renders a program as the struct sock_filter array bwrap's
+// --seccomp reads (native byte order; both supported machines are
+// little-endian).
+func seccompBytes(prog []bpf.RawInstruction) []byte {
+	out := make([]byte, 0, 8*len(prog))
+	for _, in := range prog {
+		out = binary.LittleEndian.AppendUint16(out, in.Op)
+		out = append(out, in.Jt, in.Jf)
+		out = binary.LittleEndian.AppendUint32(out, in.K)
+	}
+	return out
+}
+
+// seccompListing is the human-readable program for --dry-run.
+func seccompListing(goarch string, prog []bpf.RawInstruction) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seccomp filter for %s: EPERM for %s and ioctl TIOCSTI/TIOCLINUX; ENOSYS for other ABIs\n", goarch, strings.Join(deniedSyscalls, ", "))
+	for i, in := range prog {
+		fmt.Fprintf(&b, "%3d: %v\n", i, in.Disassemble())
+	}
+	return b.String()
+}

@@ -1,0 +1,112 @@
+//go:build linux
+
+package linux
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
+)
+
+// seccompData lays out struct seccomp_data for x/net/bpf's VM, which loads
+// words big-endian; the kernel loads them in native order, so the fields
+// are written in the order the VM reads them.
+func seccompData(nr int, auditArch uint32, arg1 uint64) []byte {
+	b := make([]byte, 64)
+	binary.BigEndian.PutUint32(b[offNr:], uint32(nr))
+	binary.BigEndian.PutUint32(b[offArch:], auditArch)
+	binary.BigEndian.PutUint32(b[offArg1Low:], uint32(arg1))
+	binary.BigEndian.PutUint32(b[offArg1Low+4:], uint32(arg1>>32))
+	return b
+}
+
+func TestSeccompProgram(t *testing.T) {
+	const (
+		eperm  = retErrno | errnoEPERM
+		enosys = retErrno | errnoENOSYS
+	)
+	for goarch, a := range seccompArches {
+		t.Run(goarch, func(t *testing.T) {
+			raw, err := seccompProgram(goarch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			insns, ok := bpf.Disassemble(raw)
+			if !ok {
+				t.Fatal("program does not disassemble")
+			}
+			vm, err := bpf.NewVM(insns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nr := func(name string) int {
+				n, ok := a.info.SyscallNames[name]
+				if !ok {
+					t.Fatalf("no syscall %s", name)
+				}
+				return n
+			}
+			native := uint32(a.info.ID)
+			tests := []struct {
+				name string
+				data []byte
+				want int
+			}{
+				{"read", seccompData(nr("read"), native, 0), retAllow},
+				{"openat", seccompData(nr("openat"), native, 0), retAllow},
+				{"clone", seccompData(nr("clone"), native, 0), retAllow},
+				{"ioctl TCGETS", seccompData(nr("ioctl"), native, 0x5401), retAllow},
+				{"ioctl TIOCSTI", seccompData(nr("ioctl"), native, 0x5412), eperm},
+				{"ioctl TIOCLINUX", seccompData(nr("ioctl"), native, 0x541C), eperm},
+				{"ioctl TIOCSTI with high bits set", seccompData(nr("ioctl"), native, 0xdead_0000_0000_5412), eperm},
+				{"other arch", seccompData(nr("read"), uint32(arch.I386.ID), 0), enosys},
+			}
+			for _, name := range deniedSyscalls {
+				tests = append(tests, struct {
+					name string
+					data []byte
+					want int
+				}{name, seccompData(nr(name), native, 0), eperm})
+			}
+			if a.x32 {
+				tests = append(tests, struct {
+					name string
+					data []byte
+					want int
+				}{"x32 read", seccompData(x32Bit|nr("write"), native, 0), enosys})
+			} else {
+				tests = append(tests, struct {
+					name string
+					data []byte
+					want int
+				}{"arm compat", seccompData(3, uint32(arch.ARM.ID), 0), enosys})
+			}
+			for _, tt := range tests {
+				got, err := vm.Run(tt.data)
+				if err != nil {
+					t.Fatalf("%s: %v", tt.name, err)
+				}
+				if got != tt.want {
+					t.Errorf("%s: filter returned %#x, want %#x", tt.name, got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestSeccompUnknownArch(t *testing.T) {
+	if _, err := seccompProgram("mips"); err == nil {
+		t.Fatal("mips was accepted")
+	}
+}
+
+func TestSeccompBytes(t *testing.T) {
+	raw := []bpf.RawInstruction{{Op: 0x20, Jt: 1, Jf: 2, K: 0x01020304}}
+	got := seccompBytes(raw)
+	want := []byte{0x20, 0x00, 1, 2, 0x04, 0x03, 0x02, 0x01}
+	if string(got) != string(want) {
+		t.Fatalf("seccompBytes = % x, want % x", got, want)
+	}
+}

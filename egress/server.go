@@ -5,7 +5,6 @@
 package egress
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/tlsterm"
 )
 
 // Reasons the proxy itself gives, beside the policy's.
@@ -42,9 +42,9 @@ type Config struct {
 	Dialer *Dialer
 	Audit  *audit.Writer
 	Token  string
-	// Intercept, if set, takes over allowed CONNECT tunnels it wants (TLS
-	// termination); it returns false to leave a tunnel opaque.
-	Intercept func(t *Tunnel) bool
+	// TLS terminates the tunnels Terminate picks; the rest stay opaque.
+	TLS       *tlsterm.Terminator
+	Terminate func(host string, port int) bool
 	// ErrorLog receives problems that have no client to go to.
 	ErrorLog *log.Logger
 }
@@ -56,18 +56,18 @@ type Server struct {
 	ids   atomic.Uint64
 }
 
-// Tunnel is an allowed CONNECT whose client already has its 200.
-type Tunnel struct {
-	ID       uint64
-	Client   net.Conn
-	Upstream net.Conn
-	Target   Target
-	Addr     netip.AddrPort
-	// Redial connects again to the same checked addresses, for a client
-	// connection that outlives its first upstream connection.
-	Redial func(ctx context.Context) (net.Conn, error)
-	// Started is when the CONNECT arrived.
-	Started time.Time
+// sniffTimeout bounds how long a fresh tunnel may stay silent before it is
+// relayed opaquely.
+const sniffTimeout = 10 * time.Second
+
+// tunnel is an allowed CONNECT whose client already has its 200.
+type tunnel struct {
+	id       uint64
+	client   net.Conn
+	upstream net.Conn
+	target   Target
+	addr     netip.AddrPort
+	started  time.Time
 }
 
 // New builds a Server.
@@ -124,16 +124,7 @@ func (s *Server) refuseAuth(w http.ResponseWriter, r *http.Request, kind audit.K
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, kind audit.Kind, d policy.Decision, status int) {
 	rec := decisionRecord(kind, r.RemoteAddr, d)
 	s.record(rec)
-	WriteRefusal(w, d, status)
-}
-
-// WriteRefusal answers a refused request: the reason code in X-Cordon-Reason
-// and the sentence in the body, so a client can tell "not authenticated"
-// (407) from "not allowed" (403).
-func WriteRefusal(w http.ResponseWriter, d policy.Decision, status int) {
-	w.Header().Set("X-Cordon-Reason", string(d.Reason))
-	w.Header().Set("Connection", "close")
-	http.Error(w, fmt.Sprintf("cordon: %s: %s", d.Reason, d.Detail), status)
+	tlsterm.WriteRefusal(w, d, status)
 }
 
 func decisionRecord(kind audit.Kind, client string, d policy.Decision) audit.Record {
@@ -185,49 +176,71 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, audit.KindConnect, d, http.StatusBadGateway)
 		return
 	}
+	terminate := s.cfg.TLS != nil && s.cfg.Terminate != nil && s.cfg.Terminate(t.Host, t.Port)
+	if terminate && !s.cfg.TLS.TryAcquire() {
+		up.Close()
+		d.Allow, d.Reason, d.Detail = false, ReasonTooManyTLS, "too many terminated tunnels at once; retry later"
+		s.refuse(w, r, audit.KindConnect, d, http.StatusServiceUnavailable)
+		return
+	}
+	release := func() {
+		up.Close()
+		if terminate {
+			s.cfg.TLS.Release()
+		}
+	}
 	id := s.ids.Add(1)
 	rec := decisionRecord(audit.KindConnect, r.RemoteAddr, d)
 	rec.ID, rec.Addr = id, addr.String()
 	if err := s.record(rec); err != nil {
-		up.Close()
-		WriteRefusal(w, policy.Decision{Reason: ReasonAuditFailed, Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, http.StatusServiceUnavailable)
+		release()
+		tlsterm.WriteRefusal(w, policy.Decision{Reason: ReasonAuditFailed, Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, http.StatusServiceUnavailable)
 		return
 	}
 	hj, ok := w.(http.Hijacker)
 	if !ok {
-		up.Close()
+		release()
 		http.Error(w, "cordon: cannot take over this connection", http.StatusInternalServerError)
 		return
 	}
 	client, rw, err := hj.Hijack()
 	if err != nil {
-		up.Close()
+		release()
 		return
 	}
 	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		client.Close()
-		up.Close()
+		release()
 		return
 	}
-	tun := &Tunnel{
-		ID: id, Client: withBuffered(client, rw.Reader), Upstream: up, Target: t, Addr: addr, Started: start,
-		Redial: func(ctx context.Context) (net.Conn, error) {
-			c, _, err := s.cfg.Dialer.Dial(ctx, t)
-			return c, err
-		},
+	client = readerConn(client, rw.Reader)
+	proto := protoOpaque
+	if terminate {
+		proto, client, up = sniff(client, up, sniffTimeout)
 	}
-	if s.cfg.Intercept != nil && s.cfg.Intercept(tun) {
+	if proto != protoOpaque {
+		s.cfg.TLS.Serve(&tlsterm.Stream{
+			ID: id, Kind: audit.KindConnect, Client: client, Host: t.Host, Port: t.Port,
+			Plaintext: proto == protoHTTP, Upstream: up, Addr: addr.String(),
+			Redial: func(ctx context.Context) (net.Conn, error) {
+				c, _, err := s.cfg.Dialer.Dial(ctx, t)
+				return c, err
+			},
+		})
 		return
 	}
-	s.splice(tun, audit.KindConnect)
+	if terminate {
+		s.cfg.TLS.Release()
+	}
+	s.splice(&tunnel{id: id, client: client, upstream: up, target: t, addr: addr, started: start}, audit.KindConnect)
 }
 
 // splice copies bytes both ways until both sides are done, then writes the
 // close record.
-func (s *Server) splice(t *Tunnel, kind audit.Kind) {
-	up, down := Splice(t.Client, t.Upstream)
-	s.record(audit.Record{Type: audit.TypeClose, Kind: kind, ID: t.ID, Host: t.Target.Host, Port: t.Target.Port,
-		Addr: t.Addr.String(), BytesUp: up, BytesDown: down, DurationMS: time.Since(t.Started).Milliseconds()})
+func (s *Server) splice(t *tunnel, kind audit.Kind) {
+	up, down := Splice(t.client, t.upstream)
+	s.record(audit.Record{Type: audit.TypeClose, Kind: kind, ID: t.id, Host: t.target.Host, Port: t.target.Port,
+		Addr: t.addr.String(), BytesUp: up, BytesDown: down, DurationMS: time.Since(t.started).Milliseconds()})
 }
 
 // Splice relays a and b until both directions end, closing both; it returns
@@ -255,17 +268,12 @@ func closeWrite(c net.Conn) {
 	c.Close()
 }
 
-// withBuffered returns a conn that first yields what the request parser had
-// already read past the CONNECT line (a client may send its ClientHello
-// without waiting for the 200).
-func withBuffered(c net.Conn, br *bufio.Reader) net.Conn {
-	if br == nil || br.Buffered() == 0 {
-		return c
-	}
-	b, _ := br.Peek(br.Buffered())
-	return &prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(bytes.Clone(b)), c)}
+// multi replays a copy of b, then reads r.
+func multi(b []byte, r io.Reader) io.Reader {
+	return io.MultiReader(bytes.NewReader(bytes.Clone(b)), r)
 }
 
+// prefixConn is a conn whose reads first replay bytes already consumed.
 type prefixConn struct {
 	net.Conn
 	r io.Reader

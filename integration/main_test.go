@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -137,6 +138,25 @@ type proxyProc struct {
 // URL is the proxy URL with its token.
 func (p *proxyProc) URL() string { return p.env["HTTPS_PROXY"] }
 
+// token is the session token the proxy URL carries.
+func (p *proxyProc) token() string {
+	u, err := url.Parse(p.URL())
+	if err != nil {
+		return ""
+	}
+	pass, _ := u.User.Password()
+	return pass
+}
+
+func mustRead(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // startProxy runs `cordon proxy ARGS...` as the test user, waits for its
 // export lines and stops it when the test ends.
 func startProxy(t testing.TB, args ...string) *proxyProc {
@@ -145,6 +165,7 @@ func startProxy(t testing.TB, args ...string) *proxyProc {
 	auditPath := filepath.Join(dir, "audit.jsonl")
 	full := append([]string{"proxy", "--audit", auditPath}, args...)
 	cmd := asUser(t, nil, cordonBin(t), full...)
+	cmd.Dir = dir
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -12,11 +12,14 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/certs"
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/tlsterm"
 )
 
 // Options configure a proxy session.
@@ -28,6 +31,13 @@ type Options struct {
 	AuditPath string
 	// Resolver replaces the system resolver (tests).
 	Resolver egress.Resolver
+	// CADir holds the persistent CA; empty means certs.DefaultDir().
+	CADir string
+	// EphemeralCA uses a CA that lives only for this session.
+	EphemeralCA bool
+	// BundlePath is where the session's trust bundle is written; empty
+	// means a file in a fresh temporary directory.
+	BundlePath string
 }
 
 // Proxy is a running egress proxy.
@@ -37,7 +47,13 @@ type Proxy struct {
 	Audit *audit.Writer
 	// Rules is the effective allowlist.
 	Rules *policy.Rules
+	// Bundle is the trust bundle: system roots, extra CAs, cordon's CA.
+	Bundle string
+	// CA is the certificate authority leaves are minted from.
+	CA *certs.CA
 
+	// tmpDir holds a bundle this session created; removed on Close.
+	tmpDir string
 	srv    *egress.Server
 	ln     net.Listener
 	done   chan error
@@ -84,24 +100,38 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		Self:        []netip.AddrPort{self},
 		Static:      static,
 	}
+	fail := func(err error) (*Proxy, error) {
+		ln.Close()
+		aw.Close()
+		return nil, err
+	}
+	tt, ca, bundle, err := newTerminator(o, aw)
+	if err != nil {
+		return fail(err)
+	}
+	terminate, err := terminatePredicate(p)
+	if err != nil {
+		return fail(err)
+	}
 	token := egress.NewToken()
 	srv, err := egress.New(egress.Config{
 		Rules: rules, Dialer: dialer, Audit: aw, Token: token,
+		TLS: tt, Terminate: terminate,
 		ErrorLog: log.New(os.Stderr, "", 0),
 	})
 	if err != nil {
-		ln.Close()
-		aw.Close()
-		return nil, err
+		return fail(err)
 	}
 	if err := aw.Sync(audit.Record{Type: audit.TypeSession, Kind: audit.KindConnect,
 		Addr: self.String(), Detail: "proxy started; allow: " + strings.Join(rules.Names(), " ")}); err != nil {
-		ln.Close()
-		aw.Close()
-		return nil, err
+		return fail(err)
 	}
+	var tmpDir string
 	sctx, cancel := context.WithCancel(ctx)
-	px := &Proxy{Addr: self, Token: token, Audit: aw, Rules: rules, srv: srv, ln: ln, done: make(chan error, 1), cancel: cancel}
+	if o.BundlePath == "" {
+		tmpDir = filepath.Dir(bundle)
+	}
+	px := &Proxy{tmpDir: tmpDir, Addr: self, Token: token, Audit: aw, Rules: rules, Bundle: bundle, CA: ca, srv: srv, ln: ln, done: make(chan error, 1), cancel: cancel}
 	go func() { px.done <- srv.Serve(sctx, ln) }()
 	return px, nil
 }
@@ -117,9 +147,10 @@ func (p *Proxy) URLFor(hostport string) string {
 	return u.String()
 }
 
-// Env is the environment a proxy-aware client needs, as NAME=value.
+// Env is the environment a proxy-aware client needs, as NAME=value: the
+// proxy variables and those that point every ecosystem at the bundle.
 func (p *Proxy) Env(proxyURL string) []string {
-	var env []string
+	env := certs.BundleEnv(p.Bundle)
 	for _, name := range []string{"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"} {
 		env = append(env, name+"="+proxyURL, strings.ToLower(name)+"="+proxyURL)
 	}
@@ -130,6 +161,9 @@ func (p *Proxy) Env(proxyURL string) []string {
 func (p *Proxy) Close() error {
 	p.cancel()
 	err := <-p.done
+	if p.tmpDir != "" {
+		os.RemoveAll(p.tmpDir)
+	}
 	if cerr := p.Audit.Close(); err == nil {
 		err = cerr
 	}
@@ -155,4 +189,65 @@ func parseResolve(entries []string) (map[string][]netip.Addr, error) {
 		out[h] = append(out[h], a.Unmap())
 	}
 	return out, nil
+}
+
+// newTerminator loads (or creates) the CA, writes the session's trust
+// bundle and builds the TLS terminator.
+func newTerminator(o Options, aw *audit.Writer) (*tlsterm.Terminator, *certs.CA, string, error) {
+	var ca *certs.CA
+	var err error
+	if o.EphemeralCA {
+		ca, err = certs.NewEphemeral()
+	} else {
+		dir := o.CADir
+		if dir == "" {
+			if dir, err = certs.DefaultDir(); err != nil {
+				return nil, nil, "", err
+			}
+		}
+		ca, err = certs.LoadOrCreate(dir)
+	}
+	if err != nil {
+		return nil, nil, "", err
+	}
+	bundle := o.BundlePath
+	if bundle == "" {
+		dir, err := os.MkdirTemp("", "cordon-bundle-")
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("trust bundle: %w", err)
+		}
+		os.Chmod(dir, 0o755)
+		bundle = filepath.Join(dir, "ca-bundle.pem")
+	}
+	if err := certs.WriteBundle(bundle, ca, o.Policy.ExtraCA); err != nil {
+		return nil, nil, "", err
+	}
+	roots, err := certs.UpstreamPool(o.Policy.ExtraCA)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	tt, err := tlsterm.New(tlsterm.Config{
+		Leaves: certs.NewLeafCache(ca, 1024), Roots: roots, Audit: aw,
+		ErrorLog: log.New(os.Stderr, "", 0),
+	})
+	return tt, ca, bundle, err
+}
+
+// terminatePredicate says which allowed tunnels are terminated: all but
+// the exclude patterns, or none with terminate: none.
+func terminatePredicate(p *policy.Policy) (func(string, int) bool, error) {
+	switch p.Terminate {
+	case "none":
+		return func(string, int) bool { return false }, nil
+	case "", "all":
+	default:
+		return nil, fmt.Errorf("terminate: %q is not all or none", p.Terminate)
+	}
+	excl, err := policy.Compile(p.Exclude, nil)
+	if err != nil {
+		return nil, fmt.Errorf("exclude: %w", err)
+	}
+	return func(host string, port int) bool {
+		return !excl.DecideNormalized(host, port).Allow
+	}, nil
 }

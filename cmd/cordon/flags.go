@@ -1,0 +1,47 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+// policyFlags are the flags that shape a session's policy, shared by
+// `cordon proxy` and `cordon run`.
+type policyFlags struct {
+	config      string
+	allow, deny []string
+	resolve     []string
+	extraCA     []string
+	terminate   string
+	ephemeralCA bool
+	overrides   policy.Overrides
+}
+
+func (f *policyFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "global config file (default $CORDON_CONFIG or ~/.config/cordon/config.yaml)")
+	fl.StringArrayVar(&f.allow, "allow", nil, "allow a host pattern for this invocation: example.com, *.example.com, host:PORT, host:*, 192.0.2.0/24 (repeatable)")
+	fl.StringArrayVar(&f.deny, "deny", nil, "deny a host pattern; denies win over allows (repeatable)")
+	fl.StringArrayVar(&f.resolve, "resolve", nil, "pin a name to an address, NAME=ADDRESS, consulted before DNS (repeatable)")
+	fl.StringArrayVar(&f.extraCA, "extra-ca", nil, "PEM file of a site CA to trust upstream and add to the client bundle (repeatable)")
+	fl.StringVar(&f.terminate, "terminate", "", "TLS termination: all (default) or none (opaque tunnels)")
+	fl.BoolVar(&f.ephemeralCA, "ephemeral-ca", false, "use a CA that lives only for this session instead of ~/.config/cordon/ca")
+}
+
+// load builds the effective policy: config files, then these flags.
+func (f *policyFlags) load() (*policy.Policy, error) {
+	o := f.overrides
+	o.Allow = append(o.Allow, f.allow...)
+	o.Deny = append(o.Deny, f.deny...)
+	p, _, err := policy.Load(policy.LoadOptions{ConfigPath: f.config, Overrides: o})
+	if err != nil {
+		return nil, err
+	}
+	p.Resolve = append(p.Resolve, f.resolve...)
+	p.ExtraCA = append(p.ExtraCA, f.extraCA...)
+	if f.terminate != "" {
+		p.Terminate = f.terminate
+	}
+	return p, p.Validate()
+}

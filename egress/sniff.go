@@ -1,0 +1,75 @@
+package egress
+
+import (
+	"bufio"
+	"net"
+	"time"
+)
+
+// protocol is what the first bytes of a tunnel say it carries.
+type protocol int
+
+const (
+	protoOpaque protocol = iota // server speaks first, or not TLS nor HTTP
+	protoTLS                    // a TLS handshake record from the client
+	protoHTTP                   // a plaintext HTTP/1.x request from the client
+)
+
+// sniff waits for whichever side of a fresh tunnel speaks first. A client
+// that opens with a TLS handshake or an HTTP method is inspected; a server
+// that speaks first (SSH banners, SMTP) or anything else is relayed as is.
+// The returned conns replay every byte sniff read.
+func sniff(client, upstream net.Conn, timeout time.Duration) (protocol, net.Conn, net.Conn) {
+	cr := bufio.NewReader(client)
+	type result struct {
+		b   []byte
+		err error
+	}
+	fromClient := make(chan result, 1)
+	fromUpstream := make(chan result, 1)
+	go func() {
+		b, err := cr.Peek(1)
+		fromClient <- result{b, err}
+	}()
+	go func() {
+		buf := make([]byte, 4096)
+		n, err := upstream.Read(buf)
+		fromUpstream <- result{buf[:n], err}
+	}()
+	client.SetReadDeadline(time.Now().Add(timeout))
+	var c, u result
+	select {
+	case c = <-fromClient:
+		upstream.SetReadDeadline(time.Now())
+		u = <-fromUpstream
+	case u = <-fromUpstream:
+		client.SetReadDeadline(time.Now())
+		c = <-fromClient
+	}
+	client.SetReadDeadline(time.Time{})
+	upstream.SetReadDeadline(time.Time{})
+
+	client = readerConn(client, cr)
+	if len(u.b) > 0 {
+		upstream = &prefixConn{Conn: upstream, r: multi(u.b, upstream)}
+	}
+	if len(u.b) > 0 || len(c.b) == 0 {
+		return protoOpaque, client, upstream
+	}
+	switch b := c.b[0]; {
+	case b == 0x16:
+		return protoTLS, client, upstream
+	case b >= 'A' && b <= 'Z':
+		return protoHTTP, client, upstream
+	}
+	return protoOpaque, client, upstream
+}
+
+// readerConn reads through br, which may hold bytes already taken from c.
+func readerConn(c net.Conn, br *bufio.Reader) net.Conn {
+	if br.Buffered() == 0 {
+		return c
+	}
+	b, _ := br.Peek(br.Buffered())
+	return &prefixConn{Conn: c, r: multi(b, c)}
+}

@@ -1,0 +1,428 @@
+package integration
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/cordon-sandbox/cordon/audit"
+)
+
+var resolveOrigin = "--resolve=" + originName + "=" + originAddr
+
+// curl runs curl through the proxy and returns its output and the status
+// of the CONNECT (http_connect) and of the request (http_code).
+func curl(t *testing.T, p *proxyProc, args ...string) (body string, connect, code int) {
+	t.Helper()
+	full := append([]string{"-sS", "--max-time", "10", "-o", "-", "-w", "\n%{http_connect} %{http_code}", "--proxy", p.URL()}, args...)
+	cmd := exec.Command("curl", full...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	outb, _ := cmd.Output()
+	out := string(outb)
+	i := strings.LastIndexByte(out, '\n')
+	fmt.Sscanf(out[i+1:], "%d %d", &connect, &code)
+	return out[:i] + stderr.String(), connect, code
+}
+
+func echoOf(t *testing.T, body string) echoReply {
+	t.Helper()
+	var e echoReply
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		t.Fatalf("origin reply is not an echo: %v\n%s", err, body)
+	}
+	return e
+}
+
+func TestProxyOpaqueTunnelAllowedAndDenied(t *testing.T) {
+	o := testOrigin(t)
+	p := startProxy(t, "--terminate=none", "--allow", originName+":8443", resolveOrigin)
+
+	body, connect, code := curl(t, p, "--cacert", o.caFile, fmt.Sprintf("https://%s:%d/hello?secret=1", originName, originHTTPS))
+	if connect != 200 || code != 200 {
+		t.Fatalf("allowed tunnel: connect %d, code %d\n%s\n%s", connect, code, body, p.stderr)
+	}
+	e := echoOf(t, body)
+	if e.Sni != originName || e.Header.Get("Proxy-Authorization") != "" {
+		t.Fatalf("origin saw %+v", e)
+	}
+	r := waitRecord(t, p.audit, audit.Record{Type: audit.TypeDecision, Kind: audit.KindConnect, Host: originName, Port: originHTTPS})
+	if r.Decision != audit.Allow || r.Addr != fmt.Sprintf("%s:%d", originAddr, originHTTPS) || r.Rule != originName+":8443" {
+		t.Fatalf("allow record: %+v", r)
+	}
+	waitRecord(t, p.audit, audit.Record{Type: audit.TypeClose, Host: originName, Port: originHTTPS})
+
+	// Denied: 403 with the reason in the body and X-Cordon-Reason.
+	body, connect, _ = curl(t, p, "-v", "https://denied.cordon.test/")
+	if connect != 403 || !strings.Contains(body, "X-Cordon-Reason: not_allowlisted") {
+		t.Fatalf("denied host: connect %d\n%s", connect, body)
+	}
+	waitRecord(t, p.audit, audit.Record{Type: audit.TypeDecision, Host: "denied.cordon.test", Port: 443, Decision: audit.Deny, Reason: "not_allowlisted"})
+
+	// Port rules: the host is allowed on 8443 only.
+	_, connect, _ = curl(t, p, fmt.Sprintf("https://%s:%d/", originName, originBadTLS))
+	if connect != 403 {
+		t.Fatalf("port not allowed: connect %d", connect)
+	}
+	waitRecord(t, p.audit, audit.Record{Type: audit.TypeDecision, Host: originName, Port: originBadTLS, Decision: audit.Deny, Reason: "port_not_allowed"})
+
+	// Secrets and query strings never reach the log.
+	log := string(mustRead(t, p.audit))
+	if strings.Contains(log, "secret=1") || strings.Contains(log, p.token()) {
+		t.Fatalf("audit log holds a query string or the token:\n%s", log)
+	}
+}
+
+func TestProxyAuthentication(t *testing.T) {
+	testOrigin(t)
+	p := startProxy(t, "--allow", originName+":8443", resolveOrigin)
+	u, _ := url.Parse(p.URL())
+	for _, tc := range []struct {
+		name, proxy, reason string
+	}{
+		{"missing", "http://" + u.Host, "auth_required"},
+		{"wrong", "http://cordon:not-the-token@" + u.Host, "auth_failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _ := run(t, 20*time.Second, exec.Command("curl", "-sS", "-v", "--max-time", "10", "--proxy", tc.proxy, "https://"+originName+":8443/"))
+			if !strings.Contains(out, "HTTP/1.1 407") || !strings.Contains(out, `Proxy-Authenticate: Basic realm="cordon"`) {
+				t.Fatalf("want 407 with a Basic challenge:\n%s", out)
+			}
+			waitRecord(t, p.audit, audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: tc.reason})
+		})
+	}
+}
+
+func TestProxyPlainHTTPDropsProxyHeaders(t *testing.T) {
+	testOrigin(t)
+	p := startProxy(t, "--allow", originName+":8080", resolveOrigin)
+	body, _, code := curl(t, p, "-H", "Keep-Alive: timeout=5", "-H", "Connection: X-Hop", "-H", "X-Hop: 1",
+		fmt.Sprintf("http://%s:%d/plain?q=1", originName, originHTTP))
+	if code != 200 {
+		t.Fatalf("plain http: %d\n%s\n%s", code, body, p.stderr)
+	}
+	e := echoOf(t, body)
+	for _, h := range []string{"Proxy-Authorization", "Proxy-Connection", "Keep-Alive", "X-Hop"} {
+		if e.Header.Get(h) != "" {
+			t.Errorf("origin received hop-by-hop header %s: %q", h, e.Header.Get(h))
+		}
+	}
+	r := waitRecord(t, p.audit, audit.Record{Type: audit.TypeDecision, Kind: audit.KindHTTP, Host: originName, Port: originHTTP})
+	if r.Decision != audit.Allow || r.Path != "/plain" || r.Addr != fmt.Sprintf("%s:%d", originAddr, originHTTP) {
+		t.Fatalf("plain allow record: %+v", r)
+	}
+	_, _, code = curl(t, p, "http://denied.cordon.test/")
+	if code != 403 {
+		t.Fatalf("plain denied: %d", code)
+	}
+	waitRecord(t, p.audit, audit.Record{Kind: audit.KindHTTP, Host: "denied.cordon.test", Decision: audit.Deny})
+}
+
+// rawConnect sends one CONNECT line through the proxy and returns the status.
+func rawConnect(t *testing.T, p *proxyProc, target string) (*bufConn, int) {
+	t.Helper()
+	u, _ := url.Parse(p.URL())
+	pass, _ := u.User.Password()
+	c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	auth := base64.StdEncoding.EncodeToString([]byte("cordon:" + pass))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", target, target, auth)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatalf("CONNECT %s: %v", target, err)
+	}
+	return &bufConn{Conn: c, r: br}, resp.StatusCode
+}
+
+// bufConn reads through the reader that parsed the CONNECT reply, which
+// may already hold the first bytes from the far end.
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+func TestProxyNumericHostsAreJudgedAsAddresses(t *testing.T) {
+	testOrigin(t)
+	p := startProxy(t, "--allow", originAddr+":7000")
+	for _, tc := range []struct {
+		target string
+		status int
+		host   string
+	}{
+		{"0x0ae74d02:7000", 200, originAddr},        // hex form of the origin's address
+		{"0012.0347.0115.02:7000", 200, originAddr}, // octal
+		{"182930690:7000", 200, originAddr},         // one 32-bit number
+		{"2852039166:80", 403, "169.254.169.254"},   // metadata, in decimal
+		{"127.1:7000", 403, "127.0.0.1"},
+		{"[::ffff:10.231.77.2]:7000", 200, originAddr},
+		{"[fe80::1%25eth0]:7000", 400, ""},
+	} {
+		t.Run(tc.target, func(t *testing.T) {
+			c, status := rawConnect(t, p, tc.target)
+			if status != tc.status {
+				t.Fatalf("CONNECT %s = %d, want %d", tc.target, status, tc.status)
+			}
+			if status == 200 {
+				line, _ := c.r.ReadString('\n')
+				if !strings.Contains(line, "hello from the test host") {
+					t.Fatalf("tunnel to the origin read %q", line)
+				}
+			}
+			if tc.host != "" {
+				waitRecord(t, p.audit, audit.Record{Type: audit.TypeDecision, Host: tc.host, Decision: audit.Verdict(tc.status == 200)})
+			}
+		})
+	}
+}
+
+func TestProxyLoopbackNeedsAnAddressRule(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "loopback service") }))
+	port := ln.Addr().(*net.TCPAddr).Port
+	name := fmt.Sprintf("bench.test:%d", port)
+
+	p := startProxy(t, "--allow", name, "--resolve=bench.test=127.0.0.1")
+	if _, status := rawConnect(t, p, name); status != 403 {
+		t.Fatalf("a name resolving to loopback was let through: %d", status)
+	}
+	waitRecord(t, p.audit, audit.Record{Type: audit.TypeDecision, Host: "bench.test", Decision: audit.Deny, Reason: "blocked_address"})
+
+	p2 := startProxy(t, "--allow", name, "--allow", fmt.Sprintf("127.0.0.1:%d", port), "--resolve=bench.test=127.0.0.1")
+	if _, status := rawConnect(t, p2, name); status != 200 {
+		t.Fatalf("loopback allowed by address was refused: %d", status)
+	}
+	// The proxy itself is never a destination, even with loopback allowed.
+	p3 := startProxy(t, "--allow", "127.0.0.1:*")
+	u, _ := url.Parse(p3.URL())
+	if _, status := rawConnect(t, p3, u.Host); status != 403 {
+		t.Fatalf("CONNECT to the proxy itself: %d", status)
+	}
+	waitRecord(t, p3.audit, audit.Record{Type: audit.TypeDecision, Host: "127.0.0.1", Decision: audit.Deny, Reason: "blocked_address"})
+}
+
+// TestProxyGoClient drives the proxy with Go's own client, TLS terminated,
+// over HTTP/1.1 and HTTP/2.
+func TestProxyGoClient(t *testing.T) {
+	o := testOrigin(t)
+	p := startProxy(t, "--allow", originName+":8443", resolveOrigin, "--extra-ca", o.caFile)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(mustRead(t, p.env["SSL_CERT_FILE"]))
+	pu, _ := url.Parse(p.URL())
+	for _, h2 := range []bool{false, true} {
+		tr := &http.Transport{Proxy: http.ProxyURL(pu), TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: h2}
+		if !h2 {
+			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		}
+		c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		resp, err := c.Get(fmt.Sprintf("https://%s:%d/go", originName, originHTTPS))
+		if err != nil {
+			t.Fatalf("h2=%v: %v\n%s", h2, err, p.stderr)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		e := echoOf(t, string(body))
+		if resp.StatusCode != 200 || e.Sni != originName || e.Header.Get("Proxy-Authorization") != "" {
+			t.Fatalf("h2=%v: %d %+v", h2, resp.StatusCode, e)
+		}
+		if wantProto := map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[h2]; resp.Proto != wantProto {
+			t.Errorf("client leg speaks %s, want %s", resp.Proto, wantProto)
+		}
+		tr.CloseIdleConnections()
+	}
+	r := waitRecord(t, p.audit, audit.Record{Type: audit.TypeClose, Kind: audit.KindConnect, Host: originName})
+	if r.Status != 200 || r.Path != "/go" || r.BytesDown == 0 {
+		t.Fatalf("request close record: %+v", r)
+	}
+}
+
+// tlsThrough opens a CONNECT tunnel and a TLS session over it with the
+// proxy's bundle, offering protos.
+func tlsThrough(t *testing.T, p *proxyProc, target, sni string, protos ...string) (*tls.Conn, error) {
+	t.Helper()
+	c, status := rawConnect(t, p, target)
+	if status != 200 {
+		t.Fatalf("CONNECT %s: %d", target, status)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(mustRead(t, p.env["SSL_CERT_FILE"]))
+	tc := tls.Client(c, &tls.Config{ServerName: sni, RootCAs: pool, NextProtos: protos})
+	return tc, tc.Handshake()
+}
+
+func TestTLSOneAuthorityPerConnection(t *testing.T) {
+	o := testOrigin(t)
+	p := startProxy(t, "--allow", originName+":8443", "--allow", "other.cordon.test", resolveOrigin, "--extra-ca", o.caFile)
+	target := fmt.Sprintf("%s:%d", originName, originHTTPS)
+
+	t.Run("domain fronting", func(t *testing.T) {
+		body, _, code := curl(t, p, "--cacert", p.env["SSL_CERT_FILE"], "-H", "Host: other.cordon.test", "https://"+target+"/front")
+		if code != 421 || !strings.Contains(body, "authority_mismatch") {
+			t.Fatalf("fronted request: %d %s", code, body)
+		}
+		waitRecord(t, p.audit, audit.Record{Kind: audit.KindConnect, Host: originName, Decision: audit.Deny, Reason: "authority_mismatch"})
+	})
+	t.Run("SNI mismatch", func(t *testing.T) {
+		if _, err := tlsThrough(t, p, target, "other.cordon.test"); err == nil {
+			t.Fatal("handshake with a foreign SNI succeeded")
+		}
+		waitRecord(t, p.audit, audit.Record{Host: originName, Decision: audit.Deny, Reason: "sni_mismatch"})
+	})
+	t.Run("absolute-form and keep-alive switch", func(t *testing.T) {
+		tc, err := tlsThrough(t, p, target, originName, "http/1.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(tc)
+		fmt.Fprintf(tc, "GET /first HTTP/1.1\r\nHost: %s\r\n\r\n", target)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("first request: %v %v", resp, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		fmt.Fprintf(tc, "GET /second HTTP/1.1\r\nHost: other.cordon.test\r\n\r\n")
+		resp, err = http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != 421 {
+			t.Fatalf("Host switch on keep-alive: %v %v", resp, err)
+		}
+		tc2, err := tlsThrough(t, p, target, originName, "http/1.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(tc2, "GET https://other.cordon.test/abs HTTP/1.1\r\nHost: %s\r\n\r\n", target)
+		resp, err = http.ReadResponse(bufio.NewReader(tc2), nil)
+		if err != nil || resp.StatusCode != 421 {
+			t.Fatalf("absolute-form to another authority: %v %v", resp, err)
+		}
+	})
+	t.Run("h2 authority", func(t *testing.T) {
+		tc, err := tlsThrough(t, p, target, originName, "h2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, err := (&http2.Transport{}).NewClientConn(tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("GET", "https://other.cordon.test/h2", nil)
+		resp, err := cc.RoundTrip(req)
+		if err != nil || resp.StatusCode != 421 {
+			t.Fatalf("h2 :authority mismatch: %v %v", resp, err)
+		}
+		req, _ = http.NewRequest("GET", "https://"+target+"/h2ok", nil)
+		resp, err = cc.RoundTrip(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("h2 same authority: %v %v", resp, err)
+		}
+	})
+	t.Run("h2c upgrade", func(t *testing.T) {
+		_, _, code := curl(t, p, "--cacert", p.env["SSL_CERT_FILE"], "--http1.1", "-H", "Upgrade: h2c", "-H", "Connection: Upgrade, HTTP2-Settings", "-H", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA", "https://"+target+"/h2c")
+		if code != 403 {
+			t.Fatalf("h2c upgrade: %d", code)
+		}
+		waitRecord(t, p.audit, audit.Record{Host: originName, Decision: audit.Deny, Reason: "h2c_upgrade"})
+	})
+}
+
+func TestTLSClients(t *testing.T) {
+	o := testOrigin(t)
+	p := startProxy(t, "--allow", originName+":8443", resolveOrigin, "--extra-ca", o.caFile)
+	u := fmt.Sprintf("https://%s:%d/client", originName, originHTTPS)
+	env := []string{"HTTPS_PROXY=" + p.URL(), "SSL_CERT_FILE=" + p.env["SSL_CERT_FILE"], "NODE_EXTRA_CA_CERTS=" + p.env["NODE_EXTRA_CA_CERTS"]}
+	for _, tc := range []struct {
+		name string
+		cmd  []string
+	}{
+		{"curl http1.1", []string{"curl", "-sS", "--max-time", "10", "--http1.1", "--proxy", p.URL(), u}},
+		{"curl http2", []string{"curl", "-sS", "--max-time", "10", "--http2", "--proxy", p.URL(), u}},
+		{"python3", []string{"python3", "-c", "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())", u}},
+		{"node", []string{"node", "-e", nodeConnect, p.URL(), originName, fmt.Sprint(originHTTPS)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(tc.cmd[0], tc.cmd[1:]...)
+			cmd.Env = append(env, "PATH=/usr/local/bin:/usr/bin:/bin")
+			out, err := run(t, 30*time.Second, cmd)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			e := echoOf(t, out)
+			if e.Sni != originName || e.Path != "/client" {
+				t.Fatalf("origin saw %+v", e)
+			}
+		})
+	}
+}
+
+// nodeConnect is a Node.js client that tunnels through the proxy with
+// CONNECT and speaks TLS over it, trusting NODE_EXTRA_CA_CERTS.
+const nodeConnect = `
+const http = require('http'), tls = require('tls');
+const [proxy, host, port] = process.argv.slice(1);
+const pu = new URL(proxy);
+const auth = Buffer.from(decodeURIComponent(pu.username) + ':' + decodeURIComponent(pu.password)).toString('base64');
+const req = http.request({host: pu.hostname, port: pu.port, method: 'CONNECT', path: host + ':' + port,
+  headers: {'Proxy-Authorization': 'Basic ' + auth, Host: host + ':' + port}});
+req.setTimeout(10000, () => { console.error('timeout'); process.exit(2); });
+req.on('connect', (res, socket) => {
+  if (res.statusCode !== 200) { console.error('CONNECT', res.statusCode); process.exit(1); }
+  const s = tls.connect({socket, servername: host}, () => {
+    s.write('GET /client HTTP/1.1\r\nHost: ' + host + ':' + port + '\r\nConnection: close\r\n\r\n');
+  });
+  let data = '';
+  s.on('data', d => data += d);
+  s.on('end', () => { process.stdout.write(data.slice(data.indexOf('\r\n\r\n') + 4)); });
+  s.on('error', e => { console.error(e.message); process.exit(1); });
+});
+req.end();
+`
+
+func TestTLSUpstreamVerifiedAndExclusions(t *testing.T) {
+	o := testOrigin(t)
+	cfgDir := userDir(t, "cordon-it-cfg-")
+	cfg := cfgDir + "/config.yaml"
+	writeUserFile(t, cfg, []byte(fmt.Sprintf("allow: [%q, %q]\nexclude: [%q]\n", originName+":8443", originName+":9443", originName+":8443")))
+	p := startProxy(t, "--config", cfg, resolveOrigin, "--extra-ca", o.caFile)
+
+	// An upstream whose certificate chains to no trusted root: 502, logged.
+	body, connect, code := curl(t, p, "--cacert", p.env["SSL_CERT_FILE"], fmt.Sprintf("https://%s:%d/", originName, originBadTLS))
+	if connect != 200 || code != 502 || !strings.Contains(body, "upstream_tls") {
+		t.Fatalf("untrusted upstream: connect %d code %d %s", connect, code, body)
+	}
+	waitRecord(t, p.audit, audit.Record{Type: audit.TypeClose, Host: originName, Port: originBadTLS, Reason: "upstream_tls"})
+
+	// An excluded host is tunnelled opaquely: the client sees the origin's
+	// own certificate, not one minted by cordon.
+	body, connect, code = curl(t, p, "--cacert", o.caFile, fmt.Sprintf("https://%s:%d/opaque", originName, originHTTPS))
+	if connect != 200 || code != 200 {
+		t.Fatalf("excluded host: connect %d code %d %s", connect, code, body)
+	}
+	recs := readAudit(t, p.audit)
+	for _, r := range recs {
+		if r.Port == originHTTPS && r.Path != "" {
+			t.Fatalf("an excluded host's requests were terminated: %+v", r)
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package tlsterm
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+// Reasons tlsterm gives for refusing a stream or a request.
+const (
+	ReasonSNIMismatch       policy.Reason = "sni_mismatch"
+	ReasonAuthorityMismatch policy.Reason = "authority_mismatch"
+	ReasonH2CUpgrade        policy.Reason = "h2c_upgrade"
+	ReasonUpstreamTLS       policy.Reason = "upstream_tls"
+	ReasonUpstreamError     policy.Reason = "upstream_error"
+	ReasonHandshake         policy.Reason = "client_handshake"
+)
+
+// CheckSNI decides a ClientHello's server name against the tunnel's host.
+// A missing SNI means the tunnel's host (clients send none for IP
+// literals).
+func CheckSNI(sni, host string, port int) policy.Decision {
+	d := policy.Decision{Host: host, Port: port}
+	if sni == "" {
+		d.Allow, d.Reason = true, policy.ReasonAllowed
+		return d
+	}
+	n, err := policy.NormalizeHost(sni)
+	if err != nil || n != host {
+		d.Reason = ReasonSNIMismatch
+		d.Detail = fmt.Sprintf("TLS server name %q does not match the tunnel's host %s; one connection speaks to one authority", clip(sni), host)
+		return d
+	}
+	d.Allow, d.Reason = true, policy.ReasonAllowed
+	return d
+}
+
+// CheckRequest decides one request inside a terminated stream: its
+// authority (HTTP/1.1 Host or absolute-form URI, HTTP/2 :authority) must
+// name the stream's host and port, with the scheme's default port elided,
+// and it may not try to switch protocols to h2c.
+func CheckRequest(r *http.Request, host string, port, defaultPort int) policy.Decision {
+	d := policy.Decision{Host: host, Port: port}
+	if headerHas(r.Header, "Upgrade", "h2c") || r.Header.Get("HTTP2-Settings") != "" {
+		d.Reason = ReasonH2CUpgrade
+		d.Detail = "an Upgrade to h2c inside a tunnel is refused: it would hide later requests from the authority check"
+		return d
+	}
+	if d2 := CheckAuthority(r.Host, host, port, defaultPort); !d2.Allow {
+		return d2
+	}
+	if r.URL.IsAbs() {
+		if d2 := CheckAuthority(r.URL.Host, host, port, defaultPort); !d2.Allow {
+			return d2
+		}
+	}
+	d.Allow, d.Reason = true, policy.ReasonAllowed
+	return d
+}
+
+// CheckAuthority compares one authority ("host" or "host:port") with the
+// stream's host and port. An empty authority (HTTP/1.0) is the stream's.
+func CheckAuthority(authority, host string, port, defaultPort int) policy.Decision {
+	d := policy.Decision{Host: host, Port: port}
+	if authority != "" {
+		h, p, err := policy.SplitHostPort(authority, defaultPort)
+		if err != nil || h != host || p != port {
+			d.Reason = ReasonAuthorityMismatch
+			d.Detail = fmt.Sprintf("request authority %q does not match the tunnel's %s; one connection speaks to one authority", clip(authority), policy.JoinHostPort(host, port))
+			return d
+		}
+	}
+	d.Allow, d.Reason = true, policy.ReasonAllowed
+	return d
+}
+
+func headerHas(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// clip keeps untrusted strings short in audit lines and error pages.
+func clip(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "..."
+	}
+	return s
+}

@@ -1,0 +1,116 @@
+package tlsterm
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+// handler judges and forwards each request of one terminated stream.
+type handler struct {
+	st *stream
+	rp http.Handler
+}
+
+// reqState carries what happened to a request to its close record.
+type reqState struct {
+	reason, detail string
+}
+
+type reqStateKey struct{}
+
+// markFailed notes why the upstream leg of a request failed.
+func markFailed(r *http.Request, reason policy.Reason, detail string) {
+	if rs, ok := r.Context().Value(reqStateKey{}).(*reqState); ok {
+		rs.reason, rs.detail = string(reason), detail
+	}
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	s := h.st.s
+	base := audit.Record{Type: audit.TypeDecision, Method: r.Method, Path: r.URL.Path}
+	if d := CheckRequest(r, s.Host, s.Port, s.defaultPort()); !d.Allow {
+		base.Decision, base.Reason, base.Detail = audit.Deny, string(d.Reason), d.Detail
+		h.st.record(base)
+		status := http.StatusMisdirectedRequest
+		if d.Reason == ReasonH2CUpgrade {
+			status = http.StatusForbidden
+		}
+		if r.ProtoMajor == 1 {
+			w.Header().Set("Connection", "close")
+		}
+		WriteRefusal(w, d, status)
+		return
+	}
+	base.Decision, base.Reason = audit.Allow, string(policy.ReasonAllowed)
+	if err := h.st.record(base); err != nil {
+		WriteRefusal(w, policy.Decision{Reason: "audit_failed", Detail: "the audit log cannot be written, so nothing is allowed"}, http.StatusServiceUnavailable)
+		return
+	}
+	rs := &reqState{}
+	r = r.WithContext(context.WithValue(r.Context(), reqStateKey{}, rs))
+	var up atomic.Int64
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &countingBody{ReadCloser: r.Body, n: &up}
+	}
+	cw := &countingWriter{ResponseWriter: w}
+	h.rp.ServeHTTP(cw, r)
+	h.st.record(audit.Record{Type: audit.TypeClose, Method: r.Method, Path: r.URL.Path,
+		Status: cw.status, BytesUp: up.Load(), BytesDown: cw.n, Reason: rs.reason, Detail: rs.detail,
+		DurationMS: time.Since(start).Milliseconds()})
+}
+
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+// countingWriter records the status and counts body bytes; Unwrap lets
+// http.ResponseController reach Flush and Hijack (WebSockets).
+type countingWriter struct {
+	http.ResponseWriter
+	status int
+	n      int64
+}
+
+func (c *countingWriter) WriteHeader(code int) {
+	if c.status == 0 || c.status < 200 {
+		c.status = code
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	n, err := c.ResponseWriter.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+func (c *countingWriter) Flush() {
+	http.NewResponseController(c.ResponseWriter).Flush()
+}
+
+// defaultPort is the port an authority without one means on this stream.
+func (s *Stream) defaultPort() int {
+	if s.Plaintext {
+		return 80
+	}
+	return 443
+}

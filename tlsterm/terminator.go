@@ -1,0 +1,298 @@
+// Package tlsterm terminates one client TLS stream at a time: it presents a
+// leaf for the tunnel's host, refuses a ClientHello or any request that
+// names another authority, and forwards each request over verified TLS to
+// the address the egress proxy already checked, logging every request.
+package tlsterm
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/certs"
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+// Config is what a Terminator needs; Leaves, Roots and Audit are required.
+type Config struct {
+	Leaves *certs.LeafCache
+	// Roots verify upstream servers: system roots plus configured extra CAs.
+	Roots *x509.CertPool
+	Audit *audit.Writer
+	// HandshakeTimeout bounds the client's TLS handshake; zero means 10s.
+	HandshakeTimeout time.Duration
+	// MaxStreams caps concurrently terminated streams; zero means 1024.
+	MaxStreams int
+	// ErrorLog receives problems that have no client to go to.
+	ErrorLog *log.Logger
+}
+
+// Terminator terminates client TLS streams.
+type Terminator struct {
+	cfg   Config
+	slots chan struct{}
+	h2    *http2.Server
+}
+
+// New builds a Terminator.
+func New(cfg Config) (*Terminator, error) {
+	if cfg.Leaves == nil || cfg.Roots == nil || cfg.Audit == nil {
+		return nil, errors.New("tlsterm: Leaves, Roots and Audit are required")
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = 10 * time.Second
+	}
+	if cfg.MaxStreams == 0 {
+		cfg.MaxStreams = 1024
+	}
+	if cfg.ErrorLog == nil {
+		cfg.ErrorLog = log.New(io.Discard, "", 0)
+	}
+	return &Terminator{
+		cfg:   cfg,
+		slots: make(chan struct{}, cfg.MaxStreams),
+		h2:    &http2.Server{IdleTimeout: 2 * time.Minute},
+	}, nil
+}
+
+// TryAcquire reserves a stream slot; Serve releases it. A caller that gets
+// false must refuse the stream (503) before telling the client anything.
+func (t *Terminator) TryAcquire() bool {
+	select {
+	case t.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// Release gives back a slot taken by TryAcquire when the stream will not be
+// served after all.
+func (t *Terminator) Release() { <-t.slots }
+
+// Stream is one client connection to terminate.
+type Stream struct {
+	// ID ties the stream's audit lines to the decision that allowed it.
+	ID   uint64
+	Kind audit.Kind
+	// Client is the client's side, positioned at its ClientHello.
+	Client net.Conn
+	// Host and Port are the one authority this stream may speak to.
+	Host string
+	Port int
+	// Plaintext streams carry HTTP/1.x without TLS (CONNECT to port 80,
+	// transparent port 80): the same checks, no handshakes.
+	Plaintext bool
+	// Upstream is a TCP connection to the checked address, or nil.
+	Upstream net.Conn
+	// Addr is the address Upstream reached, for audit lines.
+	Addr string
+	// Redial connects again to the same checked addresses.
+	Redial func(ctx context.Context) (net.Conn, error)
+}
+
+// Serve terminates s until the client goes away, then releases the slot
+// taken by TryAcquire.
+func (t *Terminator) Serve(s *Stream) {
+	defer t.Release()
+	defer s.Client.Close()
+	st := &stream{t: t, s: s}
+	defer st.closeUpstream()
+
+	if s.Plaintext {
+		st.tr = st.newTransport()
+		defer st.tr.CloseIdleConnections()
+		serveHTTP1(s.Client, &handler{st: st, rp: st.reverseProxy()})
+		return
+	}
+	var refused *policy.Decision
+	tc := tls.Server(s.Client, &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1"},
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			if d := CheckSNI(hello.ServerName, s.Host, s.Port); !d.Allow {
+				refused = &d
+				return nil, errors.New(d.Detail)
+			}
+			return nil, nil
+		},
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return t.cfg.Leaves.Get(s.Host)
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.HandshakeTimeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		d := policy.Decision{Host: s.Host, Port: s.Port, Reason: ReasonHandshake, Detail: "client TLS handshake failed: " + err.Error()}
+		if refused != nil {
+			d = *refused
+		}
+		st.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(d.Reason), Detail: d.Detail})
+		return
+	}
+	st.tr = st.newTransport()
+	defer st.tr.CloseIdleConnections()
+	h := &handler{st: st, rp: st.reverseProxy()}
+	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+		t.h2.ServeConn(tc, &http2.ServeConnOpts{Handler: h})
+		return
+	}
+	serveHTTP1(tc, h)
+}
+
+// stream is the state of one terminated client connection.
+type stream struct {
+	t  *Terminator
+	s  *Stream
+	tr *http.Transport
+	// first is the pre-dialled upstream TCP connection, used once.
+	first     atomic.Pointer[net.Conn]
+	upMu      sync.Mutex
+	upstreams []net.Conn
+}
+
+func (st *stream) record(r audit.Record) error {
+	r.Kind, r.ID, r.Host, r.Port, r.Addr = st.s.Kind, st.s.ID, st.s.Host, st.s.Port, st.s.Addr
+	err := st.t.cfg.Audit.Write(r)
+	if err != nil {
+		st.t.cfg.ErrorLog.Printf("cordon: %v", err)
+	}
+	return err
+}
+
+// newTransport makes the stream's own upstream transport: every
+// connection it opens goes to the checked addresses, over TLS verified for
+// the stream's host, and it cannot be pointed anywhere else.
+func (st *stream) newTransport() *http.Transport {
+	if st.s.Upstream != nil {
+		st.first.Store(&st.s.Upstream)
+	}
+	dial := func(ctx context.Context) (net.Conn, error) {
+		if p := st.first.Swap(nil); p != nil {
+			return *p, nil
+		}
+		c, err := st.s.Redial(ctx)
+		if err == nil {
+			st.track(c)
+		}
+		return c, err
+	}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		ForceAttemptHTTP2:     true,
+		DisableCompression:    true,
+		MaxIdleConnsPerHost:   2,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		TLSHandshakeTimeout:   st.t.cfg.HandshakeTimeout,
+	}
+	if st.s.Plaintext {
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }
+		return tr
+	}
+	tr.DialTLSContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		raw, err := dial(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return st.handshakeUpstream(ctx, raw)
+	}
+	return tr
+}
+
+// track remembers an upstream connection so the stream's end closes it.
+func (st *stream) track(c net.Conn) {
+	st.upMu.Lock()
+	st.upstreams = append(st.upstreams, c)
+	st.upMu.Unlock()
+}
+
+// handshakeUpstream verifies the upstream against Roots with SNI = the
+// stream's host (no SNI for an IP literal; its IP SAN is checked).
+func (st *stream) handshakeUpstream(ctx context.Context, raw net.Conn) (net.Conn, error) {
+	uc := tls.Client(raw, &tls.Config{
+		ServerName: st.s.Host,
+		RootCAs:    st.t.cfg.Roots,
+		NextProtos: []string{"h2", "http/1.1"},
+		MinVersion: tls.VersionTLS12,
+	})
+	hctx, cancel := context.WithTimeout(ctx, st.t.cfg.HandshakeTimeout)
+	defer cancel()
+	if err := uc.HandshakeContext(hctx); err != nil {
+		raw.Close()
+		return nil, &upstreamTLSError{err: err}
+	}
+	st.track(uc)
+	return uc, nil
+}
+
+// closeUpstream closes the pre-dialled connection if no request used it,
+// and every upstream the stream opened.
+func (st *stream) closeUpstream() {
+	if p := st.first.Swap(nil); p != nil {
+		(*p).Close()
+	}
+	st.upMu.Lock()
+	defer st.upMu.Unlock()
+	for _, c := range st.upstreams {
+		c.Close()
+	}
+}
+
+type upstreamTLSError struct{ err error }
+
+func (e *upstreamTLSError) Error() string {
+	return "upstream TLS verification failed: " + e.err.Error()
+}
+
+func (e *upstreamTLSError) Unwrap() error { return e.err }
+
+// reverseProxy forwards a checked request to the stream's authority.
+func (st *stream) reverseProxy() *httputil.ReverseProxy {
+	scheme := "https"
+	if st.s.Plaintext {
+		scheme = "http"
+	}
+	authority := strings.TrimSuffix(policy.JoinHostPort(st.s.Host, st.s.Port), fmt.Sprintf(":%d", st.s.defaultPort()))
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = scheme
+			pr.Out.URL.Host = authority
+			pr.Out.Host = authority
+		},
+		Transport: st.tr,
+		ErrorLog:  log.New(io.Discard, "", 0),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			reason := ReasonUpstreamError
+			var te *upstreamTLSError
+			if errors.As(err, &te) {
+				reason = ReasonUpstreamTLS
+			}
+			markFailed(r, reason, err.Error())
+			WriteRefusal(w, policy.Decision{Reason: reason, Detail: err.Error()}, http.StatusBadGateway)
+		},
+	}
+}
+
+// WriteRefusal answers a refused request: the reason code in
+// X-Cordon-Reason and the sentence in the body, so a client can tell "not
+// authenticated" (407) from "not allowed" (403) and see why.
+func WriteRefusal(w http.ResponseWriter, d policy.Decision, status int) {
+	w.Header().Set("X-Cordon-Reason", string(d.Reason))
+	http.Error(w, fmt.Sprintf("cordon: %s: %s", d.Reason, d.Detail), status)
+}

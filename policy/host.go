@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 )
@@ -23,6 +24,7 @@ var hostProfile = idna.New(
 	idna.BidiRule(),
 	idna.ValidateLabels(true),
 	idna.StrictDomainName(false),
+	idna.CheckHyphens(false),
 )
 
 // NormalizeHost returns the one canonical spelling of a host as it appears
@@ -35,6 +37,9 @@ var hostProfile = idna.New(
 func NormalizeHost(s string) (string, error) {
 	if s == "" {
 		return "", errors.New("empty host")
+	}
+	if len(s) > 4*maxHostLen {
+		return "", fmt.Errorf("host %q...: longer than %d characters", s[:64], maxHostLen)
 	}
 	if strings.ContainsAny(s, "%") {
 		return "", fmt.Errorf("host %q: '%%' (a zone id or escape) is not allowed in a host", s)
@@ -58,9 +63,20 @@ func NormalizeHost(s string) (string, error) {
 	if strings.Contains(s, ":") {
 		return "", fmt.Errorf("host %q: not a valid name or IP address (a port belongs outside the host)", s)
 	}
+	if !utf8.ValidString(s) {
+		return "", fmt.Errorf("host %q: not valid UTF-8", s)
+	}
 	name, err := hostProfile.ToASCII(s)
 	if err != nil {
 		return "", fmt.Errorf("host %q: not a valid international name: %v", s, err)
+	}
+	if len(name) > maxHostLen+1 {
+		return "", fmt.Errorf("host %q: longer than %d characters", s, maxHostLen)
+	}
+	// Some names pass only before mapping (the bidi rule sees the mapped
+	// labels); the canonical form must itself be a valid name.
+	if again, err := hostProfile.ToASCII(name); err != nil || again != name {
+		return "", fmt.Errorf("host %q: not a valid international name once mapped to %q", s, name)
 	}
 	name = strings.ToLower(name)
 	name = strings.TrimSuffix(name, ".")
@@ -97,6 +113,8 @@ func validLabel(l string) error {
 		return errors.New("empty label")
 	case len(l) > 63:
 		return fmt.Errorf("label %q is longer than 63 characters", l)
+	case l[0] == '-' || l[len(l)-1] == '-':
+		return fmt.Errorf("label %q starts or ends with '-'", l)
 	}
 	for i := 0; i < len(l); i++ {
 		c := l[i]

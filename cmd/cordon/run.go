@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+func init() { subcommands = append(subcommands, newRunCmd) }
+
+// exitRefused is cordon run's exit code when nothing was started: a
+// refusal, a missing mechanism or an unwritable audit log.
+const exitRefused = 125
+
+// runFlags are cordon run's own flags.
+type runFlags struct {
+	pf         policyFlags
+	net        string
+	allowPaths []string
+	env        []string
+	timeout    time.Duration
+	memory     string
+	pids       int
+	json       bool
+	dryRun     bool
+	audit      string
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- CMD [ARG]...",
+		Short: "Run a command in the sandbox",
+		Long: `Run a command in the sandbox: the system read-only, the workspace (the project
+holding the working directory) read-write, an empty HOME, credential stores
+hidden, a seccomp filter, limits, and the network off, open or restricted to
+an allowlist. A policy that cannot be enforced here is refused, never run
+uncontained; cordon doctor shows why.
+
+Exit status: the command's; 124 when --timeout ended it; 125 when nothing
+started (refused, blocked, or the sandbox failed); 126 not executable; 127
+not found.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 0 {
+				return fmt.Errorf("put the command after --, as in: cordon run --net off -- make test")
+			}
+			if err := f.overrides(cmd); err != nil {
+				return err
+			}
+			if f.dryRun {
+				return f.plan(cmd.OutOrStdout(), args)
+			}
+			return f.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.net, "net", "", "network mode: off, open (the host's network, no audit) or restricted (the allowlist, through the proxy)")
+	fl.StringArrayVar(&f.allowPaths, "allow-path", nil, "expose a host path, PATH (read-only) or PATH:rw (repeatable)")
+	fl.StringArrayVar(&f.env, "env", nil, "pass a host environment variable by NAME (repeatable)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "end the whole process tree after this long, e.g. 10m (0 lifts the configured deadline)")
+	fl.StringVar(&f.memory, "memory", "", "memory limit in bytes, e.g. 4GiB (0 lifts it)")
+	fl.IntVar(&f.pids, "pids", 0, "process limit (0 lifts it)")
+	fl.BoolVar(&f.json, "json", false, "print one outcome object on stdout when the command ends")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print the exact launcher argv and generated files; run nothing")
+	fl.StringVar(&f.audit, "audit", "", "audit log file (default $CORDON_AUDIT or ~/.local/state/cordon/audit.jsonl)")
+	f.pf.register(cmd)
+	return cmd
+}
+
+// overrides turns the flags into one-shot policy overrides.
+func (f *runFlags) overrides(cmd *cobra.Command) error {
+	o := &f.pf.overrides
+	if f.net != "" {
+		m, err := policy.ParseNetMode(f.net)
+		if err != nil {
+			return fmt.Errorf("--net: %w", err)
+		}
+		o.Network = &m
+	}
+	o.AllowPaths = append(o.AllowPaths, f.allowPaths...)
+	o.Env = append(o.Env, f.env...)
+	fl := cmd.Flags()
+	if fl.Changed("timeout") {
+		if f.timeout < 0 {
+			return fmt.Errorf("--timeout %s: a deadline cannot be negative", f.timeout)
+		}
+		o.Timeout = &f.timeout
+	}
+	if fl.Changed("memory") {
+		n, err := policy.ParseSize(f.memory)
+		if err != nil {
+			return fmt.Errorf("--memory: %w", err)
+		}
+		o.Memory = &n
+	}
+	if fl.Changed("pids") {
+		if f.pids < 0 {
+			return fmt.Errorf("--pids %d: a process limit cannot be negative", f.pids)
+		}
+		o.Pids = &f.pids
+	}
+	return nil
+}
+
+// auditPath is --audit, else the default location.
+func (f *runFlags) auditPath() (string, error) {
+	if f.audit != "" {
+		return f.audit, nil
+	}
+	return audit.DefaultPath()
+}
+
+// spec loads the policy and finds the workspace.
+func (f *runFlags) spec(argv []string) (*sandbox.Spec, error) {
+	p, err := f.pf.load()
+	if err != nil {
+		return nil, err
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("find the working directory: %w", err)
+	}
+	ws, err := policy.FindWorkspace(cwd)
+	if err != nil {
+		return nil, err
+	}
+	return &sandbox.Spec{
+		Policy: p, Argv: argv, Workdir: cwd, Workspace: ws, Timeout: p.Limits.Timeout,
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+	}, nil
+}
+
+// plan prints the launch for --dry-run.
+func (f *runFlags) plan(out io.Writer, argv []string) error {
+	path, err := f.auditPath()
+	if err != nil {
+		return err
+	}
+	s, err := f.spec(argv)
+	if err != nil {
+		return exitError{code: exitRefused, msg: err.Error()}
+	}
+	plan, err := newBackend(path).Plan(s)
+	if err != nil {
+		return exitError{code: exitRefused, msg: err.Error()}
+	}
+	if f.json {
+		return json.NewEncoder(out).Encode(plan)
+	}
+	fmt.Fprintln(out, "# launcher argv")
+	for i, a := range plan.Argv {
+		sep := " \\"
+		if i == len(plan.Argv)-1 {
+			sep = ""
+		}
+		indent := "  "
+		if i == 0 {
+			indent = ""
+		}
+		fmt.Fprintf(out, "%s%s%s\n", indent, shellQuote(a), sep)
+	}
+	names := make([]string, 0, len(plan.Files))
+	for n := range plan.Files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(out, "# generated files")
+	for _, n := range names {
+		fmt.Fprintf(out, "== %s (%d bytes)\n%s", n, len(plan.Files[n]), plan.Files[n])
+		if c := plan.Files[n]; c != "" && !strings.HasSuffix(c, "\n") {
+			fmt.Fprintln(out)
+		}
+	}
+	return nil
+}
+
+// outcome is the --json object cordon run prints when it is done.
+type outcome struct {
+	Outcome struct {
+		// Kind is completed, blocked, timeout or failed_to_start.
+		Kind     string `json:"kind"`
+		ExitCode *int   `json:"exitCode,omitempty"`
+		Signal   string `json:"signal,omitempty"`
+		Reason   string `json:"reason,omitempty"`
+		Fix      string `json:"fix,omitempty"`
+	} `json:"outcome"`
+	Sandbox struct {
+		Launcher string `json:"launcher"`
+		Version  string `json:"version"`
+	} `json:"sandbox"`
+	Network struct {
+		Mode string `json:"mode"`
+		// AllowedDomains is the effective allowlist: empty when the
+		// network is off, ["*"] when it is open.
+		AllowedDomains []string       `json:"allowedDomains"`
+		Decisions      []audit.Record `json:"decisions"`
+	} `json:"network"`
+	Session    string `json:"session,omitempty"`
+	Audit      string `json:"audit,omitempty"`
+	DurationMS int64  `json:"durationMs"`
+}
+
+// runState carries one cordon run through its steps.
+type runState struct {
+	f      *runFlags
+	argv   []string
+	out    outcome
+	w      *audit.Writer
+	cwd    string
+	errw   io.Writer
+	stdout io.Writer
+}
+
+// refuse records and reports a run that starts nothing.
+func (r *runState) refuse(reason, detail, fix string) error {
+	r.out.Outcome.Kind = "blocked"
+	r.out.Outcome.Reason, r.out.Outcome.Fix = detail, fix
+	if r.w != nil {
+		if err := r.w.Write(audit.Record{Type: audit.TypeBlock, Command: r.argv, Workdir: r.cwd,
+			Network: r.out.Network.Mode, Reason: reason, Detail: detail, Outcome: "blocked"}); err != nil {
+			fmt.Fprintf(r.errw, "cordon: %v\n", err)
+		}
+	}
+	r.print()
+	msg := "blocked: " + detail
+	if fix != "" {
+		msg += "\ncordon: fix: " + fix
+	}
+	return exitError{code: exitRefused, msg: msg}
+}
+
+// print writes the --json outcome.
+func (r *runState) print() {
+	if !r.f.json {
+		return
+	}
+	if r.out.Network.AllowedDomains == nil {
+		r.out.Network.AllowedDomains = []string{}
+	}
+	if r.out.Network.Decisions == nil {
+		r.out.Network.Decisions = []audit.Record{}
+	}
+	_ = json.NewEncoder(r.stdout).Encode(r.out)
+}
+
+// run is cordon run without --dry-run.
+func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []string) error {
+	r := &runState{f: f, argv: argv, errw: stderr, stdout: stdout}
+	r.cwd, _ = os.Getwd()
+	path, err := f.auditPath()
+	if err != nil {
+		return r.refuse("audit_unavailable", err.Error(), "set --audit or CORDON_AUDIT")
+	}
+	backend := newBackend(path)
+	r.out.Sandbox.Launcher = backend.Name()
+	r.out.Audit = path
+	if r.w, err = audit.Open(path, audit.NewSessionID()); err != nil {
+		return r.refuse("audit_unavailable", err.Error(), fmt.Sprintf("make %s writable, or point --audit or CORDON_AUDIT at a writable file", path))
+	}
+	defer r.w.Close()
+	r.out.Session = r.w.Session()
+
+	s, err := f.spec(argv)
+	if err != nil {
+		return r.refuse("policy", err.Error(), "")
+	}
+	r.out.Network.Mode = string(s.Policy.Network)
+	switch s.Policy.Network {
+	case policy.NetOpen:
+		r.out.Network.AllowedDomains = []string{"*"}
+	case policy.NetRestricted:
+		r.out.Network.AllowedDomains = append([]string{}, s.Policy.Allow...)
+	}
+
+	rep := backend.Check(ctx, s.Policy)
+	r.out.Sandbox.Version = rep.Version
+	if c, blocked := rep.Blocked(); blocked {
+		return r.refuse("capability_blocked", c.Name+": "+c.Reason, c.Fix)
+	}
+
+	if err := r.w.Sync(audit.Record{Type: audit.TypeLaunch, Command: argv, Workdir: s.Workdir,
+		Network: string(s.Policy.Network)}); err != nil {
+		r.out.Outcome.Kind = "failed_to_start"
+		r.out.Outcome.Reason = err.Error()
+		r.print()
+		return exitError{code: exitRefused, msg: fmt.Sprintf("the launch could not be recorded, so nothing started: %v", err)}
+	}
+
+	res, runErr := backend.Run(ctx, s)
+	r.out.DurationMS = res.Duration.Milliseconds()
+	code := res.ExitCode
+	rec := audit.Record{Type: audit.TypeExit, Command: argv, Workdir: s.Workdir, Network: string(s.Policy.Network),
+		ExitCode: &code, Signal: res.Signal, DurationMS: res.Duration.Milliseconds()}
+	switch {
+	case runErr != nil:
+		r.out.Outcome.Kind = "failed_to_start"
+		r.out.Outcome.Reason = runErr.Error()
+		rec.Detail = runErr.Error()
+	case res.TimedOut:
+		r.out.Outcome.Kind = "timeout"
+		r.out.Outcome.Reason = fmt.Sprintf("the deadline of %s ended the process tree", s.Timeout)
+	default:
+		r.out.Outcome.Kind = "completed"
+	}
+	r.out.Outcome.ExitCode, r.out.Outcome.Signal = &code, res.Signal
+	rec.Outcome = r.out.Outcome.Kind
+	if err := r.w.Write(rec); err != nil {
+		fmt.Fprintf(stderr, "cordon: %v\n", err)
+	}
+	r.print()
+	msg := ""
+	switch {
+	case runErr != nil:
+		msg = runErr.Error()
+	case res.TimedOut:
+		msg = r.out.Outcome.Reason
+	}
+	if code == 0 && msg == "" {
+		return nil
+	}
+	return exitError{code: code, msg: msg}
+}

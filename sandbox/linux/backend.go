@@ -1,0 +1,211 @@
+//go:build linux
+
+package linux
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+
+	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// Options configures the Linux backend.
+type Options struct {
+	// AuditPath is the audit log; its directory is never exposed.
+	AuditPath string
+	// Bwrap is the bubblewrap binary; empty looks "bwrap" up on PATH.
+	Bwrap string
+	// Self is cordon's own binary, run as the sandbox's init; empty means
+	// the running executable.
+	Self string
+	// Holder supplies restricted mode's network; nil leaves that mode BLOCKED.
+	Holder Holder
+}
+
+// Holder prepares the network namespace a restricted run's bwrap starts
+// in: the launcher starts Wrap's command line instead of bwrap's, and that
+// command execs bwrap once the namespace is ready.
+type Holder interface {
+	// Check reports whether restricted mode can be enforced here.
+	Check(ctx context.Context) sandbox.Capability
+	// Wrap returns the command line to start in place of argv (bwrap and
+	// its arguments) and any descriptors it needs, which the launcher
+	// passes after its own (from fd 7 on).
+	Wrap(s *sandbox.Spec, argv []string) ([]string, []*os.File, error)
+	// Started is called with the started command's pid; stop is called
+	// once it has exited.
+	Started(ctx context.Context, s *sandbox.Spec, pid int) (stop func(), err error)
+}
+
+// Backend is the bubblewrap sandbox.
+type Backend struct {
+	opts Options
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// New returns the Linux backend.
+func New(o Options) *Backend { return &Backend{opts: o} }
+
+// Name is "bwrap".
+func (b *Backend) Name() string { return "bwrap" }
+
+// Plan renders the launch without starting anything. Scratch files are
+// listed under the directory Run would create.
+func (b *Backend) Plan(s *sandbox.Spec) (*sandbox.Plan, error) {
+	h, err := b.host(s.Policy)
+	if err != nil {
+		return nil, err
+	}
+	l, err := build(s, h, scratchName(), nil)
+	if err != nil {
+		return nil, err
+	}
+	plan := &sandbox.Plan{Argv: l.argv, Files: map[string]string{}}
+	for p, data := range l.files {
+		plan.Files[p] = string(data)
+	}
+	plan.Files[l.emptyDir+"/"] = ""
+	plan.Files["fd "+strconv.Itoa(fdSeccomp)] = seccompListing(h.goarch, l.seccomp)
+	return plan, nil
+}
+
+// host gathers what the builder needs about this machine for policy p.
+func (b *Backend) host(p *policy.Policy) (hostInfo, error) {
+	if p == nil {
+		return hostInfo{}, fmt.Errorf("no policy")
+	}
+	h := hostInfo{env: os.Environ(), goarch: runtime.GOARCH, holderNet: b.opts.Holder != nil}
+	var err error
+	if h.bwrap, err = b.bwrap(); err != nil {
+		return h, err
+	}
+	if h.self, err = b.self(); err != nil {
+		return h, err
+	}
+	me, err := user.Current()
+	if err != nil {
+		return h, fmt.Errorf("look up the current user: %w", err)
+	}
+	h.home, _ = os.UserHomeDir()
+	if !filepath.IsAbs(h.home) {
+		h.home = me.HomeDir
+	}
+	if !filepath.IsAbs(h.home) {
+		return h, fmt.Errorf("cannot find your home directory: set $HOME")
+	}
+	h.home = filepath.Clean(h.home)
+	h.guard = newGuard([]string{h.home, me.HomeDir}, b.opts.AuditPath)
+	h.uid, h.gid, h.user = os.Getuid(), os.Getgid(), me.Username
+	if os.Geteuid() == 0 {
+		ra, err := runAs(p.RunAs)
+		if err != nil {
+			return h, err
+		}
+		h.uid, h.gid, h.user = ra.uid, ra.gid, ra.name
+	}
+	h.limits = rlimitPlan(p.Limits)
+	return h, nil
+}
+
+// bwrap finds the bubblewrap binary.
+func (b *Backend) bwrap() (string, error) {
+	name := b.opts.Bwrap
+	if name == "" {
+		name = "bwrap"
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("bubblewrap (%s) is not installed or not on PATH; install it: sudo apt-get install bubblewrap", name)
+	}
+	return p, nil
+}
+
+// self finds cordon's own binary.
+func (b *Backend) self() (string, error) {
+	p := b.opts.Self
+	if p == "" {
+		var err error
+		if p, err = os.Executable(); err != nil {
+			return "", fmt.Errorf("find cordon's own binary: %w", err)
+		}
+	}
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", fmt.Errorf("find cordon's own binary: %w", err)
+	}
+	return r, nil
+}
+
+// account is the unprivileged user a root invocation runs the command as.
+type account struct {
+	name     string
+	uid, gid int
+}
+
+// runAs resolves run_as (default "nobody") for a root invocation, refusing
+// any account with uid 0.
+func runAs(name string) (account, error) {
+	if name == "" {
+		name = policy.DefaultRunAs
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		if u, err = user.LookupId(name); err != nil {
+			return account{}, fmt.Errorf("cordon runs as root, so it runs the command as run_as %q, which does not exist; create that user or set run_as to an unprivileged account", name)
+		}
+	}
+	uid, err1 := strconv.Atoi(u.Uid)
+	gid, err2 := strconv.Atoi(u.Gid)
+	if err1 != nil || err2 != nil {
+		return account{}, fmt.Errorf("run_as %q has a non-numeric uid or gid", name)
+	}
+	if uid == 0 {
+		return account{}, fmt.Errorf("run_as %q is root: cordon never gives the sandboxed command root's power; set run_as to an unprivileged account (default nobody) or run cordon as your own user", name)
+	}
+	return account{name: u.Username, uid: uid, gid: gid}, nil
+}
+
+// scratchName is a fresh scratch directory path under the temp directory.
+func scratchName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return filepath.Join(os.TempDir(), "cordon-run-"+hex.EncodeToString(b[:]))
+}
+
+// writeScratch creates the launch's scratch directory and files, readable
+// by uid (the account bwrap runs as).
+func writeScratch(l *launch, uid, gid int) error {
+	if err := os.Mkdir(l.scratch, 0o700); err != nil {
+		return fmt.Errorf("create scratch directory: %w", err)
+	}
+	if uid != os.Getuid() {
+		if err := os.Chown(l.scratch, uid, gid); err != nil {
+			return fmt.Errorf("hand the scratch directory to uid %d: %w", uid, err)
+		}
+	}
+	if err := os.Mkdir(l.emptyDir, 0o555); err != nil {
+		return fmt.Errorf("create scratch directory: %w", err)
+	}
+	paths := make([]string, 0, len(l.files))
+	for p := range l.files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		if err := os.WriteFile(p, l.files[p], 0o444); err != nil {
+			return fmt.Errorf("write scratch file: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package certs
+
+import (
+	"bytes"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+)
+
+// systemBundlePaths are where systems keep their PEM bundle of trusted
+// roots, in the order tried; $SSL_CERT_FILE, when set, replaces them all.
+var systemBundlePaths = []string{
+	"/etc/ssl/certs/ca-certificates.crt",                // Debian, Ubuntu, Arch, Gentoo
+	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", // Fedora, RHEL 7+, CentOS
+	"/etc/pki/tls/certs/ca-bundle.crt",                  // older Fedora and RHEL
+	"/etc/ssl/ca-bundle.pem",                            // openSUSE
+	"/etc/ssl/cert.pem",                                 // Alpine, macOS, FreeBSD
+}
+
+// maxBundleFile bounds how much of one certificate file is read.
+const maxBundleFile = 16 << 20
+
+// WriteBundle writes to path (mode 0644) the trust bundle for sandboxed
+// clients: the system's roots, the certificates in extraCAFiles, and ca's
+// certificate, each once, as PEM CERTIFICATE blocks and nothing else.
+func WriteBundle(path string, ca *CA, extraCAFiles []string) error {
+	sys, err := systemRoots()
+	if err != nil {
+		return fmt.Errorf("write trust bundle %s: %w", path, err)
+	}
+	extra, err := readExtraCAs(extraCAFiles)
+	if err != nil {
+		return fmt.Errorf("write trust bundle %s: %w", path, err)
+	}
+	var buf bytes.Buffer
+	seen := make(map[string]bool)
+	for _, c := range slices.Concat(sys, extra, []*x509.Certificate{ca.cert}) {
+		if seen[string(c.Raw)] {
+			continue
+		}
+		seen[string(c.Raw)] = true
+		if err := pem.Encode(&buf, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}); err != nil {
+			return fmt.Errorf("write trust bundle %s: %w", path, err)
+		}
+	}
+	return writeFileAtomic(path, buf.Bytes(), 0o644)
+}
+
+// UpstreamPool returns the roots that upstream servers' certificates are
+// verified against: the system's roots plus the certificates in
+// extraCAFiles.
+func UpstreamPool(extraCAFiles []string) (*x509.CertPool, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		return nil, fmt.Errorf("upstream roots: load the system's roots: %w", err)
+	}
+	extra, err := readExtraCAs(extraCAFiles)
+	if err != nil {
+		return nil, fmt.Errorf("upstream roots: %w", err)
+	}
+	for _, c := range extra {
+		pool.AddCert(c)
+	}
+	return pool, nil
+}
+
+// systemRoots reads the system's bundle of trusted roots. Certificates in it
+// that do not parse are left out, as crypto/x509 does: the user cannot fix
+// the system's file.
+func systemRoots() ([]*x509.Certificate, error) {
+	path, err := systemBundlePath()
+	if err != nil {
+		return nil, err
+	}
+	data, err := readBounded(path)
+	if err != nil {
+		return nil, fmt.Errorf("system roots: %w (point SSL_CERT_FILE at a readable PEM bundle)", err)
+	}
+	certs, _, err := parseCerts(data)
+	if err != nil {
+		return nil, fmt.Errorf("system roots %s: %w", path, err)
+	}
+	if len(certs) == 0 {
+		return nil, fmt.Errorf("system roots %s: no certificates in it: reinstall your system's CA certificates, or set SSL_CERT_FILE to a PEM bundle", path)
+	}
+	return certs, nil
+}
+
+// systemBundlePath is $SSL_CERT_FILE if set, else the first system bundle
+// that exists.
+func systemBundlePath() (string, error) {
+	if p := os.Getenv("SSL_CERT_FILE"); p != "" {
+		return p, nil
+	}
+	for _, p := range systemBundlePaths {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no system CA bundle found (looked at %s): install your system's CA certificates package (ca-certificates), or set SSL_CERT_FILE to a PEM bundle",
+		strings.Join(systemBundlePaths, ", "))
+}
+
+// readExtraCAs reads the site CA files given with --extra-ca. Each must hold
+// at least one certificate and nothing but certificates.
+func readExtraCAs(files []string) ([]*x509.Certificate, error) {
+	var all []*x509.Certificate
+	for _, f := range files {
+		data, err := readBounded(f)
+		if err != nil {
+			return nil, fmt.Errorf("extra CA: %w", err)
+		}
+		certs, bad, err := parseCerts(data)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("extra CA %s: %w", f, err)
+		case len(bad) > 0:
+			return nil, fmt.Errorf("extra CA %s: %w", f, bad[0])
+		case len(certs) == 0:
+			return nil, fmt.Errorf("extra CA %s: no PEM certificate in it (if it is DER, convert it with `openssl x509 -inform der -in %s -out ca.pem`)", f, f)
+		}
+		all = append(all, certs...)
+	}
+	return all, nil
+}
+
+// readBounded reads a certificate file of at most maxBundleFile bytes.
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	data, err := readAtMost(f, maxBundleFile)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return data, nil
+}
+
+// readAtMost reads all of r, refusing more than limit bytes.
+func readAtMost(r io.Reader, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		err = fmt.Errorf("larger than %d bytes, too large for a certificate file", limit)
+	}
+	return data, err
+}
+
+// parseCerts decodes every PEM block in data. A block that is not a
+// CERTIFICATE is an error (err); a CERTIFICATE that does not parse is
+// reported in bad and left out. Text between blocks is ignored.
+func parseCerts(data []byte) (certs []*x509.Certificate, bad []error, err error) {
+	for n := 1; ; n++ {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			return certs, bad, nil
+		}
+		if b.Type != "CERTIFICATE" {
+			return nil, nil, fmt.Errorf("PEM block %d is a %q, not a CERTIFICATE: a trust file must hold certificates only (never a private key)", n, b.Type)
+		}
+		c, perr := x509.ParseCertificate(b.Bytes)
+		if perr != nil {
+			bad = append(bad, fmt.Errorf("PEM block %d: %w", n, perr))
+			continue
+		}
+		certs = append(certs, c)
+	}
+}

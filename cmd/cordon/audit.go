@@ -1,0 +1,322 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+func init() { subcommands = append(subcommands, newAuditCmd) }
+
+// auditFlags are the flags of `cordon audit`, as typed.
+type auditFlags struct {
+	file, session, decision, host, since, typ string
+	json, summary                             bool
+}
+
+// topDenyReasons is how many deny reasons --summary shows per host.
+const topDenyReasons = 3
+
+func newAuditCmd() *cobra.Command {
+	var f auditFlags
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Show the allow/deny audit log: who asked for what, what was decided and why",
+		Long: `audit reads cordon's JSONL audit log (default $CORDON_AUDIT, else
+$XDG_STATE_HOME/cordon/audit.jsonl, else ~/.local/state/cordon/audit.jsonl) and
+prints the records that match every filter given: as a table, as the raw
+JSON lines (--json), or totalled per host (--summary).`,
+		Example: `  cordon audit --decision deny --since 1h
+  cordon audit --host '*.github.com' --summary
+  cordon audit --session 3f2a --json | jq .`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAudit(cmd.OutOrStdout(), cmd.ErrOrStderr(), f, time.Now())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.file, "file", "", "audit log to read (default $CORDON_AUDIT or ~/.local/state/cordon/audit.jsonl)")
+	fl.StringVar(&f.session, "session", "", "only this session: its id or a prefix of it")
+	fl.StringVar(&f.decision, "decision", "", "only allow or deny decisions")
+	fl.StringVar(&f.host, "host", "", "only this host, or its subdomains with a leading '*.' (*.example.com)")
+	fl.StringVar(&f.since, "since", "", "only records from the last DURATION (10m, 2h, 7d) or after an RFC 3339 time")
+	fl.StringVar(&f.typ, "type", "", "only one record type: "+typeNames())
+	fl.BoolVar(&f.json, "json", false, "print matching records as JSON lines, exactly as logged")
+	fl.BoolVar(&f.summary, "summary", false, "total allows, denies, bytes and top deny reasons per host")
+	cmd.MarkFlagsMutuallyExclusive("json", "summary")
+	return cmd
+}
+
+func typeNames() string {
+	names := make([]string, len(audit.Types))
+	for i, t := range audit.Types {
+		names[i] = string(t)
+	}
+	return strings.Join(names, ", ")
+}
+
+// filter turns the flags into an audit.Filter, refusing bad values.
+func (f auditFlags) filter(now time.Time) (audit.Filter, error) {
+	flt := audit.Filter{Session: f.session}
+	var err error
+	if f.decision != "" {
+		if flt.Decision, err = audit.ParseDecision(f.decision); err != nil {
+			return flt, fmt.Errorf("--decision: %w", err)
+		}
+	}
+	if f.typ != "" {
+		if flt.Type, err = audit.ParseType(f.typ); err != nil {
+			return flt, fmt.Errorf("--type: %w", err)
+		}
+	}
+	if f.since != "" {
+		if flt.Since, err = audit.ParseSince(f.since, now); err != nil {
+			return flt, fmt.Errorf("--since: %w", err)
+		}
+	}
+	if f.host != "" {
+		name, wildcard := strings.CutPrefix(f.host, "*.")
+		h, err := policy.NormalizeHost(name)
+		if err != nil {
+			return flt, fmt.Errorf("--host: %w; give a host such as example.com, *.example.com or 192.0.2.1", err)
+		}
+		if wildcard {
+			h = "*." + h
+		}
+		flt.Host = h
+	}
+	return flt, nil
+}
+
+func runAudit(stdout, stderr io.Writer, f auditFlags, now time.Time) error {
+	flt, err := f.filter(now)
+	if err != nil {
+		return err
+	}
+	path := f.file
+	if path == "" {
+		if path, err = audit.DefaultPath(); err != nil {
+			return err
+		}
+	}
+	file, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no audit log at %s: one is written by `cordon run` and `cordon proxy`; run one of them first, or name an existing log with --file or $CORDON_AUDIT", path)
+	}
+	if err != nil {
+		return fmt.Errorf("open audit log: %w", err)
+	}
+	defer file.Close()
+
+	rd := audit.NewReader(file, func(line int, err error) {
+		fmt.Fprintf(stderr, "cordon: warning: %s:%d: skipped: %v\n", path, line, err)
+	})
+	var out recordSink
+	switch {
+	case f.json:
+		out = &jsonSink{w: stdout}
+	case f.summary:
+		out = &summarySink{w: stdout}
+	default:
+		out = newTableSink(stdout)
+	}
+	for rd.Next() {
+		if flt.Match(rd.Record()) {
+			if err := out.add(rd.Record(), rd.Raw()); err != nil {
+				return fmt.Errorf("write output: %w", err)
+			}
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return err
+	}
+	if err := out.flush(); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if n := rd.Skipped(); n > 0 {
+		fmt.Fprintf(stderr, "cordon: warning: skipped %d malformed or over-long line(s) in %s\n", n, path)
+	}
+	return nil
+}
+
+// recordSink is one output format.
+type recordSink interface {
+	add(r audit.Record, raw []byte) error
+	flush() error
+}
+
+// jsonSink passes matching lines through byte for byte.
+type jsonSink struct{ w io.Writer }
+
+func (s *jsonSink) add(_ audit.Record, raw []byte) error {
+	if _, err := s.w.Write(raw); err != nil {
+		return err
+	}
+	_, err := io.WriteString(s.w, "\n")
+	return err
+}
+
+func (s *jsonSink) flush() error { return nil }
+
+// tableSink prints one aligned row per record.
+type tableSink struct {
+	tw   *tabwriter.Writer
+	rows int
+}
+
+func newTableSink(w io.Writer) *tableSink {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tSESSION\tTYPE\tKIND\tDECISION\tHOST:PORT\tREASON\tDETAIL")
+	return &tableSink{tw: tw}
+}
+
+// shortSession is how many characters of a session id a table shows.
+const shortSession = 8
+
+// maxCell bounds one table cell, in runes.
+const maxCell = 80
+
+func (s *tableSink) add(r audit.Record, _ []byte) error {
+	s.rows++
+	session := r.Session
+	if len(session) > shortSession {
+		session = session[:shortSession]
+	}
+	target := ""
+	if r.Host != "" {
+		target = r.Host
+		if r.Port != 0 {
+			target = policy.JoinHostPort(r.Host, r.Port)
+		}
+	}
+	cells := []string{
+		r.Time.Local().Format(time.DateTime), session, string(r.Type), string(r.Kind),
+		r.Decision, target, r.Reason, recordDetail(r),
+	}
+	for i, c := range cells {
+		cells[i] = cell(c)
+	}
+	_, err := fmt.Fprintln(s.tw, strings.Join(cells, "\t"))
+	return err
+}
+
+func (s *tableSink) flush() error {
+	if s.rows == 0 {
+		_, err := fmt.Fprintln(s.tw, "(no matching records)")
+		if err != nil {
+			return err
+		}
+	}
+	return s.tw.Flush()
+}
+
+// recordDetail is the table's last column: what was asked (method, path,
+// status), what moved (bytes) or what ran (command and outcome).
+func recordDetail(r audit.Record) string {
+	var parts []string
+	if r.Method != "" {
+		parts = append(parts, r.Method, r.Path)
+	}
+	if r.Status != 0 {
+		parts = append(parts, strconv.Itoa(r.Status))
+	}
+	if r.Type == audit.TypeClose {
+		parts = append(parts, "up "+formatBytes(r.BytesUp), "down "+formatBytes(r.BytesDown))
+	}
+	if r.Credential != "" {
+		parts = append(parts, "credential "+r.Credential)
+	}
+	if len(r.Command) > 0 {
+		parts = append(parts, strings.Join(r.Command, " "))
+	}
+	if r.ExitCode != nil {
+		parts = append(parts, "exit "+strconv.Itoa(*r.ExitCode))
+	}
+	if r.Signal != "" {
+		parts = append(parts, "signal "+r.Signal)
+	}
+	if r.Outcome != "" {
+		parts = append(parts, r.Outcome)
+	}
+	return strings.Join(parts, " ")
+}
+
+// cell makes a logged string safe and short for a terminal table: the log
+// holds what sandboxed clients sent, so control characters (and tabs, the
+// column separator) are escaped, and long values are cut.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if n == maxCell {
+			b.WriteString("…")
+			break
+		}
+		if unicode.IsPrint(r) {
+			b.WriteRune(r)
+		} else {
+			b.WriteString(strings.Trim(strconv.QuoteRune(r), "'"))
+		}
+		n++
+	}
+	return b.String()
+}
+
+// formatBytes prints a byte count in binary units, one decimal place.
+func formatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// summarySink totals records per host and prints them at the end.
+type summarySink struct {
+	w   io.Writer
+	sum audit.Summary
+}
+
+func (s *summarySink) add(r audit.Record, _ []byte) error {
+	s.sum.Add(r)
+	return nil
+}
+
+func (s *summarySink) flush() error {
+	hosts := s.sum.Hosts(topDenyReasons)
+	if len(hosts) == 0 {
+		_, err := fmt.Fprintln(s.w, "(no matching decisions)")
+		return err
+	}
+	tw := tabwriter.NewWriter(s.w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tALLOWED\tDENIED\tUP\tDOWN\tTOP DENY REASONS")
+	for _, h := range hosts {
+		reasons := make([]string, len(h.DenyReasons))
+		for i, rc := range h.DenyReasons {
+			reasons[i] = fmt.Sprintf("%s (%d)", rc.Reason, rc.Count)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", cell(h.Host), h.Allowed, h.Denied,
+			formatBytes(h.BytesUp), formatBytes(h.BytesDown), cell(strings.Join(reasons, ", ")))
+	}
+	return tw.Flush()
+}

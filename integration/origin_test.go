@@ -204,6 +204,18 @@ type echoReply struct {
 }
 
 func echo(w http.ResponseWriter, r *http.Request) {
+	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		// A raw upgrade echo: enough to prove the upgrade path carries bytes.
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.Copy(c, brw)
+		return
+	}
 	if r.URL.Path == "/bulk" {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		buf := make([]byte, 64<<10)

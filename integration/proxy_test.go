@@ -426,3 +426,76 @@ func TestTLSUpstreamVerifiedAndExclusions(t *testing.T) {
 		}
 	}
 }
+
+// upgradeEcho sends an Upgrade: websocket request over conn and checks the
+// bytes written after the 101 come back.
+func upgradeEcho(t *testing.T, conn io.ReadWriter, authority string) {
+	t.Helper()
+	br := bufio.NewReader(conn)
+	fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", authority)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	io.WriteString(conn, "ping over the upgraded stream\n")
+	line, err := br.ReadString('\n')
+	if err != nil || line != "ping over the upgraded stream\n" {
+		t.Fatalf("upgraded stream echoed %q, %v", line, err)
+	}
+}
+
+func TestWebSocketUpgrades(t *testing.T) {
+	o := testOrigin(t)
+	p := startProxy(t, "--allow", originName+":8443", "--allow", originName+":8080", resolveOrigin, "--extra-ca", o.caFile)
+	t.Run("terminated TLS", func(t *testing.T) {
+		tc, err := tlsThrough(t, p, fmt.Sprintf("%s:%d", originName, originHTTPS), originName, "http/1.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		upgradeEcho(t, tc, fmt.Sprintf("%s:%d", originName, originHTTPS))
+	})
+	t.Run("plain HTTP", func(t *testing.T) {
+		u, _ := url.Parse(p.URL())
+		c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		auth := base64.StdEncoding.EncodeToString([]byte("cordon:" + p.token()))
+		target := fmt.Sprintf("%s:%d", originName, originHTTP)
+		fmt.Fprintf(c, "GET http://%s/ws HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", target, target, auth)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("plain upgrade: %v %v\n%s", resp, err, p.stderr)
+		}
+		io.WriteString(c, "ping\n")
+		if line, _ := br.ReadString('\n'); line != "ping\n" {
+			t.Fatalf("plain upgraded stream echoed %q", line)
+		}
+	})
+}
+
+func TestTLSSmugglingRefused(t *testing.T) {
+	o := testOrigin(t)
+	p := startProxy(t, "--allow", originName+":8443", resolveOrigin, "--extra-ca", o.caFile)
+	target := fmt.Sprintf("%s:%d", originName, originHTTPS)
+	for _, tc := range []struct{ name, headers string }{
+		{"CL and TE", "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n"},
+		{"TE and CL", "Transfer-Encoding: chunked\r\nContent-Length: 4\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := tlsThrough(t, p, target, originName, "http/1.1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(c, "POST /smuggle HTTP/1.1\r\nHost: %s\r\n%s\r\n0\r\n\r\n", target, tc.headers)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil || resp.StatusCode != 400 || resp.Header.Get("X-Cordon-Reason") != "bad_framing" {
+				t.Fatalf("ambiguous framing: %v %v", resp, err)
+			}
+		})
+	}
+	waitRecord(t, p.audit, audit.Record{Host: originName, Decision: audit.Deny, Reason: "bad_framing"})
+}

@@ -227,7 +227,7 @@ func newTerminator(o Options, aw *audit.Writer) (*tlsterm.Terminator, *certs.CA,
 		return nil, nil, "", err
 	}
 	tt, err := tlsterm.New(tlsterm.Config{
-		Leaves: certs.NewLeafCache(ca, 1024), Roots: roots, Audit: aw,
+		Leaves: certs.NewLeafCache(ca, certs.DefaultLeafCacheSize), Roots: roots, Audit: aw,
 		ErrorLog: log.New(os.Stderr, "", 0),
 	})
 	return tt, ca, bundle, err

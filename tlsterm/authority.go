@@ -16,6 +16,7 @@ const (
 	ReasonUpstreamTLS       policy.Reason = "upstream_tls"
 	ReasonUpstreamError     policy.Reason = "upstream_error"
 	ReasonHandshake         policy.Reason = "client_handshake"
+	ReasonBadFraming        policy.Reason = "bad_framing"
 )
 
 // CheckSNI decides a ClientHello's server name against the tunnel's host.

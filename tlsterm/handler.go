@@ -14,7 +14,8 @@ import (
 // handler judges and forwards each request of one terminated stream.
 type handler struct {
 	st *stream
-	rp http.Handler
+	// framing judges HTTP/1.x message framing; nil for HTTP/2.
+	framing *framingGuard
 }
 
 // reqState carries what happened to a request to its close record.
@@ -35,12 +36,26 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s := h.st.s
 	base := audit.Record{Type: audit.TypeDecision, Method: r.Method, Path: r.URL.Path}
-	if d := CheckRequest(r, s.Host, s.Port, s.defaultPort()); !d.Allow {
+	d := CheckRequest(r, s.Host, s.Port, s.defaultPort())
+	if h.framing != nil {
+		// Every request takes its verdict, refused or not, to stay in step.
+		problem, ok := h.framing.next()
+		if !ok {
+			problem = "the request stream could not be followed"
+		}
+		if d.Allow && problem != "" {
+			d.Allow, d.Reason, d.Detail = false, ReasonBadFraming, "ambiguous message framing: "+problem
+		}
+	}
+	if !d.Allow {
 		base.Decision, base.Reason, base.Detail = audit.Deny, string(d.Reason), d.Detail
 		h.st.record(base)
 		status := http.StatusMisdirectedRequest
-		if d.Reason == ReasonH2CUpgrade {
+		switch d.Reason {
+		case ReasonH2CUpgrade:
 			status = http.StatusForbidden
+		case ReasonBadFraming:
+			status = http.StatusBadRequest
 		}
 		if r.ProtoMajor == 1 {
 			w.Header().Set("Connection", "close")
@@ -60,7 +75,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = &countingBody{ReadCloser: r.Body, n: &up}
 	}
 	cw := &countingWriter{ResponseWriter: w}
-	h.rp.ServeHTTP(cw, r)
+	rp := h.st.rp
+	if r.Header.Get("Upgrade") != "" {
+		rp = h.st.rpUpgrade
+	}
+	rp.ServeHTTP(cw, r)
 	h.st.record(audit.Record{Type: audit.TypeClose, Method: r.Method, Path: r.URL.Path,
 		Status: cw.status, BytesUp: up.Load(), BytesDown: cw.n, Reason: rs.reason, Detail: rs.detail,
 		DurationMS: time.Since(start).Milliseconds()})

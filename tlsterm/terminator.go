@@ -114,9 +114,9 @@ func (t *Terminator) Serve(s *Stream) {
 	defer st.closeUpstream()
 
 	if s.Plaintext {
-		st.tr = st.newTransport()
-		defer st.tr.CloseIdleConnections()
-		serveHTTP1(s.Client, &handler{st: st, rp: st.reverseProxy()})
+		defer st.setup()()
+		g := &framingGuard{Conn: s.Client}
+		serveHTTP1(g, &handler{st: st, framing: g})
 		return
 	}
 	var refused *policy.Decision
@@ -145,21 +145,22 @@ func (t *Terminator) Serve(s *Stream) {
 		st.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(d.Reason), Detail: d.Detail})
 		return
 	}
-	st.tr = st.newTransport()
-	defer st.tr.CloseIdleConnections()
-	h := &handler{st: st, rp: st.reverseProxy()}
+	defer st.setup()()
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
-		t.h2.ServeConn(tc, &http2.ServeConnOpts{Handler: h})
+		t.h2.ServeConn(tc, &http2.ServeConnOpts{Handler: &handler{st: st}})
 		return
 	}
-	serveHTTP1(tc, h)
+	g := &framingGuard{Conn: tc}
+	serveHTTP1(g, &handler{st: st, framing: g})
 }
 
 // stream is the state of one terminated client connection.
 type stream struct {
-	t  *Terminator
-	s  *Stream
-	tr *http.Transport
+	t *Terminator
+	s *Stream
+	// rp forwards requests (HTTP/2 upstream when the server offers it);
+	// rpUpgrade forwards protocol upgrades, which only HTTP/1.1 can carry.
+	rp, rpUpgrade http.Handler
 	// first is the pre-dialled upstream TCP connection, used once.
 	first     atomic.Pointer[net.Conn]
 	upMu      sync.Mutex
@@ -175,13 +176,23 @@ func (st *stream) record(r audit.Record) error {
 	return err
 }
 
-// newTransport makes the stream's own upstream transport: every
-// connection it opens goes to the checked addresses, over TLS verified for
-// the stream's host, and it cannot be pointed anywhere else.
-func (st *stream) newTransport() *http.Transport {
+// setup builds the stream's forwarders and returns their cleanup.
+func (st *stream) setup() (cleanup func()) {
 	if st.s.Upstream != nil {
 		st.first.Store(&st.s.Upstream)
 	}
+	tr, trUpgrade := st.newTransport(true), st.newTransport(false)
+	st.rp, st.rpUpgrade = st.reverseProxy(tr), st.reverseProxy(trUpgrade)
+	return func() {
+		tr.CloseIdleConnections()
+		trUpgrade.CloseIdleConnections()
+	}
+}
+
+// newTransport makes one of the stream's own upstream transports: every
+// connection it opens goes to the checked addresses, over TLS verified for
+// the stream's host, and it cannot be pointed anywhere else.
+func (st *stream) newTransport(h2 bool) *http.Transport {
 	dial := func(ctx context.Context) (net.Conn, error) {
 		if p := st.first.Swap(nil); p != nil {
 			return *p, nil
@@ -194,7 +205,7 @@ func (st *stream) newTransport() *http.Transport {
 	}
 	tr := &http.Transport{
 		Proxy:                 nil,
-		ForceAttemptHTTP2:     true,
+		ForceAttemptHTTP2:     h2,
 		DisableCompression:    true,
 		MaxIdleConnsPerHost:   2,
 		IdleConnTimeout:       90 * time.Second,
@@ -205,12 +216,18 @@ func (st *stream) newTransport() *http.Transport {
 		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }
 		return tr
 	}
+	protos := []string{"http/1.1"}
+	if h2 {
+		protos = []string{"h2", "http/1.1"}
+	} else {
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
 	tr.DialTLSContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 		raw, err := dial(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return st.handshakeUpstream(ctx, raw)
+		return st.handshakeUpstream(ctx, raw, protos)
 	}
 	return tr
 }
@@ -224,11 +241,11 @@ func (st *stream) track(c net.Conn) {
 
 // handshakeUpstream verifies the upstream against Roots with SNI = the
 // stream's host (no SNI for an IP literal; its IP SAN is checked).
-func (st *stream) handshakeUpstream(ctx context.Context, raw net.Conn) (net.Conn, error) {
+func (st *stream) handshakeUpstream(ctx context.Context, raw net.Conn, protos []string) (net.Conn, error) {
 	uc := tls.Client(raw, &tls.Config{
 		ServerName: st.s.Host,
 		RootCAs:    st.t.cfg.Roots,
-		NextProtos: []string{"h2", "http/1.1"},
+		NextProtos: protos,
 		MinVersion: tls.VersionTLS12,
 	})
 	hctx, cancel := context.WithTimeout(ctx, st.t.cfg.HandshakeTimeout)
@@ -263,7 +280,7 @@ func (e *upstreamTLSError) Error() string {
 func (e *upstreamTLSError) Unwrap() error { return e.err }
 
 // reverseProxy forwards a checked request to the stream's authority.
-func (st *stream) reverseProxy() *httputil.ReverseProxy {
+func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
 	scheme := "https"
 	if st.s.Plaintext {
 		scheme = "http"
@@ -275,7 +292,7 @@ func (st *stream) reverseProxy() *httputil.ReverseProxy {
 			pr.Out.URL.Host = authority
 			pr.Out.Host = authority
 		},
-		Transport: st.tr,
+		Transport: tr,
 		ErrorLog:  log.New(io.Discard, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			reason := ReasonUpstreamError

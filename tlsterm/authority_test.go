@@ -1,0 +1,107 @@
+package tlsterm
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+func TestCheckAuthority(t *testing.T) {
+	for _, tc := range []struct {
+		authority string
+		host      string
+		port      int
+		allow     bool
+	}{
+		{"api.example.com", "api.example.com", 443, true},
+		{"API.Example.COM.", "api.example.com", 443, true},
+		{"api.example.com:443", "api.example.com", 443, true},
+		{"", "api.example.com", 443, true},
+		{"api.example.com:8443", "api.example.com", 443, false},
+		{"api.example.com", "api.example.com", 8443, false},
+		{"api.example.com:8443", "api.example.com", 8443, true},
+		{"other.example.com", "api.example.com", 443, false},
+		{"api.example.com.evil.test", "api.example.com", 443, false},
+		{"[2001:db8::1]", "2001:db8::1", 443, true},
+		{"[2001:db8::1]:444", "2001:db8::1", 443, false},
+		{"0x7f.1", "127.0.0.1", 443, true},
+		{"api.example.com:0443", "api.example.com", 443, true},
+		{"api.example.com:", "api.example.com", 443, false},
+		{"api%2eexample.com", "api.example.com", 443, false},
+	} {
+		d := CheckAuthority(tc.authority, tc.host, tc.port, 443)
+		if d.Allow != tc.allow {
+			t.Errorf("CheckAuthority(%q, %s:%d) = %+v, want allow=%v", tc.authority, tc.host, tc.port, d, tc.allow)
+		}
+		if !d.Allow && d.Reason != ReasonAuthorityMismatch {
+			t.Errorf("CheckAuthority(%q): reason %s", tc.authority, d.Reason)
+		}
+	}
+}
+
+func TestCheckSNI(t *testing.T) {
+	for _, tc := range []struct {
+		sni, host string
+		allow     bool
+	}{
+		{"", "api.example.com", true},
+		{"api.example.com", "api.example.com", true},
+		{"API.EXAMPLE.COM", "api.example.com", true},
+		{"other.example.com", "api.example.com", false},
+		{"xn--mnchen-3ya.de", "münchen.de", false}, // host is always normalised by the caller
+		{"bad..name", "api.example.com", false},
+	} {
+		if d := CheckSNI(tc.sni, tc.host, 443); d.Allow != tc.allow {
+			t.Errorf("CheckSNI(%q, %q) = %+v, want allow=%v", tc.sni, tc.host, d, tc.allow)
+		}
+	}
+}
+
+func TestCheckRequest(t *testing.T) {
+	req := func(host, target string, hdr map[string]string) *http.Request {
+		u, _ := url.Parse(target)
+		r := &http.Request{Method: "GET", Host: host, URL: u, Header: http.Header{}}
+		for k, v := range hdr {
+			r.Header.Set(k, v)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name   string
+		r      *http.Request
+		reason policy.Reason
+	}{
+		{"origin-form", req("a.test", "/x", nil), policy.ReasonAllowed},
+		{"absolute-form same", req("a.test", "https://a.test/x", nil), policy.ReasonAllowed},
+		{"absolute-form other", req("a.test", "https://b.test/x", nil), ReasonAuthorityMismatch},
+		{"host other", req("b.test", "/x", nil), ReasonAuthorityMismatch},
+		{"h2c upgrade", req("a.test", "/x", map[string]string{"Upgrade": "websocket, h2c"}), ReasonH2CUpgrade},
+		{"http2-settings", req("a.test", "/x", map[string]string{"HTTP2-Settings": "AAA"}), ReasonH2CUpgrade},
+		{"websocket upgrade", req("a.test", "/x", map[string]string{"Upgrade": "websocket"}), policy.ReasonAllowed},
+	} {
+		if d := CheckRequest(tc.r, "a.test", 443, 443); d.Reason != tc.reason {
+			t.Errorf("%s: %+v, want %s", tc.name, d, tc.reason)
+		}
+	}
+}
+
+// FuzzCheckAuthority: an authority is allowed exactly when it normalises to
+// the stream's host and port; never a panic, never a different host.
+func FuzzCheckAuthority(f *testing.F) {
+	for _, s := range []string{"api.example.com", "api.example.com:443", "API.example.com.", "[::1]:443", "0x7f.1", "a.test:8443", "%00", "a:b:c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, authority string) {
+		d := CheckAuthority(authority, "api.example.com", 443, 443)
+		if authority == "" {
+			return
+		}
+		h, p, err := policy.SplitHostPort(authority, 443)
+		want := err == nil && h == "api.example.com" && p == 443
+		if d.Allow != want {
+			t.Fatalf("CheckAuthority(%q) allow=%v, want %v", authority, d.Allow, want)
+		}
+	})
+}

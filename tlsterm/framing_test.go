@@ -1,0 +1,70 @@
+package tlsterm
+
+import (
+	"strings"
+	"testing"
+)
+
+// feedAll pushes a raw request stream through a guard in chunks of size n.
+func feedAll(raw string, n int) *framingGuard {
+	g := &framingGuard{}
+	for i := 0; i < len(raw); i += n {
+		j := min(i+n, len(raw))
+		g.feed([]byte(raw[i:j]))
+	}
+	return g
+}
+
+func TestFramingGuard(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		raw  string
+		want []string // one verdict per request; "ok" for sound framing
+	}{
+		{"get", "GET / HTTP/1.1\r\nHost: a\r\n\r\n", []string{"ok"}},
+		{"keep-alive with length body", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhelloGET /2 HTTP/1.1\r\nHost: a\r\n\r\n", []string{"ok", "ok"}},
+		{"chunked then get", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n0\r\nX-Trailer: 1\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\n", []string{"ok", "ok"}},
+		{"CL and TE", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", []string{"both Content-Length and Transfer-Encoding"}},
+		{"TE and CL, other order and case", "POST / HTTP/1.1\r\nHost: a\r\ntransfer-encoding: chunked\r\ncontent-length: 4\r\n\r\n", []string{"both Content-Length and Transfer-Encoding"}},
+		{"conflicting CL", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello", []string{"conflicting Content-Length values"}},
+		{"smuggled second request inside a body", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 40\r\n\r\nGET /admin HTTP/1.1\r\nHost: evil\r\n\r\n\r\n\r\nGET /3 HTTP/1.1\r\nHost: a\r\n\r\n", []string{"ok", "ok"}},
+		{"bare LF lines", "GET / HTTP/1.1\nHost: a\n\nGET /2 HTTP/1.1\nHost: a\n\n", []string{"ok", "ok"}},
+	} {
+		for _, n := range []int{1, 3, 7, 1 << 20} {
+			g := feedAll(tc.raw, n)
+			var got []string
+			for {
+				v, ok := g.next()
+				if !ok {
+					break
+				}
+				if v == "" {
+					v = "ok"
+				}
+				got = append(got, v)
+			}
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("%s (chunks of %d): verdicts %q, want %q", tc.name, n, got, tc.want)
+			}
+		}
+	}
+}
+
+// FuzzFramingGuard feeds arbitrary request streams in arbitrary chunks: the
+// guard must never panic, never give more verdicts than header blocks
+// could end, and give the same verdicts however the stream is split.
+func FuzzFramingGuard(f *testing.F) {
+	f.Add("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", uint8(3))
+	f.Add("POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", uint8(1))
+	f.Add("GET / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n", uint8(5))
+	f.Fuzz(func(t *testing.T, raw string, chunk uint8) {
+		n := int(chunk%64) + 1
+		a, b := feedAll(raw, n), feedAll(raw, len(raw)+1)
+		if strings.Join(a.verdicts, "|") != strings.Join(b.verdicts, "|") || a.dead != b.dead {
+			t.Fatalf("verdicts depend on chunking: %q vs %q", a.verdicts, b.verdicts)
+		}
+		if len(a.verdicts) > strings.Count(raw, "\n") {
+			t.Fatalf("%d verdicts from %d lines", len(a.verdicts), strings.Count(raw, "\n"))
+		}
+	})
+}

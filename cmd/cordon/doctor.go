@@ -1,0 +1,137 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+func init() { subcommands = append(subcommands, newDoctorCmd) }
+
+// exitDoctorBlocked is cordon doctor's exit code when the policy cannot run.
+const exitDoctorBlocked = 1
+
+// doctorReport is cordon doctor --json's output.
+type doctorReport struct {
+	sandbox.Report
+	// Verdict is the worst status: READY, DEGRADED or BLOCKED.
+	Verdict sandbox.Status `json:"verdict"`
+	Network policy.NetMode `json:"network"`
+	Sources policy.Sources `json:"sources"`
+	// Note says what doctor could not take into account.
+	Note string `json:"note,omitempty"`
+}
+
+func newDoctorCmd() *cobra.Command {
+	var (
+		jsonOut         bool
+		net, config, ap string
+	)
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Say whether the configured policy can be enforced on this machine, and how to fix what cannot",
+		Long: `Check, with real probes, each capability the policy needs: the launcher, user
+namespaces, the filesystem box (a tiny sandbox is started and a write outside
+its workspace must fail), the system call filter, the network mode, the audit
+log and the limits. Each is READY, DEGRADED or BLOCKED, with the reason and
+the fix. cordon run calls the same check and refuses what doctor calls
+BLOCKED. Exits 1 when the policy is BLOCKED.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var o policy.Overrides
+			if net != "" {
+				m, err := policy.ParseNetMode(net)
+				if err != nil {
+					return fmt.Errorf("--net: %w", err)
+				}
+				o.Network = &m
+			}
+			if ap == "" {
+				var err error
+				if ap, err = audit.DefaultPath(); err != nil {
+					return err
+				}
+			}
+			var out doctorReport
+			p, src, err := policy.Load(policy.LoadOptions{ConfigPath: config, Overrides: o})
+			if err != nil {
+				// The working directory may be refused as a workspace ($HOME, /):
+				// check the global policy from an empty directory instead.
+				dir, derr := os.MkdirTemp("", "cordon-doctor-")
+				if derr != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+				var lerr error
+				if p, src, lerr = policy.Load(policy.LoadOptions{ConfigPath: config, Workdir: dir, Overrides: o}); lerr != nil {
+					return err
+				}
+				out.Note = "no project file was read: " + err.Error()
+			}
+			out.Report = newBackend(ap).Check(cmd.Context(), p)
+			out.Network, out.Sources, out.Verdict = p.Network, src, verdict(out.Report)
+			if jsonOut {
+				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(out); err != nil {
+					return err
+				}
+			} else {
+				printDoctor(cmd.OutOrStdout(), out)
+			}
+			if out.Verdict == sandbox.Blocked {
+				return exitError{code: exitDoctorBlocked}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the report as one JSON object")
+	cmd.Flags().StringVar(&net, "net", "", "check this network mode instead of the configured one: off, open or restricted")
+	cmd.Flags().StringVar(&config, "config", "", "global config file (default $CORDON_CONFIG or ~/.config/cordon/config.yaml)")
+	cmd.Flags().StringVar(&ap, "audit", "", "audit log file (default $CORDON_AUDIT or ~/.local/state/cordon/audit.jsonl)")
+	return cmd
+}
+
+// verdict is the worst status in r.
+func verdict(r sandbox.Report) sandbox.Status {
+	v := sandbox.Ready
+	for _, c := range r.Capabilities {
+		switch c.Status {
+		case sandbox.Blocked:
+			return sandbox.Blocked
+		case sandbox.Degraded:
+			v = sandbox.Degraded
+		}
+	}
+	return v
+}
+
+// printDoctor writes the report as a table with reasons and fixes.
+func printDoctor(w io.Writer, r doctorReport) {
+	fmt.Fprintf(w, "sandbox:   %s %s\n", r.Backend, r.Version)
+	fmt.Fprintf(w, "network:   %s\n", r.Network)
+	config := r.Sources.Global
+	if !r.Sources.GlobalRead {
+		config += " (absent: defaults apply)"
+	}
+	fmt.Fprintf(w, "config:    %s\n", config)
+	if r.Sources.Project != "" {
+		fmt.Fprintf(w, "project:   %s\n", r.Sources.Project)
+	}
+	if r.Note != "" {
+		fmt.Fprintf(w, "note:      %s\n", r.Note)
+	}
+	fmt.Fprintln(w)
+	for _, c := range r.Capabilities {
+		fmt.Fprintf(w, "%-9s %s: %s\n", c.Status, c.Name, c.Reason)
+		if c.Fix != "" && c.Status != sandbox.Ready {
+			fmt.Fprintf(w, "%-9s fix: %s\n", "", c.Fix)
+		}
+	}
+	fmt.Fprintf(w, "\nverdict: %s\n", r.Verdict)
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/tlsterm"
 )
 
 // dialedKey carries the connection the plain-HTTP handler already dialled
@@ -50,6 +51,7 @@ func (s *Server) newPlainProxy() *goproxy.ProxyHttpServer {
 	p.OnResponse().DoFunc(func(resp *http.Response, _ *goproxy.ProxyCtx) *http.Response {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			RemoveHopHeaders(resp.Header)
+			tlsterm.MaskResponse(s.cfg.Creds, resp)
 		}
 		return resp
 	})
@@ -80,6 +82,14 @@ func (s *Server) handlePlain(r *http.Request, _ *goproxy.ProxyCtx) (*http.Reques
 	if !d.Allow {
 		return r, s.plainRefusal(r, d, http.StatusForbidden)
 	}
+	out, cerr := tlsterm.ApplyCredentials(s.cfg.Creds, r, host, port, false)
+	if cerr != nil {
+		d.Allow, d.Reason, d.Detail = false, cerr.Reason, cerr.Error()
+		rec := decisionRecord(audit.KindHTTP, r.RemoteAddr, d)
+		rec.Credential = cerr.Credential
+		s.record(rec)
+		return r, s.plainResponse(r, d, http.StatusForbidden)
+	}
 	up, addr, err := s.cfg.Dialer.Dial(r.Context(), t)
 	if err != nil {
 		d.Allow, d.Reason, d.Detail = false, ReasonDialFailed, err.Error()
@@ -92,6 +102,9 @@ func (s *Server) handlePlain(r *http.Request, _ *goproxy.ProxyCtx) (*http.Reques
 		up.Close()
 		return r, s.plainResponse(r, policy.Decision{Reason: ReasonAuditFailed,
 			Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, http.StatusServiceUnavailable)
+	}
+	for _, name := range out.Injected {
+		s.record(audit.Record{Type: audit.TypeInject, Kind: audit.KindHTTP, ID: id, Host: host, Port: port, Method: r.Method, Path: r.URL.Path, Credential: name})
 	}
 	cc := &countedConn{Conn: up, onClose: func(upBytes, downBytes int64) {
 		s.record(audit.Record{Type: audit.TypeClose, Kind: audit.KindHTTP, ID: id, Host: host, Port: port,

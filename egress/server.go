@@ -20,6 +20,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/credinject"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/tlsterm"
 )
@@ -42,6 +43,8 @@ type Config struct {
 	Dialer *Dialer
 	Audit  *audit.Writer
 	Token  string
+	// Creds are the session's masked credentials (nil for none).
+	Creds *credinject.Set
 	// TLS terminates the tunnels Terminate picks; the rest stay opaque.
 	TLS       *tlsterm.Terminator
 	Terminate func(host string, port int) bool

@@ -161,10 +161,16 @@ func mustRead(t testing.TB, path string) []byte {
 // export lines and stops it when the test ends.
 func startProxy(t testing.TB, args ...string) *proxyProc {
 	t.Helper()
+	return startProxyEnv(t, nil, args...)
+}
+
+// startProxyEnv is startProxy with extra environment for cordon itself.
+func startProxyEnv(t testing.TB, env []string, args ...string) *proxyProc {
+	t.Helper()
 	dir := userDir(t, "cordon-it-audit-")
 	auditPath := filepath.Join(dir, "audit.jsonl")
 	full := append([]string{"proxy", "--audit", auditPath}, args...)
-	cmd := asUser(t, nil, cordonBin(t), full...)
+	cmd := asUser(t, env, cordonBin(t), full...)
 	cmd.Dir = dir
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

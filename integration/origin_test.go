@@ -203,7 +203,13 @@ type echoReply struct {
 	Trailer http.Header `json:"trailer,omitempty"`
 }
 
+// seen records what the origin received, by path, so tests can check
+// what really crossed the network (the echo itself is masked on the way
+// back when credentials are in play).
+var seen sync.Map // path -> http.Header
+
 func echo(w http.ResponseWriter, r *http.Request) {
+	seen.Store(r.URL.Path, r.Header.Clone())
 	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		// A raw upgrade echo: enough to prove the upgrade path carries bytes.
 		c, brw, err := http.NewResponseController(w).Hijack()

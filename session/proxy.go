@@ -13,10 +13,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/certs"
+	"github.com/cordon-sandbox/cordon/credinject"
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/tlsterm"
@@ -35,6 +37,8 @@ type Options struct {
 	CADir string
 	// EphemeralCA uses a CA that lives only for this session.
 	EphemeralCA bool
+	// Credentials names the configured credentials this session uses.
+	Credentials []string
 	// BundlePath is where the session's trust bundle is written; empty
 	// means a file in a fresh temporary directory.
 	BundlePath string
@@ -51,6 +55,8 @@ type Proxy struct {
 	Bundle string
 	// CA is the certificate authority leaves are minted from.
 	CA *certs.CA
+	// Creds are the session's credentials; Creds.Env() holds placeholders.
+	Creds *credinject.Set
 
 	// tmpDir holds a bundle this session created; removed on Close.
 	tmpDir string
@@ -64,7 +70,13 @@ type Proxy struct {
 // Any failure is returned before the proxy accepts a single client.
 func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	p := o.Policy
-	rules, err := policy.Compile(p.Allow, p.Deny)
+	creds, err := credinject.Load(p.Credentials, o.Credentials, credinject.Options{})
+	if err != nil {
+		return nil, err
+	}
+	// A credential requested for the session adds its hosts to the
+	// effective allowlist; one merely configured changes nothing.
+	rules, err := policy.Compile(append(slices.Clone(p.Allow), creds.Hosts()...), p.Deny)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +117,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		aw.Close()
 		return nil, err
 	}
-	tt, ca, bundle, err := newTerminator(o, aw)
+	tt, ca, bundle, err := newTerminator(o, aw, creds)
 	if err != nil {
 		return fail(err)
 	}
@@ -116,7 +128,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	token := egress.NewToken()
 	srv, err := egress.New(egress.Config{
 		Rules: rules, Dialer: dialer, Audit: aw, Token: token,
-		TLS: tt, Terminate: terminate,
+		TLS: tt, Terminate: terminate, Creds: creds,
 		ErrorLog: log.New(os.Stderr, "", 0),
 	})
 	if err != nil {
@@ -131,7 +143,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	if o.BundlePath == "" {
 		tmpDir = filepath.Dir(bundle)
 	}
-	px := &Proxy{tmpDir: tmpDir, Addr: self, Token: token, Audit: aw, Rules: rules, Bundle: bundle, CA: ca, srv: srv, ln: ln, done: make(chan error, 1), cancel: cancel}
+	px := &Proxy{tmpDir: tmpDir, Addr: self, Token: token, Audit: aw, Rules: rules, Bundle: bundle, CA: ca, Creds: creds, srv: srv, ln: ln, done: make(chan error, 1), cancel: cancel}
 	go func() { px.done <- srv.Serve(sctx, ln) }()
 	return px, nil
 }
@@ -148,9 +160,10 @@ func (p *Proxy) URLFor(hostport string) string {
 }
 
 // Env is the environment a proxy-aware client needs, as NAME=value: the
-// proxy variables and those that point every ecosystem at the bundle.
+// proxy variables, those that point every ecosystem at the bundle, and the
+// credentials' placeholders.
 func (p *Proxy) Env(proxyURL string) []string {
-	env := certs.BundleEnv(p.Bundle)
+	env := append(certs.BundleEnv(p.Bundle), p.Creds.Env()...)
 	for _, name := range []string{"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"} {
 		env = append(env, name+"="+proxyURL, strings.ToLower(name)+"="+proxyURL)
 	}
@@ -193,7 +206,7 @@ func parseResolve(entries []string) (map[string][]netip.Addr, error) {
 
 // newTerminator loads (or creates) the CA, writes the session's trust
 // bundle and builds the TLS terminator.
-func newTerminator(o Options, aw *audit.Writer) (*tlsterm.Terminator, *certs.CA, string, error) {
+func newTerminator(o Options, aw *audit.Writer, creds *credinject.Set) (*tlsterm.Terminator, *certs.CA, string, error) {
 	var ca *certs.CA
 	var err error
 	if o.EphemeralCA {
@@ -227,7 +240,7 @@ func newTerminator(o Options, aw *audit.Writer) (*tlsterm.Terminator, *certs.CA,
 		return nil, nil, "", err
 	}
 	tt, err := tlsterm.New(tlsterm.Config{
-		Leaves: certs.NewLeafCache(ca, certs.DefaultLeafCacheSize), Roots: roots, Audit: aw,
+		Leaves: certs.NewLeafCache(ca, certs.DefaultLeafCacheSize), Roots: roots, Audit: aw, Creds: creds,
 		ErrorLog: log.New(os.Stderr, "", 0),
 	})
 	return tt, ca, bundle, err

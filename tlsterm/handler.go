@@ -2,12 +2,14 @@ package tlsterm
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/credinject"
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
@@ -63,10 +65,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteRefusal(w, d, status)
 		return
 	}
+	out, err := ApplyCredentials(h.st.t.cfg.Creds, r, s.Host, s.Port, !s.Plaintext)
+	if err != nil {
+		base.Decision, base.Reason, base.Detail, base.Credential = audit.Deny, string(err.Reason), err.Error(), err.Credential
+		h.st.record(base)
+		WriteRefusal(w, policy.Decision{Reason: err.Reason, Detail: err.Error()}, http.StatusForbidden)
+		return
+	}
 	base.Decision, base.Reason = audit.Allow, string(policy.ReasonAllowed)
 	if err := h.st.record(base); err != nil {
 		WriteRefusal(w, policy.Decision{Reason: "audit_failed", Detail: "the audit log cannot be written, so nothing is allowed"}, http.StatusServiceUnavailable)
 		return
+	}
+	for _, name := range out.Injected {
+		h.st.record(audit.Record{Type: audit.TypeInject, Method: r.Method, Path: r.URL.Path, Credential: name})
 	}
 	rs := &reqState{}
 	r = r.WithContext(context.WithValue(r.Context(), reqStateKey{}, rs))
@@ -80,6 +92,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rp = h.st.rpUpgrade
 	}
 	rp.ServeHTTP(cw, r)
+	if out.Body != nil {
+		if gerr := out.Body.Err(); gerr != nil {
+			var ce *credinject.Error
+			if errors.As(gerr, &ce) {
+				rs.reason, rs.detail = string(ce.Reason), ce.Error()
+			}
+		}
+	}
 	h.st.record(audit.Record{Type: audit.TypeClose, Method: r.Method, Path: r.URL.Path,
 		Status: cw.status, BytesUp: up.Load(), BytesDown: cw.n, Reason: rs.reason, Detail: rs.detail,
 		DurationMS: time.Since(start).Milliseconds()})
@@ -132,4 +152,24 @@ func (s *Stream) defaultPort() int {
 		return 80
 	}
 	return 443
+}
+
+// ApplyCredentials puts bound credentials on a request (over TLS, or plain
+// HTTP where a credential allows it) and refuses placeholders or secrets
+// headed anywhere else. With credentials loaded it also asks the upstream
+// for an unencoded body, so the response can be masked.
+func ApplyCredentials(creds *credinject.Set, r *http.Request, host string, port int, secure bool) (credinject.Outcome, *credinject.Error) {
+	if len(creds.Names()) == 0 {
+		return credinject.Outcome{}, nil
+	}
+	r.Header.Del("Accept-Encoding")
+	out, err := creds.Apply(r, host, port, secure)
+	if err != nil {
+		var ce *credinject.Error
+		if errors.As(err, &ce) {
+			return out, ce
+		}
+		return out, &credinject.Error{Reason: credinject.ReasonMisroute, Target: policy.JoinHostPort(host, port)}
+	}
+	return out, nil
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/certs"
+	"github.com/cordon-sandbox/cordon/credinject"
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
@@ -33,6 +34,9 @@ type Config struct {
 	// Roots verify upstream servers: system roots plus configured extra CAs.
 	Roots *x509.CertPool
 	Audit *audit.Writer
+	// Creds swaps placeholders for secrets toward their hosts and masks
+	// secrets in responses; nil means no credentials.
+	Creds *credinject.Set
 	// HandshakeTimeout bounds the client's TLS handshake; zero means 10s.
 	HandshakeTimeout time.Duration
 	// MaxStreams caps concurrently terminated streams; zero means 1024.
@@ -294,10 +298,18 @@ func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
 		},
 		Transport: tr,
 		ErrorLog:  log.New(io.Discard, "", 0),
+		ModifyResponse: func(resp *http.Response) error {
+			MaskResponse(st.t.cfg.Creds, resp)
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			reason := ReasonUpstreamError
 			var te *upstreamTLSError
-			if errors.As(err, &te) {
+			var ce *credinject.Error
+			switch {
+			case errors.As(err, &ce):
+				reason = ce.Reason
+			case errors.As(err, &te):
 				reason = ReasonUpstreamTLS
 			}
 			markFailed(r, reason, err.Error())
@@ -312,4 +324,19 @@ func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
 func WriteRefusal(w http.ResponseWriter, d policy.Decision, status int) {
 	w.Header().Set("X-Cordon-Reason", string(d.Reason))
 	http.Error(w, fmt.Sprintf("cordon: %s: %s", d.Reason, d.Detail), status)
+}
+
+// MaskResponse rewrites every real secret in a response's headers and body
+// back to its placeholder before the sandbox sees it. The body streams, so
+// its length may change: Content-Length is dropped.
+func MaskResponse(creds *credinject.Set, resp *http.Response) {
+	if len(creds.Names()) == 0 {
+		return
+	}
+	creds.MaskHeader(resp.Header)
+	if resp.Body != nil && resp.Body != http.NoBody {
+		resp.Body = creds.MaskBody(resp.Body)
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+	}
 }

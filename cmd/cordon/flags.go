@@ -15,6 +15,7 @@ type policyFlags struct {
 	extraCA     []string
 	terminate   string
 	ephemeralCA bool
+	credentials []string
 	overrides   policy.Overrides
 }
 
@@ -26,6 +27,7 @@ func (f *policyFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.resolve, "resolve", nil, "pin a name to an address, NAME=ADDRESS, consulted before DNS (repeatable)")
 	fl.StringArrayVar(&f.extraCA, "extra-ca", nil, "PEM file of a site CA to trust upstream and add to the client bundle (repeatable)")
 	fl.StringVar(&f.terminate, "terminate", "", "TLS termination: all (default) or none (opaque tunnels)")
+	fl.StringArrayVar(&f.credentials, "credential", nil, "use the configured credential NAME: the command sees a placeholder, the proxy sends the secret only to its hosts (repeatable)")
 	fl.BoolVar(&f.ephemeralCA, "ephemeral-ca", false, "use a CA that lives only for this session instead of ~/.config/cordon/ca")
 }
 

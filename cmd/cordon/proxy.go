@@ -38,7 +38,7 @@ Every connection is judged against the allowlist and logged to the audit log.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			px, err := session.StartProxy(ctx, session.Options{Policy: p, Listen: listen, AuditPath: auditPath, EphemeralCA: pf.ephemeralCA})
+			px, err := session.StartProxy(ctx, session.Options{Policy: p, Listen: listen, AuditPath: auditPath, EphemeralCA: pf.ephemeralCA, Credentials: pf.credentials})
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,113 @@
+package integration
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/audit"
+)
+
+const realKey = "sk-real-0123456789abcdef0123456789abcdef"
+
+// credentialProxy starts a proxy whose config binds PROVIDER_REAL_KEY to
+// the origin's HTTPS port, in exactly the shape the README documents.
+func credentialProxy(t *testing.T, hosts string) *proxyProc {
+	o := testOrigin(t)
+	dir := userDir(t, "cordon-it-cred-")
+	cfg := dir + "/config.yaml"
+	writeUserFile(t, cfg, []byte(fmt.Sprintf(`allow: [%q]
+credentials:
+  - name: provider
+    source: {env: PROVIDER_REAL_KEY}      # or {file: PATH} or {command: "pass show provider"}
+    hosts: [%s]
+    header: "Authorization: Bearer {}"
+    env: PROVIDER_API_KEY                 # what the sandbox sees: a placeholder
+`, originName+":8080", hosts)))
+	return startProxyEnv(t, []string{"PROVIDER_REAL_KEY=" + realKey},
+		"--config", cfg, "--credential", "provider", resolveOrigin, "--extra-ca", o.caFile)
+}
+
+func seenHeader(t *testing.T, path string) http.Header {
+	t.Helper()
+	h, ok := seen.Load(path)
+	if !ok {
+		t.Fatalf("the origin never received %s", path)
+	}
+	return h.(http.Header)
+}
+
+func TestCredentialInjection(t *testing.T) {
+	p := credentialProxy(t, originName+":8443")
+	ph := p.env["PROVIDER_API_KEY"]
+	if ph == "" || strings.Contains(ph, realKey) {
+		t.Fatalf("cordon proxy exported PROVIDER_API_KEY=%q", ph)
+	}
+	for _, tc := range []struct{ name, host string }{
+		{"as configured", originName},
+		{"case variant", strings.ToUpper(originName)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := "/inject-" + strings.ReplaceAll(tc.name, " ", "-")
+			body, _, code := curl(t, p, "--cacert", p.env["SSL_CERT_FILE"], "-H", "Authorization: Bearer "+ph,
+				fmt.Sprintf("https://%s:%d%s", tc.host, originHTTPS, path))
+			if code != 200 {
+				t.Fatalf("bound request: %d %s", code, body)
+			}
+			if got := seenHeader(t, path).Get("Authorization"); got != "Bearer "+realKey {
+				t.Fatalf("upstream received Authorization %q, want the real key", got)
+			}
+			// The origin echoes the header back; the client sees only the placeholder.
+			if strings.Contains(body, realKey) || !strings.Contains(body, ph) {
+				t.Fatalf("the sandboxed client saw the real key, or lost the placeholder:\n%s", body)
+			}
+		})
+	}
+	waitRecord(t, p.audit, audit.Record{Type: audit.TypeInject, Host: originName})
+
+	// A placeholder toward an allowed host it is not bound to: refused.
+	body, _, code := curl(t, p, "-H", "X-Api-Key: "+ph, fmt.Sprintf("http://%s:%d/misroute", originName, originHTTP))
+	if code != 403 || !strings.Contains(body, "credential_misroute") {
+		t.Fatalf("misrouted placeholder: %d %s", code, body)
+	}
+	if _, ok := seen.Load("/misroute"); ok {
+		t.Fatal("a misrouted placeholder reached the origin")
+	}
+	r := waitRecord(t, p.audit, audit.Record{Decision: audit.Deny, Reason: "credential_misroute"})
+	if r.Credential != "provider" {
+		t.Fatalf("misroute record: %+v", r)
+	}
+	// The real value leaving toward any host: refused too.
+	_, _, code = curl(t, p, "-H", "X-Leak: "+realKey, fmt.Sprintf("http://%s:%d/leak", originName, originHTTP))
+	if code != 403 {
+		t.Fatalf("real secret leaving: %d", code)
+	}
+	assertNoSecretInLog(t, p, ph)
+}
+
+func TestCredentialPlaintextRefused(t *testing.T) {
+	p := credentialProxy(t, originName+":*")
+	ph := p.env["PROVIDER_API_KEY"]
+	body, _, code := curl(t, p, "-H", "Authorization: Bearer "+ph, fmt.Sprintf("http://%s:%d/plaintext", originName, originHTTP))
+	if code != 403 || !strings.Contains(body, "credential_plaintext") {
+		t.Fatalf("placeholder over plain HTTP: %d %s", code, body)
+	}
+	if _, ok := seen.Load("/plaintext"); ok {
+		t.Fatal("a plaintext request with a placeholder reached the origin")
+	}
+	waitRecord(t, p.audit, audit.Record{Kind: audit.KindHTTP, Decision: audit.Deny, Reason: "credential_plaintext"})
+	assertNoSecretInLog(t, p, ph)
+}
+
+// assertNoSecretInLog checks neither the secret nor its placeholder is in
+// the audit log or on cordon's stderr.
+func assertNoSecretInLog(t *testing.T, p *proxyProc, ph string) {
+	t.Helper()
+	log := string(mustRead(t, p.audit))
+	for _, s := range []string{realKey, ph} {
+		if strings.Contains(log, s) || strings.Contains(p.stderr.String(), s) {
+			t.Fatalf("the audit log or stderr holds a secret or placeholder")
+		}
+	}
+}

@@ -1,0 +1,341 @@
+package policy
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Overrides are one-shot command-line flags. They widen (or narrow) the
+// policy for one invocation only and are applied after the project file.
+// A nil pointer or an empty list leaves the key as the files set it.
+type Overrides struct {
+	// Network replaces the mode, in any direction.
+	Network *NetMode
+	// Allow, Deny, AllowPaths, Env, Resolve and ExtraCA are appended to
+	// the file lists. Relative paths are taken from LoadOptions.Workdir.
+	Allow      []string
+	Deny       []string
+	AllowPaths []string
+	Env        []string
+	Resolve    []string
+	ExtraCA    []string
+	// Terminate, when not empty, replaces the TLS termination mode.
+	Terminate string
+	// Credentials are appended; their names must not repeat a file's.
+	Credentials []Credential
+	// Timeout, Memory, Pids and TmpSize replace the limits; 0 lifts one.
+	Timeout *time.Duration
+	Memory  *int64
+	Pids    *int
+	TmpSize *int64
+}
+
+// WidenError is a project file's attempt to widen the operator's policy.
+type WidenError struct {
+	// File is the project file, Key the YAML key, Value the offending entry.
+	File, Key, Value string
+	// Reason says why the entry is wider than the global policy.
+	Reason string
+}
+
+func (e *WidenError) Error() string {
+	return fmt.Sprintf("%s: %s %s: %s; a project file can only narrow the policy, so the operator must add it to the global config (cordon init writes one) or pass a one-shot flag", e.File, e.Key, e.Value, e.Reason)
+}
+
+// layer is one source's settings and which keys it sets.
+type layer struct {
+	// file names the source in errors: a path, or "flags".
+	file string
+	p    Policy
+	set  map[string]bool
+}
+
+func newLayer(file string) *layer { return &layer{file: file, set: map[string]bool{}} }
+
+// mark records a key as set; nested keys are dotted ("limits.pids").
+func (l *layer) mark(key string) { l.set[key] = true }
+
+// has reports whether the layer sets key, or any key nested below it.
+func (l *layer) has(key string) bool {
+	for k := range l.set {
+		if k == key || strings.HasPrefix(k, key+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// keys lists the keys the layer sets, sorted.
+func (l *layer) keys() []string {
+	var ks []string
+	for k := range l.set {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// check validates the keys the layer sets and expands its paths.
+func (l *layer) check(home string) error {
+	for _, c := range checks {
+		if l.has(c.key) {
+			if err := c.check(&l.p); err != nil {
+				return fmt.Errorf("%s: %w", l.file, err)
+			}
+		}
+	}
+	if err := expandPaths(&l.p, home); err != nil {
+		return fmt.Errorf("%s: %w", l.file, err)
+	}
+	return nil
+}
+
+// layer turns the flags into a layer named "flags", taking relative paths
+// from wd.
+func (o Overrides) layer(wd string) *layer {
+	l := newLayer("flags")
+	if o.Network != nil {
+		l.p.Network = *o.Network
+		l.mark("network")
+	}
+	if o.Terminate != "" {
+		l.p.Terminate = o.Terminate
+		l.mark("terminate")
+	}
+	for _, f := range []struct {
+		key string
+		dst *[]string
+		src []string
+	}{
+		{"allow", &l.p.Allow, o.Allow},
+		{"deny", &l.p.Deny, o.Deny},
+		{"allow_paths", &l.p.AllowPaths, o.AllowPaths},
+		{"env", &l.p.Env, o.Env},
+		{"resolve", &l.p.Resolve, o.Resolve},
+		{"extra_ca", &l.p.ExtraCA, o.ExtraCA},
+	} {
+		if len(f.src) > 0 {
+			*f.dst = slices.Clone(f.src)
+			l.mark(f.key)
+		}
+	}
+	for _, paths := range [][]string{l.p.AllowPaths, l.p.ExtraCA} {
+		for i, s := range paths {
+			if s != "" && s[0] != '~' && !filepath.IsAbs(s) {
+				paths[i] = filepath.Join(wd, s)
+			}
+		}
+	}
+	if len(o.Credentials) > 0 {
+		for _, c := range o.Credentials {
+			c.Hosts = slices.Clone(c.Hosts)
+			l.p.Credentials = append(l.p.Credentials, c)
+		}
+		l.mark("credentials")
+	}
+	if o.Timeout != nil {
+		l.p.Limits.Timeout = *o.Timeout
+		l.mark("limits.timeout")
+	}
+	if o.Memory != nil {
+		l.p.Limits.Memory = *o.Memory
+		l.mark("limits.memory")
+	}
+	if o.Pids != nil {
+		l.p.Limits.Pids = *o.Pids
+		l.mark("limits.pids")
+	}
+	if o.TmpSize != nil {
+		l.p.Limits.TmpSize = *o.TmpSize
+		l.mark("limits.tmp_size")
+	}
+	return l
+}
+
+// widenWith applies a trusted layer (the global file or the flags):
+// scalars and limits it sets replace, lists it sets are appended.
+func (p *Policy) widenWith(l *layer) {
+	if l.has("network") {
+		p.Network = l.p.Network
+	}
+	if l.has("deny_private") {
+		p.DenyPrivate = l.p.DenyPrivate
+	}
+	if l.has("terminate") {
+		p.Terminate = l.p.Terminate
+	}
+	if l.has("run_as") {
+		p.RunAs = l.p.RunAs
+	}
+	p.Allow = appendUnique(p.Allow, l.p.Allow...)
+	p.Exclude = appendUnique(p.Exclude, l.p.Exclude...)
+	p.Resolve = appendUnique(p.Resolve, l.p.Resolve...)
+	p.ExtraCA = appendUnique(p.ExtraCA, l.p.ExtraCA...)
+	p.Expose = appendUnique(p.Expose, l.p.Expose...)
+	p.AllowPaths = appendUnique(p.AllowPaths, l.p.AllowPaths...)
+	p.Env = appendUnique(p.Env, l.p.Env...)
+	p.appendDenies(l)
+	p.Credentials = append(p.Credentials, l.p.Credentials...)
+	p.setLimits(l)
+}
+
+// appendDenies adds a layer's deny lists: no layer ever removes a deny.
+func (p *Policy) appendDenies(l *layer) {
+	p.Deny = appendUnique(p.Deny, l.p.Deny...)
+	p.DenyRead = appendUnique(p.DenyRead, l.p.DenyRead...)
+	p.DenyCommands = appendUnique(p.DenyCommands, l.p.DenyCommands...)
+}
+
+// setLimits copies the limits a layer sets.
+func (p *Policy) setLimits(l *layer) {
+	if l.has("limits.timeout") {
+		p.Limits.Timeout = l.p.Limits.Timeout
+	}
+	if l.has("limits.memory") {
+		p.Limits.Memory = l.p.Limits.Memory
+	}
+	if l.has("limits.pids") {
+		p.Limits.Pids = l.p.Limits.Pids
+	}
+	if l.has("limits.tmp_size") {
+		p.Limits.TmpSize = l.p.Limits.TmpSize
+	}
+}
+
+// projectKeys are the keys narrowWith knows how to narrow. A key added to
+// Policy is refused in project files until it is handled and listed here.
+var projectKeys = []string{
+	"network", "allow", "deny", "deny_private", "terminate", "exclude", "resolve", "extra_ca",
+	"expose", "allow_paths", "deny_read", "deny_commands", "env", "run_as", "limits", "credentials",
+}
+
+// narrowWith applies a project file, refusing any key that would widen p.
+func (p *Policy) narrowWith(l *layer) error {
+	refuse := func(key, value, reason string) error {
+		return &WidenError{File: l.file, Key: key, Value: value, Reason: reason}
+	}
+	for _, k := range l.keys() {
+		top, _, _ := strings.Cut(k, ".")
+		if !slices.Contains(projectKeys, top) {
+			return refuse(k, "(any value)", "cordon does not know how to narrow this key")
+		}
+	}
+	if l.has("network") && l.p.Network.rank() > p.Network.rank() {
+		return refuse("network", string(l.p.Network), fmt.Sprintf("it is wider than the global mode %s (off < restricted < open)", p.Network))
+	}
+	if l.has("deny_private") && !l.p.DenyPrivate && p.DenyPrivate {
+		return refuse("deny_private", "false", "the global config denies private addresses")
+	}
+	if l.has("terminate") && l.p.Terminate == TerminateNone && p.Terminate != TerminateNone {
+		return refuse("terminate", TerminateNone, "the global config terminates TLS on every connection")
+	}
+	if l.has("run_as") && l.p.RunAs != p.RunAs {
+		return refuse("run_as", strconv.Quote(l.p.RunAs), fmt.Sprintf("only the global config chooses the user (it says %q)", p.RunAs))
+	}
+	lists := []struct {
+		key    string
+		dst    *[]string
+		next   []string
+		within func(cur, next string) bool
+		reason string
+	}{
+		{"allow", &p.Allow, l.p.Allow, patternCovers, "no global allow entry covers it"},
+		{"exclude", &p.Exclude, l.p.Exclude, patternCovers, "no global exclude entry covers it"},
+		{"resolve", &p.Resolve, l.p.Resolve, equal, "the global config does not pin it"},
+		{"extra_ca", &p.ExtraCA, l.p.ExtraCA, equal, "the global config does not trust it"},
+		{"expose", &p.Expose, l.p.Expose, pathCovers, "it is not inside a globally exposed path"},
+		{"allow_paths", &p.AllowPaths, l.p.AllowPaths, pathRuleCovers, "it is not inside a global allow_paths entry with at least that access"},
+		{"env", &p.Env, l.p.Env, equal, "the global config does not pass it through"},
+	}
+	for _, f := range lists {
+		if !l.has(f.key) {
+			continue
+		}
+		for _, n := range f.next {
+			if !slices.ContainsFunc(*f.dst, func(c string) bool { return f.within(c, n) }) {
+				return refuse(f.key, strconv.Quote(n), f.reason)
+			}
+		}
+	}
+	if l.has("credentials") {
+		for _, c := range l.p.Credentials {
+			if !slices.ContainsFunc(p.Credentials, func(g Credential) bool { return reflect.DeepEqual(g, c) }) {
+				return refuse("credentials", strconv.Quote(c.Name), "it is not a credential of the global config, word for word")
+			}
+		}
+	}
+	if err := p.narrowLimits(l, refuse); err != nil {
+		return err
+	}
+
+	if l.has("network") {
+		p.Network = l.p.Network
+	}
+	p.DenyPrivate = p.DenyPrivate || l.p.DenyPrivate
+	if l.has("terminate") {
+		p.Terminate = l.p.Terminate
+	}
+	// Every check passed: the project's lists replace the global ones.
+	for _, f := range lists {
+		if l.has(f.key) {
+			*f.dst = appendUnique([]string{}, f.next...)
+		}
+	}
+	if l.has("credentials") {
+		p.Credentials = l.p.Credentials
+	}
+	p.appendDenies(l)
+	p.setLimits(l)
+	return nil
+}
+
+// narrowLimits refuses a project limit above the current one; 0 is no
+// limit, so it may only replace 0.
+func (p *Policy) narrowLimits(l *layer, refuse func(key, value, reason string) error) error {
+	cur, next := p.Limits, l.p.Limits
+	for _, f := range []struct {
+		key       string
+		cur, next int64
+		show      func(int64) string
+	}{
+		{"limits.timeout", int64(cur.Timeout), int64(next.Timeout), func(n int64) string { return time.Duration(n).String() }},
+		{"limits.memory", cur.Memory, next.Memory, FormatSize},
+		{"limits.pids", int64(cur.Pids), int64(next.Pids), func(n int64) string { return strconv.FormatInt(n, 10) }},
+		{"limits.tmp_size", cur.TmpSize, next.TmpSize, FormatSize},
+	} {
+		if l.has(f.key) && f.cur != 0 && (f.next == 0 || f.next > f.cur) {
+			return refuse(f.key, f.show(f.next), fmt.Sprintf("it is above the global limit %s (0 means no limit)", f.show(f.cur)))
+		}
+	}
+	return nil
+}
+
+func equal(a, b string) bool { return a == b }
+
+// patternCovers reports whether allow-style entry c covers entry n; both
+// have been validated.
+func patternCovers(c, n string) bool {
+	cp, err1 := ParsePattern(c)
+	np, err2 := ParsePattern(n)
+	return err1 == nil && err2 == nil && cp.Covers(np)
+}
+
+// pathCovers reports whether expanded path n lies at or below c, both as
+// written and with symlinks resolved: a link inside an allowed directory
+// must not carry a project file to its target.
+func pathCovers(c, n string) bool {
+	return isWithin(c, n) && isWithin(resolvePath(c), resolvePath(n))
+}
+
+// pathRuleCovers reports whether allow_paths entry n is inside c and asks
+// for no more access.
+func pathRuleCovers(c, n string) bool {
+	cr, err1 := ParsePathRule(c)
+	nr, err2 := ParsePathRule(n)
+	return err1 == nil && err2 == nil && pathCovers(cr.Path, nr.Path) && (cr.Write || !nr.Write)
+}

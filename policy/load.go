@@ -1,0 +1,307 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// ProjectFile is the name of the project file at a workspace root.
+const ProjectFile = ".cordon.yaml"
+
+// maxConfigSize bounds a config file; real ones are a few kilobytes.
+const maxConfigSize = 1 << 20
+
+// LoadOptions says where Load looks and what the command line adds.
+type LoadOptions struct {
+	// ConfigPath replaces the global config location (--config); it must exist.
+	ConfigPath string
+	// Workdir is the caller's cwd; empty means os.Getwd.
+	Workdir string
+	// Overrides are the one-shot flags, applied last.
+	Overrides Overrides
+}
+
+// Sources records what Load read, for doctor and --json.
+type Sources struct {
+	// Global is the global config path consulted; GlobalRead says it existed.
+	Global     string `json:"global"`
+	GlobalRead bool   `json:"global_read"`
+	// Workspace is the project root holding the working directory.
+	Workspace string `json:"workspace"`
+	// Project is the project file read, empty when the workspace has none.
+	Project string `json:"project,omitempty"`
+	// Flags names the keys the one-shot flags set, e.g. "allow", "network".
+	Flags []string `json:"flags,omitempty"`
+}
+
+// configFile is one file's bytes and the path its errors are reported under.
+type configFile struct {
+	path string
+	data []byte
+}
+
+// Load builds the effective policy: defaults, then the global config, then
+// the workspace's project file (which may only narrow), then o.Overrides.
+func Load(o LoadOptions) (*Policy, Sources, error) {
+	var src Sources
+	home, err := homeDir()
+	if err != nil {
+		return nil, src, err
+	}
+	globalPath, mustExist, err := globalConfigPath(o.ConfigPath, home)
+	if err != nil {
+		return nil, src, err
+	}
+	src.Global = globalPath
+	global, err := readConfig(globalPath, mustExist)
+	if err != nil {
+		return nil, src, err
+	}
+	src.GlobalRead = global != nil
+
+	wd := o.Workdir
+	if wd == "" {
+		if wd, err = os.Getwd(); err != nil {
+			return nil, src, fmt.Errorf("find the working directory: %w", err)
+		}
+	}
+	if src.Workspace, err = findWorkspace(wd, home); err != nil {
+		return nil, src, err
+	}
+	project, err := readConfig(filepath.Join(src.Workspace, ProjectFile), false)
+	if err != nil {
+		return nil, src, err
+	}
+	if project != nil {
+		src.Project = project.path
+	}
+
+	p, err := build(home, wd, global, project, o.Overrides)
+	if err != nil {
+		return nil, src, err
+	}
+	src.Flags = o.Overrides.layer(wd).keys()
+	return p, src, nil
+}
+
+// build layers the defaults, a global file, a project file and overrides
+// (their relative paths taken from wd); a nil file is absent.
+func build(home, wd string, global, project *configFile, o Overrides) (*Policy, error) {
+	p := Defaults()
+	if err := expandPaths(p, home); err != nil {
+		return nil, fmt.Errorf("defaults: %w", err)
+	}
+	if global != nil {
+		l, err := parseLayer(global.path, global.data, home)
+		if err != nil {
+			return nil, err
+		}
+		p.widenWith(l)
+	}
+	if project != nil {
+		l, err := parseLayer(project.path, project.data, home)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.narrowWith(l); err != nil {
+			return nil, err
+		}
+	}
+	ol := o.layer(wd)
+	if err := ol.check(home); err != nil {
+		return nil, err
+	}
+	p.widenWith(ol)
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("effective policy: %w", err)
+	}
+	return p, nil
+}
+
+// GlobalConfigPath returns where the global config lives: $CORDON_CONFIG,
+// else $XDG_CONFIG_HOME/cordon/config.yaml, else ~/.config/cordon/config.yaml.
+func GlobalConfigPath() (string, error) {
+	home, err := homeDir()
+	if err != nil {
+		return "", err
+	}
+	path, _, err := globalConfigPath("", home)
+	return path, err
+}
+
+// globalConfigPath resolves the global config location; a path named
+// explicitly (flag or $CORDON_CONFIG) must exist.
+func globalConfigPath(explicit, home string) (path string, mustExist bool, err error) {
+	if explicit == "" {
+		explicit = os.Getenv("CORDON_CONFIG")
+	}
+	if explicit != "" {
+		abs, err := filepath.Abs(explicit)
+		if err != nil {
+			return "", false, fmt.Errorf("config path %q: %w", explicit, err)
+		}
+		return abs, true, nil
+	}
+	if x := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "cordon", "config.yaml"), false, nil
+	}
+	return filepath.Join(home, ".config", "cordon", "config.yaml"), false, nil
+}
+
+// readConfig reads a config file; a missing file is nil unless mustExist.
+func readConfig(path string, mustExist bool) (*configFile, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) && !mustExist {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w (create it with cordon init, or point --config or CORDON_CONFIG at an existing file)", path, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	if len(data) > maxConfigSize {
+		return nil, fmt.Errorf("config %s is larger than %d bytes; a cordon config is a short YAML file", path, maxConfigSize)
+	}
+	return &configFile{path: path, data: data}, nil
+}
+
+// FindWorkspace returns the project root holding cwd: the nearest directory
+// at or above cwd, below $HOME, holding .cordon.yaml or .git, else cwd
+// itself. It refuses $HOME, / and any directory containing $HOME.
+func FindWorkspace(cwd string) (string, error) {
+	home, err := homeDir()
+	if err != nil {
+		return "", err
+	}
+	return findWorkspace(cwd, home)
+}
+
+func findWorkspace(cwd, home string) (string, error) {
+	if !filepath.IsAbs(cwd) {
+		return "", fmt.Errorf("working directory %q is not absolute", cwd)
+	}
+	dir, home := resolvePath(cwd), resolvePath(home)
+	switch {
+	case dir == string(filepath.Separator):
+		return "", fmt.Errorf("refusing / as a workspace: it would hand the whole machine to the command; cd into a project directory first")
+	case dir == home:
+		return "", fmt.Errorf("refusing your home directory %s as a workspace: cd into a project directory first", home)
+	case isWithin(dir, home):
+		return "", fmt.Errorf("refusing %s as a workspace: it contains your home directory %s; cd into a project directory first", dir, home)
+	}
+	for d := dir; d != home && d != filepath.Dir(d); d = filepath.Dir(d) {
+		for _, marker := range []string{ProjectFile, ".git"} {
+			if _, err := os.Lstat(filepath.Join(d, marker)); err == nil {
+				return d, nil
+			}
+		}
+	}
+	return dir, nil
+}
+
+// resolvePath cleans an absolute path and resolves the symlinks of its
+// longest existing prefix.
+func resolvePath(p string) string {
+	rest := ""
+	for d := filepath.Clean(p); ; d = filepath.Dir(d) {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if d == filepath.Dir(d) {
+			return filepath.Clean(p)
+		}
+		rest = filepath.Join(filepath.Base(d), rest)
+	}
+}
+
+// isWithin reports whether child is parent or lies below it.
+func isWithin(parent, child string) bool {
+	if parent == child {
+		return true
+	}
+	if !strings.HasSuffix(parent, string(filepath.Separator)) {
+		parent += string(filepath.Separator)
+	}
+	return strings.HasPrefix(child, parent)
+}
+
+// homeDir is $HOME, or the password database's entry when it is unset.
+func homeDir() (string, error) {
+	if h, err := os.UserHomeDir(); err == nil && filepath.IsAbs(h) {
+		return filepath.Clean(h), nil
+	}
+	u, err := user.Current()
+	if err != nil || !filepath.IsAbs(u.HomeDir) {
+		return "", fmt.Errorf("cannot find your home directory: set $HOME")
+	}
+	return filepath.Clean(u.HomeDir), nil
+}
+
+// expandPath expands a leading "~" and cleans an absolute path.
+func expandPath(s, home string) (string, error) {
+	if err := checkPath(s); err != nil {
+		return "", err
+	}
+	if s == "~" || strings.HasPrefix(s, "~/") {
+		s = home + s[1:]
+	}
+	return filepath.Clean(s), nil
+}
+
+// expandPaths rewrites every path in p absolute, allow_paths canonically.
+func expandPaths(p *Policy, home string) error {
+	for _, list := range []struct {
+		key   string
+		paths []string
+	}{{"expose", p.Expose}, {"deny_read", p.DenyRead}, {"extra_ca", p.ExtraCA}} {
+		for i, s := range list.paths {
+			e, err := expandPath(s, home)
+			if err != nil {
+				return fmt.Errorf("%s: %w", list.key, err)
+			}
+			list.paths[i] = e
+		}
+	}
+	for i, s := range p.AllowPaths {
+		r, err := ParsePathRule(s)
+		if err == nil {
+			r.Path, err = expandPath(r.Path, home)
+		}
+		if err != nil {
+			return fmt.Errorf("allow_paths: %w", err)
+		}
+		p.AllowPaths[i] = r.String()
+	}
+	for i := range p.Credentials {
+		src := &p.Credentials[i].Source
+		if src.File == "" {
+			continue
+		}
+		e, err := expandPath(src.File, home)
+		if err != nil {
+			return fmt.Errorf("credentials %q: source.file: %w", p.Credentials[i].Name, err)
+		}
+		src.File = e
+	}
+	return nil
+}
+
+// appendUnique appends the entries of add not already in list.
+func appendUnique(list []string, add ...string) []string {
+	for _, s := range add {
+		if !slices.Contains(list, s) {
+			list = append(list, s)
+		}
+	}
+	return list
+}

@@ -1,0 +1,287 @@
+package policy
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestConfigErrorsNameKeyAndFile(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown top-level key", "alow: [a.example.com]", []string{`unknown key "alow"`, "valid here: network, allow"}},
+		{"unknown null key", "deny_reads:", []string{`unknown key "deny_reads"`}},
+		{"unknown limit", "limits: {memroy: 1GiB}", []string{`unknown key "limits.memroy"`, "timeout, memory, pids, tmp_size"}},
+		{"unknown credential key", "credentials: [{nmae: x}]", []string{`unknown key "credentials[0].nmae"`, "name, source, hosts"}},
+		{"unknown source key", "credentials: [{name: x, source: {evn: X}, hosts: [a.example]}]", []string{`unknown key "credentials[0].source.evn"`}},
+		{"dotted key", "a.b: 1", []string{`unknown key "a"`}},
+		{"null value", "deny:", []string{`key "deny" has no value`, "[]"}},
+		{"null limits", "limits:", []string{`key "limits" has no value`}},
+		{"string for list", "allow: example.com", []string{`key "allow"`, "expected a list of strings", `got the string "example.com"`}},
+		{"list for string", "network: [off]", []string{`key "network"`, "expected a string", "got a list"}},
+		{"string for bool", "deny_private: yes", []string{`key "deny_private"`, "expected true or false"}},
+		{"number in list", "env: [1]", []string{`key "env[0]"`, "expected a string", "the number 1"}},
+		{"word for number", "limits: {pids: many}", []string{`key "limits.pids"`, "expected a whole number"}},
+		{"fraction for number", "limits: {pids: 1.5}", []string{`key "limits.pids"`, "expected a whole number", "1.5"}},
+		{"bad size", "limits: {memory: 2XB}", []string{`key "limits.memory"`, `size "2XB"`, "512MiB"}},
+		{"number for duration", "limits: {timeout: 600}", []string{`key "limits.timeout"`, "expected a duration such as 10m"}},
+		{"bad duration", "limits: {timeout: soon}", []string{`key "limits.timeout"`, `"soon" is not a duration`}},
+		{"scalar for mapping", "limits: 5", []string{`key "limits"`, "expected a mapping"}},
+		{"two documents", "network: off\n---\ndeny: [x.example.com]\n", []string{"more than one YAML document"}},
+		{"not a mapping", "- a\n", []string{"cannot unmarshal"}},
+		{"duplicate key", "deny: [a.example]\ndeny: [b.example]\n", []string{`"deny" already defined`}},
+		{"bad network", "network: wide", []string{`network: "wide" is not one of off, restricted, open`}},
+		{"bad pattern", "deny: [ok.example, 'bad host']", []string{"deny", `"bad host"`}},
+		{"bad terminate", "terminate: some", []string{"terminate", "all or none"}},
+		{"relative path", "expose: [tools]", []string{"expose", `"tools" is relative`}},
+		{"other user's home", "deny_read: [~root/x]", []string{"deny_read", "only ~ and ~/"}},
+		{"bad path suffix", "allow_paths: [/x:rx]", []string{"allow_paths", `":rx"`, ":rw or :ro"}},
+		{"negative limit", "limits: {pids: -1}", []string{"limits.pids", "negative"}},
+		{"empty run_as", "run_as: ''", []string{"run_as", "empty"}},
+		{"bad env name", "env: [A-B]", []string{"env", `"A-B"`}},
+		{"credential without source", "credentials: [{name: x, hosts: [a.example]}]", []string{`credentials "x"`, "exactly one of env, file, command"}},
+		{"credential with two sources", "credentials: [{name: x, source: {env: A, file: /k}, hosts: [a.example]}]", []string{"exactly one", "sets 2"}},
+		{"credential twice", "credentials: [{name: x, source: {env: A}, hosts: [a.example]}, {name: x, source: {env: B}, hosts: [a.example]}]", []string{`"x" is used twice`}},
+		{"credential without hosts", "credentials: [{name: x, source: {env: A}}]", []string{`credentials "x"`, "hosts is empty"}},
+		{"credential bad host", "credentials: [{name: x, source: {env: A}, hosts: ['*']}]", []string{`credentials "x": hosts`}},
+		{"credential without name", "credentials: [{source: {env: A}, hosts: [a.example]}]", []string{"credentials[0]", "name is empty"}},
+		{"credential relative file", "credentials: [{name: x, source: {file: key.txt}, hosts: [a.example]}]", []string{"source.file", "relative"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, file := range []string{"global.yaml", "/w/.cordon.yaml"} {
+				var err error
+				if file == "global.yaml" {
+					_, err = layered(tt.yaml, "", Overrides{})
+				} else {
+					_, err = layered("", tt.yaml, Overrides{})
+				}
+				if err == nil {
+					t.Fatalf("%s: accepted %q", file, tt.yaml)
+				}
+				for _, want := range append(tt.want, file) {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("%s: error %q does not say %q", file, err, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestConfigValues(t *testing.T) {
+	p, err := layered(`
+Network: OPEN_IS_NOT_LOWERCASED_BUT_KEYS_ARE
+`, "", Overrides{})
+	if err == nil || !strings.Contains(err.Error(), "OPEN_IS_NOT_LOWERCASED") {
+		t.Fatalf("mode value was altered or accepted: %v %+v", err, p)
+	}
+	p, err = layered(`
+limits: {timeout: 90s, memory: 1.5GiB, pids: 10, tmp_size: 1048576}
+allow_paths: [~/a:ro, ~/b:rw, /c]
+credentials: [{name: x, source: {file: ~/keys/x}, hosts: [a.example]}]
+`, "", Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Limits.Timeout.String() != "1m30s" || p.Limits.Memory != 3<<29 || p.Limits.TmpSize != 1<<20 {
+		t.Errorf("limits: %+v", p.Limits)
+	}
+	if want := []string{testHome + "/a", testHome + "/b:rw", "/c"}; !slices.Equal(p.AllowPaths, want) {
+		t.Errorf("allow_paths %q, want %q", p.AllowPaths, want)
+	}
+	if p.Credentials[0].Source.File != testHome+"/keys/x" {
+		t.Errorf("source.file %q not expanded", p.Credentials[0].Source.File)
+	}
+}
+
+// fakeHome points $HOME at a fresh directory and clears the variables that
+// move the global config.
+func fakeHome(t *testing.T) string {
+	t.Helper()
+	home := filepath.Join(resolvePath(t.TempDir()), "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("CORDON_CONFIG", "")
+	return home
+}
+
+func mkdirs(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	mkdirs(t, filepath.Dir(path))
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFindWorkspace(t *testing.T) {
+	home := fakeHome(t)
+	outside := filepath.Join(filepath.Dir(home), "srv")
+	mkdirs(t,
+		filepath.Join(home, "proj", ".git"),
+		filepath.Join(home, "proj", "a", "b"),
+		filepath.Join(home, "proj", "sub", "deep"),
+		filepath.Join(home, "loose", "dir"),
+		filepath.Join(home, ".git"),
+		filepath.Join(outside, "repo", ".git"),
+		filepath.Join(outside, "repo", "x"),
+	)
+	writeFile(t, filepath.Join(home, "proj", "sub", ProjectFile), "")
+	if err := os.Symlink(filepath.Join(home, "proj", "a"), filepath.Join(home, "link")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ cwd, want string }{
+		{filepath.Join(home, "proj"), filepath.Join(home, "proj")},
+		{filepath.Join(home, "proj", "a", "b"), filepath.Join(home, "proj")},
+		{filepath.Join(home, "proj", "sub", "deep"), filepath.Join(home, "proj", "sub")},
+		{filepath.Join(home, "loose", "dir"), filepath.Join(home, "loose", "dir")},
+		{filepath.Join(outside, "repo", "x"), filepath.Join(outside, "repo")},
+		{filepath.Join(home, "link"), filepath.Join(home, "proj")},
+	}
+	for _, tt := range tests {
+		got, err := FindWorkspace(tt.cwd)
+		if err != nil || got != tt.want {
+			t.Errorf("FindWorkspace(%s) = %q, %v; want %q", tt.cwd, got, err, tt.want)
+		}
+	}
+	for _, tt := range []struct{ cwd, want string }{
+		{home, "home directory"},
+		{home + "/", "home directory"},
+		{"/", "refusing /"},
+		{filepath.Dir(home), "contains your home directory"},
+		{"relative/dir", "not absolute"},
+	} {
+		if got, err := FindWorkspace(tt.cwd); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("FindWorkspace(%s) = %q, %v; want an error saying %q", tt.cwd, got, err, tt.want)
+		}
+	}
+}
+
+func TestGlobalConfigPath(t *testing.T) {
+	home := fakeHome(t)
+	tests := []struct{ xdg, env, want string }{
+		{"", "", filepath.Join(home, ".config", "cordon", "config.yaml")},
+		{"/xdg", "", "/xdg/cordon/config.yaml"},
+		{"relative-xdg", "", filepath.Join(home, ".config", "cordon", "config.yaml")},
+		{"/xdg", "/etc/cordon.yaml", "/etc/cordon.yaml"},
+	}
+	for _, tt := range tests {
+		t.Setenv("XDG_CONFIG_HOME", tt.xdg)
+		t.Setenv("CORDON_CONFIG", tt.env)
+		if got, err := GlobalConfigPath(); err != nil || got != tt.want {
+			t.Errorf("XDG_CONFIG_HOME=%q CORDON_CONFIG=%q: %q, %v; want %q", tt.xdg, tt.env, got, err, tt.want)
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	home := fakeHome(t)
+	proj := filepath.Join(home, "proj")
+	mkdirs(t, filepath.Join(proj, ".git"), filepath.Join(proj, "src"))
+	globalPath := filepath.Join(home, ".config", "cordon", "config.yaml")
+
+	// Nothing on disk: the defaults.
+	p, src, err := Load(LoadOptions{Workdir: filepath.Join(proj, "src")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Global != globalPath || src.GlobalRead || src.Workspace != proj || src.Project != "" || src.Flags != nil {
+		t.Fatalf("sources %+v", src)
+	}
+	if p.Network != NetRestricted || len(p.Allow) != 0 {
+		t.Fatalf("defaults: %+v", p)
+	}
+
+	// Global, project and flags.
+	writeFile(t, globalPath, string(readTestdata(t, "global.yaml")))
+	writeFile(t, filepath.Join(proj, ProjectFile), "allow: [docs.example.com]\n")
+	open := NetOpen
+	p, src, err = Load(LoadOptions{Workdir: filepath.Join(proj, "src"), Overrides: Overrides{Network: &open, Allow: []string{"x.example.net"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Sources{Global: globalPath, GlobalRead: true, Workspace: proj, Project: filepath.Join(proj, ProjectFile), Flags: []string{"allow", "network"}}
+	if src.Global != want.Global || !src.GlobalRead || src.Workspace != want.Workspace || src.Project != want.Project || !slices.Equal(src.Flags, want.Flags) {
+		t.Fatalf("sources %+v, want %+v", src, want)
+	}
+	if p.Network != NetOpen || !slices.Equal(p.Allow, []string{"docs.example.com", "x.example.net"}) || !slices.Contains(p.AllowPaths, home+"/cache:rw") {
+		t.Fatalf("layered: %+v", p)
+	}
+
+	// A widening project file stops the load.
+	writeFile(t, filepath.Join(proj, ProjectFile), string(readTestdata(t, "project-widen.yaml")))
+	if _, _, err := Load(LoadOptions{Workdir: proj}); err == nil || !strings.Contains(err.Error(), "evil.example.net") {
+		t.Fatalf("widening project file: %v", err)
+	}
+
+	// --config and CORDON_CONFIG replace the location and must exist.
+	other := filepath.Join(home, "other.yaml")
+	for _, o := range []struct{ flag, env string }{{other, ""}, {"", other}} {
+		t.Setenv("CORDON_CONFIG", o.env)
+		if _, _, err := Load(LoadOptions{ConfigPath: o.flag, Workdir: filepath.Join(home, "proj")}); err == nil || !strings.Contains(err.Error(), other) {
+			t.Fatalf("missing explicit config %+v: %v", o, err)
+		}
+		writeFile(t, other, "network: off\n")
+		p, src, err := Load(LoadOptions{ConfigPath: o.flag, Workdir: filepath.Join(home, "loose")})
+		if err != nil || p.Network != NetOff || src.Global != other || !src.GlobalRead {
+			t.Fatalf("explicit config %+v: %+v %+v %v", o, p, src, err)
+		}
+		os.Remove(other)
+	}
+	t.Setenv("CORDON_CONFIG", "")
+
+	// A workspace at $HOME is refused before anything is read.
+	if _, _, err := Load(LoadOptions{Workdir: home}); err == nil || !strings.Contains(err.Error(), "home directory") {
+		t.Fatalf("Load in $HOME: %v", err)
+	}
+
+	// An oversized file is refused.
+	writeFile(t, globalPath, "# "+strings.Repeat("x", maxConfigSize)+"\n")
+	if _, _, err := Load(LoadOptions{Workdir: proj}); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("oversized config: %v", err)
+	}
+}
+
+func TestProjectPathSymlinks(t *testing.T) {
+	dir := resolvePath(t.TempDir())
+	mkdirs(t, filepath.Join(dir, "cache", "real"), filepath.Join(dir, "secret"))
+	if err := os.Symlink(filepath.Join(dir, "secret"), filepath.Join(dir, "cache", "link")); err != nil {
+		t.Fatal(err)
+	}
+	global := "allow_paths: [" + dir + "/cache:rw]\nexpose: [" + dir + "/cache]\n"
+	for _, project := range []string{
+		"allow_paths: [" + dir + "/cache/real:rw, " + dir + "/cache/new/dir]",
+		"expose: [" + dir + "/cache/real]",
+	} {
+		if _, err := layered(global, project, Overrides{}); err != nil {
+			t.Errorf("%s: %v", project, err)
+		}
+	}
+	for _, project := range []string{
+		"allow_paths: [" + dir + "/cache/link:rw]",
+		"allow_paths: [" + dir + "/cache/link/sub]",
+		"expose: [" + dir + "/cache/link]",
+	} {
+		var we *WidenError
+		if _, err := layered(global, project, Overrides{}); !errors.As(err, &we) || !strings.Contains(we.Value, "/cache/link") {
+			t.Errorf("%s: a symlink out of the allowed directory was accepted: %v", project, err)
+		}
+	}
+}

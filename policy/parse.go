@@ -1,0 +1,277 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
+)
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// parseLayer reads one config file: every key must be known, every value of
+// the right type; only the keys it sets are validated and its paths are
+// expanded.
+func parseLayer(path string, data []byte, home string) (*layer, error) {
+	if err := singleDocument(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	v := viper.New()
+	v.SetConfigType("yaml")
+	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	l := newLayer(path)
+	keys := v.AllKeys()
+	slices.Sort(keys)
+	for _, k := range keys {
+		if err := knownKey(k); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if v.Get(k) == nil {
+			return nil, fmt.Errorf("%s: key %q has no value; give it one (an empty list is []) or remove the key", path, k)
+		}
+		l.mark(k)
+	}
+	var md mapstructure.Metadata
+	err := v.Unmarshal(&l.p, func(c *mapstructure.DecoderConfig) {
+		c.DecodeHook = decodeHook
+		c.WeaklyTypedInput = false
+		c.Metadata = &md
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, describeDecodeErrors(err))
+	}
+	if len(md.Unused) > 0 {
+		slices.Sort(md.Unused)
+		return nil, fmt.Errorf("%s: %w", path, knownKey(md.Unused[0]))
+	}
+	if err := l.check(home); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// singleDocument refuses a stream of several YAML documents: only the
+// first would be read, and a deny in a later one would be silently lost.
+func singleDocument(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for n := 0; ; n++ {
+		var node yaml.Node
+		err := dec.Decode(&node)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
+		case n == 1:
+			return errors.New("holds more than one YAML document (a second '---'); merge them into one")
+		}
+	}
+}
+
+// knownKey reports a dotted key (list items as "[i]") that names no field
+// of Policy, listing the keys that would be valid in its place.
+func knownKey(key string) error {
+	t := reflect.TypeFor[Policy]()
+	segs := strings.Split(key, ".")
+	for i, seg := range segs {
+		for t.Kind() == reflect.Slice {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return nil // a value where a scalar belongs: decoding names the type
+		}
+		name, _, _ := strings.Cut(seg, "[")
+		f, ok := fieldByTag(t, name)
+		if !ok {
+			return fmt.Errorf("unknown key %q; check its spelling (valid here: %s)", strings.Join(segs[:i+1], "."), strings.Join(tagNames(t), ", "))
+		}
+		t = f.Type
+	}
+	return nil
+}
+
+func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Tag.Get("mapstructure") == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func tagNames(t reflect.Type) []string {
+	var names []string
+	for i := range t.NumField() {
+		names = append(names, t.Field(i).Tag.Get("mapstructure"))
+	}
+	return names
+}
+
+// decodeHook converts durations and sizes and refuses a value of the
+// wrong shape before mapstructure could coerce it.
+func decodeHook(_, to reflect.Type, data any) (any, error) {
+	switch {
+	case to == durationType:
+		switch v := data.(type) {
+		case string:
+			d, err := time.ParseDuration(strings.TrimSpace(v))
+			if err != nil {
+				return nil, fmt.Errorf("%q is not a duration; write one such as 90s, 10m or 2h", v)
+			}
+			return d, nil
+		case int:
+			if v == 0 {
+				return time.Duration(0), nil
+			}
+		}
+	case to.Kind() == reflect.Int64:
+		switch v := data.(type) {
+		case string:
+			return ParseSize(v)
+		case int:
+			return v, nil
+		}
+	case fits(to, data):
+		return data, nil
+	}
+	return nil, fmt.Errorf("expected %s, got %s", describeType(to), describeValue(data))
+}
+
+// fits reports whether data has the shape a field of type t needs.
+func fits(t reflect.Type, data any) bool {
+	var ok bool
+	switch t.Kind() {
+	case reflect.String:
+		_, ok = data.(string)
+	case reflect.Bool:
+		_, ok = data.(bool)
+	case reflect.Int:
+		_, ok = data.(int)
+	case reflect.Slice:
+		ok = reflect.TypeOf(data).Kind() == reflect.Slice
+	case reflect.Struct:
+		ok = reflect.TypeOf(data).Kind() == reflect.Map
+	}
+	return ok
+}
+
+func describeType(t reflect.Type) string {
+	switch {
+	case t == durationType:
+		return "a duration such as 10m"
+	case t.Kind() == reflect.Int64:
+		return "a size such as 512MiB, 2GiB or a number of bytes"
+	case t.Kind() == reflect.String:
+		return "a string"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() == reflect.Int:
+		return "a whole number"
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
+		return "a list of strings such as [a, b]"
+	case t.Kind() == reflect.Slice:
+		return "a list"
+	}
+	return "a mapping of keys to values"
+}
+
+func describeValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		if len(x) > 40 {
+			x = x[:40] + "..."
+		}
+		return fmt.Sprintf("the string %q", x)
+	case bool:
+		return fmt.Sprintf("%v", x)
+	case int, int64, uint64, float64:
+		return fmt.Sprintf("the number %v", x)
+	}
+	switch reflect.TypeOf(v).Kind() {
+	case reflect.Slice:
+		return "a list"
+	case reflect.Map:
+		return "a mapping"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+// describeDecodeErrors flattens mapstructure's joined errors into one
+// line per key.
+func describeDecodeErrors(err error) error {
+	var msgs []string
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		var de *mapstructure.DecodeError
+		if errors.As(e, &de) {
+			msgs = append(msgs, fmt.Sprintf("key %q: %v", de.Name(), de.Unwrap()))
+			return
+		}
+		msgs = append(msgs, e.Error())
+	}
+	walk(err)
+	slices.Sort(msgs)
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// sizeUnits maps a lower-case suffix to its multiplier. Bare K, M, G and T
+// are binary, as in systemd and Docker.
+var sizeUnits = map[string]float64{
+	"": 1, "b": 1,
+	"k": 1 << 10, "kib": 1 << 10, "kb": 1e3,
+	"m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
+	"g": 1 << 30, "gib": 1 << 30, "gb": 1e9,
+	"t": 1 << 40, "tib": 1 << 40, "tb": 1e12,
+}
+
+// FormatSize renders a byte count the way ParseSize reads it, in the
+// largest binary unit that divides it exactly: "8GiB", "1536KiB", "100".
+func FormatSize(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// ParseSize parses a byte count such as "2GiB", "512MiB", "1.5G" or "4096".
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i < 0 {
+		i = len(t)
+	}
+	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
+	mult, okUnit := sizeUnits[unit]
+	n, err := strconv.ParseFloat(num, 64)
+	if !okUnit || err != nil || num == "" {
+		return 0, fmt.Errorf("size %q: write a number of bytes or a number with a unit such as 512MiB or 2GiB", s)
+	}
+	v := n * mult
+	if v >= math.MaxInt64 {
+		return 0, fmt.Errorf("size %q is too large", s)
+	}
+	return int64(v), nil
+}

@@ -171,7 +171,6 @@ func startProxyEnv(t testing.TB, env []string, args ...string) *proxyProc {
 	auditPath := filepath.Join(dir, "audit.jsonl")
 	full := append([]string{"proxy", "--audit", auditPath}, args...)
 	cmd := asUser(t, env, cordonBin(t), full...)
-	cmd.Dir = dir
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

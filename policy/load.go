@@ -24,6 +24,10 @@ type LoadOptions struct {
 	ConfigPath string
 	// Workdir is the caller's cwd; empty means os.Getwd.
 	Workdir string
+	// OptionalWorkspace reads the project file when Workdir is in a
+	// workspace and carries on without one when it is not (cordon proxy
+	// runs anywhere, $HOME included; cordon run needs a workspace).
+	OptionalWorkspace bool
 	// Overrides are the one-shot flags, applied last.
 	Overrides Overrides
 }
@@ -72,12 +76,15 @@ func Load(o LoadOptions) (*Policy, Sources, error) {
 			return nil, src, fmt.Errorf("find the working directory: %w", err)
 		}
 	}
-	if src.Workspace, err = findWorkspace(wd, home); err != nil {
+	var project *configFile
+	src.Workspace, err = findWorkspace(wd, home)
+	switch {
+	case err != nil && !o.OptionalWorkspace:
 		return nil, src, err
-	}
-	project, err := readConfig(filepath.Join(src.Workspace, ProjectFile), false)
-	if err != nil {
-		return nil, src, err
+	case err == nil:
+		if project, err = readConfig(filepath.Join(src.Workspace, ProjectFile), false); err != nil {
+			return nil, src, err
+		}
 	}
 	if project != nil {
 		src.Project = project.path

@@ -187,19 +187,11 @@ func (p *Proxy) Close() error {
 func parseResolve(entries []string) (map[string][]netip.Addr, error) {
 	out := map[string][]netip.Addr{}
 	for _, e := range entries {
-		name, addr, ok := strings.Cut(e, "=")
-		if !ok {
-			return nil, fmt.Errorf("resolve %q: write NAME=ADDRESS, e.g. api.internal=10.0.0.7", e)
-		}
-		h, err := policy.NormalizeHost(name)
+		name, addr, err := policy.ParseResolve(e)
 		if err != nil {
-			return nil, fmt.Errorf("resolve %q: %w", e, err)
+			return nil, err
 		}
-		a, err := netip.ParseAddr(addr)
-		if err != nil || a.Zone() != "" {
-			return nil, fmt.Errorf("resolve %q: %q is not an IP address", e, addr)
-		}
-		out[h] = append(out[h], a.Unmap())
+		out[name] = append(out[name], addr.Unmap())
 	}
 	return out, nil
 }

@@ -31,19 +31,22 @@ func (f *policyFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.ephemeralCA, "ephemeral-ca", false, "use a CA that lives only for this session instead of ~/.config/cordon/ca")
 }
 
-// load builds the effective policy: config files, then these flags.
+// load builds the effective policy for a command run in the workspace
+// holding the working directory: config files, then these flags.
 func (f *policyFlags) load() (*policy.Policy, error) {
-	o := f.overrides
-	o.Allow = append(o.Allow, f.allow...)
-	o.Deny = append(o.Deny, f.deny...)
-	p, _, err := policy.Load(policy.LoadOptions{ConfigPath: f.config, Overrides: o})
-	if err != nil {
-		return nil, err
-	}
-	p.Resolve = append(p.Resolve, f.resolve...)
-	p.ExtraCA = append(p.ExtraCA, f.extraCA...)
-	if f.terminate != "" {
-		p.Terminate = f.terminate
-	}
-	return p, p.Validate()
+	p, _, err := f.loadFrom(policy.LoadOptions{})
+	return p, err
+}
+
+// loadFrom is load with the caller's options (workdir, workspace rules);
+// the flags fill in the config path and the overrides.
+func (f *policyFlags) loadFrom(o policy.LoadOptions) (*policy.Policy, policy.Sources, error) {
+	o.ConfigPath = f.config
+	o.Overrides = f.overrides
+	o.Overrides.Allow = append(o.Overrides.Allow, f.allow...)
+	o.Overrides.Deny = append(o.Overrides.Deny, f.deny...)
+	o.Overrides.Resolve = append(o.Overrides.Resolve, f.resolve...)
+	o.Overrides.ExtraCA = append(o.Overrides.ExtraCA, f.extraCA...)
+	o.Overrides.Terminate = f.terminate
+	return policy.Load(o)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/session"
 )
 
@@ -32,7 +33,7 @@ carries a fresh session token), then serves until SIGINT or SIGTERM:
 Every connection is judged against the allowlist and logged to the audit log.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := pf.load()
+			p, _, err := pf.loadFrom(policy.LoadOptions{OptionalWorkspace: true})
 			if err != nil {
 				return err
 			}

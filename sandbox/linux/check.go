@@ -167,7 +167,6 @@ func less(a, b [3]int) bool {
 func (b *Backend) checkBox(ctx context.Context, p *policy.Policy, add func(sandbox.Capability)) map[string]probeResult {
 	h, err := b.host(p)
 	if err != nil {
-		add(sandbox.Capability{Name: CapUserns, Status: sandbox.Blocked, Reason: "not probed: " + err.Error(), Fix: "fix the capability above"})
 		add(blocked(sandbox.CapFilesystem, err.Error(), "fix the policy or the setting named"))
 		return nil
 	}
@@ -204,7 +203,6 @@ func (b *Backend) checkBox(ctx context.Context, p *policy.Policy, add func(sandb
 	s := &sandbox.Spec{Policy: &pp, Workspace: ws, Workdir: ws, Stderr: &stderr, Timeout: probeTimeout}
 	l, err := build(s, h, scratchName(), &probeMode{outside: outside})
 	if err != nil {
-		add(sandbox.Capability{Name: CapUserns, Status: sandbox.Blocked, Reason: "not probed: the policy cannot be built", Fix: "fix the filesystem box below"})
 		add(blocked(sandbox.CapFilesystem, err.Error(), "edit the policy entry named; paths that hold credentials or contain your home are never exposed"))
 		return nil
 	}

@@ -1,0 +1,647 @@
+package integration
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/audit"
+)
+
+// runTimeout bounds one cordon run in these tests.
+const runTimeout = 60 * time.Second
+
+// box is one test's user: a workspace, a HOME and an audit log, all owned
+// by the test user.
+type box struct {
+	t               *testing.T
+	ws, home, audit string
+}
+
+func newBox(t *testing.T) *box {
+	t.Helper()
+	return &box{
+		t:     t,
+		ws:    userDir(t, "cordon-it-ws-"),
+		home:  userDir(t, "cordon-it-home-"),
+		audit: filepath.Join(userDir(t, "cordon-it-audit-"), "audit.jsonl"),
+	}
+}
+
+func (b *box) env(extra ...string) []string {
+	return append([]string{
+		"HOME=" + b.home,
+		"XDG_CONFIG_HOME=" + filepath.Join(b.home, ".config"),
+		"XDG_STATE_HOME=" + filepath.Join(b.home, ".local", "state"),
+	}, extra...)
+}
+
+// cmd prepares `cordon run --audit LOG ARGS...` in the workspace.
+func (b *box) cmd(args ...string) *exec.Cmd {
+	b.t.Helper()
+	return cordonIn(b.t, b.ws, b.env(), append([]string{"run", "--audit", b.audit}, args...)...)
+}
+
+// run runs `cordon run --audit LOG ARGS...` in the workspace.
+func (b *box) run(args ...string) result {
+	b.t.Helper()
+	return runResult(b.t, runTimeout, b.cmd(args...))
+}
+
+// file writes a file owned by the test user, creating its directories.
+func (b *box) file(path, data string) {
+	b.t.Helper()
+	uid, gid, _ := testUser(b.t)
+	for d := filepath.Dir(path); !strings.HasPrefix(b.ws, d) && !strings.HasPrefix(b.home, d); d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			b.t.Fatal(err)
+		}
+		os.Chown(d, int(uid), int(gid))
+	}
+	writeUserFile(b.t, path, []byte(data))
+}
+
+// config writes a global config file and returns its path.
+func (b *box) config(yaml string) string {
+	b.t.Helper()
+	p := filepath.Join(userDir(b.t, "cordon-it-config-"), "config.yaml")
+	writeUserFile(b.t, p, []byte(yaml))
+	return p
+}
+
+// records reads the audit log.
+func (b *box) records() []audit.Record {
+	b.t.Helper()
+	f, err := os.Open(b.audit)
+	if err != nil {
+		b.t.Fatalf("open audit log: %v", err)
+	}
+	defer f.Close()
+	var out []audit.Record
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r audit.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			b.t.Fatalf("audit line %q: %v", sc.Text(), err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func expectCode(t *testing.T, r result, code int) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+}
+
+func TestRunWritesOutsideWorkspaceFail(t *testing.T) {
+	b := newBox(t)
+	outside := userDir(t, "cordon-it-outside-")
+	// HOME and /tmp are the sandbox's own tmpfs: writable, and gone after.
+	script := fmt.Sprintf(`for d in / /usr /etc /run %s; do
+  if echo x > "$d/escaped" 2>/dev/null; then echo "WROTE $d"; fi
+done
+echo x > "$HOME/escaped"
+echo inside > %s/inside`, outside, b.ws)
+	r := b.run("--net", "off", "--", "sh", "-c", script)
+	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, "WROTE") {
+		t.Fatalf("a write outside the workspace succeeded:\n%s", r.stdout)
+	}
+	for _, p := range []string{filepath.Join(outside, "escaped"), filepath.Join(b.home, "escaped"), "/escaped", "/etc/escaped"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s exists on the host", p)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(b.ws, "inside")); err != nil || string(got) != "inside\n" {
+		t.Fatalf("the workspace write did not land: %q %v", got, err)
+	}
+}
+
+func TestRunHomeIsEmptyAndCredentialsUnreadable(t *testing.T) {
+	b := newBox(t)
+	b.file(filepath.Join(b.home, ".ssh", "id_ed25519"), "PRIVATE KEY")
+	b.file(filepath.Join(b.home, ".aws", "credentials"), "aws_secret")
+	b.file(filepath.Join(b.home, "notes.txt"), "personal")
+	r := b.run("--net", "off", "--", "sh", "-c",
+		`echo "home=$HOME"; ls -A "$HOME"; echo listed; cat "$HOME/.ssh/id_ed25519" "$HOME/.aws/credentials" "$HOME/notes.txt" 2>&1; ls /home/cordontest 2>&1; true`)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "home="+b.home+"\nlisted\n") {
+		t.Fatalf("HOME is not empty inside:\n%s", r.stdout)
+	}
+	for _, secret := range []string{"PRIVATE KEY", "aws_secret", "personal"} {
+		if strings.Contains(r.stdout, secret) {
+			t.Fatalf("read %q from the host's home:\n%s", secret, r.stdout)
+		}
+	}
+}
+
+func TestRunDenyRead(t *testing.T) {
+	b := newBox(t)
+	b.file(filepath.Join(b.ws, ".env"), "API_KEY=secret-env")
+	b.file(filepath.Join(b.ws, "secrets", "db.txt"), "secret-dir")
+	b.file(filepath.Join(b.ws, "src", "main.go"), "package main")
+	outsideSecret := filepath.Join(userDir(t, "cordon-it-secret-"), "token")
+	b.file(outsideSecret, "secret-outside")
+	uid, gid, _ := testUser(t)
+	for link, target := range map[string]string{"env-link": filepath.Join(b.ws, ".env"), "out-link": outsideSecret} {
+		p := filepath.Join(b.ws, link)
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(p, int(uid), int(gid))
+	}
+	cfg := b.config(fmt.Sprintf("network: off\ndeny_read:\n  - %s\n  - %s\n  - %s\n", filepath.Join(b.ws, ".env"), filepath.Join(b.ws, "secrets"), outsideSecret))
+	r := b.run("--config", cfg, "--", "sh", "-c",
+		`echo "env=[$(cat .env)]"; echo "dir=[$(ls -A secrets)]"; echo "link=[$(cat env-link)]"; echo "out=[$(cat out-link 2>&1)]"; echo "src=[$(cat src/main.go)]"`)
+	expectCode(t, r, 0)
+	for _, want := range []string{"env=[]", "dir=[]", "link=[]", "src=[package main]"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "secret-") {
+		t.Fatalf("a denied file was read:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "No such file") {
+		t.Errorf("a symlink out of the workspace is not dangling:\n%s", r.stdout)
+	}
+}
+
+func TestRunExposedCredentialFilesReadEmpty(t *testing.T) {
+	b := newBox(t)
+	tools := userDir(t, "cordon-it-tools-")
+	b.file(filepath.Join(tools, "bin", "hello"), "#!/bin/sh\necho hello from tools\n")
+	os.Chmod(filepath.Join(tools, "bin", "hello"), 0o755)
+	b.file(filepath.Join(tools, "etc", ".npmrc"), "//registry/:_authToken=npm-secret")
+	b.file(filepath.Join(tools, "cargo", "credentials.toml"), "cargo-secret")
+	b.file(filepath.Join(tools, "readme"), "public")
+	r := b.run("--net", "off", "--allow-path", tools, "--", "sh", "-c",
+		fmt.Sprintf(`cd %s; echo "npmrc=[$(cat etc/.npmrc)]"; echo "cargo=[$(cat cargo/credentials.toml)]"; echo "readme=[$(cat readme)]"; echo data > new 2>/dev/null && echo WROTE; bin/hello`, tools))
+	expectCode(t, r, 0)
+	for _, want := range []string{"npmrc=[]", "cargo=[]", "readme=[public]", "hello from tools"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "WROTE") {
+		t.Errorf("a read-only allow path was written:\n%s", r.stdout)
+	}
+}
+
+func TestRunRefusesProtectedPathsAndHome(t *testing.T) {
+	b := newBox(t)
+	b.file(filepath.Join(b.home, ".ssh", "id_rsa"), "k")
+	b.file(filepath.Join(b.home, ".aws", "config"), "c")
+	b.file(filepath.Join(b.ws, "ran-marker-dir", "x"), "")
+	tests := []struct {
+		name string
+		cmd  *exec.Cmd
+		want string
+	}{
+		{"allow-path ~/.ssh", b.cmd("--net", "off", "--allow-path", filepath.Join(b.home, ".ssh"), "--", "touch", "ran"), ".ssh"},
+		{"expose ~/.aws", b.cmd("--net", "off", "--config", b.config("expose:\n  - ~/.aws\n"), "--", "touch", "ran"), ".aws"},
+		{"allow-path $HOME", b.cmd("--net", "off", "--allow-path", b.home, "--", "touch", "ran"), "home"},
+		{"allow-path /", b.cmd("--net", "off", "--allow-path", "/", "--", "touch", "ran"), "home"},
+		{"allow-path the audit directory", b.cmd("--net", "off", "--allow-path", filepath.Dir(b.audit), "--", "touch", "ran"), "audit"},
+		{"cwd is $HOME", cordonIn(t, b.home, b.env(), "run", "--audit", b.audit, "--net", "off", "--", "touch", "ran"), "home directory"},
+		{"cwd is /", cordonIn(t, "/", b.env(), "run", "--audit", b.audit, "--net", "off", "--", "touch", "ran"), "refusing /"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runResult(t, runTimeout, tt.cmd)
+			expectCode(t, r, 125)
+			if !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("stderr does not name %q:\n%s", tt.want, r.stderr)
+			}
+			for _, d := range []string{b.ws, b.home, "/"} {
+				if _, err := os.Stat(filepath.Join(d, "ran")); err == nil {
+					t.Fatalf("the command ran in %s", d)
+				}
+			}
+		})
+	}
+}
+
+// seccompProbe asks the kernel for what the filter must deny, through
+// python3's ctypes, and prints NAME=ERRNO per call.
+const seccompProbe = `
+import ctypes, errno, os, platform
+libc = ctypes.CDLL(None, use_errno=True)
+nrs = {"x86_64": {"keyctl": 250, "io_uring_setup": 425, "bpf": 321, "mount": 165, "fsopen": 430, "perf_event_open": 298, "ioctl": 16},
+       "aarch64": {"keyctl": 219, "io_uring_setup": 425, "bpf": 280, "mount": 40, "fsopen": 430, "perf_event_open": 241, "ioctl": 29}}[platform.machine()]
+def call(name, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(nrs[name], *args)
+    return errno.errorcode.get(ctypes.get_errno(), "OK") if r < 0 else "OK"
+print("keyctl=" + call("keyctl", 0, -3, 0))
+print("io_uring=" + call("io_uring_setup", 1, 0))
+print("bpf=" + call("bpf", 0, 0, 0))
+print("mount=" + call("mount", b"none", b"/tmp", b"tmpfs", 0, 0))
+print("fsopen=" + call("fsopen", b"tmpfs", 0))
+print("perf=" + call("perf_event_open", 0, 0, -1, -1, 0))
+fd = os.open("/dev/null", os.O_RDONLY)
+c = ctypes.c_char(b"x")
+print("tiocsti=" + call("ioctl", fd, ctypes.c_ulong(0x5412), ctypes.byref(c)))
+print("tiocsti_high=" + call("ioctl", fd, ctypes.c_ulong(0xffffffff00005412), ctypes.byref(c)))
+print("tcgets=" + call("ioctl", fd, ctypes.c_ulong(0x5401), ctypes.byref(c)))
+`
+
+func TestRunSeccomp(t *testing.T) {
+	b := newBox(t)
+	b.file(filepath.Join(b.ws, "probe.py"), seccompProbe)
+	r := b.run("--net", "off", "--", "python3", "probe.py")
+	expectCode(t, r, 0)
+	for _, want := range []string{"keyctl=EPERM", "io_uring=EPERM", "bpf=EPERM", "mount=EPERM", "fsopen=EPERM", "perf=EPERM", "tiocsti=EPERM", "tiocsti_high=EPERM", "tcgets=ENOTTY"} {
+		if !strings.Contains(r.stdout, want+"\n") {
+			t.Errorf("output lacks %q:\n%s%s", want, r.stdout, r.stderr)
+		}
+	}
+}
+
+// daemonScript double-forks a session leader that outlives its parent
+// shell, then keeps the command itself busy; both carry marker.
+func daemonScript(marker string) string {
+	return fmt.Sprintf(`(setsid sh -c 'exec sleep %[1]s' &); exec sleep %[1]s`, marker)
+}
+
+// uniqueSleep is a sleep duration no other process on the machine uses.
+func uniqueSleep() string {
+	return fmt.Sprintf("%d.%06d", 3000+os.Getpid()%1000, time.Now().Nanosecond()/1000)
+}
+
+func TestRunTimeoutEndsTheTree(t *testing.T) {
+	b := newBox(t)
+	marker := uniqueSleep()
+	start := time.Now()
+	r := b.run("--net", "off", "--timeout", "2s", "--json", "--", "sh", "-c", daemonScript(marker))
+	expectCode(t, r, 124)
+	if time.Since(start) > 30*time.Second {
+		t.Errorf("the deadline of 2s took %s", time.Since(start))
+	}
+	if !eventually(5*time.Second, func() bool { return len(procsRunning("sleep", marker)) == 0 }) {
+		t.Fatalf("processes outlived the deadline: %v", procsRunning("sleep", marker))
+	}
+	var out struct {
+		Outcome struct{ Kind string } `json:"outcome"`
+	}
+	if err := json.Unmarshal([]byte(lastLine(r.stdout)), &out); err != nil || out.Outcome.Kind != "timeout" {
+		t.Fatalf("outcome %q (%v), want timeout", r.stdout, err)
+	}
+}
+
+func TestRunKilledCordonEndsTheTree(t *testing.T) {
+	b := newBox(t)
+	marker := uniqueSleep()
+	cmd := b.cmd("--net", "off", "--", "sh", "-c", daemonScript(marker))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	defer func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}()
+	if !eventually(30*time.Second, func() bool { return len(procsRunning("sleep", marker)) == 2 }) {
+		t.Fatalf("the daemon and the command did not start: %v", procsRunning("sleep", marker))
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if !eventually(10*time.Second, func() bool { return len(procsRunning("sleep", marker)) == 0 }) {
+		t.Fatalf("processes outlived a killed cordon: %v", procsRunning("sleep", marker))
+	}
+}
+
+func TestRunExitCodes(t *testing.T) {
+	b := newBox(t)
+	b.file(filepath.Join(b.ws, "not-executable"), "echo hi\n")
+	tests := []struct {
+		argv []string
+		code int
+	}{
+		{[]string{"true"}, 0},
+		{[]string{"false"}, 1},
+		{[]string{"sh", "-c", "exit 125"}, 125},
+		{[]string{"./not-executable"}, 126},
+		{[]string{"no-such-command-cordon"}, 127},
+		{[]string{"sh", "-c", "kill -TERM $$"}, 128 + 15},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.argv, " "), func(t *testing.T) {
+			r := b.run(append([]string{"--net", "off", "--"}, tt.argv...)...)
+			expectCode(t, r, tt.code)
+		})
+	}
+}
+
+func TestRunAuditLines(t *testing.T) {
+	b := newBox(t)
+	expectCode(t, b.run("--net", "off", "--", "sh", "-c", "exit 3"), 3)
+	expectCode(t, b.run("--net", "restricted", "--", "true"), 125)
+	var types []string
+	for _, r := range b.records() {
+		types = append(types, string(r.Type))
+		switch r.Type {
+		case audit.TypeLaunch:
+			if strings.Join(r.Command, " ") != "sh -c exit 3" || r.Network != "off" {
+				t.Errorf("launch line %+v", r)
+			}
+		case audit.TypeExit:
+			if r.ExitCode == nil || *r.ExitCode != 3 || r.Outcome != "completed" {
+				t.Errorf("exit line %+v", r)
+			}
+		case audit.TypeBlock:
+			if r.Reason == "" || !strings.Contains(r.Detail, "restricted") {
+				t.Errorf("block line %+v", r)
+			}
+		}
+	}
+	if strings.Join(types, ",") != "launch,exit,block" {
+		t.Fatalf("audit lines %v, want launch, exit, block", types)
+	}
+}
+
+func TestRunUnwritableAuditStartsNothing(t *testing.T) {
+	b := newBox(t)
+	writeUserFile(t, b.audit, nil)
+	if err := os.Chmod(b.audit, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	r := b.run("--net", "off", "--", "touch", "ran")
+	expectCode(t, r, 125)
+	if _, err := os.Stat(filepath.Join(b.ws, "ran")); err == nil {
+		t.Fatal("the command ran without an audit log")
+	}
+	if !strings.Contains(r.stderr, b.audit) {
+		t.Errorf("stderr does not name the audit log:\n%s", r.stderr)
+	}
+}
+
+func TestRunWithoutBwrapIsBlocked(t *testing.T) {
+	b := newBox(t)
+	empty := userDir(t, "cordon-it-path-")
+	env := b.env("PATH=" + empty)
+	doc := runResult(t, runTimeout, cordonIn(t, b.ws, env, "doctor", "--net", "off", "--json"))
+	expectCode(t, doc, 1)
+	var rep struct {
+		Verdict      string
+		Capabilities []struct{ Name, Status, Reason, Fix string }
+	}
+	if err := json.Unmarshal([]byte(doc.stdout), &rep); err != nil {
+		t.Fatalf("doctor --json: %v\n%s", err, doc.stdout)
+	}
+	var reason string
+	for _, c := range rep.Capabilities {
+		if c.Status == "BLOCKED" {
+			reason = c.Reason
+			if !strings.Contains(c.Fix, "apt-get install bubblewrap") {
+				t.Errorf("the fix does not name the package: %+v", c)
+			}
+			break
+		}
+	}
+	if rep.Verdict != "BLOCKED" || reason == "" {
+		t.Fatalf("doctor did not say BLOCKED: %s", doc.stdout)
+	}
+	r := runResult(t, runTimeout, cordonIn(t, b.ws, env, "run", "--audit", b.audit, "--net", "off", "--", "/usr/bin/touch", "ran"))
+	expectCode(t, r, 125)
+	if !strings.Contains(r.stderr, reason) {
+		t.Fatalf("run's refusal does not give doctor's reason %q:\n%s", reason, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(b.ws, "ran")); err == nil {
+		t.Fatal("the command ran without bwrap")
+	}
+}
+
+func TestRunWideningProjectFileRefused(t *testing.T) {
+	b := newBox(t)
+	cfg := b.config("network: off\n")
+	b.file(filepath.Join(b.ws, ".cordon.yaml"), "network: open\n")
+	r := b.run("--config", cfg, "--", "touch", "ran")
+	expectCode(t, r, 125)
+	if !strings.Contains(r.stderr, "narrow") {
+		t.Errorf("stderr does not explain the refusal:\n%s", r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(b.ws, "ran")); err == nil {
+		t.Fatal("the command ran")
+	}
+}
+
+func TestRunJSONOutcome(t *testing.T) {
+	b := newBox(t)
+	r := b.run("--net", "off", "--json", "--", "sh", "-c", "echo from-command; exit 3")
+	expectCode(t, r, 3)
+	var out struct {
+		Outcome struct {
+			Kind     string
+			ExitCode *int
+		}
+		Sandbox struct{ Launcher, Version string }
+		Network struct {
+			Mode           string
+			AllowedDomains []string
+			Decisions      []json.RawMessage
+		}
+	}
+	if err := json.Unmarshal([]byte(lastLine(r.stdout)), &out); err != nil {
+		t.Fatalf("outcome: %v\n%s", err, r.stdout)
+	}
+	if out.Outcome.Kind != "completed" || out.Outcome.ExitCode == nil || *out.Outcome.ExitCode != 3 ||
+		out.Sandbox.Launcher != "bwrap" || !strings.HasPrefix(out.Sandbox.Version, "bubblewrap ") ||
+		out.Network.Mode != "off" || out.Network.AllowedDomains == nil || out.Network.Decisions == nil {
+		t.Fatalf("outcome %+v from %s", out, r.stdout)
+	}
+	if !strings.HasPrefix(r.stdout, "from-command\n") {
+		t.Errorf("the command's stdout did not pass through: %q", r.stdout)
+	}
+	blocked := b.run("--net", "restricted", "--json", "--", "true")
+	expectCode(t, blocked, 125)
+	var bo struct {
+		Outcome struct{ Kind, Reason string }
+	}
+	if err := json.Unmarshal([]byte(lastLine(blocked.stdout)), &bo); err != nil || bo.Outcome.Kind != "blocked" || bo.Outcome.Reason == "" {
+		t.Fatalf("blocked outcome %q (%v)", blocked.stdout, err)
+	}
+}
+
+func TestRunDryRunRunsNothing(t *testing.T) {
+	b := newBox(t)
+	r := b.run("--net", "off", "--dry-run", "--", "touch", "ran")
+	expectCode(t, r, 0)
+	for _, want := range []string{"bwrap", "'--unshare-net'", "'--seccomp'", "'" + b.ws + "'", "'touch'", "seccomp filter for"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("dry run lacks %s:\n%s", want, r.stdout)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(b.ws, "ran")); err == nil {
+		t.Fatal("--dry-run ran the command")
+	}
+	if _, err := os.Stat(b.audit); err == nil {
+		t.Error("--dry-run wrote the audit log")
+	}
+}
+
+func TestRunNetworkModes(t *testing.T) {
+	b := newBox(t)
+	const script = `python3 -c 'import socket; print(sorted(n for _, n in socket.if_nameindex()))'`
+	off := b.run("--net", "off", "--", "sh", "-c", script)
+	expectCode(t, off, 0)
+	if strings.TrimSpace(off.stdout) != "['lo']" {
+		t.Errorf("--net off sees interfaces %s", off.stdout)
+	}
+	open := b.run("--net", "open", "--", "sh", "-c", script)
+	expectCode(t, open, 0)
+	if strings.TrimSpace(open.stdout) == "['lo']" {
+		t.Errorf("--net open sees only loopback")
+	}
+}
+
+func TestRunEnvironment(t *testing.T) {
+	b := newBox(t)
+	cmd := cordonIn(t, b.ws, b.env("CORDON_IT_PASSED=yes", "CORDON_IT_SECRET=hidden"), "run", "--audit", b.audit, "--net", "off", "--env", "CORDON_IT_PASSED", "--", "env")
+	r := runResult(t, runTimeout, cmd)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "CORDON_IT_PASSED=yes\n") || !strings.Contains(r.stdout, "HOME="+b.home+"\n") {
+		t.Errorf("the environment lacks a passed variable or HOME:\n%s", r.stdout)
+	}
+	if strings.Contains(r.stdout, "hidden") {
+		t.Errorf("an unnamed host variable reached the sandbox:\n%s", r.stdout)
+	}
+}
+
+func TestRunStdioAndDescriptors(t *testing.T) {
+	b := newBox(t)
+	cmd := b.cmd("--net", "off", "--", "sh", "-c", "cat; ls /proc/self/fd | tr '\\n' ' '")
+	cmd.Stdin = strings.NewReader("through stdin\n")
+	r := runResult(t, runTimeout, cmd)
+	expectCode(t, r, 0)
+	if !strings.HasPrefix(r.stdout, "through stdin\n") {
+		t.Errorf("stdin did not pass through: %q", r.stdout)
+	}
+	// ls holds its own directory descriptor (3); nothing else may leak in.
+	if got := strings.TrimSpace(strings.TrimPrefix(r.stdout, "through stdin\n")); got != "0 1 2 3" {
+		t.Errorf("the command inherited descriptors: %q", got)
+	}
+}
+
+func TestRunTerminal(t *testing.T) {
+	b := newBox(t)
+	ptmx, pts := openPty(t)
+	cmd := b.cmd("--net", "off", "--", "sh", "-c", "test -t 0 && test -t 1 && echo on-a-tty")
+	cmd.Stdin, cmd.Stdout = pts, pts
+	var stderr strings.Builder
+	cmd.Stderr = &lockedWriter{w: &stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pts.Close()
+	got := make(chan string, 1)
+	go func() {
+		var all []byte
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			all = append(all, buf[:n]...)
+			if err != nil {
+				got <- string(all)
+				return
+			}
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("cordon: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(runTimeout):
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		t.Fatal("cordon on a terminal did not finish")
+	}
+	ptmx.Close()
+	if out := <-got; !strings.Contains(out, "on-a-tty") {
+		t.Fatalf("the command's stdio was not the terminal: %q %s", out, stderr.String())
+	}
+}
+
+// openPty opens a pseudo-terminal pair.
+func openPty(t *testing.T) (ptmx, pts *os.File) {
+	t.Helper()
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ptmx, pts
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+// cordon started by root runs the command as run_as (nobody by default),
+// never as root, and refuses a run_as that is root.
+func TestRunAsRootDropsToRunAs(t *testing.T) {
+	testUser(t)
+	dir, err := os.MkdirTemp("", "cordon-it-root-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ws := filepath.Join(dir, "ws")
+	for _, d := range []string{dir, ws} {
+		os.MkdirAll(d, 0o755)
+		os.Chmod(d, 0o755)
+	}
+	cordon := func(args ...string) result {
+		cmd := exec.Command(cordonBin(t), append([]string{"run", "--audit", filepath.Join(dir, "audit", "audit.jsonl")}, args...)...)
+		cmd.Dir = ws
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/root", "XDG_CONFIG_HOME=" + filepath.Join(dir, "config")}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return runResult(t, runTimeout, cmd)
+	}
+	r := cordon("--net", "off", "--", "sh", "-c", "id -u; grep CapEff /proc/self/status")
+	expectCode(t, r, 0)
+	if !strings.HasPrefix(r.stdout, "65534\nCapEff:\t0000000000000000\n") {
+		t.Fatalf("as root, the command ran as:\n%s%s", r.stdout, r.stderr)
+	}
+	cfg := filepath.Join(dir, "root.yaml")
+	if err := os.WriteFile(cfg, []byte("run_as: root\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = cordon("--net", "off", "--config", cfg, "--", "true")
+	expectCode(t, r, 125)
+	if !strings.Contains(r.stderr, "root") {
+		t.Fatalf("run_as root was not refused with a reason:\n%s", r.stderr)
+	}
+}

@@ -56,11 +56,8 @@ type Network struct {
 	// ProxyPort and DNSPort are cordon's ports on the host's loopback.
 	ProxyPort int
 	DNSPort   int
-	// TransparentPorts maps an original destination port (80, 443, ...)
-	// to the host loopback port of its transparent listener.
-	TransparentPorts map[int]int
-	// FakeRange is the CIDR the fake-IP resolver hands out.
-	FakeRange string
+	// Token is the proxy's session token, for the holder's relay.
+	Token string
 }
 
 // Spec is one command to run under a policy.

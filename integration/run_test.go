@@ -645,3 +645,39 @@ func TestRunAsRootDropsToRunAs(t *testing.T) {
 		t.Fatalf("run_as root was not refused with a reason:\n%s", r.stderr)
 	}
 }
+
+func TestRunLimits(t *testing.T) {
+	b := newBox(t)
+	r := b.run("--net", "off", "--memory", "64MiB", "--", "python3", "-c", "b = bytearray(512 << 20); print('allocated')")
+	if r.code == 0 || strings.Contains(r.stdout, "allocated") || !strings.Contains(r.stderr, "MemoryError") {
+		t.Errorf("512 MiB under a 64 MiB limit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	expectCode(t, b.run("--net", "off", "--memory", "64MiB", "--", "python3", "-c", "b = bytearray(8 << 20)"), 0)
+
+	marker := uniqueSleep()
+	r = b.run("--net", "off", "--pids", "16", "--", "sh", "-c",
+		fmt.Sprintf(`i=0; while [ $i -lt 64 ]; do sleep %s & i=$((i+1)); done; echo spawned-all`, marker))
+	if r.code == 0 || strings.Contains(r.stdout, "spawned-all") || !strings.Contains(r.stderr, "fork") {
+		t.Errorf("64 processes under a limit of 16: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if !eventually(5*time.Second, func() bool { return len(procsRunning("sleep", marker)) == 0 }) {
+		t.Errorf("processes outlived the run: %v", procsRunning("sleep", marker))
+	}
+
+	doc := runResult(t, runTimeout, cordonIn(t, b.ws, b.env(), "doctor", "--net", "off", "--json"))
+	var rep struct {
+		Capabilities []struct{ Name, Status, Reason string }
+	}
+	if err := json.Unmarshal([]byte(doc.stdout), &rep); err != nil {
+		t.Fatalf("doctor --json: %v\n%s", err, doc.stdout)
+	}
+	found := false
+	for _, c := range rep.Capabilities {
+		if c.Name == "resource limits" {
+			found = strings.Contains(c.Reason, "RLIMIT_DATA") || strings.Contains(c.Reason, "memory.max")
+		}
+	}
+	if !found {
+		t.Errorf("doctor does not say how limits are enforced:\n%s", doc.stdout)
+	}
+}

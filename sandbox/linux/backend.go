@@ -114,7 +114,7 @@ func (b *Backend) host(p *policy.Policy) (hostInfo, error) {
 		}
 		h.uid, h.gid, h.user = ra.uid, ra.gid, ra.name
 	}
-	h.limits = rlimitPlan(p.Limits)
+	h.limits = planLimits(p.Limits)
 	return h, nil
 }
 

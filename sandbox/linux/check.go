@@ -5,7 +5,6 @@ package linux
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -319,23 +318,16 @@ func checkAudit(path string) sandbox.Capability {
 	return sandbox.Capability{Name: CapAudit, Status: sandbox.Ready, Reason: path + " is writable"}
 }
 
-// errNoLimits is the reason limits run on rlimits.
-var errNoLimits = errors.New("no delegated cgroup v2")
-
-// checkLimits says how l is enforced.
+// checkLimits says how l is enforced on this machine.
 func checkLimits(l policy.Limits) sandbox.Capability {
-	plan := rlimitPlan(l)
-	var parts []string
-	if plan.data > 0 {
-		parts = append(parts, fmt.Sprintf("memory by RLIMIT_DATA (%d bytes of heap and private maps per process)", plan.data))
-	}
-	if plan.nproc > 0 {
-		parts = append(parts, fmt.Sprintf("processes by RLIMIT_NPROC (%d, counting all of your processes, outside the sandbox too)", plan.nproc))
-	}
-	if len(parts) == 0 {
+	plan := planLimits(l)
+	switch {
+	case plan.cgroupParent != "":
+		return sandbox.Capability{Name: sandbox.CapLimits, Status: sandbox.Ready, Reason: plan.describe()}
+	case plan.data == 0 && plan.nproc == 0:
 		return sandbox.Capability{Name: sandbox.CapLimits, Status: sandbox.Ready, Reason: "the policy sets no memory or process limit"}
 	}
 	return sandbox.Capability{Name: sandbox.CapLimits, Status: sandbox.Degraded,
-		Reason: errNoLimits.Error() + ": " + strings.Join(parts, "; "),
-		Fix:    "run cordon in a systemd user session with cgroup v2 for whole-tree limits"}
+		Reason: "no delegated cgroup v2 with the memory and pids controllers: " + plan.describe(),
+		Fix:    "run cordon from a cgroup whose parent is delegated to you with memory and pids enabled (for example systemd-run --user --scope on a cgroup v2 system)"}
 }

@@ -2,21 +2,220 @@
 
 package linux
 
-import "github.com/cordon-sandbox/cordon/policy"
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
-// limitPlan is how one run's memory and process limits are enforced.
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+// limitPlan is how one run's memory and process limits are enforced:
+// by a cgroup of its own when a delegated cgroup v2 allows, else by
+// rlimits on the command.
 type limitPlan struct {
+	// cgroupParent is the delegated cgroup v2 directory the run's cgroup
+	// is created under; empty means rlimits.
+	cgroupParent string
+	// memory and pids are memory.max and pids.max for the whole tree.
+	memory int64
+	pids   int
 	// data and nproc are RLIMIT_DATA and RLIMIT_NPROC for the command;
 	// zero means none.
 	data  int64
 	nproc int
 }
 
+// planLimits picks the mechanism for l on this machine.
+func planLimits(l policy.Limits) limitPlan {
+	if l.Memory <= 0 && l.Pids <= 0 {
+		return limitPlan{}
+	}
+	var need []string
+	if l.Memory > 0 {
+		need = append(need, "memory")
+	}
+	if l.Pids > 0 {
+		need = append(need, "pids")
+	}
+	if parent, err := delegatedCgroup(need); err == nil {
+		return limitPlan{cgroupParent: parent, memory: l.Memory, pids: l.Pids}
+	}
+	return rlimitPlan(l)
+}
+
 // rlimitPlan enforces l with RLIMIT_DATA and RLIMIT_NPROC on the command.
-// RLIMIT_DATA bounds private writable memory (heap and anonymous maps) and,
-// unlike RLIMIT_AS, not the address-space reservations Go, V8 and the JVM
-// make up front. RLIMIT_NPROC counts every process of the user, the ones
-// outside the sandbox included, not only the command's.
+// RLIMIT_DATA bounds private writable memory (heap and anonymous maps) per
+// process and, unlike RLIMIT_AS, not the address-space reservations Go, V8
+// and the JVM make up front. RLIMIT_NPROC counts the processes of the
+// user, per user namespace on current kernels (on older ones the user's
+// processes outside the sandbox count too).
 func rlimitPlan(l policy.Limits) limitPlan {
-	return limitPlan{data: l.Memory, nproc: l.Pids}
+	return limitPlan{data: max(l.Memory, 0), nproc: max(l.Pids, 0)}
+}
+
+// describe says how the plan enforces the limits, for doctor.
+func (p limitPlan) describe() string {
+	var parts []string
+	if p.cgroupParent != "" {
+		if p.memory > 0 {
+			parts = append(parts, fmt.Sprintf("memory.max %d bytes", p.memory))
+		}
+		if p.pids > 0 {
+			parts = append(parts, fmt.Sprintf("pids.max %d", p.pids))
+		}
+		return fmt.Sprintf("a cgroup of the run's own under %s: %s, for the whole process tree", p.cgroupParent, strings.Join(parts, ", "))
+	}
+	if p.data > 0 {
+		parts = append(parts, fmt.Sprintf("memory by RLIMIT_DATA (%d bytes of heap and private maps per process)", p.data))
+	}
+	if p.nproc > 0 {
+		parts = append(parts, fmt.Sprintf("processes by RLIMIT_NPROC (%d, counted per user)", p.nproc))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// delegatedCgroup finds the parent of cordon's own cgroup v2 when the
+// user may create a cgroup there (it is delegated) with the controllers
+// in need enabled for its children.
+func delegatedCgroup(need []string) (string, error) {
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	mount, err := cgroup2Mount(mi)
+	if err != nil {
+		return "", err
+	}
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	own, err := unifiedPath(self)
+	if err != nil {
+		return "", err
+	}
+	return checkDelegated(filepath.Join(mount, own), need)
+}
+
+// cgroup2Mount finds the cgroup v2 mount point in /proc/self/mountinfo.
+func cgroup2Mount(mountinfo []byte) (string, error) {
+	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := slices.Index(fields, "-")
+		if sep < 5 || sep+1 >= len(fields) || fields[sep+1] != "cgroup2" || fields[3] != "/" {
+			continue
+		}
+		return fields[4], nil
+	}
+	return "", errors.New("no cgroup v2 mount")
+}
+
+// unifiedPath reads the v2 entry ("0::/path") of /proc/self/cgroup.
+func unifiedPath(cgroup []byte) (string, error) {
+	for _, line := range strings.Split(string(cgroup), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok && strings.HasPrefix(p, "/") {
+			return p, nil
+		}
+	}
+	return "", errors.New("no cgroup v2 entry in /proc/self/cgroup")
+}
+
+// checkDelegated returns own's parent when it is not the root, enables
+// need for its children, and the user may create cgroups in it and move
+// processes there.
+func checkDelegated(own string, need []string) (string, error) {
+	parent := filepath.Dir(own)
+	if parent == own || filepath.Dir(parent) == parent {
+		return "", errors.New("cordon runs in the root cgroup")
+	}
+	ctl, err := os.ReadFile(filepath.Join(parent, "cgroup.subtree_control"))
+	if err != nil {
+		return "", err
+	}
+	have := strings.Fields(string(ctl))
+	for _, c := range need {
+		if !slices.Contains(have, c) {
+			return "", fmt.Errorf("controller %s is not enabled below %s", c, parent)
+		}
+	}
+	for _, p := range []string{parent, filepath.Join(parent, "cgroup.procs")} {
+		if err := unix.Access(p, unix.W_OK); err != nil {
+			return "", fmt.Errorf("%s is not delegated to you: %w", p, err)
+		}
+	}
+	return parent, nil
+}
+
+// runCgroup is one run's cgroup.
+type runCgroup struct {
+	dir string
+	fd  *os.File
+}
+
+// newRunCgroup creates the run's cgroup under the plan's parent, with its
+// limits, owned by uid (the account bwrap runs as).
+func newRunCgroup(p limitPlan, uid, gid int) (*runCgroup, error) {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	dir := filepath.Join(p.cgroupParent, "cordon-"+hex.EncodeToString(b[:]))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
+	}
+	cg := &runCgroup{dir: dir}
+	set := func(file, val string) error {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(val), 0); err != nil {
+			return fmt.Errorf("set %s in %s: %w", file, dir, err)
+		}
+		return nil
+	}
+	var err error
+	if p.memory > 0 {
+		err = errors.Join(set("memory.max", strconv.FormatInt(p.memory, 10)), set("memory.swap.max", "0"))
+	}
+	if err == nil && p.pids > 0 {
+		err = set("pids.max", strconv.Itoa(p.pids))
+	}
+	if err == nil && uid != os.Getuid() {
+		err = os.Chown(filepath.Join(dir, "cgroup.procs"), uid, gid)
+	}
+	if err == nil {
+		cg.fd, err = os.Open(dir)
+	}
+	if err != nil {
+		cg.remove()
+		return nil, err
+	}
+	return cg, nil
+}
+
+// kill ends every process in the cgroup.
+func (c *runCgroup) kill() {
+	_ = os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
+}
+
+// remove deletes the cgroup once its processes are gone (bounded wait).
+func (c *runCgroup) remove() {
+	if c.fd != nil {
+		c.fd.Close()
+	}
+	for i := 0; i < 50; i++ {
+		if err := os.Remove(c.dir); err == nil || errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		c.kill()
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -89,6 +89,14 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	if h.uid != os.Getuid() {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(h.uid), Gid: uint32(h.gid), Groups: []uint32{}}
 	}
+	var cg *runCgroup
+	if h.limits.cgroupParent != "" {
+		if cg, err = newRunCgroup(h.limits, h.uid, h.gid); err != nil {
+			return fail(err)
+		}
+		defer cg.remove()
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.fd.Fd())
+	}
 
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, relayedSignals...)
@@ -142,6 +150,9 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 			_ = unix.Kill(pid, unix.SIGKILL)
 		}
 		_ = cmd.Process.Kill()
+		if cg != nil {
+			cg.kill()
+		}
 	}
 	timedOut := false
 	var waitErr error

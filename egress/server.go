@@ -34,6 +34,7 @@ const (
 	ReasonBadRequest   policy.Reason = "bad_request"
 	ReasonTooManyTLS   policy.Reason = "too_many_tunnels"
 	ReasonNotAProxyReq policy.Reason = "not_a_proxy_request"
+	ReasonUnknownFake  policy.Reason = "unknown_fake_address"
 )
 
 // Config is what a Server needs. Rules, Dialer, Audit and Token are
@@ -45,6 +46,10 @@ type Config struct {
 	Token  string
 	// Creds are the session's masked credentials (nil for none).
 	Creds *credinject.Set
+	// FakeRange and FakeName map the restricted network's fake addresses
+	// (handed out by cordon's resolver) back to the names they stand for.
+	FakeRange netip.Prefix
+	FakeName  func(netip.Addr) (string, bool)
 	// TLS terminates the tunnels Terminate picks; the rest stay opaque.
 	TLS       *tlsterm.Terminator
 	Terminate func(host string, port int) bool
@@ -162,28 +167,39 @@ func (s *Server) Judge(ctx context.Context, rawHost string, port int) (Target, p
 
 func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	kind := audit.KindConnect
+	if r.Header.Get("X-Cordon-Transparent") != "" {
+		kind = audit.KindTransparent
+	}
 	host, port, err := policy.SplitHostPort(r.Host, 0)
 	if err != nil {
-		s.refuse(w, r, audit.KindConnect, policy.Decision{Reason: policy.ReasonBadHost, Host: r.Host,
+		s.refuse(w, r, kind, policy.Decision{Reason: policy.ReasonBadHost, Host: r.Host,
 			Detail: fmt.Sprintf("bad CONNECT target: %v", err)}, http.StatusBadRequest)
 		return
 	}
+	if name, d, ok := s.fakeName(host, port); ok {
+		if !d.Allow {
+			s.refuse(w, r, kind, d, http.StatusForbidden)
+			return
+		}
+		host = name
+	}
 	t, d := s.Judge(r.Context(), host, port)
 	if !d.Allow {
-		s.refuse(w, r, audit.KindConnect, d, http.StatusForbidden)
+		s.refuse(w, r, kind, d, http.StatusForbidden)
 		return
 	}
 	up, addr, err := s.cfg.Dialer.Dial(r.Context(), t)
 	if err != nil {
 		d.Allow, d.Reason, d.Detail = false, ReasonDialFailed, err.Error()
-		s.refuse(w, r, audit.KindConnect, d, http.StatusBadGateway)
+		s.refuse(w, r, kind, d, http.StatusBadGateway)
 		return
 	}
 	terminate := s.cfg.TLS != nil && s.cfg.Terminate != nil && s.cfg.Terminate(t.Host, t.Port)
 	if terminate && !s.cfg.TLS.TryAcquire() {
 		up.Close()
 		d.Allow, d.Reason, d.Detail = false, ReasonTooManyTLS, "too many terminated tunnels at once; retry later"
-		s.refuse(w, r, audit.KindConnect, d, http.StatusServiceUnavailable)
+		s.refuse(w, r, kind, d, http.StatusServiceUnavailable)
 		return
 	}
 	release := func() {
@@ -193,7 +209,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := s.ids.Add(1)
-	rec := decisionRecord(audit.KindConnect, r.RemoteAddr, d)
+	rec := decisionRecord(kind, r.RemoteAddr, d)
 	rec.ID, rec.Addr = id, addr.String()
 	if err := s.record(rec); err != nil {
 		release()
@@ -223,7 +239,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	if proto != protoOpaque {
 		s.cfg.TLS.Serve(&tlsterm.Stream{
-			ID: id, Kind: audit.KindConnect, Client: client, Host: t.Host, Port: t.Port,
+			ID: id, Kind: kind, Client: client, Host: t.Host, Port: t.Port,
 			Plaintext: proto == protoHTTP, Upstream: up, Addr: addr.String(),
 			Redial: func(ctx context.Context) (net.Conn, error) {
 				c, _, err := s.cfg.Dialer.Dial(ctx, t)
@@ -235,7 +251,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	if terminate {
 		s.cfg.TLS.Release()
 	}
-	s.splice(&tunnel{id: id, client: client, upstream: up, target: t, addr: addr, started: start}, audit.KindConnect)
+	s.splice(&tunnel{id: id, client: client, upstream: up, target: t, addr: addr, started: start}, kind)
 }
 
 // splice copies bytes both ways until both sides are done, then writes the
@@ -331,4 +347,19 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		return err
 	}
 	return nil
+}
+
+// fakeName resolves a fake address back to its name. ok is false for a
+// host that is not a fake address; an unknown fake address is refused.
+func (s *Server) fakeName(host string, port int) (string, policy.Decision, bool) {
+	a, err := netip.ParseAddr(host)
+	if err != nil || s.cfg.FakeName == nil || !s.cfg.FakeRange.Contains(a) {
+		return "", policy.Decision{}, false
+	}
+	name, ok := s.cfg.FakeName(a)
+	if !ok {
+		return "", policy.Decision{Host: host, Port: port, Reason: ReasonUnknownFake,
+			Detail: fmt.Sprintf("%s was not handed out by cordon's resolver in this session", host)}, true
+	}
+	return name, policy.Decision{Allow: true}, true
 }

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bufio"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+func init() { subcommands = append(subcommands, newConnectCmd) }
+
+func newConnectCmd() *cobra.Command {
+	var proxy string
+	cmd := &cobra.Command{
+		Use:   "connect HOST PORT",
+		Short: "Open a tunnel through cordon's proxy and relay it on stdin/stdout (an ssh ProxyCommand)",
+		Long: `Open a CONNECT tunnel to HOST:PORT through the proxy in $HTTPS_PROXY (or
+--proxy) and relay it on standard input and output, so tools that take a
+ProxyCommand reach allowed hosts:
+
+  ssh -o ProxyCommand='cordon connect %h %p' git@example.com
+  GIT_SSH_COMMAND="ssh -o ProxyCommand='cordon connect %h %p'" git clone ssh://...
+
+Inside a restricted sandbox, GIT_SSH_COMMAND is already set this way.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if proxy == "" {
+				proxy = os.Getenv("HTTPS_PROXY")
+			}
+			if proxy == "" {
+				return fmt.Errorf("no proxy: set HTTPS_PROXY (cordon proxy prints it) or pass --proxy URL")
+			}
+			u, err := url.Parse(proxy)
+			if err != nil || u.Host == "" {
+				return fmt.Errorf("proxy %q is not a URL such as http://cordon:TOKEN@127.0.0.1:PORT", proxy)
+			}
+			host, port, err := policy.SplitHostPort(net.JoinHostPort(args[0], args[1]), 0)
+			if err != nil {
+				return err
+			}
+			c, br, err := connectThrough(u, policy.JoinHostPort(host, port))
+			if err != nil {
+				return exitError{code: 1, msg: err.Error()}
+			}
+			defer c.Close()
+			go func() {
+				io.Copy(c, cmd.InOrStdin())
+				if tc, ok := c.(*net.TCPConn); ok {
+					tc.CloseWrite()
+				}
+			}()
+			io.Copy(cmd.OutOrStdout(), br)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&proxy, "proxy", "", "proxy URL (default $HTTPS_PROXY)")
+	return cmd
+}
+
+// connectThrough opens a CONNECT tunnel; the reader holds any bytes the
+// far end sent along with the proxy's answer.
+func connectThrough(proxy *url.URL, target string) (net.Conn, *bufio.Reader, error) {
+	c, err := net.DialTimeout("tcp", proxy.Host, 10*time.Second)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reach the proxy %s: %w", proxy.Host, err)
+	}
+	auth := ""
+	if pass, ok := proxy.User.Password(); ok {
+		auth = "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(proxy.User.Username()+":"+pass)) + "\r\n"
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, target, auth)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("CONNECT %s: %w", target, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		c.Close()
+		return nil, nil, fmt.Errorf("CONNECT %s refused: %s (%s) %s", target, resp.Status, resp.Header.Get("X-Cordon-Reason"), strings.TrimSpace(string(body)))
+	}
+	c.SetDeadline(time.Time{})
+	return c, br, nil
+}

@@ -1,0 +1,31 @@
+//go:build linux
+
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/cordon-sandbox/cordon/sandbox/linux"
+)
+
+func init() { subcommands = append(subcommands, newHolderCmd) }
+
+// newHolderCmd is the hidden command that holds a restricted run's network
+// namespace: nftables, the relay, then bwrap as its child.
+func newHolderCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "__holder",
+		Short:              "Hold a restricted run's network namespace (internal)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 && args[0] == "--" {
+				args = args[1:]
+			}
+			if code := linux.RunHolder(args); code != 0 {
+				return exitError{code: code}
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,144 @@
+//go:build linux
+
+package linux
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// NetRules is the restricted network's nftables policy. The holder
+// installs it, over netlink, in the network namespace it owns; the
+// sandboxed process, one user namespace deeper, cannot change it.
+//
+// Output is dropped by default. Loopback stays, and so do cordon's two
+// ports on slirp4netns's gateway (the proxy, and the resolver for DNS,
+// where every port-53 query is sent). Every other TCP connection, to any
+// address and port, is redirected to the holder's relay, which hands it to
+// the proxy as a CONNECT to its original destination: the proxy judges
+// and logs it like any other. Anything else (UDP but DNS, ICMP, IPv6) is
+// refused at once.
+type NetRules struct {
+	Gateway   netip.Addr // slirp4netns's host-loopback address, 10.0.2.2
+	ProxyPort uint16
+	DNSPort   uint16
+	RelayPort uint16 // the holder's relay on 127.0.0.1 in the namespace
+}
+
+// Install replaces cordon's tables in the current network namespace.
+func (r NetRules) Install() error {
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("nftables: %w", err)
+	}
+	filter := c.AddTable(&nftables.Table{Name: "cordon", Family: nftables.TableFamilyINet})
+	drop := nftables.ChainPolicyDrop
+	out := c.AddChain(&nftables.Chain{
+		Name: "output", Table: filter, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &drop,
+	})
+	gw := r.Gateway.AsSlice()
+	rules := [][]expr.Any{
+		join(oifLoopback(), accept()),
+		// Redirected connections: the filter hook still sees the route
+		// chosen before the redirect, so accept the relay by address.
+		join(ipv4Daddr([]byte{127, 0, 0, 1}), l4(unix.IPPROTO_TCP), dport(r.RelayPort), accept()),
+		join(ipv4Daddr(gw), l4(unix.IPPROTO_TCP), dport(r.ProxyPort), accept()),
+		join(ipv4Daddr(gw), l4(unix.IPPROTO_TCP), dport(r.DNSPort), accept()),
+		join(ipv4Daddr(gw), l4(unix.IPPROTO_UDP), dport(r.DNSPort), accept()),
+		join(l4(unix.IPPROTO_TCP), []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}}),
+		{&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_PORT_UNREACH}},
+	}
+	for _, e := range rules {
+		c.AddRule(&nftables.Rule{Table: filter, Chain: out, Exprs: e})
+	}
+
+	nat := c.AddTable(&nftables.Table{Name: "cordon_nat", Family: nftables.TableFamilyIPv4})
+	natOut := c.AddChain(&nftables.Chain{
+		Name: "output", Table: nat, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest,
+	})
+	for _, e := range [][]expr.Any{
+		join(l4(unix.IPPROTO_UDP), dport(53), dnatTo(gw, r.DNSPort)),
+		join(l4(unix.IPPROTO_TCP), dport(53), dnatTo(gw, r.DNSPort)),
+		join(oifLoopback(), accept()),
+		join(ipv4Daddr(gw), l4(unix.IPPROTO_TCP), dport(r.ProxyPort), accept()),
+		join(l4(unix.IPPROTO_TCP), redirectTo(r.RelayPort)),
+	} {
+		c.AddRule(&nftables.Rule{Table: nat, Chain: natOut, Exprs: e})
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("install the nftables rules: %w", err)
+	}
+	return nil
+}
+
+func join(parts ...[]expr.Any) []expr.Any {
+	var out []expr.Any
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func accept() []expr.Any { return []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}} }
+
+func oifLoopback() []expr.Any {
+	name := make([]byte, unix.IFNAMSIZ)
+	copy(name, "lo")
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: name},
+	}
+}
+
+// ipv4Daddr matches IPv4 packets to one address (in an inet table the
+// family is checked first).
+func ipv4Daddr(a []byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: a},
+	}
+}
+
+func l4(proto byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+	}
+}
+
+func dport(p uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: be16(p)},
+	}
+}
+
+func dnatTo(addr []byte, port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Immediate{Register: 1, Data: addr},
+		&expr.Immediate{Register: 2, Data: be16(port)},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2},
+	}
+}
+
+func redirectTo(port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Immediate{Register: 1, Data: be16(port)},
+		&expr.Redir{RegisterProtoMin: 1},
+	}
+}
+
+func be16(p uint16) []byte {
+	b := make([]byte, 2)
+	binary.BigEndian.PutUint16(b, p)
+	return b
+}

@@ -32,7 +32,8 @@ type Dialer struct {
 	// Self lists cordon's own listeners: never dialled at all, so the proxy
 	// cannot be made to talk to itself.
 	Self []netip.AddrPort
-	// Static pins names to addresses, consulted before Resolver.
+	// Static pins names to addresses, consulted before Resolver; a key
+	// "*.example.com" pins every subdomain not pinned by name.
 	Static map[string][]netip.Addr
 	// Timeout bounds one dial; zero means 10s.
 	Timeout time.Duration
@@ -78,6 +79,12 @@ func (d *Dialer) lookup(ctx context.Context, host string) ([]netip.Addr, error) 
 	}
 	if addrs, ok := d.Static[host]; ok {
 		return addrs, nil
+	}
+	for rest := host; strings.Contains(rest, "."); {
+		_, rest, _ = strings.Cut(rest, ".")
+		if addrs, ok := d.Static["*."+rest]; ok {
+			return addrs, nil
+		}
 	}
 	r := d.Resolver
 	if r == nil {

@@ -39,15 +39,20 @@ func (m NetMode) rank() int {
 }
 
 // ParseResolve parses a "NAME=ADDRESS" pin into a normalised host and an
-// unmapped address.
+// unmapped address. NAME may be "*.example.com", pinning every subdomain;
+// the returned host keeps its "*." prefix.
 func ParseResolve(s string) (string, netip.Addr, error) {
 	name, addr, ok := strings.Cut(s, "=")
 	if !ok {
 		return "", netip.Addr{}, fmt.Errorf("pin %q: write NAME=ADDRESS, e.g. api.internal=10.0.0.7", s)
 	}
+	name, wild := strings.CutPrefix(name, "*.")
 	h, err := NormalizeHost(name)
 	if err != nil {
 		return "", netip.Addr{}, fmt.Errorf("pin %q: %w", s, err)
+	}
+	if wild {
+		h = "*." + h
 	}
 	a, err := netip.ParseAddr(addr)
 	if err != nil || a.Zone() != "" {

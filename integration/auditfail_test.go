@@ -1,0 +1,83 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestProxyAuditFailureDenies fills the audit log's filesystem mid-session:
+// from then on every connection is refused, because a decision that cannot
+// be logged is not made.
+func TestProxyAuditFailureDenies(t *testing.T) {
+	testOrigin(t)
+	uid, gid, _ := testUser(t)
+	dir := userDir(t, "cordon-it-full-")
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k,mode=0755"); err != nil {
+		t.Fatalf("mount a small tmpfs for the audit log: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	os.Chown(dir, int(uid), int(gid))
+	auditPath := filepath.Join(dir, "audit.jsonl")
+
+	p := startProxy(t, "--audit", auditPath, "--allow", originName+":8443", resolveOrigin, "--terminate=none")
+	o := testOrigin(t)
+	if _, connect, _ := curl(t, p, "--cacert", o.caFile, fmt.Sprintf("https://%s:%d/", originName, originHTTPS)); connect != 200 {
+		t.Fatalf("before the disk fills: connect %d", connect)
+	}
+	// Fill the filesystem to the last byte.
+	filler, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	for {
+		if _, err := filler.Write(buf); err != nil {
+			break
+		}
+	}
+	filler.Write(buf[:1])
+	filler.Close()
+	// The log's last page may still have room for a line or two; once a
+	// write fails, every later connection is refused.
+	failedAt := -1
+	for i := 0; i < 30; i++ {
+		body, connect, _ := curl(t, p, "-v", "--cacert", o.caFile, fmt.Sprintf("https://%s:%d/", originName, originHTTPS))
+		refused := connect != 200 && strings.Contains(body, "audit_failed")
+		switch {
+		case refused && failedAt < 0:
+			failedAt = i
+		case !refused && failedAt >= 0:
+			t.Fatalf("request %d was allowed after the audit log failed at request %d:\n%s", i, failedAt, body)
+		}
+	}
+	if failedAt < 0 {
+		t.Fatal("30 connections were allowed with the audit log's filesystem full")
+	}
+}
+
+// TestProxyRefusesToStartWithoutAudit: no audit log, no proxy.
+func TestProxyRefusesToStartWithoutAudit(t *testing.T) {
+	dir := userDir(t, "cordon-it-ro-")
+	os.Chmod(dir, 0o555)
+	cmd := asUser(t, nil, cordonBin(t), "proxy", "--audit", filepath.Join(dir, "sub", "audit.jsonl"))
+	out, err := run(t, 20*time.Second, cmd)
+	var ee *exec.ExitError
+	if err == nil || !strings.Contains(out, "audit") {
+		t.Fatalf("cordon proxy started without a writable audit log (%v):\n%s", err, out)
+	}
+	if !asExit(err, &ee) || strings.Contains(out, "export HTTPS_PROXY") {
+		t.Fatalf("cordon proxy printed its exports without an audit log:\n%s", out)
+	}
+}
+
+func asExit(err error, ee **exec.ExitError) bool {
+	e, ok := err.(*exec.ExitError)
+	*ee = e
+	return ok
+}

@@ -1,0 +1,73 @@
+package darwin
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// xcodeSelectLink is where xcode-select records the selected developer
+// directory.
+const xcodeSelectLink = "/private/var/db/xcode_select_link"
+
+// Detect gathers the Machine for s from this computer: the home directory,
+// the selected Xcode, the audit and configuration directories, and where
+// each path the profile will name really leads.
+func Detect(s *sandbox.Spec) (Machine, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return Machine{}, fmt.Errorf("find the home directory: %w; set $HOME", err)
+	}
+	auditPath, err := audit.DefaultPath()
+	if err != nil {
+		return Machine{}, err
+	}
+	m := Machine{Home: home, Protected: []string{filepath.Dir(auditPath)}}
+	if x := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
+		m.Protected = append(m.Protected, filepath.Join(x, "cordon"))
+	}
+	var env []string
+	if s != nil {
+		env = s.Env
+	}
+	m.Xcode = selectedXcode(env)
+	m.RealPaths = map[string]string{}
+	// The layout walks every path the profile names; resolving each one on
+	// the way fills RealPaths. Its errors are Render's to report.
+	_, _ = newLayout(s, m, func(p string) ([]string, error) {
+		c, err := canonical(p)
+		if err != nil {
+			return nil, err
+		}
+		r, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return []string{c}, nil
+		}
+		rc, err := canonical(r)
+		if err != nil || rc == c {
+			return []string{c}, nil
+		}
+		m.RealPaths[c] = r
+		return []string{c, rc}, nil
+	})
+	return m, nil
+}
+
+// selectedXcode finds the Xcode bundle the command's tools will use:
+// DEVELOPER_DIR from its environment, else xcode-select's choice, else
+// /Applications/Xcode.app when it exists.
+func selectedXcode(env []string) string {
+	if d, ok := lookupEnv(env, "DEVELOPER_DIR"); ok && filepath.IsAbs(d) {
+		return xcodeBundle(d)
+	}
+	if d, err := os.Readlink(xcodeSelectLink); err == nil && filepath.IsAbs(d) {
+		return xcodeBundle(d)
+	}
+	if fi, err := os.Stat("/Applications/Xcode.app"); err == nil && fi.IsDir() {
+		return "/Applications/Xcode.app"
+	}
+	return ""
+}

@@ -1,0 +1,6 @@
+//go:build !darwin
+
+package darwin
+
+// osVersion is empty off macOS.
+func osVersion() string { return "" }

@@ -1,0 +1,297 @@
+// Package fakedns is the resolver of a restricted sandbox: it answers each
+// allowlisted name with a stable fake IPv4 address from a reserved range,
+// refuses everything else, logs its decisions, and never asks anyone else.
+//
+// The transparent listeners turn a fake address back into the name with
+// NameFor, so a connection to 198.18.0.7:443 is judged as a connection to
+// the name that address was handed out for.
+//
+// What it answers, per question (class IN, one question per message):
+//
+//   - A for an allowed name: one fake address, TTL seconds. The address is
+//     allocated on the first query, sequentially from the start of the
+//     range, and kept for the Resolver's life: the same name always gets the
+//     same address, different names different addresses. The first address
+//     of the range, its last, and every address ending in .0 or .255 are
+//     skipped (old stacks treat those as network or broadcast addresses),
+//     so 198.18.0.0/15 holds 130048 names. When the range is used up, new
+//     names get SERVFAIL and a deny line with reason dns_range_full.
+//   - AAAA, HTTPS and SVCB for an allowed name: NOERROR with no answer. The
+//     sandbox has no IPv6, and an empty HTTPS/SVCB answer makes browsers
+//     and curl fall back to the A record, where NXDOMAIN or REFUSED would
+//     make some of them give up on the name.
+//   - PTR for an address this Resolver handed out: the name. Any other
+//     PTR: NXDOMAIN with reason dns_no_reverse.
+//   - A, AAAA, HTTPS and SVCB for a name the allowlist does not cover:
+//     NXDOMAIN, with the policy's reason (not_allowlisted, deny_rule); a
+//     name that is not a valid host name (or is an IP address written as a
+//     name): NXDOMAIN with reason bad_host.
+//   - Any other type (TXT, ANY, MX, SRV, CNAME, NS, SOA, AXFR...) for any
+//     name: REFUSED with reason dns_type; a class other than IN: REFUSED
+//     with reason dns_class. NXDOMAIN would wrongly say the name does not
+//     exist for the types that do work.
+//
+// Messages: responses are dropped; an opcode other than QUERY gets
+// NOTIMP; a message with zero or several questions, or several OPT
+// records, gets FORMERR; an EDNS version other than 0 gets BADVERS. A
+// query with EDNS gets an OPT back (payload 1232). A UDP reply longer than
+// 512 bytes, or than the client's EDNS payload, is truncated with TC set;
+// TCP replies are never truncated. Malformed messages are not logged.
+//
+// TTL is short so that a cache which outlives the session (the fake range
+// is reallocated from scratch each session) forgets its answers within
+// seconds. Negative answers carry no SOA, so they are not cached at all.
+//
+// Audit (type decision, kind dns): every deny is logged, but identical
+// denials (same name, type and reason) are logged at most once per second;
+// the next line for that name, or a line at Close, counts the ones in
+// between. An allowed name is logged once per session, on the query that
+// first hands out its address, and that line is written before the answer
+// is sent: if the write fails the query gets SERVFAIL. Empty AAAA, HTTPS
+// and SVCB answers and PTR answers are not logged: they hand out nothing.
+//
+// The Resolver has no upstream: nothing in this package opens an outbound
+// socket, and a name is answered from the allowlist alone, whatever
+// /etc/hosts or any real DNS says about it.
+package fakedns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+// TTL is the time to live, in seconds, of every answer.
+const TTL = 5
+
+// DefaultRange is the benchmarking range (RFC 2544) fake addresses come from.
+var DefaultRange = netip.MustParsePrefix("198.18.0.0/15")
+
+// DefaultListen is the address Start listens on when Config.Listen is empty.
+const DefaultListen = "127.0.0.1:0"
+
+// listenTries bounds the search for a port free for both UDP and TCP.
+const listenTries = 20
+
+// shutdownTimeout bounds how long Close waits for queries in flight.
+const shutdownTimeout = 5 * time.Second
+
+// Config is what Start needs. Rules and Audit are required.
+type Config struct {
+	Rules *policy.Rules
+	Audit *audit.Writer
+	// Listen is host:port for both UDP and TCP; port 0 picks a port free
+	// for both. Empty means DefaultListen.
+	Listen string
+	// Range is the IPv4 prefix fake addresses come from; the zero value
+	// means DefaultRange.
+	Range netip.Prefix
+	// ErrorLog receives audit write failures; nil discards them.
+	ErrorLog *log.Logger
+}
+
+// Resolver is a running fake-IP DNS server.
+type Resolver struct {
+	cfg  Config
+	addr netip.AddrPort
+	udp  *dns.Server
+	tcp  *dns.Server
+	now  func() time.Time
+
+	mu     sync.RWMutex
+	pool   pool
+	byName map[string]netip.Addr
+	byAddr map[netip.Addr]string
+
+	denies limiter
+
+	stopCtx   func() bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start validates cfg, listens on UDP and TCP on the same port, and serves
+// until Close or until ctx is done.
+func Start(ctx context.Context, cfg Config) (*Resolver, error) {
+	r, err := newResolver(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pc, l, err := listenBoth(r.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("fakedns: %w", err)
+	}
+	r.addr = pc.LocalAddr().(*net.UDPAddr).AddrPort()
+	r.udp = r.newServer(func(s *dns.Server) { s.PacketConn = pc })
+	r.tcp = r.newServer(func(s *dns.Server) { s.Listener = l })
+	if err := serve(r.udp); err != nil {
+		pc.Close()
+		l.Close()
+		return nil, fmt.Errorf("fakedns: serve udp %s: %w", r.addr, err)
+	}
+	if err := serve(r.tcp); err != nil {
+		l.Close()
+		r.udp.Shutdown()
+		return nil, fmt.Errorf("fakedns: serve tcp %s: %w", r.addr, err)
+	}
+	r.stopCtx = context.AfterFunc(ctx, func() { r.Close() })
+	return r, nil
+}
+
+// newResolver validates cfg and fills in its defaults; the result answers
+// messages but does not listen.
+func newResolver(cfg Config) (*Resolver, error) {
+	if cfg.Rules == nil {
+		return nil, errors.New("fakedns: Config.Rules is nil; pass the session's compiled allowlist")
+	}
+	if cfg.Audit == nil {
+		return nil, errors.New("fakedns: Config.Audit is nil; pass the session's audit writer")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if !cfg.Range.IsValid() {
+		cfg.Range = DefaultRange
+	}
+	if cfg.ErrorLog == nil {
+		cfg.ErrorLog = log.New(io.Discard, "", 0)
+	}
+	p, err := newPool(cfg.Range)
+	if err != nil {
+		return nil, fmt.Errorf("fakedns: %w", err)
+	}
+	return &Resolver{
+		cfg:    cfg,
+		now:    time.Now,
+		pool:   p,
+		byName: make(map[string]netip.Addr),
+		byAddr: make(map[netip.Addr]string),
+		denies: limiter{pending: make(map[string]*pendingDeny)},
+	}, nil
+}
+
+func (r *Resolver) newServer(set func(*dns.Server)) *dns.Server {
+	s := &dns.Server{
+		Handler:       r,
+		UDPSize:       dns.DefaultMsgSize,
+		MsgAcceptFunc: acceptQuery,
+	}
+	set(s)
+	return s
+}
+
+// acceptQuery drops responses and lets every query through to ServeDNS,
+// which answers malformed ones itself.
+func acceptQuery(h dns.Header) dns.MsgAcceptAction {
+	const qr = 1 << 15
+	if h.Bits&qr != 0 {
+		return dns.MsgIgnore
+	}
+	return dns.MsgAccept
+}
+
+// serve runs s in the background and returns once it listens, or with the
+// error that stopped it first.
+func serve(s *dns.Server) error {
+	started := make(chan struct{})
+	failed := make(chan error, 1)
+	s.NotifyStartedFunc = func() { close(started) }
+	go func() { failed <- s.ActivateAndServe() }()
+	select {
+	case <-started:
+		return nil
+	case err := <-failed:
+		return err
+	}
+}
+
+// listenBoth binds UDP and TCP on one address. With port 0 it retries with
+// a fresh UDP port when the kernel's pick is taken for TCP.
+func listenBoth(addr string) (net.PacketConn, net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen address %q: %w; write host:port such as 127.0.0.1:0", addr, err)
+	}
+	tries := 1
+	if port == "0" || port == "" {
+		tries = listenTries
+	}
+	var lastErr error
+	for range tries {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listen udp %s: %w", addr, err)
+		}
+		bound := pc.LocalAddr().(*net.UDPAddr).Port
+		l, err := net.Listen("tcp", net.JoinHostPort(host, fmt.Sprint(bound)))
+		if err == nil {
+			return pc, l, nil
+		}
+		pc.Close()
+		lastErr = err
+	}
+	return nil, nil, fmt.Errorf("listen tcp on the udp port of %s (%d tries): %w", addr, tries, lastErr)
+}
+
+// Addr is the address the Resolver serves on, for both UDP and TCP.
+func (r *Resolver) Addr() netip.AddrPort { return r.addr }
+
+// Close stops both servers, waits for queries in flight, and logs the
+// denials still held back by the rate limit. It is safe to call twice.
+func (r *Resolver) Close() error {
+	r.closeOnce.Do(func() {
+		r.stopCtx()
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		r.closeErr = errors.Join(r.udp.ShutdownContext(ctx), r.tcp.ShutdownContext(ctx))
+		r.flushDenies()
+		if r.closeErr != nil {
+			r.closeErr = fmt.Errorf("fakedns: close %s: %w", r.addr, r.closeErr)
+		}
+	})
+	return r.closeErr
+}
+
+// NameFor returns the name a fake address was handed out for.
+func (r *Resolver) NameFor(ip netip.Addr) (string, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	name, ok := r.byAddr[ip.Unmap()]
+	return name, ok
+}
+
+// AddrFor returns the fake address already handed out for a name, in any
+// spelling NormalizeHost accepts; it never allocates one.
+func (r *Resolver) AddrFor(name string) (netip.Addr, bool) {
+	host, err := policy.NormalizeHost(name)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	a, ok := r.byName[host]
+	return a, ok
+}
+
+// ServeDNS answers one query; it implements dns.Handler.
+func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	_, tcp := w.RemoteAddr().(*net.TCPAddr)
+	m := r.answer(req, w.RemoteAddr().String(), tcp)
+	if m == nil {
+		return
+	}
+	if err := w.WriteMsg(m); err != nil {
+		r.cfg.ErrorLog.Printf("cordon: fakedns: reply to %s: %v", w.RemoteAddr(), err)
+	}
+}

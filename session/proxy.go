@@ -20,6 +20,7 @@ import (
 	"github.com/cordon-sandbox/cordon/certs"
 	"github.com/cordon-sandbox/cordon/credinject"
 	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/egress/fakedns"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/tlsterm"
 )
@@ -31,6 +32,12 @@ type Options struct {
 	Listen string
 	// AuditPath is the JSONL log; empty means audit.DefaultPath().
 	AuditPath string
+	// Audit, if set, is an open log to share (cordon run's session); the
+	// proxy writes to it and leaves closing it to the caller.
+	Audit *audit.Writer
+	// FakeDNS also starts the restricted network's fake-IP resolver, and
+	// lets the proxy map its addresses back to names.
+	FakeDNS bool
 	// Resolver replaces the system resolver (tests).
 	Resolver egress.Resolver
 	// CADir holds the persistent CA; empty means certs.DefaultDir().
@@ -57,13 +64,16 @@ type Proxy struct {
 	CA *certs.CA
 	// Creds are the session's credentials; Creds.Env() holds placeholders.
 	Creds *credinject.Set
+	// DNS is the fake-IP resolver, when Options.FakeDNS asked for one.
+	DNS *fakedns.Resolver
 
 	// tmpDir holds a bundle this session created; removed on Close.
-	tmpDir string
-	srv    *egress.Server
-	ln     net.Listener
-	done   chan error
-	cancel context.CancelFunc
+	tmpDir   string
+	ownAudit bool
+	srv      *egress.Server
+	ln       net.Listener
+	done     chan error
+	cancel   context.CancelFunc
 }
 
 // StartProxy opens the audit log, compiles the policy, listens and serves.
@@ -84,15 +94,23 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	path := o.AuditPath
-	if path == "" {
-		if path, err = audit.DefaultPath(); err != nil {
+	aw, ownAudit := o.Audit, false
+	if aw == nil {
+		path := o.AuditPath
+		if path == "" {
+			if path, err = audit.DefaultPath(); err != nil {
+				return nil, err
+			}
+		}
+		if aw, err = audit.Open(path, audit.NewSessionID()); err != nil {
 			return nil, err
 		}
+		ownAudit = true
 	}
-	aw, err := audit.Open(path, audit.NewSessionID())
-	if err != nil {
-		return nil, err
+	closeAudit := func() {
+		if ownAudit {
+			aw.Close()
+		}
 	}
 	listen := o.Listen
 	if listen == "" {
@@ -100,7 +118,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		aw.Close()
+		closeAudit()
 		return nil, fmt.Errorf("listen on %s: %w (choose another address with --listen 127.0.0.1:PORT)", listen, err)
 	}
 	self, _ := netip.ParseAddrPort(ln.Addr().String())
@@ -112,10 +130,22 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		Self:        []netip.AddrPort{self},
 		Static:      static,
 	}
+	var dns *fakedns.Resolver
 	fail := func(err error) (*Proxy, error) {
 		ln.Close()
-		aw.Close()
+		if dns != nil {
+			dns.Close()
+		}
+		closeAudit()
 		return nil, err
+	}
+	var fakeName func(netip.Addr) (string, bool)
+	if o.FakeDNS {
+		if dns, err = fakedns.Start(ctx, fakedns.Config{Rules: rules, Audit: aw, Listen: "127.0.0.1:0",
+			ErrorLog: log.New(os.Stderr, "", 0)}); err != nil {
+			return fail(err)
+		}
+		fakeName = dns.NameFor
 	}
 	tt, ca, bundle, err := newTerminator(o, aw, creds)
 	if err != nil {
@@ -129,6 +159,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	srv, err := egress.New(egress.Config{
 		Rules: rules, Dialer: dialer, Audit: aw, Token: token,
 		TLS: tt, Terminate: terminate, Creds: creds,
+		FakeRange: fakedns.DefaultRange, FakeName: fakeName,
 		ErrorLog: log.New(os.Stderr, "", 0),
 	})
 	if err != nil {
@@ -143,7 +174,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	if o.BundlePath == "" {
 		tmpDir = filepath.Dir(bundle)
 	}
-	px := &Proxy{tmpDir: tmpDir, Addr: self, Token: token, Audit: aw, Rules: rules, Bundle: bundle, CA: ca, Creds: creds, srv: srv, ln: ln, done: make(chan error, 1), cancel: cancel}
+	px := &Proxy{tmpDir: tmpDir, Addr: self, Token: token, Audit: aw, Rules: rules, Bundle: bundle, CA: ca, Creds: creds, DNS: dns, ownAudit: ownAudit, srv: srv, ln: ln, done: make(chan error, 1), cancel: cancel}
 	go func() { px.done <- srv.Serve(sctx, ln) }()
 	return px, nil
 }
@@ -177,8 +208,13 @@ func (p *Proxy) Close() error {
 	if p.tmpDir != "" {
 		os.RemoveAll(p.tmpDir)
 	}
-	if cerr := p.Audit.Close(); err == nil {
-		err = cerr
+	if p.DNS != nil {
+		p.DNS.Close()
+	}
+	if p.ownAudit {
+		if cerr := p.Audit.Close(); err == nil {
+			err = cerr
+		}
 	}
 	return err
 }

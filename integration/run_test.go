@@ -681,3 +681,53 @@ func TestRunLimits(t *testing.T) {
 		t.Errorf("doctor does not say how limits are enforced:\n%s", doc.stdout)
 	}
 }
+
+func TestRunDenyCommands(t *testing.T) {
+	b := newBox(t)
+	cfg := b.config("network: off\ndeny_commands:\n  - curl\n  - \"true\"\n")
+	uid, gid, _ := testUser(t)
+	data, err := os.ReadFile("/usr/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b.ws, "renamed-copy"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(filepath.Join(b.ws, "renamed-copy"), int(uid), int(gid))
+	if err := os.Symlink("/usr/bin/true", filepath.Join(b.ws, "alias")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		argv []string
+		how  string
+	}{
+		{[]string{"curl", "http://127.0.0.1:1/"}, "name"},
+		{[]string{"sh", "-c", "echo hi; curl x"}, "name"},
+		{[]string{"env", "A=1", "nice", "./alias"}, "same file"},
+		{[]string{"./renamed-copy"}, "same contents"},
+		{[]string{"python3", "-c", "import os; os.system('curl x')"}, "name"},
+	}
+	for _, tt := range tests {
+		r := b.run(append([]string{"--config", cfg, "--"}, tt.argv...)...)
+		expectCode(t, r, 125)
+		if !strings.Contains(r.stderr, "deny_commands") || !strings.Contains(r.stderr, tt.how) {
+			t.Errorf("%q: stderr does not explain the refusal (%s):\n%s", tt.argv, tt.how, r.stderr)
+		}
+	}
+	expectCode(t, b.run("--config", cfg, "--", "sh", "-c", "echo curl"), 0)
+	var blocks, launches int
+	for _, rec := range b.records() {
+		switch rec.Type {
+		case audit.TypeBlock:
+			blocks++
+			if rec.Reason != "deny_command" || len(rec.Command) == 0 {
+				t.Errorf("block line %+v", rec)
+			}
+		case audit.TypeLaunch:
+			launches++
+		}
+	}
+	if blocks != len(tests) || launches != 1 {
+		t.Fatalf("%d block and %d launch lines, want %d and 1", blocks, launches, len(tests))
+	}
+}

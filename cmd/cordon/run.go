@@ -15,6 +15,7 @@ import (
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/denycmd"
 )
 
 func init() { subcommands = append(subcommands, newRunCmd) }
@@ -282,6 +283,10 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		r.out.Network.AllowedDomains = []string{"*"}
 	case policy.NetRestricted:
 		r.out.Network.AllowedDomains = append([]string{}, s.Policy.Allow...)
+	}
+
+	if m, denied := denycmd.New(s.Policy.DenyCommands, os.Getenv("PATH"), s.Workdir).Check(argv); denied {
+		return r.refuse("deny_command", m.String(), "run a command that is not on deny_commands; only the global config can remove one")
 	}
 
 	rep := backend.Check(ctx, s.Policy)

@@ -120,7 +120,14 @@ func newOrigin() (*origin, error) {
 	if err := os.WriteFile(caFile, caPEM, 0o644); err != nil {
 		return nil, err
 	}
-	h := http.HandlerFunc(echo)
+	gitRoot, err := makeGitRepo()
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/git/", http.StripPrefix("/git/", http.FileServer(http.Dir(gitRoot))))
+	mux.HandleFunc("/", echo)
+	h := mux
 	serve := func(port int, cfg *tls.Config) error {
 		ln, err := listenInNS(originNS, fmt.Sprintf("%s:%d", originAddr, port))
 		if err != nil {
@@ -334,4 +341,32 @@ func waitRecord(t testing.TB, path string, want audit.Record) audit.Record {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// makeGitRepo builds a bare repository with one commit, prepared for git's
+// dumb HTTP protocol (served as plain files under /git/repo.git).
+func makeGitRepo() (string, error) {
+	root, err := os.MkdirTemp("", "cordon-it-git-")
+	if err != nil {
+		return "", err
+	}
+	work := filepath.Join(root, "work")
+	bare := filepath.Join(root, "repo.git")
+	env := append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+root)
+	for _, c := range [][]string{
+		{"git", "init", "-q", "-b", "main", work},
+		{"sh", "-c", "echo 'cloned through cordon' > " + filepath.Join(work, "README")},
+		{"git", "-C", work, "add", "README"},
+		{"git", "-C", work, "commit", "-q", "-m", "first"},
+		{"git", "clone", "-q", "--bare", work, bare},
+		{"git", "-C", bare, "update-server-info"},
+	} {
+		cmd := exec.Command(c[0], c[1:]...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%s: %v: %s", strings.Join(c, " "), err, out)
+		}
+	}
+	return root, nil
 }

@@ -5,9 +5,20 @@ package main
 import (
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/sandbox/linux"
+	"github.com/cordon-sandbox/cordon/session"
 )
 
 // newBackend returns this platform's sandbox, guarding auditPath.
 func newBackend(auditPath string) sandbox.Backend {
-	return linux.New(linux.Options{AuditPath: auditPath})
+	return linux.New(linux.Options{AuditPath: auditPath, Holder: &linux.Restricted{}})
+}
+
+// sandboxInside is where a restricted Linux sandbox finds cordon's pieces:
+// the host's loopback through slirp4netns, files under bwrap's /run.
+var sandboxInside = session.Inside{
+	ProxyHost:     "10.0.2.2",
+	Bundle:        "/run/cordon/ca-bundle.pem",
+	Cordon:        "/run/cordon/cordon",
+	SystemBundles: []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"},
+	Resolver:      "10.0.2.3",
 }

@@ -13,9 +13,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/credinject"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/sandbox/denycmd"
+	"github.com/cordon-sandbox/cordon/session"
 )
 
 func init() { subcommands = append(subcommands, newRunCmd) }
@@ -281,8 +283,6 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	switch s.Policy.Network {
 	case policy.NetOpen:
 		r.out.Network.AllowedDomains = []string{"*"}
-	case policy.NetRestricted:
-		r.out.Network.AllowedDomains = append([]string{}, s.Policy.Allow...)
 	}
 
 	if m, denied := denycmd.New(s.Policy.DenyCommands, os.Getenv("PATH"), s.Workdir).Check(argv); denied {
@@ -293,6 +293,37 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	r.out.Sandbox.Version = rep.Version
 	if c, blocked := rep.Blocked(); blocked {
 		return r.refuse("capability_blocked", c.Name+": "+c.Reason, c.Fix)
+	}
+	if len(f.pf.credentials) > 0 && s.Policy.Network != policy.NetRestricted {
+		return r.refuse("policy", "--credential needs --net restricted: only the proxy can put a credential on a request", "add --net restricted")
+	}
+	if s.Policy.Network == policy.NetRestricted {
+		px, err := session.StartProxy(ctx, session.Options{Policy: s.Policy, Audit: r.w, FakeDNS: sandboxInside.Resolver != "",
+			Credentials: f.pf.credentials, EphemeralCA: f.pf.ephemeralCA})
+		if err != nil {
+			return r.refuse("proxy", err.Error(), "")
+		}
+		defer px.Close()
+		netw, env, files, err := px.Sandbox(sandboxInside)
+		if err != nil {
+			return r.refuse("proxy", err.Error(), "")
+		}
+		s.Network, s.Env = netw, append(s.Env, env...)
+		if s.Files == nil {
+			s.Files = map[string][]byte{}
+		}
+		for k, v := range files {
+			s.Files[k] = v
+		}
+		r.out.Network.AllowedDomains = px.Rules.Names()
+		if len(px.Creds.Names()) > 0 {
+			// Secrets never reach the sandbox, but one could come back in
+			// something the command prints: mask its output.
+			mo, me := credinject.NewMaskWriter(s.Stdout, px.Creds), credinject.NewMaskWriter(s.Stderr, px.Creds)
+			s.Stdout, s.Stderr = mo, me
+			defer mo.Close()
+			defer me.Close()
+		}
 	}
 
 	if err := r.w.Sync(audit.Record{Type: audit.TypeLaunch, Command: argv, Workdir: s.Workdir,

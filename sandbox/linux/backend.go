@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"syscall"
 
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -42,6 +43,9 @@ type Holder interface {
 	// its arguments) and any descriptors it needs, which the launcher
 	// passes after its own (from fd 7 on).
 	Wrap(s *sandbox.Spec, argv []string) ([]string, []*os.File, error)
+	// SysProcAttr adjusts how the wrapped command is started (the
+	// namespaces it is cloned into); uid and gid are who it runs as.
+	SysProcAttr(a *syscall.SysProcAttr, uid, gid int)
 	// Started is called with the started command's pid; stop is called
 	// once it has exited.
 	Started(ctx context.Context, s *sandbox.Spec, pid int) (stop func(), err error)

@@ -23,6 +23,7 @@ import (
 // nftables policy sends everything through them.
 type Restricted struct {
 	// Self is cordon's binary; it runs the holder (`cordon __holder`).
+	// Empty means the running executable.
 	Self string
 	// Slirp is the slirp4netns binary; empty means looked up on PATH.
 	Slirp string
@@ -78,7 +79,14 @@ func (r *Restricted) Wrap(s *sandbox.Spec, argv []string) ([]string, []*os.File,
 		pr.Close()
 		return nil, nil, err
 	}
-	return append([]string{r.Self, "__holder", "--"}, argv...), []*os.File{pr}, nil
+	self := r.Self
+	if self == "" {
+		if self, err = os.Executable(); err != nil {
+			pr.Close()
+			return nil, nil, fmt.Errorf("find cordon's own binary for the holder: %w", err)
+		}
+	}
+	return append([]string{self, "__holder", "--"}, argv...), []*os.File{pr}, nil
 }
 
 // SysProcAttr clones the holder into its own user and network namespace,

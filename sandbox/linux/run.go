@@ -89,6 +89,9 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	if h.uid != os.Getuid() {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(h.uid), Gid: uint32(h.gid), Groups: []uint32{}}
 	}
+	if s.Policy.Network == policy.NetRestricted {
+		b.opts.Holder.SysProcAttr(cmd.SysProcAttr, h.uid, h.gid)
+	}
 	var cg *runCgroup
 	if h.limits.cgroupParent != "" {
 		if cg, err = newRunCgroup(h.limits, h.uid, h.gid); err != nil {

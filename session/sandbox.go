@@ -1,0 +1,63 @@
+package session
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/cordon-sandbox/cordon/certs"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// Inside says where a backend's sandbox finds cordon's pieces.
+type Inside struct {
+	// ProxyHost is the proxy's host as the sandbox reaches it (10.0.2.2
+	// through slirp4netns on Linux).
+	ProxyHost string
+	// Bundle is the path the trust bundle is placed at inside; empty
+	// means the sandbox reads it where the session wrote it.
+	Bundle string
+	// Cordon is cordon's own binary inside (for `cordon connect`).
+	Cordon string
+	// SystemBundles are the system CA files to overlay with the bundle, so
+	// clients that read no variable still trust cordon's CA.
+	SystemBundles []string
+	// Resolver is the nameserver written to /etc/resolv.conf (any address:
+	// every DNS query is redirected to cordon's resolver); empty means the
+	// backend captures no DNS, and no resolver is needed.
+	Resolver string
+}
+
+// Sandbox is what a restricted sandbox needs from this session: the
+// network for the backend, the environment that points proxy-aware clients
+// at the proxy and every client at the trust bundle, and the files to
+// place (bundle, resolv.conf, hosts).
+func (p *Proxy) Sandbox(in Inside) (*sandbox.Network, []string, map[string][]byte, error) {
+	if in.Resolver != "" && p.DNS == nil {
+		return nil, nil, nil, fmt.Errorf("session: a sandbox whose DNS is captured needs the fake-IP resolver")
+	}
+	bundle, err := os.ReadFile(p.Bundle)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read the trust bundle: %w", err)
+	}
+	proxyURL := p.URLFor(fmt.Sprintf("%s:%d", in.ProxyHost, p.Addr.Port()))
+	net := &sandbox.Network{ProxyURL: proxyURL, ProxyPort: int(p.Addr.Port()), Token: p.Token}
+	files := map[string][]byte{}
+	bundlePath := p.Bundle
+	if in.Bundle != "" {
+		bundlePath, files[in.Bundle] = in.Bundle, bundle
+	}
+	if in.Resolver != "" {
+		net.DNSPort = int(p.DNS.Addr().Port())
+		files["/etc/resolv.conf"] = []byte("nameserver " + in.Resolver + "\n")
+		files["/etc/hosts"] = []byte("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
+	}
+	for _, f := range in.SystemBundles {
+		if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
+			files[f] = bundle
+		}
+	}
+	env := append(p.proxyEnv(proxyURL), certs.BundleEnv(bundlePath)...)
+	env = append(env, p.Creds.Env()...)
+	env = append(env, fmt.Sprintf("GIT_SSH_COMMAND=ssh -o ProxyCommand='%s connect %%h %%p'", in.Cordon))
+	return net, env, files, nil
+}

@@ -165,7 +165,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := aw.Sync(audit.Record{Type: audit.TypeSession, Kind: audit.KindConnect,
+	if err := aw.Sync(audit.Record{Type: audit.TypeSession,
 		Addr: self.String(), Detail: "proxy started; allow: " + strings.Join(rules.Names(), " ")}); err != nil {
 		return fail(err)
 	}
@@ -195,6 +195,12 @@ func (p *Proxy) URLFor(hostport string) string {
 // credentials' placeholders.
 func (p *Proxy) Env(proxyURL string) []string {
 	env := append(certs.BundleEnv(p.Bundle), p.Creds.Env()...)
+	return append(env, p.proxyEnv(proxyURL)...)
+}
+
+// proxyEnv is the proxy variables, both cases, and an empty NO_PROXY.
+func (p *Proxy) proxyEnv(proxyURL string) []string {
+	var env []string
 	for _, name := range []string{"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"} {
 		env = append(env, name+"="+proxyURL, strings.ToLower(name)+"="+proxyURL)
 	}

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package integration runs the real cordon binary, as the unprivileged user
 // the way people run it, against real clients and real test hosts. The test
 // process itself runs as root (CI does), to create that user's fixtures and

@@ -1,3 +1,5 @@
+//go:build linux
+
 package integration
 
 import (
@@ -23,7 +25,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/audit"
@@ -135,7 +136,6 @@ func newOrigin() (*origin, error) {
 		}
 		srv := &http.Server{Handler: h, TLSConfig: cfg, ReadHeaderTimeout: 10 * time.Second}
 		if cfg != nil {
-			http2.ConfigureServer(srv, &http2.Server{})
 			go srv.ServeTLS(ln, "", "")
 		} else {
 			go srv.Serve(ln)

@@ -1,7 +1,10 @@
+//go:build linux
+
 package integration
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -15,8 +18,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http2"
 
 	"github.com/cordon-sandbox/cordon/audit"
 )
@@ -319,23 +320,29 @@ func TestTLSOneAuthorityPerConnection(t *testing.T) {
 		}
 	})
 	t.Run("h2 authority", func(t *testing.T) {
-		tc, err := tlsThrough(t, p, target, originName, "h2")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cc, err := (&http2.Transport{}).NewClientConn(tc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req, _ := http.NewRequest("GET", "https://other.cordon.test/h2", nil)
-		resp, err := cc.RoundTrip(req)
-		if err != nil || resp.StatusCode != 421 {
+		// Both requests go over one HTTP/2 connection through one tunnel.
+		dials := 0
+		tr := &http.Transport{ForceAttemptHTTP2: true,
+			DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				dials++
+				return tlsThrough(t, p, target, originName, "h2")
+			}}
+		defer tr.CloseIdleConnections()
+		req, _ := http.NewRequest("GET", "https://"+target+"/h2", nil)
+		req.Host = "other.cordon.test"
+		resp, err := tr.RoundTrip(req)
+		if err != nil || resp.StatusCode != 421 || resp.ProtoMajor != 2 {
 			t.Fatalf("h2 :authority mismatch: %v %v", resp, err)
 		}
+		resp.Body.Close()
 		req, _ = http.NewRequest("GET", "https://"+target+"/h2ok", nil)
-		resp, err = cc.RoundTrip(req)
+		resp, err = tr.RoundTrip(req)
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("h2 same authority: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		if dials != 1 {
+			t.Fatalf("%d connections, want both requests on one", dials)
 		}
 	})
 	t.Run("h2c upgrade", func(t *testing.T) {

@@ -10,9 +10,11 @@ import (
 	"time"
 )
 
-// serveHTTP1 serves HTTP/1.1 on one connection until it closes, and waits
-// for handlers that took the connection over (WebSockets) to finish.
-func serveHTTP1(c net.Conn, h http.Handler) {
+// serveConn serves one client connection until it closes, and waits for
+// handlers that took it over (WebSockets) to finish. A *tls.Conn that
+// negotiated h2 is served as HTTP/2 by net/http; anything else is served
+// as HTTP/1.x only.
+func serveConn(c net.Conn, h http.Handler) {
 	var inflight sync.WaitGroup
 	l := &oneConnListener{conn: c, done: make(chan struct{})}
 	srv := &http.Server{
@@ -24,12 +26,14 @@ func serveHTTP1(c net.Conn, h http.Handler) {
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          log.New(io.Discard, "", 0),
-		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
 		ConnState: func(_ net.Conn, s http.ConnState) {
 			if s == http.StateClosed || s == http.StateHijacked {
 				l.close()
 			}
 		},
+	}
+	if tc, ok := c.(*tls.Conn); !ok || tc.ConnectionState().NegotiatedProtocol != "h2" {
+		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 	}
 	srv.Serve(l)
 	inflight.Wait()

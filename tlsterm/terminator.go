@@ -20,8 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/certs"
 	"github.com/cordon-sandbox/cordon/credinject"
@@ -49,7 +47,6 @@ type Config struct {
 type Terminator struct {
 	cfg   Config
 	slots chan struct{}
-	h2    *http2.Server
 }
 
 // New builds a Terminator.
@@ -69,7 +66,6 @@ func New(cfg Config) (*Terminator, error) {
 	return &Terminator{
 		cfg:   cfg,
 		slots: make(chan struct{}, cfg.MaxStreams),
-		h2:    &http2.Server{IdleTimeout: 2 * time.Minute},
 	}, nil
 }
 
@@ -120,7 +116,7 @@ func (t *Terminator) Serve(s *Stream) {
 	if s.Plaintext {
 		defer st.setup()()
 		g := &framingGuard{Conn: s.Client}
-		serveHTTP1(g, &handler{st: st, framing: g})
+		serveConn(g, &handler{st: st, framing: g})
 		return
 	}
 	var refused *policy.Decision
@@ -151,11 +147,11 @@ func (t *Terminator) Serve(s *Stream) {
 	}
 	defer st.setup()()
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
-		t.h2.ServeConn(tc, &http2.ServeConnOpts{Handler: &handler{st: st}})
+		serveConn(tc, &handler{st: st})
 		return
 	}
 	g := &framingGuard{Conn: tc}
-	serveHTTP1(g, &handler{st: st, framing: g})
+	serveConn(g, &handler{st: st, framing: g})
 }
 
 // stream is the state of one terminated client connection.

@@ -356,7 +356,7 @@ func TestRunExitCodes(t *testing.T) {
 func TestRunAuditLines(t *testing.T) {
 	b := newBox(t)
 	expectCode(t, b.run("--net", "off", "--", "sh", "-c", "exit 3"), 3)
-	expectCode(t, b.run("--net", "restricted", "--", "true"), 125)
+	expectCode(t, b.run("--config", b.config("network: off\ndeny_commands:\n  - curl\n"), "--", "curl", "x"), 125)
 	var types []string
 	for _, r := range b.records() {
 		types = append(types, string(r.Type))
@@ -370,7 +370,7 @@ func TestRunAuditLines(t *testing.T) {
 				t.Errorf("exit line %+v", r)
 			}
 		case audit.TypeBlock:
-			if r.Reason == "" || !strings.Contains(r.Detail, "restricted") {
+			if r.Reason != "deny_command" || !strings.Contains(r.Detail, "curl") {
 				t.Errorf("block line %+v", r)
 			}
 		}
@@ -473,7 +473,7 @@ func TestRunJSONOutcome(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "from-command\n") {
 		t.Errorf("the command's stdout did not pass through: %q", r.stdout)
 	}
-	blocked := b.run("--net", "restricted", "--json", "--", "true")
+	blocked := b.run("--net", "off", "--allow-path", filepath.Join(b.home, ".ssh"), "--json", "--", "true")
 	expectCode(t, blocked, 125)
 	var bo struct {
 		Outcome struct{ Kind, Reason string }

@@ -1,0 +1,64 @@
+// Command bench measures, side by side in one run, a local HTTPS origin
+// reached directly, through a bare goproxy, through cordon's proxy as an
+// opaque tunnel and terminating TLS, and through goproxy's own MITM; it also
+// times cordon run against bare bubblewrap. It writes a Markdown report to
+// stdout and to -out, and never fails on a number: it reports.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+func main() {
+	out := flag.String("out", "", "also write the Markdown report to this file")
+	rounds := flag.Int("rounds", 8, "rounds of every measurement; each cell is the median over rounds")
+	dur := flag.Duration("dur", 500*time.Millisecond, "time bound of one measurement (each also has a request cap)")
+	bulkMiB := flag.Int64("bulk-mib", 64, "size of the bulk download in MiB")
+	originH2 := flag.Bool("origin-h2", true, "let the HTTPS origin offer HTTP/2 (cordon MITM then speaks h2 upstream); false leaves it HTTP/1.1 only, without the h2 column")
+	runs := flag.Int("runs", 20, "timed runs of each cordon run command")
+	bin := flag.String("cordon", "bin/cordon", "cordon binary for the cordon run timings; built from ./cmd/cordon if missing")
+	flag.Parse()
+	if *rounds < 1 || *dur <= 0 || *bulkMiB < 1 || *runs < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -rounds, -dur, -bulk-mib and -runs must be positive")
+		os.Exit(2)
+	}
+	s := settings{rounds: *rounds, dur: *dur, bulkSize: *bulkMiB << 20, originH2: *originH2, runs: *runs}
+	var report bytes.Buffer
+	header(&report, s)
+	if err := proxySection(&report, s, os.Stderr); err != nil {
+		fmt.Fprintf(&report, "\n## Proxy paths\n\nnot available: %v\n", err)
+	}
+	cordonRunSection(&report, *bin, s.runs, os.Stderr)
+	os.Stdout.Write(report.Bytes())
+	if *out != "" {
+		if err := os.WriteFile(*out, report.Bytes(), 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: write %s: %v\n", *out, err)
+			os.Exit(1)
+		}
+	}
+}
+
+// proxySection sets the paths up, measures them and writes their tables.
+func proxySection(w io.Writer, s settings, progress io.Writer) error {
+	dir, err := os.MkdirTemp("", "cordon-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e, err := newEnv(ctx, dir, s.bulkSize, s.originH2)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	res := measure(e, s.rounds, s.dur, progress)
+	proxyTables(w, e, res)
+	return nil
+}

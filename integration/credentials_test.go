@@ -113,3 +113,35 @@ func assertNoSecretInLog(t *testing.T, p *proxyProc, ph string) {
 		}
 	}
 }
+
+// TestCredentialPosture: a credential that merely exists in the config
+// changes nothing; one requested for the session adds its hosts to the
+// effective allowlist, and that list is what cordon proxy shows.
+func TestCredentialPosture(t *testing.T) {
+	o := testOrigin(t)
+	dir := userDir(t, "cordon-it-cred-")
+	cfg := dir + "/config.yaml"
+	writeUserFile(t, cfg, []byte(`credentials:
+  - name: provider
+    source: {env: PROVIDER_REAL_KEY}
+    hosts: [`+originName+`:8443]
+    header: "Authorization: Bearer {}"
+    env: PROVIDER_API_KEY
+`))
+	env := []string{"PROVIDER_REAL_KEY=" + realKey}
+	target := fmt.Sprintf("https://%s:%d/posture", originName, originHTTPS)
+
+	without := startProxyEnv(t, env, "--config", cfg, resolveOrigin, "--extra-ca", o.caFile)
+	if _, ok := without.env["PROVIDER_API_KEY"]; ok {
+		t.Fatal("an unrequested credential was exported")
+	}
+	if _, connect, _ := curl(t, without, "--cacert", without.env["SSL_CERT_FILE"], target); connect != 403 {
+		t.Fatalf("a configured but unrequested credential widened the allowlist: connect %d", connect)
+	}
+	with := startProxyEnv(t, env, "--config", cfg, "--credential", "provider", resolveOrigin, "--extra-ca", o.caFile)
+	if _, connect, code := curl(t, with, "--cacert", with.env["SSL_CERT_FILE"], target); connect != 200 || code != 200 {
+		t.Fatalf("a requested credential's host is not on the effective allowlist: %d %d", connect, code)
+	}
+	waitFor(t, func() bool { return strings.Contains(with.stderr.String(), "allowed: "+originName+":8443") },
+		"cordon proxy does not show the credential's host in its effective allowlist:\n"+with.stderr.String())
+}

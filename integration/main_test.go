@@ -275,3 +275,13 @@ func run(t testing.TB, timeout time.Duration, cmd *exec.Cmd) (string, error) {
 		return out.String(), fmt.Errorf("%s: timed out after %s", cmd.Path, timeout)
 	}
 }
+
+// waitFor polls cond for up to five seconds.
+func waitFor(t testing.TB, cond func() bool, msg string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+	}
+}

@@ -309,7 +309,12 @@ func TestRunTimeoutEndsTheTree(t *testing.T) {
 func TestRunKilledCordonEndsTheTree(t *testing.T) {
 	b := newBox(t)
 	marker := uniqueSleep()
-	cmd := b.cmd("--net", "off", "--", "sh", "-c", daemonScript(marker))
+	tmp := userDir(t, "cordon-it-tmp-")
+	cmd := cordonIn(t, b.ws, b.env("TMPDIR="+tmp), "run", "--audit", b.audit, "--net", "off", "--", "sh", "-c", daemonScript(marker))
+	scratchLeft := func() bool {
+		left, _ := filepath.Glob(filepath.Join(tmp, "cordon-*"))
+		return len(left) > 0
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -321,6 +326,9 @@ func TestRunKilledCordonEndsTheTree(t *testing.T) {
 	}()
 	if !eventually(30*time.Second, func() bool { return len(procsRunning("sleep", marker)) == 2 }) {
 		t.Fatalf("the daemon and the command did not start: %v", procsRunning("sleep", marker))
+	}
+	if !eventually(10*time.Second, func() bool { return !scratchLeft() }) {
+		t.Error("the scratch directory outlived the sandbox's start, so a killed cordon leaves it behind")
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -72,7 +72,7 @@ func TestStartErrorCode(t *testing.T) {
 }
 
 func TestStatusReader(t *testing.T) {
-	var r statusReader
+	r := statusReader{reported: make(chan struct{})}
 	r.readBwrap(strings.NewReader(`{ "child-pid": 4242, "mnt-namespace": 1 }
 { "exit-code": 3 }`))
 	if r.childPid() != 4242 || r.bwrapExit == nil || *r.bwrapExit != 3 {
@@ -82,10 +82,15 @@ func TestStatusReader(t *testing.T) {
 not json
 {"exit":{"code":130,"signal":"SIGINT"}}
 `))
+	select {
+	case <-r.reported:
+	default:
+		t.Fatal("the first init report did not close reported")
+	}
 	if !r.started || r.exit == nil || r.exit.Code != 130 || r.exit.Signal != "SIGINT" {
 		t.Fatalf("init status: started %v exit %+v", r.started, r.exit)
 	}
-	var e statusReader
+	e := statusReader{reported: make(chan struct{})}
 	e.readInit(strings.NewReader(`{"error":"x: command not found","code":127}`))
 	if e.initErr == nil || e.initErr.Code != 127 {
 		t.Fatalf("init error: %+v", e.initErr)

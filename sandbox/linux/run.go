@@ -125,7 +125,7 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	}
 	fds.closeChildEnds()
 
-	var st statusReader
+	st := statusReader{reported: make(chan struct{})}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); st.readBwrap(fds.statusR) }()
@@ -158,12 +158,18 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		}
 	}
 	timedOut := false
+	reported := st.reported
 	var waitErr error
 loop:
 	for {
 		select {
 		case waitErr = <-waited:
 			break loop
+		case <-reported:
+			// The init runs, so bwrap has made every mount: the scratch
+			// files are no longer needed, and a killed cordon leaves none.
+			_ = os.RemoveAll(l.scratch)
+			reported = nil
 		case sig := <-sigs:
 			if pid := st.childPid(); pid > 0 {
 				_ = unix.Kill(pid, sig.(unix.Signal))
@@ -285,6 +291,9 @@ func memfd(name string, data []byte) (*os.File, error) {
 
 // statusReader collects what bwrap and the init report.
 type statusReader struct {
+	// reported is closed at the init's first report.
+	reported  chan struct{}
+	once      sync.Once
 	mu        sync.Mutex
 	pid       int
 	bwrapExit *int
@@ -324,6 +333,7 @@ func (r *statusReader) readInit(f io.Reader) {
 		if json.Unmarshal(sc.Bytes(), &rep) != nil {
 			continue
 		}
+		r.once.Do(func() { close(r.reported) })
 		r.mu.Lock()
 		switch {
 		case rep.Started:

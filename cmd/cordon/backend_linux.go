@@ -3,10 +3,25 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/darwin"
 	"github.com/cordon-sandbox/cordon/sandbox/linux"
 	"github.com/cordon-sandbox/cordon/session"
 )
+
+// targetBackend returns the backend --target names, for --dry-run: this
+// platform's, or the macOS profile rendered from here.
+func targetBackend(target, auditPath string) (sandbox.Backend, error) {
+	switch target {
+	case "", "linux":
+		return newBackend(auditPath), nil
+	case "darwin":
+		return darwin.New(), nil
+	}
+	return nil, fmt.Errorf("--target %q: use linux or darwin", target)
+}
 
 // newBackend returns this platform's sandbox, guarding auditPath.
 func newBackend(auditPath string) sandbox.Backend {
@@ -22,3 +37,7 @@ var sandboxInside = session.Inside{
 	SystemBundles: []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"},
 	Resolver:      "10.0.2.3",
 }
+
+// prepareRun has nothing to do on Linux: bwrap gives every run a private
+// /tmp and HOME.
+func prepareRun(*sandbox.Spec) (func(), error) { return func() {}, nil }

@@ -37,6 +37,7 @@ type runFlags struct {
 	pids       int
 	json       bool
 	dryRun     bool
+	target     string
 	audit      string
 }
 
@@ -65,6 +66,9 @@ not found.`,
 			if f.dryRun {
 				return f.plan(cmd.OutOrStdout(), args)
 			}
+			if f.target != "" {
+				return fmt.Errorf("--target only plans (--dry-run); a run uses this machine's sandbox")
+			}
 			return f.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args)
 		},
 	}
@@ -77,6 +81,7 @@ not found.`,
 	fl.IntVar(&f.pids, "pids", 0, "process limit (0 lifts it)")
 	fl.BoolVar(&f.json, "json", false, "print one outcome object on stdout when the command ends")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the exact launcher argv and generated files; run nothing")
+	fl.StringVar(&f.target, "target", "", "with --dry-run: the platform to plan for, linux or darwin (the Seatbelt profile can be rendered anywhere)")
 	fl.StringVar(&f.audit, "audit", "", "audit log file (default $CORDON_AUDIT or ~/.local/state/cordon/audit.jsonl)")
 	f.pf.register(cmd)
 	return cmd
@@ -155,7 +160,14 @@ func (f *runFlags) plan(out io.Writer, argv []string) error {
 	if err != nil {
 		return exitError{code: exitRefused, msg: err.Error()}
 	}
-	plan, err := newBackend(path).Plan(s)
+	b, err := targetBackend(f.target, path)
+	if err != nil {
+		return err
+	}
+	if b.Name() == "seatbelt" {
+		illustrateSeatbelt(s)
+	}
+	plan, err := b.Plan(s)
 	if err != nil {
 		return exitError{code: exitRefused, msg: err.Error()}
 	}
@@ -326,6 +338,11 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		}
 	}
 
+	cleanup, err := prepareRun(s)
+	if err != nil {
+		return r.refuse("prepare", err.Error(), "")
+	}
+	defer cleanup()
 	if err := r.w.Sync(audit.Record{Type: audit.TypeLaunch, Command: argv, Workdir: s.Workdir,
 		Network: string(s.Policy.Network)}); err != nil {
 		r.out.Outcome.Kind = "failed_to_start"
@@ -367,4 +384,15 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		return nil
 	}
 	return exitError{code: code, msg: msg}
+}
+
+// illustrateSeatbelt fills what a Seatbelt launch decides only at run time
+// (its per-session TMPDIR, the proxy's port) with stand-ins, so a dry run
+// can render the profile from any machine.
+func illustrateSeatbelt(s *sandbox.Spec) {
+	dir := "/private/var/folders/cordon/dry-run/T"
+	s.Env = append(s.Env, "TMPDIR="+dir, "HOME="+dir+"/home")
+	if s.Policy.Network == policy.NetRestricted && s.Network == nil {
+		s.Network = &sandbox.Network{ProxyURL: "http://cordon:TOKEN@127.0.0.1:3128", ProxyPort: 3128}
+	}
 }

@@ -11,8 +11,10 @@
 package credinject
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 
 	"github.com/cordon-sandbox/cordon/policy"
@@ -44,6 +46,8 @@ type cred struct {
 	query          string
 	env            string
 	allowPlaintext bool
+	// files are shown to the sandbox masked (the credential's files key).
+	files []string
 }
 
 // emptySet is what a nil *Set behaves as.
@@ -110,6 +114,33 @@ func (s *Set) MaskBytes(b []byte) []byte {
 	st := stream{m: s.secrets, emit: s.replaceWithPlaceholder}
 	out, _, _ := st.scan(make([]byte, 0, len(b)), b, true)
 	return out
+}
+
+// maxMaskedFile bounds a file shown masked; such files are small configs.
+const maxMaskedFile = 1 << 20
+
+// MaskedFiles reads every file the credentials list under files and
+// returns it, by path, with every secret replaced by its placeholder.
+func (s *Set) MaskedFiles() (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, c := range s.orEmpty().creds {
+		for _, path := range c.files {
+			f, err := os.Open(path)
+			if err != nil {
+				return nil, fmt.Errorf("credential %q: files: %w", c.name, err)
+			}
+			b, err := io.ReadAll(io.LimitReader(f, maxMaskedFile+1))
+			f.Close()
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("credential %q: files: read %s: %w", c.name, path, err)
+			case len(b) > maxMaskedFile:
+				return nil, fmt.Errorf("credential %q: files: %s is over %d bytes; list only small config files", c.name, path, maxMaskedFile)
+			}
+			out[path] = s.MaskBytes(b)
+		}
+	}
+	return out, nil
 }
 
 // MaskString is MaskBytes for a string, such as a response header value.

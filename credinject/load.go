@@ -136,7 +136,7 @@ func selectCreds(creds []policy.Credential, selected []string) ([]policy.Credent
 
 // parseCred checks everything about a credential but its secret.
 func parseCred(pc policy.Credential) (*cred, error) {
-	c := &cred{name: pc.Name, env: pc.Env, prefix: pc.PlaceholderPrefix, allowPlaintext: pc.AllowPlaintext}
+	c := &cred{name: pc.Name, env: pc.Env, prefix: pc.PlaceholderPrefix, allowPlaintext: pc.AllowPlaintext, files: pc.Files}
 	fail := func(format string, args ...any) (*cred, error) {
 		return nil, fmt.Errorf("credential %q: "+format, append([]any{pc.Name}, args...)...)
 	}

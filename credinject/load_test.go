@@ -265,3 +265,31 @@ func TestPlaceholderDistinct(t *testing.T) {
 		t.Error("a repeated placeholder was accepted")
 	}
 }
+
+func TestMaskedFiles(t *testing.T) {
+	dir := t.TempDir()
+	npmrc := dir + "/.npmrc"
+	const secret = "npm_0123456789abcdefSECRET"
+	os.WriteFile(npmrc, []byte("//registry.npmjs.org/:_authToken="+secret+"\nalways-auth=true\n"), 0o600)
+	s, err := Load([]policy.Credential{{Name: "npm", Source: policy.Source{Env: "NPM_REAL"}, Hosts: []string{"registry.npmjs.org"},
+		Header: "Authorization: Bearer {}", Env: "NPM_TOKEN", Files: []string{npmrc}}}, []string{"npm"},
+		Options{Env: func(string) string { return secret }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := s.MaskedFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(files[npmrc])
+	ph := strings.TrimPrefix(s.Env()[0], "NPM_TOKEN=")
+	if strings.Contains(got, secret) || !strings.Contains(got, "_authToken="+ph+"\n") || !strings.Contains(got, "always-auth=true") {
+		t.Fatalf("masked file:\n%s", got)
+	}
+	s2, _ := Load([]policy.Credential{{Name: "npm", Source: policy.Source{Env: "NPM_REAL"}, Hosts: []string{"registry.npmjs.org"},
+		Header: "Authorization: Bearer {}", Env: "NPM_TOKEN", Files: []string{dir + "/missing"}}}, []string{"npm"},
+		Options{Env: func(string) string { return secret }})
+	if _, err := s2.MaskedFiles(); err == nil || !strings.Contains(err.Error(), "missing") || strings.Contains(err.Error(), secret) {
+		t.Fatalf("missing file: %v", err)
+	}
+}

@@ -290,15 +290,21 @@ func expandPaths(p *Policy, home string) error {
 		p.AllowPaths[i] = r.String()
 	}
 	for i := range p.Credentials {
-		src := &p.Credentials[i].Source
-		if src.File == "" {
-			continue
+		c := &p.Credentials[i]
+		if c.Source.File != "" {
+			e, err := expandPath(c.Source.File, home)
+			if err != nil {
+				return fmt.Errorf("credentials %q: source.file: %w", c.Name, err)
+			}
+			c.Source.File = e
 		}
-		e, err := expandPath(src.File, home)
-		if err != nil {
-			return fmt.Errorf("credentials %q: source.file: %w", p.Credentials[i].Name, err)
+		for j, f := range c.Files {
+			e, err := expandPath(f, home)
+			if err != nil {
+				return fmt.Errorf("credentials %q: files: %w", c.Name, err)
+			}
+			c.Files[j] = e
 		}
-		src.File = e
 	}
 	return nil
 }

@@ -81,6 +81,9 @@ type Credential struct {
 	PlaceholderPrefix string `mapstructure:"placeholder_prefix" yaml:"placeholder_prefix" json:"placeholder_prefix,omitempty"`
 	// AllowPlaintext permits injection over plain HTTP.
 	AllowPlaintext bool `mapstructure:"allow_plaintext" yaml:"allow_plaintext" json:"allow_plaintext,omitempty"`
+	// Files are shown inside the sandbox, at the same path, with every
+	// secret replaced by its placeholder (e.g. ~/.npmrc holding a token).
+	Files []string `mapstructure:"files" yaml:"files" json:"files,omitempty"`
 }
 
 // Source says where a secret's real value comes from: exactly one field.

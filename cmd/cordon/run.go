@@ -324,8 +324,14 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		if s.Files == nil {
 			s.Files = map[string][]byte{}
 		}
-		for k, v := range files {
-			s.Files[k] = v
+		masked, err := px.Creds.MaskedFiles()
+		if err != nil {
+			return r.refuse("credentials", err.Error(), "")
+		}
+		for _, m := range []map[string][]byte{files, masked} {
+			for k, v := range m {
+				s.Files[k] = v
+			}
 		}
 		r.out.Network.AllowedDomains = px.Rules.Names()
 		if len(px.Creds.Names()) > 0 {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
 )
@@ -144,4 +145,55 @@ func TestCredentialPosture(t *testing.T) {
 	}
 	waitFor(t, func() bool { return strings.Contains(with.stderr.String(), "allowed: "+originName+":8443") },
 		"cordon proxy does not show the credential's host in its effective allowlist:\n"+with.stderr.String())
+}
+
+// TestCredentialInsideTheBox: in a restricted run the command sees only the
+// placeholder, in its environment and in a masked file, and its output is
+// masked; the request it makes carries the real key upstream.
+func TestCredentialInsideTheBox(t *testing.T) {
+	o := testOrigin(t)
+	home := userDir(t, "cordon-it-home-")
+	writeUserFile(t, home+"/.npmrc", []byte("//registry.example/:_authToken="+realKey+"\n"))
+	cfg := home + "/config.yaml"
+	writeUserFile(t, cfg, []byte(`credentials:
+  - name: provider
+    source: {env: PROVIDER_REAL_KEY}
+    hosts: [`+originName+`:8443]
+    header: "Authorization: Bearer {}"
+    env: PROVIDER_API_KEY
+    files: [~/.npmrc]
+`))
+	ws := userDir(t, "cordon-it-ws-")
+	auditDir := userDir(t, "cordon-it-audit-")
+	r := runResult(t, 90*time.Second, cordonIn(t, ws, []string{"HOME=" + home, "PROVIDER_REAL_KEY=" + realKey},
+		"run", "--net", "restricted", "--config", cfg, "--credential", "provider", "--audit", auditDir+"/a.jsonl",
+		"--ephemeral-ca", resolveOrigin, "--extra-ca", o.caFile, "--",
+		// The script spells the key in two halves, so its own text
+		// (visible in /proc/*/cmdline) does not hold it.
+		"sh", "-c", `A='`+realKey[:10]+`'; B='`+realKey[10:]+`'
+echo "env: $PROVIDER_API_KEY"; echo "file: $(cat ~/.npmrc)"
+printf '%s%s' "$A" "$B" > /tmp/needle
+grep -lFf /tmp/needle /proc/[0-9]*/environ /proc/[0-9]*/cmdline ~/.npmrc /run/cordon/* 2>/dev/null && echo FOUND-IN-PROC
+curl -sS -m 10 -H "Authorization: Bearer $PROVIDER_API_KEY" `+httpsOrigin+`/inside-box
+echo "echo of the key: $A$B"`))
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, realKey) || strings.Contains(r.stdout, "FOUND-IN-PROC") {
+		t.Fatalf("the real key is visible inside the box or in its output:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "echo of the key: [masked:provider]") {
+		t.Fatalf("output masking did not replace the key:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, `"path":"/inside-box"`) {
+		t.Fatalf("the request from inside failed:\n%s\n%s", r.stdout, r.stderr)
+	}
+	if got := seenHeader(t, "/inside-box").Get("Authorization"); got != "Bearer "+realKey {
+		t.Fatalf("upstream received %q, want the real key", got)
+	}
+	for _, prefix := range []string{"env: ", "file: //registry.example/:_authToken="} {
+		if !strings.Contains(r.stdout, prefix) || strings.Contains(r.stdout, prefix+"\n") {
+			t.Fatalf("missing %q with a placeholder:\n%s", prefix, r.stdout)
+		}
+	}
 }

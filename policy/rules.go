@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 )
 
 // Reason is a stable code saying why a decision went the way it did.
@@ -155,4 +157,28 @@ func suggestion(host string, port int) string {
 		return hostForPattern(host)
 	}
 	return fmt.Sprintf("%s:%d", hostForPattern(host), port)
+}
+
+// EffectiveAllow is the allowlist a session really uses: the policy's
+// allow entries plus the hosts of the credentials requested for it. A
+// credential that is only configured adds nothing; the operator's posture
+// is never widened by a saved credential.
+func (p *Policy) EffectiveAllow(credentials []string) ([]string, error) {
+	out := append([]string(nil), p.Allow...)
+	for _, name := range credentials {
+		i := slices.IndexFunc(p.Credentials, func(c Credential) bool { return c.Name == name })
+		if i < 0 {
+			names := make([]string, len(p.Credentials))
+			for j, c := range p.Credentials {
+				names[j] = c.Name
+			}
+			return nil, fmt.Errorf("--credential %q: no such credential in the config (configured: %s)", name, strings.Join(names, ", "))
+		}
+		for _, h := range p.Credentials[i].Hosts {
+			if !slices.Contains(out, h) {
+				out = append(out, h)
+			}
+		}
+	}
+	return out, nil
 }

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/audit"
@@ -84,9 +83,11 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A credential requested for the session adds its hosts to the
-	// effective allowlist; one merely configured changes nothing.
-	rules, err := policy.Compile(append(slices.Clone(p.Allow), creds.Hosts()...), p.Deny)
+	allow, err := p.EffectiveAllow(o.Credentials)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := policy.Compile(allow, p.Deny)
 	if err != nil {
 		return nil, err
 	}

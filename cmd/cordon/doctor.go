@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -25,6 +26,9 @@ type doctorReport struct {
 	Verdict sandbox.Status `json:"verdict"`
 	Network policy.NetMode `json:"network"`
 	Sources policy.Sources `json:"sources"`
+	// AllowedDomains is the effective allowlist: the policy's entries plus
+	// the hosts of the credentials named with --credential.
+	AllowedDomains []string `json:"allowedDomains"`
 	// Note says what doctor could not take into account.
 	Note string `json:"note,omitempty"`
 }
@@ -33,6 +37,7 @@ func newDoctorCmd() *cobra.Command {
 	var (
 		jsonOut         bool
 		net, config, ap string
+		credentials     []string
 	)
 	cmd := &cobra.Command{
 		Use:   "doctor",
@@ -75,6 +80,9 @@ BLOCKED. Exits 1 when the policy is BLOCKED.`,
 				}
 				out.Note = "no project file was read: " + err.Error()
 			}
+			if out.AllowedDomains, err = p.EffectiveAllow(credentials); err != nil {
+				return err
+			}
 			out.Report = newBackend(ap).Check(cmd.Context(), p)
 			out.Network, out.Sources, out.Verdict = p.Network, src, verdict(out.Report)
 			if jsonOut {
@@ -93,6 +101,7 @@ BLOCKED. Exits 1 when the policy is BLOCKED.`,
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the report as one JSON object")
 	cmd.Flags().StringVar(&net, "net", "", "check this network mode instead of the configured one: off, open or restricted")
 	cmd.Flags().StringVar(&config, "config", "", "global config file (default $CORDON_CONFIG or ~/.config/cordon/config.yaml)")
+	cmd.Flags().StringArrayVar(&credentials, "credential", nil, "include the hosts of this configured credential in the effective allowlist, as cordon run --credential would (repeatable)")
 	cmd.Flags().StringVar(&ap, "audit", "", "audit log file (default $CORDON_AUDIT or ~/.local/state/cordon/audit.jsonl)")
 	return cmd
 }
@@ -115,6 +124,9 @@ func verdict(r sandbox.Report) sandbox.Status {
 func printDoctor(w io.Writer, r doctorReport) {
 	fmt.Fprintf(w, "sandbox:   %s %s\n", r.Backend, r.Version)
 	fmt.Fprintf(w, "network:   %s\n", r.Network)
+	if r.Network == policy.NetRestricted {
+		fmt.Fprintf(w, "allowed:   %s\n", strings.Join(r.AllowedDomains, " "))
+	}
 	config := r.Sources.Global
 	if !r.Sources.GlobalRead {
 		config += " (absent: defaults apply)"

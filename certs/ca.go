@@ -203,6 +203,9 @@ func readPrivateFile(path, what string, loose fs.FileMode, fixMode string) ([]by
 	if errors.Is(err, syscall.ELOOP) {
 		return nil, fmt.Errorf("%s %s is a symbolic link: replace it with the file itself", what, path)
 	}
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("read %s %s: %w: make it yours again (`sudo chown $USER %s && chmod %s %s`), or run `cordon ca rotate` to make a new CA", what, path, err, path, fixMode, path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -126,8 +127,18 @@ func (r *Restricted) Started(ctx context.Context, s *sandbox.Spec, pid int) (fun
 	}
 	exitR.Close()
 	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	var stopping atomic.Bool
+	go func() {
+		err := cmd.Wait()
+		if !stopping.Load() {
+			// The namespace lost its only link: from now on every
+			// connection fails, and nothing falls back to another route.
+			fmt.Fprintf(os.Stderr, "cordon: slirp4netns exited while the command runs (%v): the sandbox has no network from now on; rerun the command to get it back\n", err)
+		}
+		close(done)
+	}()
 	return func() {
+		stopping.Store(true)
 		exitW.Close()
 		select {
 		case <-done:

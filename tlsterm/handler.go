@@ -92,6 +92,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rp = h.st.rpUpgrade
 	}
 	rp.ServeHTTP(cw, r)
+	// Let the response leave before the close line is written, so logging
+	// adds nothing to the client's latency.
+	http.NewResponseController(cw).Flush()
 	if out.Body != nil {
 		if gerr := out.Body.Err(); gerr != nil {
 			var ce *credinject.Error

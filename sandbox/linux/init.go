@@ -101,6 +101,14 @@ func Init(args []string) int {
 	if f.exec {
 		return execLimited(f)
 	}
+	// The command runs as the same user in the same namespaces: without
+	// this it could ptrace its init (gdb -p 1) and stop it, and with it
+	// the reaping and signal forwarding. The flag resets when the init
+	// execs the command, so the command itself stays debuggable.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon init: protect the init from ptrace: %v\n", err)
+		return ExitLaunchFailed
+	}
 	var status *os.File
 	if f.statusFD >= 0 {
 		status = os.NewFile(uintptr(f.statusFD), "cordon-status")

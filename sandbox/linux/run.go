@@ -24,6 +24,10 @@ import (
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
+// stopGrace is how long a run told to stop (SIGTERM, SIGINT, SIGHUP) has
+// before its whole process tree is killed.
+const stopGrace = 10 * time.Second
+
 // ExitTimeout is the exit code of a run its deadline ended, as timeout(1).
 const ExitTimeout = 124
 
@@ -159,6 +163,7 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	}
 	timedOut := false
 	reported := st.reported
+	var grace <-chan time.Time
 	var waitErr error
 loop:
 	for {
@@ -176,6 +181,13 @@ loop:
 			} else if sig != unix.SIGWINCH {
 				kill()
 			}
+			// A command asked to stop gets a grace period, then the
+			// whole tree ends, however it (or its init) behaves.
+			if grace == nil && (sig == unix.SIGTERM || sig == unix.SIGINT || sig == unix.SIGHUP) {
+				grace = time.After(stopGrace)
+			}
+		case <-grace:
+			kill()
 		case <-deadline:
 			timedOut = true
 			kill()

@@ -3,8 +3,6 @@
 package integration
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"os"
 	"strconv"
@@ -21,20 +19,17 @@ import (
 func TestTLSManyHostsStayBounded(t *testing.T) {
 	testOrigin(t)
 	p := startProxy(t, "--allow", "*.many.cordon.test:8443", "--resolve=*.many.cordon.test="+originAddr, "--ephemeral-ca")
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(mustRead(t, p.env["SSL_CERT_FILE"]))
+	bundle := mustRead(t, p.env["SSL_CERT_FILE"])
 	const total, workers = 10000, 8
 	deadline := time.Now().Add(4 * time.Minute)
 	var next, failed atomic.Int64
 	handshake := func(i int64) error {
 		name := fmt.Sprintf("h%d.many.cordon.test", i)
-		c, status := rawConnect(t, p, name+":8443")
-		if status != 200 {
-			return fmt.Errorf("CONNECT %s: %d", name, status)
+		tc, err := tlsThroughProxy(p, bundle, name+":8443", name)
+		if tc != nil {
+			tc.Close()
 		}
-		defer c.Close()
-		tc := tls.Client(c, &tls.Config{ServerName: name, RootCAs: pool})
-		return tc.Handshake()
+		return err
 	}
 	rssAt := map[int64]int64{}
 	var mu sync.Mutex

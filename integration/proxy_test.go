@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,22 +136,32 @@ func TestProxyPlainHTTPDropsProxyHeaders(t *testing.T) {
 // rawConnect sends one CONNECT line through the proxy and returns the status.
 func rawConnect(t *testing.T, p *proxyProc, target string) (*bufConn, int) {
 	t.Helper()
-	u, _ := url.Parse(p.URL())
-	pass, _ := u.User.Password()
-	c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	c, status, err := dialConnect(p, target)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	return c, status
+}
+
+// dialConnect is rawConnect for goroutines other than the test's own: it
+// reports errors instead of failing the test.
+func dialConnect(p *proxyProc, target string) (*bufConn, int, error) {
+	u, _ := url.Parse(p.URL())
+	c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		return nil, 0, err
+	}
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	auth := base64.StdEncoding.EncodeToString([]byte("cordon:" + pass))
+	auth := base64.StdEncoding.EncodeToString([]byte("cordon:" + p.token()))
 	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", target, target, auth)
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil {
-		t.Fatalf("CONNECT %s: %v", target, err)
+		c.Close()
+		return nil, 0, fmt.Errorf("CONNECT %s: %w", target, err)
 	}
-	return &bufConn{Conn: c, r: br}, resp.StatusCode
+	return &bufConn{Conn: c, r: br}, resp.StatusCode, nil
 }
 
 // bufConn reads through the reader that parsed the CONNECT reply, which
@@ -264,12 +275,22 @@ func TestProxyGoClient(t *testing.T) {
 // proxy's bundle, offering protos.
 func tlsThrough(t *testing.T, p *proxyProc, target, sni string, protos ...string) (*tls.Conn, error) {
 	t.Helper()
-	c, status := rawConnect(t, p, target)
+	return tlsThroughProxy(p, mustRead(t, p.env["SSL_CERT_FILE"]), target, sni, protos...)
+}
+
+// tlsThroughProxy opens a CONNECT tunnel and a TLS session over it, trusting
+// bundle; safe to call from any goroutine.
+func tlsThroughProxy(p *proxyProc, bundle []byte, target, sni string, protos ...string) (*tls.Conn, error) {
+	c, status, err := dialConnect(p, target)
+	if err != nil {
+		return nil, err
+	}
 	if status != 200 {
-		t.Fatalf("CONNECT %s: %d", target, status)
+		c.Close()
+		return nil, fmt.Errorf("CONNECT %s: %d", target, status)
 	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(mustRead(t, p.env["SSL_CERT_FILE"]))
+	pool.AppendCertsFromPEM(bundle)
 	tc := tls.Client(c, &tls.Config{ServerName: sni, RootCAs: pool, NextProtos: protos})
 	return tc, tc.Handshake()
 }
@@ -321,11 +342,12 @@ func TestTLSOneAuthorityPerConnection(t *testing.T) {
 	})
 	t.Run("h2 authority", func(t *testing.T) {
 		// Both requests go over one HTTP/2 connection through one tunnel.
-		dials := 0
-		tr := &http.Transport{ForceAttemptHTTP2: true,
+		var dials atomic.Int32
+		bundle := mustRead(t, p.env["SSL_CERT_FILE"])
+		tr := &http.Transport{ForceAttemptHTTP2: true, ResponseHeaderTimeout: 10 * time.Second,
 			DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				dials++
-				return tlsThrough(t, p, target, originName, "h2")
+				dials.Add(1)
+				return tlsThroughProxy(p, bundle, target, originName, "h2")
 			}}
 		defer tr.CloseIdleConnections()
 		req, _ := http.NewRequest("GET", "https://"+target+"/h2", nil)
@@ -341,8 +363,8 @@ func TestTLSOneAuthorityPerConnection(t *testing.T) {
 			t.Fatalf("h2 same authority: %v %v", resp, err)
 		}
 		resp.Body.Close()
-		if dials != 1 {
-			t.Fatalf("%d connections, want both requests on one", dials)
+		if n := dials.Load(); n != 1 {
+			t.Fatalf("%d connections, want both requests on one", n)
 		}
 	})
 	t.Run("h2c upgrade", func(t *testing.T) {

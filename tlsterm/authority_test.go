@@ -105,3 +105,22 @@ func FuzzCheckAuthority(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCheckSNI: a ClientHello's server name is allowed exactly when it is
+// absent or normalises to the tunnel's host.
+func FuzzCheckSNI(f *testing.F) {
+	for _, s := range []string{"", "api.example.com", "API.EXAMPLE.COM.", "xn--mnchen-3ya.de", "api.example.com.evil.test", "\x00", "a..b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, sni string) {
+		d := CheckSNI(sni, "api.example.com", 443)
+		n, err := policy.NormalizeHost(sni)
+		want := sni == "" || (err == nil && n == "api.example.com")
+		if d.Allow != want {
+			t.Fatalf("CheckSNI(%q) allow=%v, want %v", sni, d.Allow, want)
+		}
+		if !d.Allow && d.Reason != ReasonSNIMismatch {
+			t.Fatalf("CheckSNI(%q) reason %s", sni, d.Reason)
+		}
+	})
+}

@@ -113,7 +113,6 @@ func buildGoClient(t *testing.T, ws string) string {
 	os.WriteFile(src, []byte(`package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"

@@ -35,20 +35,8 @@ type Machine struct {
 }
 
 // protectedHome are, below the home directory, the stores no policy can
-// open to a command: keys, cloud and cluster credentials, cordon's own
-// configuration, CA and state, and the login keychain's files.
-var protectedHome = []string{
-	".ssh",
-	".gnupg",
-	".aws",
-	".kube",
-	".docker",
-	".config/gh",
-	".config/cordon",
-	".local/share/cordon",
-	".local/share/keyrings",
-	"Library/Keychains",
-}
+// open to a command: the platform-wide list and the login keychain's files.
+var protectedHome = append(append([]string(nil), sandbox.ProtectedHome...), "Library/Keychains")
 
 // sharedDirs are directories every process on a Mac writes to. A workspace
 // or TMPDIR that is or contains one would share it with the host.

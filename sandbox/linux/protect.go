@@ -7,20 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 // credentialDirs are the stores below a home directory that are never
 // exposed; a mount that covers one shows it empty.
-var credentialDirs = []string{
-	".ssh",
-	".gnupg",
-	".aws",
-	".kube",
-	".docker",
-	".config/gh",
-	".config/cordon",
-	".local/share/keyrings",
-}
+var credentialDirs = sandbox.ProtectedHome
 
 // credentialNames are file names that read as empty anywhere inside an
 // exposed tree.

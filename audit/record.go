@@ -28,11 +28,11 @@ const (
 // Kind says which path a decision was taken on.
 type Kind string
 
-// The decision kinds.
+// The decision kinds. A request inside a terminated tunnel carries its
+// tunnel's kind (connect or transparent) and a method and path.
 const (
 	KindConnect     Kind = "connect"
 	KindHTTP        Kind = "http"
-	KindRequest     Kind = "request" // a request inside a terminated tunnel
 	KindTransparent Kind = "transparent"
 	KindDNS         Kind = "dns"
 )

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,13 +75,30 @@ type soakUsage struct {
 	rssKB, fds, threads int64
 }
 
-func readUsage(t testing.TB, pid int) soakUsage {
-	t.Helper()
+// readUsage reads a process's RSS, threads and descriptors. It reports
+// errors rather than failing the test, so the clients' goroutines use it.
+func readUsage(pid int) (soakUsage, error) {
+	var u soakUsage
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, fmt.Errorf("read cordon's status: %w", err)
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		name, v, _ := strings.Cut(l, ":")
+		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch name {
+		case "VmRSS":
+			u.rssKB = n
+		case "Threads":
+			u.threads = n
+		}
+	}
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
-		t.Fatalf("count cordon's descriptors: %v", err)
+		return u, fmt.Errorf("count cordon's descriptors: %w", err)
 	}
-	return soakUsage{rssKB: vmRSS(t, pid), fds: int64(len(fds)), threads: procStatus(t, pid, "Threads")}
+	u.fds = int64(len(fds))
+	return u, nil
 }
 
 // TestSoak sends 100,000 requests for 10,000 distinct names through
@@ -100,7 +118,10 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := readUsage(t, pid)
+	before, err := readUsage(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	var (
 		next, done, failed atomic.Int64
@@ -118,7 +139,11 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	sample := func() soakUsage {
-		u := readUsage(t, pid)
+		u, err := readUsage(pid)
+		if err != nil {
+			fail("%v", err)
+			return u
+		}
 		mu.Lock()
 		peak.rssKB, peak.fds, peak.threads = max(peak.rssKB, u.rssKB), max(peak.fds, u.fds), max(peak.threads, u.threads)
 		mu.Unlock()
@@ -216,9 +241,12 @@ func TestSoak(t *testing.T) {
 	// everything it held for them.
 	var after soakUsage
 	settled := eventually(soakSettle, func() bool {
-		after = sample()
-		return after.fds <= before.fds+soakFDSlack
+		after, err = readUsage(pid)
+		return err != nil || after.fds <= before.fds+soakFDSlack
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	hwm := vmHWM(t, pid)
 	t.Logf("cordon before: %+v; after %d requests: %+v; at the end: %+v; peak: %+v, VmHWM %d KiB", before, soakTotal/10, atTenth, after, peak, hwm)
 	if !settled {

@@ -25,6 +25,13 @@ import (
 	"time"
 )
 
+// TestMain removes the test host when the tests are done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	removeOrigin()
+	os.Exit(code)
+}
+
 // TestUser is the unprivileged account cordon runs as in these tests;
 // scripts/setup.sh creates it.
 const TestUser = "cordontest"

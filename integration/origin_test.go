@@ -33,10 +33,18 @@ import (
 // The test host: a network namespace joined to this one by a veth pair.
 // Its servers listen on sockets opened inside the namespace, so traffic to
 // them really crosses a network boundary, yet never leaves this machine.
+// Each test process gets a host of its own (its name, link and /30 derive
+// from the pid), so two test runs on one machine do not tear down each
+// other's host.
+var (
+	originNS       = fmt.Sprintf("cordon-it-%d", os.Getpid())
+	originLink     = fmt.Sprintf("cit%d", os.Getpid()%1000000)
+	originNet      = os.Getpid() % 250
+	originAddr     = fmt.Sprintf("10.231.%d.2", originNet)
+	originHostSide = fmt.Sprintf("10.231.%d.1", originNet)
+)
+
 const (
-	originNS       = "cordon-it-origin"
-	originAddr     = "10.231.77.2"
-	originHostSide = "10.231.77.1"
 	// originName is the name tests use for the origin; cordon learns it
 	// through --resolve, as an operator pins an internal name.
 	originName = "origin.cordon.test"
@@ -79,17 +87,17 @@ func sh(args ...string) error {
 }
 
 func newOrigin() (*origin, error) {
-	// A namespace left by a crashed run is replaced.
+	// A namespace left by a crashed run with the same pid is replaced.
 	exec.Command("ip", "netns", "del", originNS).Run()
-	exec.Command("ip", "link", "del", "cordon-it0").Run()
+	exec.Command("ip", "link", "del", originLink+"a").Run()
 	for _, c := range [][]string{
 		{"ip", "netns", "add", originNS},
-		{"ip", "link", "add", "cordon-it0", "type", "veth", "peer", "name", "cordon-it1"},
-		{"ip", "link", "set", "cordon-it1", "netns", originNS},
-		{"ip", "addr", "add", originHostSide + "/30", "dev", "cordon-it0"},
-		{"ip", "link", "set", "cordon-it0", "up"},
-		{"ip", "-n", originNS, "addr", "add", originAddr + "/30", "dev", "cordon-it1"},
-		{"ip", "-n", originNS, "link", "set", "cordon-it1", "up"},
+		{"ip", "link", "add", originLink + "a", "type", "veth", "peer", "name", originLink + "b"},
+		{"ip", "link", "set", originLink + "b", "netns", originNS},
+		{"ip", "addr", "add", originHostSide + "/30", "dev", originLink + "a"},
+		{"ip", "link", "set", originLink + "a", "up"},
+		{"ip", "-n", originNS, "addr", "add", originAddr + "/30", "dev", originLink + "b"},
+		{"ip", "-n", originNS, "link", "set", originLink + "b", "up"},
 		{"ip", "-n", originNS, "link", "set", "lo", "up"},
 	} {
 		if err := sh(c...); err != nil {
@@ -369,4 +377,13 @@ func makeGitRepo() (string, error) {
 		}
 	}
 	return root, nil
+}
+
+// removeOrigin deletes this process's test host, if it made one.
+func removeOrigin() {
+	if theOrigin == nil {
+		return
+	}
+	exec.Command("ip", "netns", "del", originNS).Run()
+	exec.Command("ip", "link", "del", originLink+"a").Run()
 }

@@ -8,11 +8,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os/exec"
 	"strings"
@@ -176,17 +178,19 @@ func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
 func TestProxyNumericHostsAreJudgedAsAddresses(t *testing.T) {
 	testOrigin(t)
 	p := startProxy(t, "--allow", originAddr+":7000")
+	a := netip.MustParseAddr(originAddr).As4()
+	n := binary.BigEndian.Uint32(a[:])
 	for _, tc := range []struct {
 		target string
 		status int
 		host   string
 	}{
-		{"0x0ae74d02:7000", 200, originAddr},        // hex form of the origin's address
-		{"0012.0347.0115.02:7000", 200, originAddr}, // octal
-		{"182930690:7000", 200, originAddr},         // one 32-bit number
-		{"2852039166:80", 403, "169.254.169.254"},   // metadata, in decimal
+		{fmt.Sprintf("0x%08x:7000", n), 200, originAddr},                               // hex form of the origin's address
+		{fmt.Sprintf("0%o.0%o.0%o.0%o:7000", a[0], a[1], a[2], a[3]), 200, originAddr}, // octal
+		{fmt.Sprintf("%d:7000", n), 200, originAddr},                                   // one 32-bit number
+		{"2852039166:80", 403, "169.254.169.254"},                                      // metadata, in decimal
 		{"127.1:7000", 403, "127.0.0.1"},
-		{"[::ffff:10.231.77.2]:7000", 200, originAddr},
+		{"[::ffff:" + originAddr + "]:7000", 200, originAddr},
 		{"[fe80::1%25eth0]:7000", 400, ""},
 	} {
 		t.Run(tc.target, func(t *testing.T) {

@@ -49,20 +49,45 @@ func sniff(client, upstream net.Conn, timeout time.Duration) (protocol, net.Conn
 	client.SetReadDeadline(time.Time{})
 	upstream.SetReadDeadline(time.Time{})
 
+	proto := protoOpaque
+	switch {
+	case len(u.b) > 0 || len(c.b) == 0:
+	case c.b[0] == 0x16:
+		proto = protoTLS
+	case c.b[0] >= 'A' && c.b[0] <= 'Z':
+		// Maybe a request line: look at the first word (SSH clients also
+		// open with capitals: "SSH-2.0-...").
+		client.SetReadDeadline(time.Now().Add(methodWait))
+		head, _ := cr.Peek(maxMethod + 1)
+		client.SetReadDeadline(time.Time{})
+		if isRequestLine(head) {
+			proto = protoHTTP
+		}
+	}
 	client = readerConn(client, cr)
 	if len(u.b) > 0 {
 		upstream = &prefixConn{Conn: upstream, r: multi(u.b, upstream)}
 	}
-	if len(u.b) > 0 || len(c.b) == 0 {
-		return protoOpaque, client, upstream
+	return proto, client, upstream
+}
+
+// methodWait bounds how long sniff waits for a whole first word.
+const methodWait = 2 * time.Second
+
+// httpMethods are the request methods a plaintext tunnel is parsed for.
+var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT", "PROPFIND"}
+
+// maxMethod is the longest of httpMethods.
+const maxMethod = 8
+
+// isRequestLine reports whether b starts with an HTTP method and a space.
+func isRequestLine(b []byte) bool {
+	for _, m := range httpMethods {
+		if len(b) > len(m) && string(b[:len(m)]) == m && b[len(m)] == ' ' {
+			return true
+		}
 	}
-	switch b := c.b[0]; {
-	case b == 0x16:
-		return protoTLS, client, upstream
-	case b >= 'A' && b <= 'Z':
-		return protoHTTP, client, upstream
-	}
-	return protoOpaque, client, upstream
+	return false
 }
 
 // readerConn reads through br, which may hold bytes already taken from c.

@@ -59,6 +59,9 @@ const (
 type origin struct {
 	caPEM  []byte
 	caFile string // readable by the test user
+	// gitRoot holds repo.git, served over dumb HTTP at /git/ and readable
+	// by the test user over ssh.
+	gitRoot string
 }
 
 var (
@@ -177,7 +180,7 @@ func newOrigin() (*origin, error) {
 			}()
 		}
 	}()
-	return &origin{caPEM: caPEM, caFile: caFile}, nil
+	return &origin{caPEM: caPEM, caFile: caFile, gitRoot: gitRoot}, nil
 }
 
 // listenInNS opens a listening socket inside a named network namespace.
@@ -358,6 +361,7 @@ func makeGitRepo() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	os.Chmod(root, 0o755)
 	work := filepath.Join(root, "work")
 	bare := filepath.Join(root, "repo.git")
 	env := append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",

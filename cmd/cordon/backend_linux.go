@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -25,7 +26,10 @@ func targetBackend(target, auditPath string) (sandbox.Backend, error) {
 
 // newBackend returns this platform's sandbox, guarding auditPath.
 func newBackend(auditPath string) sandbox.Backend {
-	return linux.New(linux.Options{AuditPath: auditPath, Holder: &linux.Restricted{}})
+	r := &linux.Restricted{}
+	b := linux.New(linux.Options{AuditPath: auditPath, Holder: r})
+	r.Probe = func(ctx context.Context) error { return session.ProbeRestricted(ctx, b, sandboxInside) }
+	return b
 }
 
 // sandboxInside is where a restricted Linux sandbox finds cordon's pieces:

@@ -28,10 +28,15 @@ type Restricted struct {
 	Self string
 	// Slirp is the slirp4netns binary; empty means looked up on PATH.
 	Slirp string
+	// Probe, when set, proves the whole path end to end (a tiny box whose
+	// allowed name must connect through the proxy and whose denied name
+	// must not resolve); restricted mode is READY only if it passes.
+	Probe func(ctx context.Context) error
 }
 
-// Check reports whether restricted mode's parts are present here.
-func (r *Restricted) Check(context.Context) sandbox.Capability {
+// Check reports whether restricted mode's parts are present here and, with
+// a Probe, whether they really confine a box.
+func (r *Restricted) Check(ctx context.Context) sandbox.Capability {
 	c := sandbox.Capability{Name: "network restricted"}
 	if _, err := r.slirp(); err != nil {
 		c.Status, c.Reason, c.Fix = sandbox.Blocked, err.Error(), "install slirp4netns (Debian/Ubuntu: apt-get install slirp4netns)"
@@ -44,6 +49,15 @@ func (r *Restricted) Check(context.Context) sandbox.Capability {
 		return c
 	}
 	f.Close()
+	if r.Probe != nil {
+		if err := r.Probe(ctx); err != nil {
+			c.Status, c.Reason = sandbox.Blocked, "the end-to-end probe failed: "+err.Error()
+			c.Fix = "run cordon doctor --net restricted for the other capabilities' state; check that nftables is in the kernel (modprobe nf_tables) and that slirp4netns can reach the host's loopback"
+			return c
+		}
+		c.Status, c.Reason = sandbox.Ready, "probed end to end: an allowed name resolved and connected through cordon's proxy, a denied name did not resolve, and the host's loopback was out of reach"
+		return c
+	}
 	c.Status, c.Reason = sandbox.Ready, "slirp4netns, /dev/net/tun and nftables in a private network namespace; every TCP connection goes through cordon's proxy"
 	return c
 }

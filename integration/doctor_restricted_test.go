@@ -1,0 +1,37 @@
+//go:build linux
+
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDoctorRestrictedProbesEndToEnd: restricted mode is READY only after a
+// real probe, and a broken path (slirp4netns unable to reach the host's
+// loopback, so no proxy and no resolver) makes doctor and run both refuse
+// with the same reason.
+func TestDoctorRestrictedProbesEndToEnd(t *testing.T) {
+	ws := userDir(t, "cordon-it-ws-")
+	r := runResult(t, 60*time.Second, cordonIn(t, ws, nil, "doctor", "--net", "restricted"))
+	if r.code != 0 || !strings.Contains(r.stdout, "READY     network restricted: probed end to end") {
+		t.Fatalf("doctor --net restricted: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	bin := userDir(t, "cordon-it-bin-")
+	writeUserFile(t, filepath.Join(bin, "slirp4netns"), []byte("#!/bin/sh\nexec /usr/bin/slirp4netns --disable-host-loopback \"$@\"\n"))
+	os.Chmod(filepath.Join(bin, "slirp4netns"), 0o755)
+	env := []string{"PATH=" + bin + ":/usr/local/bin:/usr/bin:/bin"}
+	r = runResult(t, 90*time.Second, cordonIn(t, ws, env, "doctor", "--net", "restricted"))
+	if r.code == 0 || !strings.Contains(r.stdout, "BLOCKED   network restricted: the end-to-end probe failed") {
+		t.Fatalf("doctor with a broken path: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	audit := filepath.Join(userDir(t, "cordon-it-audit-"), "a.jsonl")
+	run := runResult(t, 90*time.Second, cordonIn(t, ws, env, "run", "--net", "restricted", "--audit", audit, "--", "sh", "-c", "echo STARTED"))
+	if run.code != 125 || strings.Contains(run.stdout, "STARTED") || !strings.Contains(run.stderr, "end-to-end probe failed") {
+		t.Fatalf("run with a broken path: exit %d\n%s%s", run.code, run.stdout, run.stderr)
+	}
+}

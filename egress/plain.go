@@ -78,6 +78,9 @@ func (s *Server) handlePlain(r *http.Request, _ *goproxy.ProxyCtx) (*http.Reques
 	if err != nil {
 		return r, s.plainRefusal(r, policy.Decision{Reason: policy.ReasonBadHost, Host: r.URL.Host, Detail: err.Error()}, http.StatusBadRequest)
 	}
+	if d := tlsterm.CheckRequest(r, host, port, 80); !d.Allow {
+		return r, s.plainRefusal(r, d, http.StatusForbidden)
+	}
 	t, d := s.Judge(r.Context(), host, port)
 	if !d.Allow {
 		return r, s.plainRefusal(r, d, http.StatusForbidden)

@@ -98,12 +98,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodConnect {
 		kind = audit.KindConnect
 	}
+	// Every request takes its framing verdict, refused or not, to stay in
+	// step with the connection's stream.
+	framing := ""
+	if g, ok := r.Context().Value(guardKey{}).(*tlsterm.FramingGuard); ok {
+		p, ok := g.Next()
+		if !ok {
+			p = "the request stream could not be followed"
+		}
+		framing = p
+	}
 	switch checkAuth(r.Header, s.cfg.Token) {
 	case authMissing:
 		s.refuseAuth(w, r, kind, ReasonAuthMissing, "proxy authentication required: use the proxy URL cordon printed (it carries the session token)")
 		return
 	case authWrong:
 		s.refuseAuth(w, r, kind, ReasonAuthWrong, "wrong proxy token: use the proxy URL cordon printed for this session")
+		return
+	}
+	if framing != "" {
+		host, port := requestTarget(r)
+		s.refuse(w, r, kind, policy.Decision{Host: host, Port: port, Reason: tlsterm.ReasonBadFraming,
+			Detail: "ambiguous message framing: " + framing}, http.StatusBadRequest)
 		return
 	}
 	if r.Method == http.MethodConnect {
@@ -232,6 +248,11 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		release()
 		return
 	}
+	if g, ok := client.(*tlsterm.FramingGuard); ok {
+		// What follows the 200 is the tunnel's, not HTTP to this proxy.
+		g.Stop()
+		client = g.Conn
+	}
 	client = readerConn(client, rw.Reader)
 	proto := protoOpaque
 	if terminate {
@@ -332,7 +353,13 @@ func requestTarget(r *http.Request) (string, int) {
 // closes idle connections; tunnels in flight are left to finish.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	hs := &http.Server{
-		Handler:           s,
+		Handler: s,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if g, ok := c.(*tlsterm.FramingGuard); ok {
+				return context.WithValue(ctx, guardKey{}, g)
+			}
+			return ctx
+		},
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          s.cfg.ErrorLog,
@@ -343,7 +370,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		defer cancel()
 		hs.Shutdown(sctx)
 	}()
-	if err := hs.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+	if err := hs.Serve(guardedListener{l}); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
@@ -362,4 +389,20 @@ func (s *Server) fakeName(host string, port int) (string, policy.Decision, bool)
 			Detail: fmt.Sprintf("%s was not handed out by cordon's resolver in this session", host)}, true
 	}
 	return name, policy.Decision{Allow: true}, true
+}
+
+// guardKey finds a connection's framing guard from its requests' context.
+type guardKey struct{}
+
+// guardedListener watches each client connection's request framing, as
+// tlsterm does inside tunnels: plain-HTTP requests meet the same refusal
+// of ambiguous framing.
+type guardedListener struct{ net.Listener }
+
+func (l guardedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return tlsterm.NewFramingGuard(c), nil
 }

@@ -532,3 +532,36 @@ func TestTLSSmugglingRefused(t *testing.T) {
 	}
 	waitRecord(t, p.audit, audit.Record{Host: originName, Decision: audit.Deny, Reason: "bad_framing"})
 }
+
+// TestProxyPlainHTTPSmugglingRefused: absolute-form requests to the proxy
+// itself meet the same framing and h2c refusals as requests in a tunnel.
+func TestProxyPlainHTTPSmugglingRefused(t *testing.T) {
+	testOrigin(t)
+	p := startProxy(t, "--allow", originName+":8080", resolveOrigin)
+	u, _ := url.Parse(p.URL())
+	auth := base64.StdEncoding.EncodeToString([]byte("cordon:" + p.token()))
+	target := fmt.Sprintf("%s:%d", originName, originHTTP)
+	for _, tc := range []struct{ name, headers, reason string }{
+		{"CL and TE", "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n", "bad_framing"},
+		{"h2c upgrade", "Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n", "h2c_upgrade"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			path := "/smuggle-" + strings.ReplaceAll(tc.name, " ", "-")
+			fmt.Fprintf(c, "POST http://%s%s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n%s\r\n0\r\n\r\n", target, path, target, auth, tc.headers)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil || resp.Header.Get("X-Cordon-Reason") != tc.reason {
+				t.Fatalf("got %v %v, want a refusal with %s", resp, err, tc.reason)
+			}
+			if _, ok := seen.Load(path); ok {
+				t.Fatal("the request reached the origin")
+			}
+			waitRecord(t, p.audit, audit.Record{Kind: audit.KindHTTP, Decision: audit.Deny, Reason: tc.reason})
+		})
+	}
+}

@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// framingGuard watches the raw HTTP/1.x request stream of one connection,
+// FramingGuard watches the raw HTTP/1.x request stream of one connection,
 // the bytes exactly as the client sent them, and gives a verdict on each
 // request's message framing. net/http quietly resolves a request carrying
 // both Content-Length and Transfer-Encoding (the transfer coding wins);
@@ -19,7 +19,7 @@ import (
 // (sizes, data, trailers) to find where each request ends. Once it can no
 // longer follow the stream (an upgrade, or input net/http would reject
 // anyway) it stops, and requests without a verdict are refused.
-type framingGuard struct {
+type FramingGuard struct {
 	net.Conn
 
 	mu       sync.Mutex
@@ -44,7 +44,7 @@ const (
 // limit plus slack.
 const maxFramingLine = 1<<20 + 4096
 
-func (g *framingGuard) Read(p []byte) (int, error) {
+func (g *FramingGuard) Read(p []byte) (int, error) {
 	n, err := g.Conn.Read(p)
 	if n > 0 {
 		g.mu.Lock()
@@ -54,8 +54,21 @@ func (g *framingGuard) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// next returns the verdict for the next request net/http hands out.
-func (g *framingGuard) next() (problem string, ok bool) {
+// NewFramingGuard wraps a client connection whose reads it watches.
+func NewFramingGuard(c net.Conn) *FramingGuard { return &FramingGuard{Conn: c} }
+
+// Stop ends the watching (the connection is switching protocols) and frees
+// what the guard holds; requests after it get no verdict.
+func (g *FramingGuard) Stop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dead, g.line, g.verdicts = true, nil, nil
+}
+
+// Next returns the verdict for the next request net/http hands out: ""
+// for sound framing, else the problem; ok is false when the guard could
+// not follow the stream that far.
+func (g *FramingGuard) Next() (problem string, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.verdicts) == 0 {
@@ -66,7 +79,7 @@ func (g *framingGuard) next() (problem string, ok bool) {
 	return v, true
 }
 
-func (g *framingGuard) feed(b []byte) {
+func (g *FramingGuard) feed(b []byte) {
 	for len(b) > 0 && !g.dead {
 		switch g.state {
 		case inBody, inChunkData:
@@ -95,7 +108,7 @@ func (g *framingGuard) feed(b []byte) {
 	}
 }
 
-func (g *framingGuard) collect(b []byte) {
+func (g *FramingGuard) collect(b []byte) {
 	if len(g.line)+len(b) > maxFramingLine {
 		g.dead = true
 		return
@@ -105,7 +118,7 @@ func (g *framingGuard) collect(b []byte) {
 
 // lineDone acts on a completed line (header and trailer states collect
 // whole blocks, line by line).
-func (g *framingGuard) lineDone() {
+func (g *FramingGuard) lineDone() {
 	if g.dead {
 		return
 	}
@@ -138,7 +151,7 @@ func (g *framingGuard) lineDone() {
 }
 
 // headerDone judges one request's header block and sets up its body.
-func (g *framingGuard) headerDone(block string) {
+func (g *FramingGuard) headerDone(block string) {
 	problem, body, length := judgeFraming(block)
 	g.verdicts = append(g.verdicts, problem)
 	switch body {

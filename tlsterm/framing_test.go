@@ -6,8 +6,8 @@ import (
 )
 
 // feedAll pushes a raw request stream through a guard in chunks of size n.
-func feedAll(raw string, n int) *framingGuard {
-	g := &framingGuard{}
+func feedAll(raw string, n int) *FramingGuard {
+	g := &FramingGuard{}
 	for i := 0; i < len(raw); i += n {
 		j := min(i+n, len(raw))
 		g.feed([]byte(raw[i:j]))
@@ -34,7 +34,7 @@ func TestFramingGuard(t *testing.T) {
 			g := feedAll(tc.raw, n)
 			var got []string
 			for {
-				v, ok := g.next()
+				v, ok := g.Next()
 				if !ok {
 					break
 				}

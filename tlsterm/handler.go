@@ -17,7 +17,7 @@ import (
 type handler struct {
 	st *stream
 	// framing judges HTTP/1.x message framing; nil for HTTP/2.
-	framing *framingGuard
+	framing *FramingGuard
 }
 
 // reqState carries what happened to a request to its close record.
@@ -41,7 +41,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := CheckRequest(r, s.Host, s.Port, s.defaultPort())
 	if h.framing != nil {
 		// Every request takes its verdict, refused or not, to stay in step.
-		problem, ok := h.framing.next()
+		problem, ok := h.framing.Next()
 		if !ok {
 			problem = "the request stream could not be followed"
 		}
@@ -90,6 +90,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rp := h.st.rp
 	if r.Header.Get("Upgrade") != "" {
 		rp = h.st.rpUpgrade
+		if h.framing != nil {
+			h.framing.Stop() // what follows a 101 is not HTTP
+		}
 	}
 	rp.ServeHTTP(cw, r)
 	// Let the response leave before the close line is written, so logging

@@ -115,7 +115,7 @@ func (t *Terminator) Serve(s *Stream) {
 
 	if s.Plaintext {
 		defer st.setup()()
-		g := &framingGuard{Conn: s.Client}
+		g := NewFramingGuard(s.Client)
 		serveConn(g, &handler{st: st, framing: g})
 		return
 	}
@@ -150,7 +150,7 @@ func (t *Terminator) Serve(s *Stream) {
 		serveConn(tc, &handler{st: st})
 		return
 	}
-	g := &framingGuard{Conn: tc}
+	g := NewFramingGuard(tc)
 	serveConn(g, &handler{st: st, framing: g})
 }
 

@@ -107,3 +107,13 @@ type Backend interface {
 	// Run starts the command and waits for it.
 	Run(ctx context.Context, s *Spec) (Result, error)
 }
+
+// freshKey marks a context whose Check must probe anew.
+type freshKey struct{}
+
+// Fresh returns a context in which Check probes anew instead of reusing a
+// recent verdict (cordon doctor asks for this; cordon run does not).
+func Fresh(ctx context.Context) context.Context { return context.WithValue(ctx, freshKey{}, true) }
+
+// IsFresh reports whether ctx asks Check to probe anew.
+func IsFresh(ctx context.Context) bool { v, _ := ctx.Value(freshKey{}).(bool); return v }

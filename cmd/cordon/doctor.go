@@ -83,7 +83,7 @@ BLOCKED. Exits 1 when the policy is BLOCKED.`,
 			if out.AllowedDomains, err = p.EffectiveAllow(credentials); err != nil {
 				return err
 			}
-			out.Report = newBackend(ap).Check(cmd.Context(), p)
+			out.Report = newBackend(ap).Check(sandbox.Fresh(cmd.Context()), p)
 			out.Network, out.Sources, out.Verdict = p.Network, src, verdict(out.Report)
 			if jsonOut {
 				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(out); err != nil {

@@ -42,7 +42,8 @@ const (
 // builds one, whose init checks from inside that writes outside the
 // workspace fail, the seccomp filter answers, capabilities are gone and
 // user namespaces are disabled. cordon run calls it and refuses on the
-// first BLOCKED capability; cordon doctor prints it.
+// first BLOCKED capability; cordon doctor prints it. The probes' passing
+// results are reused for a while (see memo); doctor always probes anew.
 func (b *Backend) Check(ctx context.Context, p *policy.Policy) sandbox.Report {
 	rep := sandbox.Report{Backend: b.Name()}
 	add := func(c sandbox.Capability) { rep.Capabilities = append(rep.Capabilities, c) }
@@ -65,7 +66,7 @@ func (b *Backend) Check(ctx context.Context, p *policy.Policy) sandbox.Report {
 
 	var results map[string]probeResult
 	if bw != "" {
-		results = b.checkBox(ctx, p, add)
+		results = b.memoBox(ctx, p, add)
 	} else {
 		add(blocked(CapUserns, "not probed: bubblewrap is missing", bc.Fix))
 		add(blocked(sandbox.CapFilesystem, "not probed: bubblewrap is missing", bc.Fix))

@@ -50,7 +50,7 @@ func (r *Restricted) Check(ctx context.Context) sandbox.Capability {
 	}
 	f.Close()
 	if r.Probe != nil {
-		if err := r.Probe(ctx); err != nil {
+		if err := r.probe(ctx); err != nil {
 			c.Status, c.Reason = sandbox.Blocked, "the end-to-end probe failed: "+err.Error()
 			c.Fix = "run cordon doctor --net restricted for the other capabilities' state; check that nftables is in the kernel (modprobe nf_tables) and that slirp4netns can reach the host's loopback"
 			return c
@@ -174,4 +174,29 @@ func (l *limitedBuf) Write(p []byte) (int, error) {
 		l.b = append(l.b, p[:min(room, len(p))]...)
 	}
 	return len(p), nil
+}
+
+// probe runs Probe, or reuses a recent pass (see memo).
+func (r *Restricted) probe(ctx context.Context) error {
+	self, err := os.Executable()
+	if err != nil {
+		return r.Probe(ctx)
+	}
+	slirp, err := r.slirp()
+	if err != nil {
+		return err
+	}
+	files := []string{self, slirp}
+	if bw, err := exec.LookPath("bwrap"); err == nil {
+		files = append(files, bw)
+	}
+	var perr error
+	memoised(ctx, memoKey("restricted", files, nil), func(sandbox.Capability) {},
+		func(add func(sandbox.Capability)) map[string]probeResult {
+			if perr = r.Probe(ctx); perr != nil {
+				add(sandbox.Capability{Name: sandbox.CapNetRestricted, Status: sandbox.Blocked})
+			}
+			return nil
+		})
+	return perr
 }

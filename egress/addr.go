@@ -130,3 +130,49 @@ func embedded4(a netip.Addr) (netip.Addr, bool) {
 	}
 	return netip.Addr{}, false
 }
+
+// classRange is the range an address's class occupies: an allow entry
+// exempts a special address from the dialer's refusal only if it lies
+// within that range (127.0.0.1 or 127.0.0.0/8 for loopback, not 0.0.0.0/0).
+// Embedded and one-off addresses need an entry for that very address.
+func classRange(a netip.Addr) netip.Prefix {
+	a = a.Unmap()
+	for _, r := range specialRanges {
+		if r.Contains(a) && !isMetadata(a) {
+			if _, embedded := embedded4(a); !embedded || !a.Is6() {
+				return r
+			}
+		}
+	}
+	return netip.PrefixFrom(a, a.BitLen())
+}
+
+// specialRanges are the classes' ranges, for classRange.
+var specialRanges = []netip.Prefix{
+	netip.MustParsePrefix("127.0.0.0/8"),
+	thisNetwork,
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("224.0.0.0/4"),
+	reserved4,
+	netip.MustParsePrefix("::1/128"),
+	netip.MustParsePrefix("::/128"),
+	netip.MustParsePrefix("fe80::/10"),
+	netip.MustParsePrefix("ff00::/8"),
+	discardPrefix,
+}
+
+// reaches lists what dialling a really reaches, for deny rules: a itself,
+// the IPv4 address an IPv6 form embeds, and for an unspecified address
+// (which connects to this host) the loopback addresses.
+func reaches(a netip.Addr) []netip.Addr {
+	a = a.Unmap()
+	out := []netip.Addr{a}
+	if v4, ok := embedded4(a); ok && a.Is6() {
+		out = append(out, v4)
+		a = v4
+	}
+	if a.IsUnspecified() || (a.Is4() && thisNetwork.Contains(a)) {
+		out = append(out, netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback())
+	}
+	return out
+}

@@ -107,14 +107,23 @@ func (d *Dialer) judgeAddr(a netip.Addr, port int) policy.Decision {
 				Detail: fmt.Sprintf("%s, cordon's own listener", hp)}
 		}
 	}
-	if ad := d.Rules.DecideAddr(a, port); ad.Allow || ad.Reason == policy.ReasonDenyRule {
-		if !ad.Allow {
-			return ad
+	// Deny rules see through an address to what it reaches: NAT64 and
+	// other embeddings, and :: or 0.0.0.0, which reach this host.
+	for _, e := range reaches(a) {
+		if p, ok := d.Rules.DenyRule(e, port); ok {
+			detail := fmt.Sprintf("%s is denied by rule %q", hp, p.Raw)
+			if e != a {
+				detail = fmt.Sprintf("%s reaches %s, which rule %q denies", hp, e, p.Raw)
+			}
+			return policy.Decision{Reason: policy.ReasonDenyRule, Rule: p.Raw, Detail: detail}
 		}
-		return policy.Decision{Allow: true, Reason: policy.ReasonAllowed, Rule: ad.Rule}
 	}
+	allowRule, allowed := d.Rules.AllowRule(a, port)
 	for _, own := range d.Own {
 		if own.Addr() == a && (own.Port() == 0 || int(own.Port()) == port) {
+			if allowed && allowRule.Prefix.IsSingleIP() {
+				return policy.Decision{Allow: true, Reason: policy.ReasonAllowed, Rule: allowRule.Raw}
+			}
 			return policy.Decision{Reason: policy.ReasonBlockedAddr,
 				Detail: fmt.Sprintf("%s, an address of this host; allow it only by address (--allow %s)", hp, hp)}
 		}
@@ -122,13 +131,19 @@ func (d *Dialer) judgeAddr(a netip.Addr, port int) policy.Decision {
 	switch c := classify(a); c {
 	case "":
 	case classPrivate:
-		if d.DenyPrivate {
+		if d.DenyPrivate && !allowed {
 			return policy.Decision{Reason: policy.ReasonPrivateAddr,
 				Detail: fmt.Sprintf("%s, a private address, and deny_private is set", hp)}
 		}
 	default:
+		if r := classRange(a); allowed && allowRule.Prefix.Bits() >= r.Bits() && r.Contains(allowRule.Prefix.Addr()) {
+			return policy.Decision{Allow: true, Reason: policy.ReasonAllowed, Rule: allowRule.Raw}
+		}
 		return policy.Decision{Reason: policy.ReasonBlockedAddr,
-			Detail: fmt.Sprintf("%s, a %s address; allow it only by address (--allow %s)", hp, c, hp)}
+			Detail: fmt.Sprintf("%s, a %s address; allow it only by that address or its own range (--allow %s)", hp, c, hp)}
+	}
+	if allowed {
+		return policy.Decision{Allow: true, Reason: policy.ReasonAllowed, Rule: allowRule.Raw}
 	}
 	return policy.Decision{Allow: true, Reason: policy.ReasonAllowed}
 }

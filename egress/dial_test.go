@@ -177,3 +177,41 @@ func TestIsRequestLine(t *testing.T) {
 		}
 	}
 }
+
+// TestDialerSeesThroughAddresses: a broad allow entry does not exempt a
+// special address, and deny entries catch what an address really reaches.
+func TestDialerSeesThroughAddresses(t *testing.T) {
+	own := netip.MustParseAddr("10.0.2.15")
+	for _, tc := range []struct {
+		name        string
+		allow, deny []string
+		addr        string
+		wantAllow   bool
+		wantReason  policy.Reason
+	}{
+		{"v6 unspecified under ::/0", []string{"0.0.0.0/0:*", "[::/0]:*"}, nil, "::", false, policy.ReasonBlockedAddr},
+		{"v6 unspecified past a loopback deny", []string{"0.0.0.0/0:*", "[::/0]:*"}, []string{"127.0.0.0/8"}, "::", false, policy.ReasonDenyRule},
+		{"NAT64 loopback under ::/0", []string{"[::/0]:*"}, nil, "64:ff9b::7f00:1", false, policy.ReasonBlockedAddr},
+		{"NAT64 loopback past a loopback deny", []string{"[::/0]:*"}, []string{"127.0.0.0/8"}, "64:ff9b::7f00:1", false, policy.ReasonDenyRule},
+		{"NAT64 loopback allowed exactly", []string{"[64:ff9b::7f00:1]:*"}, nil, "64:ff9b::7f00:1", true, policy.ReasonAllowed},
+		{"loopback by its own range", []string{"127.0.0.0/8:*"}, nil, "127.0.0.5", true, policy.ReasonAllowed},
+		{"loopback under 0.0.0.0/0", []string{"0.0.0.0/0:*"}, nil, "127.0.0.1", false, policy.ReasonBlockedAddr},
+		{"metadata under a link-local range", []string{"169.254.0.0/16:*"}, nil, "169.254.169.254", false, policy.ReasonBlockedAddr},
+		{"metadata exactly", []string{"169.254.169.254:*"}, nil, "169.254.169.254", true, policy.ReasonAllowed},
+		{"own address under 0.0.0.0/0", []string{"0.0.0.0/0:*"}, nil, own.String(), false, policy.ReasonBlockedAddr},
+		{"own address exactly", []string{own.String() + ":*"}, nil, own.String(), true, policy.ReasonAllowed},
+		{"public under 0.0.0.0/0", []string{"0.0.0.0/0:*"}, nil, "93.184.216.34", true, policy.ReasonAllowed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rules, err := policy.Compile(tc.allow, tc.deny)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := &Dialer{Rules: rules, Own: []netip.AddrPort{netip.AddrPortFrom(own, 0)}}
+			got := d.judgeAddr(netip.MustParseAddr(tc.addr), 8080)
+			if got.Allow != tc.wantAllow || got.Reason != tc.wantReason {
+				t.Fatalf("judgeAddr(%s) = %+v, want allow=%v %s", tc.addr, got, tc.wantAllow, tc.wantReason)
+			}
+		})
+	}
+}

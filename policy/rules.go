@@ -116,23 +116,34 @@ func (r *Rules) DecideNormalized(host string, port int) Decision {
 func (r *Rules) DecideAddr(a netip.Addr, port int) Decision {
 	a = a.Unmap()
 	d := Decision{Host: a.String(), Port: port}
-	for _, p := range r.Deny {
-		if p.MatchAddr(a) && p.MatchPort(port) {
-			d.Reason, d.Rule = ReasonDenyRule, p.Raw
-			d.Detail = fmt.Sprintf("address %s is denied by rule %q", JoinHostPort(a.String(), port), p.Raw)
-			return d
-		}
+	if p, ok := r.DenyRule(a, port); ok {
+		d.Reason, d.Rule = ReasonDenyRule, p.Raw
+		d.Detail = fmt.Sprintf("address %s is denied by rule %q", JoinHostPort(a.String(), port), p.Raw)
+		return d
 	}
-	for _, p := range r.Allow {
-		if p.MatchAddr(a) && p.MatchPort(port) {
-			d.Allow, d.Reason, d.Rule = true, ReasonAllowed, p.Raw
-			d.Detail = fmt.Sprintf("address %s is allowed by rule %q", JoinHostPort(a.String(), port), p.Raw)
-			return d
-		}
+	if p, ok := r.AllowRule(a, port); ok {
+		d.Allow, d.Reason, d.Rule = true, ReasonAllowed, p.Raw
+		d.Detail = fmt.Sprintf("address %s is allowed by rule %q", JoinHostPort(a.String(), port), p.Raw)
+		return d
 	}
 	d.Reason = ReasonNotAllowed
 	d.Detail = fmt.Sprintf("address %s is not on the allowlist", JoinHostPort(a.String(), port))
 	return d
+}
+
+// DenyRule returns the first address deny entry covering a and port.
+func (r *Rules) DenyRule(a netip.Addr, port int) (Pattern, bool) { return firstAddr(r.Deny, a, port) }
+
+// AllowRule returns the first address allow entry covering a and port.
+func (r *Rules) AllowRule(a netip.Addr, port int) (Pattern, bool) { return firstAddr(r.Allow, a, port) }
+
+func firstAddr(ps []Pattern, a netip.Addr, port int) (Pattern, bool) {
+	for _, p := range ps {
+		if p.MatchAddr(a) && p.MatchPort(port) {
+			return p, true
+		}
+	}
+	return Pattern{}, false
 }
 
 // Names lists the allow entries as written, for the effective allowlist

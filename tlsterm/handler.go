@@ -1,6 +1,7 @@
 package tlsterm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -177,5 +178,31 @@ func ApplyCredentials(creds *credinject.Set, r *http.Request, host string, port 
 		}
 		return out, &credinject.Error{Reason: credinject.ReasonMisroute, Target: policy.JoinHostPort(host, port)}
 	}
+	if out.Body != nil {
+		// Scan the start of the body before anything is sent: a small body
+		// with a misrouted placeholder is refused whole, and only a longer
+		// one can be cut off mid-stream.
+		head, err := io.ReadAll(io.LimitReader(out.Body, bodyPrescan+1))
+		var ce *credinject.Error
+		if errors.As(err, &ce) {
+			return out, ce
+		}
+		rest := io.Reader(out.Body)
+		if err != nil {
+			rest = errReader{err}
+		}
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head), rest), out.Body}
+	}
 	return out, nil
 }
+
+// bodyPrescan is how much of a request body is scanned for misrouted
+// credentials before the request is forwarded.
+const bodyPrescan = 64 << 10
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }

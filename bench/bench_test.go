@@ -76,7 +76,7 @@ func BenchmarkPaths(b *testing.B) {
 	e := newTestEnv(b, 16<<20)
 	for _, p := range e.paths {
 		for _, f := range figures {
-			op := f.op(e, p)
+			op := f.op(e.origin.BulkSize, p)
 			if op == nil {
 				continue
 			}

@@ -1,8 +1,10 @@
 // Command bench measures, side by side in one run, a local HTTPS origin
 // reached directly, through a bare goproxy, through cordon's proxy as an
-// opaque tunnel and terminating TLS, and through goproxy's own MITM; it also
-// times cordon run against bare bubblewrap. It writes a Markdown report to
-// stdout and to -out, and never fails on a number: it reports.
+// opaque tunnel and terminating TLS, and through goproxy's own MITM; then
+// a client inside cordon's restricted sandbox against the same client
+// outside through cordon proxy; and it times cordon run against bare
+// bubblewrap. It writes a Markdown report to stdout and to -out, and never
+// fails on a number: it reports.
 package main
 
 import (
@@ -22,11 +24,20 @@ func main() {
 	bulkMiB := flag.Int64("bulk-mib", 64, "size of the bulk download in MiB")
 	originH2 := flag.Bool("origin-h2", true, "let the HTTPS origin offer HTTP/2 (cordon MITM then speaks h2 upstream); false leaves it HTTP/1.1 only, without the h2 column")
 	runs := flag.Int("runs", 20, "timed runs of each cordon run command")
-	bin := flag.String("cordon", "bin/cordon", "cordon binary for the cordon run timings; built from ./cmd/cordon if missing")
+	bin := flag.String("cordon", "bin/cordon", "cordon binary for the cordon run timings and the sandbox section; built from ./cmd/cordon if missing")
+	client := flag.String("client", "", "act as the sandbox section's client instead: "+modeProxyEnv+" or "+modeTransparent+" (see runClient)")
+	base := flag.String("url", "", "with -client: the origin's base URL")
 	flag.Parse()
 	if *rounds < 1 || *dur <= 0 || *bulkMiB < 1 || *runs < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -rounds, -dur, -bulk-mib and -runs must be positive")
 		os.Exit(2)
+	}
+	if *client != "" {
+		if err := runClient(*client, *base, *dur, *bulkMiB<<20, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "bench -client: %v\n", err)
+			os.Exit(1)
+		}
+		return
 	}
 	s := settings{rounds: *rounds, dur: *dur, bulkSize: *bulkMiB << 20, originH2: *originH2, runs: *runs}
 	var report bytes.Buffer
@@ -34,6 +45,7 @@ func main() {
 	if err := proxySection(&report, s, os.Stderr); err != nil {
 		fmt.Fprintf(&report, "\n## Proxy paths\n\nnot available: %v\n", err)
 	}
+	sandboxSection(&report, *bin, s, os.Stderr)
 	cordonRunSection(&report, *bin, s.runs, os.Stderr)
 	os.Stdout.Write(report.Bytes())
 	if *out != "" {

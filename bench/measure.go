@@ -24,10 +24,12 @@ type figure struct {
 	workers int
 	// maxOps bounds one measurement in count (time bounds it too).
 	maxOps int
-	// perOp converts operations per second into the unit.
-	perOp func(e *env) float64
-	// op is one operation on p, or nil where the figure does not apply.
-	op func(e *env, p *path) func() error
+	// perOp converts operations per second into the unit, for a /bulk of
+	// bulkSize bytes.
+	perOp func(bulkSize int64) float64
+	// op is one operation on p, whose /bulk is bulkSize bytes, or nil where
+	// the figure does not apply.
+	op func(bulkSize int64, p *path) func() error
 }
 
 // The figures, by column.
@@ -41,18 +43,18 @@ const (
 
 var figures = []figure{
 	{name: fKeep, unit: "req/s", workers: 1, maxOps: 50000, perOp: one,
-		op: func(_ *env, p *path) func() error { return getSmall(p.keep, p.url, 1) }},
+		op: func(_ int64, p *path) func() error { return getSmall(p.keep, p.url, 1) }},
 	{name: fFresh, unit: "req/s", workers: 1, maxOps: 20000, perOp: one,
-		op: func(_ *env, p *path) func() error { return getSmall(p.fresh, p.url, 1) }},
+		op: func(_ int64, p *path) func() error { return getSmall(p.fresh, p.url, 1) }},
 	{name: fBulk, unit: "MiB/s", workers: 1, maxOps: 4,
-		perOp: func(e *env) float64 { return float64(e.origin.BulkSize) / (1 << 20) },
-		op: func(e *env, p *path) func() error {
-			return func() error { return getBulk(p.keep, p.url, e.origin.BulkSize) }
+		perOp: func(bulkSize int64) float64 { return float64(bulkSize) / (1 << 20) },
+		op: func(bulkSize int64, p *path) func() error {
+			return func() error { return getBulk(p.keep, p.url, bulkSize) }
 		}},
 	{name: fWide, unit: "req/s", workers: wideWorkers, maxOps: 200000, perOp: one,
-		op: func(_ *env, p *path) func() error { return getSmall(p.wide, p.url, 1) }},
+		op: func(_ int64, p *path) func() error { return getSmall(p.wide, p.url, 1) }},
 	{name: fH2, unit: "req/s", workers: 1, maxOps: 50000, perOp: one,
-		op: func(_ *env, p *path) func() error {
+		op: func(_ int64, p *path) func() error {
 			if !p.h2 {
 				return nil
 			}
@@ -60,7 +62,7 @@ var figures = []figure{
 		}},
 }
 
-func one(*env) float64 { return 1 }
+func one(int64) float64 { return 1 }
 
 // getSmall returns an operation that GETs /small and checks the status,
 // the body and the protocol major version.
@@ -163,6 +165,8 @@ type cell struct {
 	err     error
 	// skip marks a figure that does not apply to the path.
 	skip bool
+	// unavailable says why the path could not be measured at all.
+	unavailable string
 }
 
 // median of the samples; zero if there are none.
@@ -207,7 +211,7 @@ func measure(e *env, rounds int, d time.Duration, progress io.Writer) results {
 	for _, p := range e.paths {
 		for _, f := range figures {
 			c := res.at(p.name, f.name)
-			op := f.op(e, p)
+			op := f.op(e.origin.BulkSize, p)
 			if op == nil {
 				c.skip = true
 				continue
@@ -229,12 +233,12 @@ func measure(e *env, rounds int, d time.Duration, progress io.Writer) results {
 				if c.skip || c.err != nil {
 					continue
 				}
-				rate, err := loop(f.workers, f.maxOps, d, f.op(e, p))
+				rate, err := loop(f.workers, f.maxOps, d, f.op(e.origin.BulkSize, p))
 				if err != nil {
 					c.err = err
 					continue
 				}
-				c.samples = append(c.samples, rate*f.perOp(e))
+				c.samples = append(c.samples, rate*f.perOp(e.origin.BulkSize))
 			}
 		}
 	}

@@ -23,6 +23,11 @@ import (
 // smallBody is what every small GET returns.
 var smallBody = []byte("cordon bench: a small response body of sixty-four bytes, ok.\n\n\n")
 
+// originName is a name the origin's certificate covers besides 127.0.0.1
+// and localhost: the sandbox section pins it to 127.0.0.1, so the sandbox
+// can resolve it (to a fake address) and cordon verifies it upstream.
+const originName = "bench.cordon.test"
+
 // bulkChunk is the piece a bulk response repeats.
 const bulkChunk = 1 << 20
 
@@ -106,7 +111,8 @@ func (o *origin) Close() {
 	}
 }
 
-// newOriginCerts makes a CA and a leaf for 127.0.0.1 and localhost.
+// newOriginCerts makes a CA and a leaf for 127.0.0.1, localhost and
+// originName.
 func newOriginCerts() (tls.Certificate, []byte, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -142,7 +148,7 @@ func newOriginCerts() (tls.Certificate, []byte, error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
+		DNSNames:     []string{"localhost", originName},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, key.Public(), caKey)
 	if err != nil {

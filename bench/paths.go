@@ -127,13 +127,15 @@ func newEnv(ctx context.Context, dir string, bulkSize int64, originH2 bool) (*en
 		{pGoproxyPlain, plainURL, bareURL, nil, false},
 		{pCordonPlain, plainURL, tunnel.URL(), nil, false},
 	} {
-		var pu *url.URL
+		var proxy func(*http.Request) (*url.URL, error)
 		if a.proxy != "" {
-			if pu, err = url.Parse(a.proxy); err != nil {
+			pu, err := url.Parse(a.proxy)
+			if err != nil {
 				return fail(fmt.Errorf("%s: proxy URL: %w", a.name, err))
 			}
+			proxy = http.ProxyURL(pu)
 		}
-		p := newPath(a.name, a.base, pu, a.roots, a.h2 && o.H2)
+		p := newPath(a.name, a.base, proxy, a.roots, a.h2 && o.H2)
 		e.paths = append(e.paths, p)
 		e.closers = append(e.closers, p.closeIdle)
 	}
@@ -187,18 +189,17 @@ func goproxyCAPool() (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// newPath builds a path's clients. Every client but h2c (made only where
-// h2 is set) speaks HTTP/1.1 only; none compresses.
-func newPath(name, base string, proxy *url.URL, roots *x509.CertPool, h2 bool) *path {
+// newPath builds a path's clients, which take their proxy from proxy (nil:
+// none). Every client but h2c (made only where h2 is set) speaks HTTP/1.1
+// only; none compresses.
+func newPath(name, base string, proxy func(*http.Request) (*url.URL, error), roots *x509.CertPool, h2 bool) *path {
 	tr := func(tweak func(*http.Transport)) *http.Client {
 		t := &http.Transport{
 			TLSClientConfig:    &tls.Config{RootCAs: roots},
 			TLSNextProto:       map[string]func(string, *tls.Conn) http.RoundTripper{},
 			DisableCompression: true,
 			IdleConnTimeout:    30 * time.Minute,
-		}
-		if proxy != nil {
-			t.Proxy = http.ProxyURL(proxy)
+			Proxy:              proxy,
 		}
 		tweak(t)
 		return &http.Client{Transport: t, Timeout: 2 * time.Minute}

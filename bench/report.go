@@ -55,36 +55,57 @@ func header(w io.Writer, s settings) {
 func proxyTables(w io.Writer, e *env, res results) {
 	fmt.Fprintf(w, "\n## Proxy paths\n\n")
 	fmt.Fprintf(w, "Origin: Go net/http on 127.0.0.1, HTTPS with a throwaway CA, and plain HTTP. Clients speak HTTP/1.1 except in the h2 column. keep-alive: one connection, sequential small GETs. new conn: a new TCP (+ CONNECT) + TLS connection per request. 32-way: 32 goroutines over up to 32 keep-alive connections.\n\n")
-	cols := []string{"path"}
-	for _, f := range figures {
+	names := make([]string, len(e.paths))
+	for i, p := range e.paths {
+		names[i] = p.name
+	}
+	figureTable(w, "path", names, figureNames(), res)
+	fmt.Fprintf(w, "\nPaths: direct = client to origin. goproxy tunnel = goproxy v1.9.3 defaults, opaque CONNECT, no auth. cordon tunnel = session.StartProxy with terminate none (token auth, allowlist, guarded dial, audit lines). cordon MITM = terminate all, ephemeral CA, per-request authority check and audit lines, verified upstream TLS. goproxy MITM = AlwaysMitm with its built-in CA (an RSA leaf signed per CONNECT, no cache), Tr trusting the origin's CA; it offers clients HTTP/1.1 only (AllowHTTP2 is off by default), hence no h2 figure. Upstream, cordon MITM speaks h2 to an origin that offers it, goproxy MITM always HTTP/1.1. The (http) rows are absolute-form plain HTTP through the same proxies.\n")
+
+	fmt.Fprintf(w, "\n### Ratios\n\n")
+	ratioTable(w, ratios, figureNames(), res)
+	fmt.Fprintf(w, "\nEach ratio is the median over rounds of the two paths' figures from the same round, with the lowest and highest round in brackets. A target reads \"≥ T met\" or \"≥ T **MISSED**\"; ratios without a target are for information.\n")
+}
+
+// figureNames are the names of all figures, in column order.
+func figureNames() []string {
+	names := make([]string, len(figures))
+	for i, f := range figures {
+		names[i] = f.name
+	}
+	return names
+}
+
+// figureTable writes a table with one row per name (first heads that
+// column) and one column per figure in figs: each cell's median and range.
+func figureTable(w io.Writer, first string, names, figs []string, res results) {
+	cols := []string{first}
+	for _, name := range figs {
+		f, _ := figureNamed(name)
 		cols = append(cols, fmt.Sprintf("%s %s", f.name, f.unit))
 	}
 	row(w, cols...)
 	row(w, separator(len(cols))...)
-	for _, p := range e.paths {
-		cells := []string{p.name}
-		for _, f := range figures {
-			cells = append(cells, formatCell(res.at(p.name, f.name)))
+	for _, n := range names {
+		cells := []string{n}
+		for _, f := range figs {
+			cells = append(cells, formatCell(res.at(n, f)))
 		}
 		row(w, cells...)
 	}
-	fmt.Fprintf(w, "\nPaths: direct = client to origin. goproxy tunnel = goproxy v1.9.3 defaults, opaque CONNECT, no auth. cordon tunnel = session.StartProxy with terminate none (token auth, allowlist, guarded dial, audit lines). cordon MITM = terminate all, ephemeral CA, per-request authority check and audit lines, verified upstream TLS. goproxy MITM = AlwaysMitm with its built-in CA (an RSA leaf signed per CONNECT, no cache), Tr trusting the origin's CA; it offers clients HTTP/1.1 only (AllowHTTP2 is off by default), hence no h2 figure. Upstream, cordon MITM speaks h2 to an origin that offers it, goproxy MITM always HTTP/1.1. The (http) rows are absolute-form plain HTTP through the same proxies.\n")
+}
 
-	fmt.Fprintf(w, "\n### Ratios\n\n")
-	cols = []string{"ratio"}
-	for _, f := range figures {
-		cols = append(cols, f.name)
-	}
-	row(w, cols...)
-	row(w, separator(len(cols))...)
-	for _, r := range ratios {
+// ratioTable writes one row per ratio and one column per figure in figs.
+func ratioTable(w io.Writer, rs []ratio, figs []string, res results) {
+	row(w, append([]string{"ratio"}, figs...)...)
+	row(w, separator(len(figs)+1)...)
+	for _, r := range rs {
 		cells := []string{r.num + " / " + r.den}
-		for _, f := range figures {
-			cells = append(cells, formatRatio(res.at(r.num, f.name), res.at(r.den, f.name), r.targets[f.name]))
+		for _, f := range figs {
+			cells = append(cells, formatRatio(res.at(r.num, f), res.at(r.den, f), r.targets[f]))
 		}
 		row(w, cells...)
 	}
-	fmt.Fprintf(w, "\nEach ratio is the median over rounds of the two paths' figures from the same round, with the lowest and highest round in brackets. A target reads \"≥ T met\" or \"≥ T **MISSED**\"; ratios without a target are for information.\n")
 }
 
 // row writes one table row, escaping pipes inside cells.
@@ -109,6 +130,8 @@ func formatCell(c *cell) string {
 	switch {
 	case c.skip:
 		return "n/a"
+	case c.unavailable != "":
+		return "not available: " + clip(c.unavailable, 160)
 	case c.err != nil:
 		return "error: " + clip(firstLine(c.err.Error()), 100)
 	case len(c.samples) == 0:

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -154,6 +155,15 @@ func newRunner(base, home, ws, auditDir string) (*runner, string, error) {
 	return r, who, nil
 }
 
+// command prepares argv in the workspace, with the runner's environment
+// and extra, as the runner's user, in a process group of its own.
+func (r *runner) command(ctx context.Context, argv []string, extra ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = r.dir, append(slices.Clone(r.env), extra...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.cred, Setpgid: true}
+	return cmd
+}
+
 // run starts argv under GNU time, waits for it, and returns the wall time
 // and the peak RSS in bytes; a failure is the first line the command
 // printed.
@@ -162,9 +172,8 @@ func (r *runner) run(argv []string) (time.Duration, int64, error) {
 	defer cancel()
 	var out bytes.Buffer
 	rssFile := filepath.Join(r.rssDir, "maxrss")
-	cmd := exec.CommandContext(ctx, timeBin, append([]string{"-f", "%M", "-o", rssFile}, argv...)...)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = r.dir, r.env, &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.cred}
+	cmd := r.command(ctx, append([]string{timeBin, "-f", "%M", "-o", rssFile}, argv...))
+	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	err := cmd.Run()
 	wall := time.Since(start)

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,6 +63,13 @@ type Server struct {
 	cfg   Config
 	plain *goproxy.ProxyHttpServer
 	ids   atomic.Uint64
+
+	// tunnels are the hijacked client connections still being served, so
+	// a stopping proxy can end them and wait for their close lines.
+	mu       sync.Mutex
+	tunnels  map[net.Conn]struct{}
+	stopping bool
+	active   sync.WaitGroup
 }
 
 // sniffTimeout bounds how long a fresh tunnel may stay silent before it is
@@ -243,6 +251,12 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		release()
 		return
 	}
+	if !s.track(client) {
+		client.Close()
+		release()
+		return
+	}
+	defer s.untrack(client)
 	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		client.Close()
 		release()
@@ -364,16 +378,51 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          s.cfg.ErrorLog,
 	}
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		hs.Shutdown(sctx)
+		// Shutdown leaves hijacked tunnels alone: end them, and wait for
+		// their close lines before the caller closes the audit log.
+		s.mu.Lock()
+		s.stopping = true
+		for c := range s.tunnels {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.active.Wait()
 	}()
-	if err := hs.Serve(guardedListener{l}); !errors.Is(err, http.ErrServerClosed) {
+	err := hs.Serve(guardedListener{l})
+	if !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	<-stopped
 	return nil
+}
+
+// track registers a tunnel; false means the proxy is stopping.
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return false
+	}
+	if s.tunnels == nil {
+		s.tunnels = map[net.Conn]struct{}{}
+	}
+	s.tunnels[c] = struct{}{}
+	s.active.Add(1)
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.tunnels, c)
+	s.mu.Unlock()
+	s.active.Done()
 }
 
 // fakeName resolves a fake address back to its name. ok is false for a

@@ -292,8 +292,9 @@ func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
 			pr.Out.URL.Host = authority
 			pr.Out.Host = authority
 		},
-		Transport: tr,
-		ErrorLog:  log.New(io.Discard, "", 0),
+		Transport:  tr,
+		BufferPool: copyBuffers,
+		ErrorLog:   log.New(io.Discard, "", 0),
 		ModifyResponse: func(resp *http.Response) error {
 			MaskResponse(st.t.cfg.Creds, resp)
 			return nil
@@ -336,3 +337,12 @@ func MaskResponse(creds *credinject.Set, resp *http.Response) {
 		resp.ContentLength = -1
 	}
 }
+
+// copyBuffers recycles the buffers bodies are copied through, instead of a
+// fresh 32 KiB per request.
+var copyBuffers = &bufferPool{sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte  { return *b.p.Get().(*[]byte) }
+func (b *bufferPool) Put(s []byte) { b.p.Put(&s) }

@@ -67,7 +67,7 @@ type Server struct {
 	// tunnels are the hijacked client connections still being served, so
 	// a stopping proxy can end them and wait for their close lines.
 	mu       sync.Mutex
-	tunnels  map[net.Conn]struct{}
+	tunnels  map[net.Conn]net.Conn // client -> upstream
 	stopping bool
 	active   sync.WaitGroup
 }
@@ -251,7 +251,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		release()
 		return
 	}
-	if !s.track(client) {
+	if !s.track(client, up) {
 		client.Close()
 		release()
 		return
@@ -389,8 +389,9 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		// their close lines before the caller closes the audit log.
 		s.mu.Lock()
 		s.stopping = true
-		for c := range s.tunnels {
+		for c, up := range s.tunnels {
 			c.Close()
+			up.Close()
 		}
 		s.mu.Unlock()
 		s.active.Wait()
@@ -404,16 +405,16 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 }
 
 // track registers a tunnel; false means the proxy is stopping.
-func (s *Server) track(c net.Conn) bool {
+func (s *Server) track(c, up net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopping {
 		return false
 	}
 	if s.tunnels == nil {
-		s.tunnels = map[net.Conn]struct{}{}
+		s.tunnels = map[net.Conn]net.Conn{}
 	}
-	s.tunnels[c] = struct{}{}
+	s.tunnels[c] = up
 	s.active.Add(1)
 	return true
 }

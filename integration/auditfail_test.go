@@ -4,6 +4,7 @@ package integration
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/audit"
 )
 
 // TestProxyAuditFailureDenies fills the audit log's filesystem mid-session:
@@ -82,4 +85,27 @@ func asExit(err error, ee **exec.ExitError) bool {
 	e, ok := err.(*exec.ExitError)
 	*ee = e
 	return ok
+}
+
+// TestProxyStopsWithOpenTunnels: SIGTERM ends cordon proxy promptly even
+// with a tunnel open to a silent server, and the tunnel's close line is
+// written before the log is closed.
+func TestProxyStopsWithOpenTunnels(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepts in the kernel, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	p := startProxy(t, "--allow", fmt.Sprintf("127.0.0.1:%d", port))
+	if _, status := rawConnect(t, p, fmt.Sprintf("127.0.0.1:%d", port)); status != 200 {
+		t.Fatalf("CONNECT: %d", status)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	gone := func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+		return err != nil || strings.Contains(string(b), ") Z ")
+	}
+	waitForWithin(t, 10*time.Second, gone, "cordon proxy did not stop within 10s of SIGTERM with a tunnel open")
+	waitRecord(t, p.audit, audit.Record{Type: audit.TypeClose, Host: "127.0.0.1", Port: port})
 }

@@ -286,7 +286,13 @@ func run(t testing.TB, timeout time.Duration, cmd *exec.Cmd) (string, error) {
 // waitFor polls cond for up to five seconds.
 func waitFor(t testing.TB, cond func() bool, msg string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
+	waitForWithin(t, 5*time.Second, cond, msg)
+}
+
+// waitForWithin polls cond until it holds or within passes.
+func waitForWithin(t testing.TB, within time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal(msg)
 		}

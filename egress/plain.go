@@ -143,7 +143,7 @@ var hopHeaders = []string{
 // header names. An upgrade keeps "Connection: Upgrade" and "Upgrade".
 func RemoveHopHeaders(h http.Header) {
 	upgrade := h.Get("Upgrade")
-	isUpgrade := upgrade != "" && headerHasToken(h, "Connection", "upgrade")
+	isUpgrade := upgrade != "" && tlsterm.HasToken(h, "Connection", "upgrade")
 	for _, f := range h.Values("Connection") {
 		for _, name := range strings.Split(f, ",") {
 			if name = strings.TrimSpace(name); name != "" {
@@ -160,17 +160,6 @@ func RemoveHopHeaders(h http.Header) {
 	} else {
 		h.Del("Upgrade")
 	}
-}
-
-func headerHasToken(h http.Header, name, token string) bool {
-	for _, v := range h.Values(name) {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // countedConn counts bytes each way and reports them once, on Close. It

@@ -44,7 +44,7 @@ func CheckSNI(sni, host string, port int) policy.Decision {
 // and it may not try to switch protocols to h2c.
 func CheckRequest(r *http.Request, host string, port, defaultPort int) policy.Decision {
 	d := policy.Decision{Host: host, Port: port}
-	if headerHas(r.Header, "Upgrade", "h2c") || r.Header.Get("HTTP2-Settings") != "" {
+	if HasToken(r.Header, "Upgrade", "h2c") || r.Header.Get("HTTP2-Settings") != "" {
 		d.Reason = ReasonH2CUpgrade
 		d.Detail = "an Upgrade to h2c inside a tunnel is refused: it would hide later requests from the authority check"
 		return d
@@ -77,7 +77,9 @@ func CheckAuthority(authority, host string, port, defaultPort int) policy.Decisi
 	return d
 }
 
-func headerHas(h http.Header, name, token string) bool {
+// HasToken reports whether a comma-separated header (Connection, Upgrade)
+// lists token, in any case.
+func HasToken(h http.Header, name, token string) bool {
 	for _, v := range h.Values(name) {
 		for _, t := range strings.Split(v, ",") {
 			if strings.EqualFold(strings.TrimSpace(t), token) {

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -301,23 +302,31 @@ func leafFor(ca *x509.Certificate, caKey *ecdsa.PrivateKey, name, ip string) (tl
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
-// readAudit parses every record in an audit file.
+// readAudit parses every record in an audit file; any line that is not a
+// record fails the test.
 func readAudit(t testing.TB, path string) []audit.Record {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read audit log: %v", err)
 	}
+	return decodeAudit(data, func(line int, err error) { t.Fatalf("audit line %d: %v", line, err) })
+}
+
+// readAuditIfAny reads an audit log that may not exist yet, or be in the
+// middle of a write.
+func readAuditIfAny(path string) []audit.Record {
+	data, _ := os.ReadFile(path)
+	return decodeAudit(data, nil)
+}
+
+// decodeAudit reads records with cordon's own reader; warn hears of lines
+// that are not records.
+func decodeAudit(data []byte, warn func(int, error)) []audit.Record {
 	var recs []audit.Record
-	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		if l == "" {
-			continue
-		}
-		var r audit.Record
-		if err := json.Unmarshal([]byte(l), &r); err != nil {
-			t.Fatalf("audit line %q: %v", l, err)
-		}
-		recs = append(recs, r)
+	r := audit.NewReader(bytes.NewReader(data), warn)
+	for r.Next() {
+		recs = append(recs, r.Record())
 	}
 	return recs
 }

@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -253,19 +252,6 @@ func processWith(s string) bool {
 		}
 	}
 	return false
-}
-
-// readAuditIfAny reads an audit log that may not exist yet.
-func readAuditIfAny(path string) []audit.Record {
-	var recs []audit.Record
-	data, _ := os.ReadFile(path)
-	for _, l := range strings.Split(string(data), "\n") {
-		var r audit.Record
-		if json.Unmarshal([]byte(l), &r) == nil {
-			recs = append(recs, r)
-		}
-	}
-	return recs
 }
 
 // slirpOf reports whether a slirp4netns child of pid is still running.

@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -86,21 +85,7 @@ func (b *box) config(yaml string) string {
 // records reads the audit log.
 func (b *box) records() []audit.Record {
 	b.t.Helper()
-	f, err := os.Open(b.audit)
-	if err != nil {
-		b.t.Fatalf("open audit log: %v", err)
-	}
-	defer f.Close()
-	var out []audit.Record
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var r audit.Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			b.t.Fatalf("audit line %q: %v", sc.Text(), err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return readAudit(b.t, b.audit)
 }
 
 func expectCode(t *testing.T, r result, code int) {

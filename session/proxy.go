@@ -131,9 +131,24 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		Self:        []netip.AddrPort{self},
 		Static:      static,
 	}
+	// The session writes its trust bundle into a directory of its own
+	// unless told where; that directory goes with the session.
+	bundle, tmpDir := o.BundlePath, ""
+	if bundle == "" {
+		if tmpDir, err = os.MkdirTemp("", "cordon-bundle-"); err != nil {
+			ln.Close()
+			closeAudit()
+			return nil, fmt.Errorf("trust bundle: %w", err)
+		}
+		os.Chmod(tmpDir, 0o755)
+		bundle = filepath.Join(tmpDir, "ca-bundle.pem")
+	}
 	var dns *fakedns.Resolver
 	fail := func(err error) (*Proxy, error) {
 		ln.Close()
+		if tmpDir != "" {
+			os.RemoveAll(tmpDir)
+		}
 		if dns != nil {
 			dns.Close()
 		}
@@ -148,7 +163,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		}
 		fakeName = dns.NameFor
 	}
-	tt, ca, bundle, err := newTerminator(o, aw, creds)
+	tt, ca, err := newTerminator(o, bundle, aw, creds)
 	if err != nil {
 		return fail(err)
 	}
@@ -170,11 +185,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		Addr: self.String(), Detail: "proxy started; allow: " + strings.Join(rules.Names(), " ")}); err != nil {
 		return fail(err)
 	}
-	var tmpDir string
 	sctx, cancel := context.WithCancel(ctx)
-	if o.BundlePath == "" {
-		tmpDir = filepath.Dir(bundle)
-	}
 	px := &Proxy{tmpDir: tmpDir, Addr: self, Token: token, Audit: aw, Rules: rules, Bundle: bundle, CA: ca, Creds: creds, DNS: dns, ownAudit: ownAudit, srv: srv, ln: ln, done: make(chan error, 1), cancel: cancel}
 	go func() { px.done <- srv.Serve(sctx, ln) }()
 	return px, nil
@@ -240,8 +251,8 @@ func parseResolve(entries []string) (map[string][]netip.Addr, error) {
 }
 
 // newTerminator loads (or creates) the CA, writes the session's trust
-// bundle and builds the TLS terminator.
-func newTerminator(o Options, aw *audit.Writer, creds *credinject.Set) (*tlsterm.Terminator, *certs.CA, string, error) {
+// bundle at bundle and builds the TLS terminator.
+func newTerminator(o Options, bundle string, aw *audit.Writer, creds *credinject.Set) (*tlsterm.Terminator, *certs.CA, error) {
 	var ca *certs.CA
 	var err error
 	if o.EphemeralCA {
@@ -250,35 +261,26 @@ func newTerminator(o Options, aw *audit.Writer, creds *credinject.Set) (*tlsterm
 		dir := o.CADir
 		if dir == "" {
 			if dir, err = certs.DefaultDir(); err != nil {
-				return nil, nil, "", err
+				return nil, nil, err
 			}
 		}
 		ca, err = certs.LoadOrCreate(dir)
 	}
 	if err != nil {
-		return nil, nil, "", err
-	}
-	bundle := o.BundlePath
-	if bundle == "" {
-		dir, err := os.MkdirTemp("", "cordon-bundle-")
-		if err != nil {
-			return nil, nil, "", fmt.Errorf("trust bundle: %w", err)
-		}
-		os.Chmod(dir, 0o755)
-		bundle = filepath.Join(dir, "ca-bundle.pem")
+		return nil, nil, err
 	}
 	if err := certs.WriteBundle(bundle, ca, o.Policy.ExtraCA); err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
 	roots, err := certs.UpstreamPool(o.Policy.ExtraCA)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
 	tt, err := tlsterm.New(tlsterm.Config{
 		Leaves: certs.NewLeafCache(ca, certs.DefaultLeafCacheSize), Roots: roots, Audit: aw, Creds: creds,
 		ErrorLog: log.New(os.Stderr, "", 0),
 	})
-	return tt, ca, bundle, err
+	return tt, ca, err
 }
 
 // terminatePredicate says which allowed tunnels are terminated: all but

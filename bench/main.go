@@ -24,6 +24,7 @@ func main() {
 	bulkMiB := flag.Int64("bulk-mib", 64, "size of the bulk download in MiB")
 	originH2 := flag.Bool("origin-h2", true, "let the HTTPS origin offer HTTP/2 (cordon MITM then speaks h2 upstream); false leaves it HTTP/1.1 only, without the h2 column")
 	runs := flag.Int("runs", 20, "timed runs of each cordon run command")
+	only := flag.String("only", "", "measure one section only: proxy, sandbox or run (default: all three)")
 	bin := flag.String("cordon", "bin/cordon", "cordon binary for the cordon run timings and the sandbox section; built from ./cmd/cordon if missing")
 	client := flag.String("client", "", "act as the sandbox section's client instead: "+modeProxyEnv+" or "+modeTransparent+" (see runClient)")
 	base := flag.String("url", "", "with -client: the origin's base URL")
@@ -39,14 +40,25 @@ func main() {
 		}
 		return
 	}
+	if *only != "" && *only != "proxy" && *only != "sandbox" && *only != "run" {
+		fmt.Fprintf(os.Stderr, "bench: -only %q: want proxy, sandbox or run\n", *only)
+		os.Exit(2)
+	}
+	want := func(section string) bool { return *only == "" || *only == section }
 	s := settings{rounds: *rounds, dur: *dur, bulkSize: *bulkMiB << 20, originH2: *originH2, runs: *runs}
 	var report bytes.Buffer
 	header(&report, s)
-	if err := proxySection(&report, s, os.Stderr); err != nil {
-		fmt.Fprintf(&report, "\n## Proxy paths\n\nnot available: %v\n", err)
+	if want("proxy") {
+		if err := proxySection(&report, s, os.Stderr); err != nil {
+			fmt.Fprintf(&report, "\n## Proxy paths\n\nnot available: %v\n", err)
+		}
 	}
-	sandboxSection(&report, *bin, s, os.Stderr)
-	cordonRunSection(&report, *bin, s.runs, os.Stderr)
+	if want("sandbox") {
+		sandboxSection(&report, *bin, s, os.Stderr)
+	}
+	if want("run") {
+		cordonRunSection(&report, *bin, s.runs, os.Stderr)
+	}
 	os.Stdout.Write(report.Bytes())
 	if *out != "" {
 		if err := os.WriteFile(*out, report.Bytes(), 0o644); err != nil {

@@ -480,7 +480,7 @@ func TestRunDryRunRunsNothing(t *testing.T) {
 	b := newBox(t)
 	r := b.run("--net", "off", "--dry-run", "--", "touch", "ran")
 	expectCode(t, r, 0)
-	for _, want := range []string{"bwrap", "'--unshare-net'", "'--seccomp'", "'" + b.ws + "'", "'touch'", "seccomp filter for"} {
+	for _, want := range []string{"bwrap", "'--unshare-net'", "'--seccomp'", "'" + b.ws + "'", "/touch'", "seccomp filter for"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("dry run lacks %s:\n%s", want, r.stdout)
 		}
@@ -525,6 +525,14 @@ func TestRunStdioAndDescriptors(t *testing.T) {
 	b := newBox(t)
 	cmd := b.cmd("--net", "off", "--", "sh", "-c", "cat; ls /proc/self/fd | tr '\\n' ' '")
 	cmd.Stdin = strings.NewReader("through stdin\n")
+	// cordon itself inherits an open descriptor (as from a shell or a
+	// launcher that leaks one): it must not reach the command.
+	leaked, err := os.Open(b.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leaked.Close()
+	cmd.ExtraFiles = []*os.File{leaked, leaked, leaked, leaked, leaked, leaked, leaked, leaked}
 	r := runResult(t, runTimeout, cmd)
 	expectCode(t, r, 0)
 	if !strings.HasPrefix(r.stdout, "through stdin\n") {

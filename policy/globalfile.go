@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // InitTemplate returns the commented global config cordon init writes:
@@ -99,7 +100,9 @@ func WriteInitConfig(path string, force bool) error {
 
 // networkLine matches a top-level "network:" line: the key, its value and
 // any trailing comment.
-var networkLine = regexp.MustCompile(`(?m)^network[ \t]*:[^#\n]*?([ \t]+#[^\n]*)?$`)
+var networkLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^network[ \t]*:[^#\n]*?([ \t]+#[^\n]*)?$`)
+})
 
 // SetNetworkMode sets the network key of the config at path, editing that
 // one line so the rest of the file and its comments stay as they were. A
@@ -142,7 +145,7 @@ func SetNetworkMode(path string, mode NetMode) error {
 // setNetworkLine replaces the value of the first top-level network key,
 // keeping its comment, or appends the key when there is none.
 func setNetworkLine(data []byte, mode NetMode) []byte {
-	if loc := networkLine.FindSubmatchIndex(data); loc != nil {
+	if loc := networkLine().FindSubmatchIndex(data); loc != nil {
 		comment := ""
 		if loc[2] >= 0 {
 			comment = string(data[loc[2]:loc[3]])

@@ -7,7 +7,7 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
-  bubblewrap slirp4netns nftables iproute2 iputils-ping uidmap procps \
+  bubblewrap util-linux slirp4netns nftables iproute2 iputils-ping uidmap procps \
   curl git ca-certificates openssl python3 nodejs \
   openssh-client openssh-server make gcc >/dev/null
 

@@ -2,7 +2,6 @@ package denycmd
 
 import (
 	"path/filepath"
-	"regexp"
 	"strings"
 )
 
@@ -164,9 +163,19 @@ func skipAssignments(args []string) []string {
 	return nil
 }
 
-var assignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
-
-func isAssignment(s string) bool { return assignment.MatchString(s) }
+// isAssignment says whether s is a shell variable assignment (NAME=...).
+func isAssignment(s string) bool {
+	name, _, ok := strings.Cut(s, "=")
+	if !ok || name == "" || name[0] >= '0' && name[0] <= '9' {
+		return false
+	}
+	for _, c := range name {
+		if c != '_' && (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
 
 func isShell(name string) bool {
 	switch name {
@@ -176,9 +185,11 @@ func isShell(name string) bool {
 	return false
 }
 
-var pythonName = regexp.MustCompile(`^python[0-9.]*$`)
-
-func isPython(name string) bool { return pythonName.MatchString(name) }
+// isPython matches python, python3, python3.12 and the like.
+func isPython(name string) bool {
+	v, ok := strings.CutPrefix(name, "python")
+	return ok && strings.Trim(v, "0123456789.") == ""
+}
 
 // shellArgs finds a shell's -c string: the first operand after an option
 // cluster holding 'c' (sh -c, bash -lc, sh -e -c).

@@ -129,3 +129,16 @@ func FuzzWords(f *testing.F) {
 		}
 	})
 }
+
+func TestIsAssignmentAndIsPython(t *testing.T) {
+	for s, want := range map[string]bool{"A=1": true, "_x9=": true, "a_B=c=d": true, "=x": false, "9a=1": false, "a-b=1": false, "ls": false, "é=1": false} {
+		if got := isAssignment(s); got != want {
+			t.Errorf("isAssignment(%q) = %v, want %v", s, got, want)
+		}
+	}
+	for s, want := range map[string]bool{"python": true, "python3": true, "python3.12": true, "pythonx": false, "ipython": false, "python3-config": false} {
+		if got := isPython(s); got != want {
+			t.Errorf("isPython(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

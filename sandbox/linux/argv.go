@@ -23,18 +23,20 @@ const (
 	fdStatus = 3
 	// fdSeccomp carries the BPF program for --seccomp.
 	fdSeccomp = 4
-	// fdInit is the init's report: started, failed to start, or probe results.
-	fdInit = 5
+	// fdProbe carries the self-test's findings (probe launches only).
+	fdProbe = 5
 	// fdArgs carries bwrap's own arguments (--args), so no value (an
 	// --env variable, say) shows in the host's process list.
 	fdArgs = 6
 )
 
-// initPath is where cordon's own binary sits inside the sandbox, as pid 1.
-const initPath = "/run/cordon/cordon"
+// selfPath is where cordon's own binary sits inside the sandbox (for
+// cordon connect, and the self-test).
+const selfPath = "/run/cordon/cordon"
 
-// InitCommand is the hidden subcommand that runs cordon as the sandbox's init.
-const InitCommand = "__init"
+// ProbeCommand is the hidden subcommand that runs the self-test inside a
+// sandbox.
+const ProbeCommand = "__probe"
 
 // systemEntries are the top-level host entries reproduced as the host has
 // them: a symlink as the same symlink, a directory bound read-only.
@@ -51,6 +53,7 @@ type hostInfo struct {
 	guard    guard
 	self     string // cordon's binary on the host
 	bwrap    string // bubblewrap on the host
+	prlimit  string // util-linux prlimit on the host, which starts the command
 	// holderNet says a holder supplies the network namespace (restricted mode).
 	holderNet bool
 	limits    limitPlan
@@ -80,15 +83,21 @@ type launch struct {
 	seccomp  []bpf.RawInstruction
 }
 
-// probeMode replaces the command with the init's self-test.
+// probeMode replaces the command with cordon's self-test.
 type probeMode struct {
 	// outside is a host directory that is not mounted: writing there must fail.
 	outside string
 }
 
 // build renders s for bwrap, using scratch (not created here) for the
-// files mounts are made from. With probe set, the init runs its self-test
+// files mounts are made from. With probe set, cordon's self-test runs
 // instead of s.Argv.
+//
+// bwrap's own init is pid 1 of the sandbox's pid namespace: it reaps
+// orphans and reports the command's exit. The command is pid 2, started
+// through prlimit, which sets its resource limits (so they never bind
+// the init) and answers 126 or 127, as a shell does, when it cannot be
+// executed.
 func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*launch, error) {
 	p := s.Policy
 	if p == nil {
@@ -124,7 +133,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		return nil, fmt.Errorf("network mode %q is not one of off, open, restricted", p.Network)
 	}
 	a = append(a, "--hostname", "cordon",
-		"--die-with-parent", "--new-session", "--as-pid-1", "--disable-userns", "--cap-drop", "ALL")
+		"--die-with-parent", "--new-session", "--disable-userns", "--cap-drop", "ALL")
 
 	roots := []string{"/usr", "/etc"}
 	a = append(a, "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc")
@@ -175,7 +184,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		}
 		return false
 	}
-	var init []string
+	var cmdline []string
 	if probe == nil {
 		res := resolver{path: envValue(h.env, "PATH"), workdir: workdir, workspace: ws, guard: h.guard, visible: visible}
 		cmd, err := res.lookup(s.Argv[0])
@@ -185,9 +194,12 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		for _, m := range cmd.Mounts {
 			binds = append(binds, bind{path: m, walk: true})
 		}
-		init = initArgs(h.limits, cmd.Exe, s.Argv)
+		if !visible(h.prlimit) {
+			binds = append(binds, bind{path: h.prlimit})
+		}
+		cmdline = execArgs(h.prlimit, h.limits, cmd.Exe, s.Argv)
 	} else {
-		init = []string{"--status-fd", strconv.Itoa(fdInit), "--probe", probe.outside, "--"}
+		cmdline = []string{selfPath, ProbeCommand, strconv.Itoa(fdProbe), probe.outside}
 	}
 	sortBinds(binds)
 	for _, b := range binds {
@@ -197,7 +209,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		}
 		a = append(a, op, b.path, b.path)
 	}
-	a = append(a, "--ro-bind", h.self, initPath)
+	a = append(a, "--ro-bind", h.self, selfPath)
 
 	dsts := make([]string, 0, len(s.Files))
 	for dst := range s.Files {
@@ -238,25 +250,31 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	}
 	a = append(a, "--seccomp", strconv.Itoa(fdSeccomp), "--json-status-fd", strconv.Itoa(fdStatus))
 	l.sep = len(a)
-	a = append(a, "--", initPath, InitCommand)
-	l.argv = append(a, init...)
+	a = append(a, "--")
+	l.argv = append(a, cmdline...)
 	return l, nil
 }
 
-// initArgs are the init's flags and the command after InitCommand.
-func initArgs(lim limitPlan, exe string, argv []string) []string {
-	a := []string{"--status-fd", strconv.Itoa(fdInit)}
+// execArgs starts argv through prlimit: core dumps off (soft limit 0, so
+// no dump lands in the workspace or in a collector outside the sandbox;
+// the command may raise it), then the plan's RLIMIT_DATA and RLIMIT_NPROC
+// as hard limits. exe, when known, is the path executed in place of
+// argv[0].
+func execArgs(prlimit string, lim limitPlan, exe string, argv []string) []string {
+	a := []string{prlimit, "--core=0:"}
 	if lim.data > 0 {
-		a = append(a, "--rlimit-data", strconv.FormatInt(lim.data, 10))
+		a = append(a, fmt.Sprintf("--data=%d:%d", lim.data, lim.data))
 	}
 	if lim.nproc > 0 {
-		a = append(a, "--rlimit-nproc", strconv.Itoa(lim.nproc))
-	}
-	if exe != "" {
-		a = append(a, "--exe", exe)
+		a = append(a, fmt.Sprintf("--nproc=%d:%d", lim.nproc, lim.nproc))
 	}
 	a = append(a, "--")
-	return append(a, argv...)
+	if exe != "" {
+		a = append(a, exe)
+	} else {
+		a = append(a, argv[0])
+	}
+	return append(a, argv[1:]...)
 }
 
 // workspaceOf resolves the workspace and the working directory inside it.

@@ -30,18 +30,19 @@ func TestBuildArgv(t *testing.T) {
 			argv: []string{"true"},
 			want: [][]string{
 				{"/usr/bin/bwrap", "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup", "--unshare-net"},
-				{"--die-with-parent", "--new-session", "--as-pid-1", "--disable-userns", "--cap-drop", "ALL"},
+				{"--die-with-parent", "--new-session", "--disable-userns", "--cap-drop", "ALL"},
 				{"--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"},
 				{"--proc", "/proc", "--dev", "/dev"},
 				{"--perms", "0700", "--tmpfs", "{home}"},
 				{"--bind", "{ws}", "{ws}"},
-				{"--ro-bind", "/opt/cordon/bin/cordon", initPath},
+				{"--ro-bind", "/opt/cordon/bin/cordon", selfPath},
 				{"--remount-ro", "/", "--chdir", "{ws}", "--clearenv"},
 				{"--setenv", "HOME", "{home}"},
 				{"--setenv", "TMPDIR", "/tmp"},
-				{"--seccomp", "4", "--json-status-fd", "3", "--", initPath, "__init", "--status-fd", "5"},
+				{"--seccomp", "4", "--json-status-fd", "3", "--", "/usr/bin/prlimit", "--core=0:", "--"},
 			},
-			notWant: [][]string{{"--share-net"}},
+			// bwrap's own init is pid 1, not the command.
+			notWant: [][]string{{"--share-net"}, {"--as-pid-1"}},
 		},
 		{
 			name: "network open shares the network",
@@ -132,11 +133,11 @@ func TestBuildArgv(t *testing.T) {
 			notWant: [][]string{{"TERM"}, {"UNSET_VAR"}},
 		},
 		{
-			name:  "limits go to the init",
+			name:  "limits go to prlimit",
 			setup: func(t *testing.T, f fixture, p *policy.Policy) {},
 			host:  func(h *hostInfo) { h.limits = limitPlan{data: 1000000, nproc: 50} },
 			argv:  []string{"true"},
-			want:  [][]string{{"__init", "--status-fd", "5", "--rlimit-data", "1000000", "--rlimit-nproc", "50", "--exe"}},
+			want:  [][]string{{"/usr/bin/prlimit", "--core=0:", "--data=1000000:1000000", "--nproc=50:50", "--"}},
 		},
 	}
 	for _, tt := range tests {
@@ -171,7 +172,8 @@ func TestBuildArgv(t *testing.T) {
 	}
 }
 
-// The command is the last thing in the argv, after the init's "--".
+// The command is the last thing in the argv, after prlimit's "--", with
+// argv[0] resolved on the host.
 func TestBuildCommandTail(t *testing.T) {
 	f := newFixture(t)
 	p := &policy.Policy{Network: policy.NetOff}
@@ -180,12 +182,25 @@ func TestBuildCommandTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	tail := l.argv[len(l.argv)-4:]
-	if !slices.Equal(tail, []string{"--", "sh", "-c", "echo hi"}) {
+	if tail[0] != "--" || !slices.Equal(tail[2:], []string{"-c", "echo hi"}) {
 		t.Fatalf("argv ends %q", tail)
 	}
-	i := slices.Index(l.argv, "--exe")
-	if i < 0 || !strings.HasSuffix(l.argv[i+1], "/sh") && !strings.HasSuffix(l.argv[i+1], "dash") && !strings.HasSuffix(l.argv[i+1], "bash") {
-		t.Fatalf("--exe is not the host's sh: %q", l.argv)
+	if exe := tail[1]; !filepath.IsAbs(exe) || !strings.HasSuffix(exe, "/sh") && !strings.HasSuffix(exe, "dash") && !strings.HasSuffix(exe, "bash") {
+		t.Fatalf("the command is not the host's sh: %q", l.argv)
+	}
+}
+
+// A prlimit outside the sandbox's system directories is bound in.
+func TestBuildBindsPrlimit(t *testing.T) {
+	f := newFixture(t)
+	h := f.host()
+	h.prlimit = filepath.Join(filepath.Dir(f.ws), "tools", "prlimit")
+	l, err := build(f.spec(&policy.Policy{Network: policy.NetOff}, "true"), h, f.scratch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasSeq(l.argv, "--ro-bind", h.prlimit, h.prlimit) || !hasSeq(l.argv, "--", h.prlimit, "--core=0:") {
+		t.Fatalf("prlimit %s is not bound and run: %q", h.prlimit, l.argv)
 	}
 }
 
@@ -276,7 +291,7 @@ func TestBuildProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hasSeq(l.argv, initPath, "__init", "--status-fd", "5", "--probe", "/x/outside", "--") || l.argv[len(l.argv)-1] != "--" || l.argv[l.sep] != "--" || l.argv[l.sep+1] != initPath {
+	if !slices.Equal(l.argv[l.sep:], []string{"--", selfPath, ProbeCommand, "5", "/x/outside"}) {
 		t.Fatalf("probe argv: %q", l.argv)
 	}
 }

@@ -26,8 +26,8 @@ type Options struct {
 	AuditPath string
 	// Bwrap is the bubblewrap binary; empty looks "bwrap" up on PATH.
 	Bwrap string
-	// Self is cordon's own binary, run as the sandbox's init; empty means
-	// the running executable.
+	// Self is cordon's own binary, bound into the sandbox for cordon
+	// connect and the self-test; empty means the running executable.
 	Self string
 	// Holder supplies restricted mode's network; nil leaves that mode BLOCKED.
 	Holder Holder
@@ -97,6 +97,9 @@ func (b *Backend) host(p *policy.Policy) (hostInfo, error) {
 	if h.self, err = b.self(); err != nil {
 		return h, err
 	}
+	if h.prlimit, err = prlimitPath(); err != nil {
+		return h, err
+	}
 	me, err := user.Current()
 	if err != nil {
 		return h, fmt.Errorf("look up the current user: %w", err)
@@ -131,6 +134,19 @@ func (b *Backend) bwrap() (string, error) {
 	p, err := exec.LookPath(name)
 	if err != nil {
 		return "", fmt.Errorf("bubblewrap (%s) is not installed or not on PATH; install it: sudo apt-get install bubblewrap", name)
+	}
+	return p, nil
+}
+
+// prlimitPath finds util-linux's prlimit, which starts the command inside
+// the sandbox.
+func prlimitPath() (string, error) {
+	p, err := exec.LookPath("prlimit")
+	if err == nil {
+		p, err = filepath.EvalSymlinks(p)
+	}
+	if err != nil {
+		return "", fmt.Errorf("prlimit (util-linux) is not installed or not on PATH: cordon starts the command with it; install it: sudo apt-get install util-linux")
 	}
 	return p, nil
 }

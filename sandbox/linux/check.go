@@ -111,28 +111,48 @@ func blocked(name, reason, fix string) sandbox.Capability {
 	return sandbox.Capability{Name: name, Status: sandbox.Blocked, Reason: reason, Fix: fix}
 }
 
-// checkBwrap finds bubblewrap and checks its version.
+// checkBwrap finds bubblewrap and checks its version. A version that
+// passed is remembered (see memo), keyed by the binary, so a run does not
+// start bwrap twice.
 func (b *Backend) checkBwrap(ctx context.Context) (path, version string, c sandbox.Capability) {
 	const fix = "install bubblewrap 0.8 or newer: sudo apt-get install bubblewrap"
 	path, err := b.bwrap()
 	if err != nil {
 		return "", "", blocked(CapBwrap, err.Error(), fix)
 	}
+	var caps []sandbox.Capability
+	found := memoised(ctx, memoKey("bwrap", []string{path}, nil), func(c sandbox.Capability) { caps = append(caps, c) },
+		func(add func(sandbox.Capability)) map[string]probeResult {
+			version, c := bwrapVersion(ctx, path, fix)
+			add(c)
+			return map[string]probeResult{"version": {Name: "version", OK: true, Detail: version}}
+		})
+	if len(caps) != 1 {
+		return "", "", blocked(CapBwrap, "the version check of "+path+" gave no answer", fix)
+	}
+	if caps[0].Status == sandbox.Blocked {
+		path = ""
+	}
+	return path, found["version"].Detail, caps[0]
+}
+
+// bwrapVersion runs bwrap --version and checks it is new enough.
+func bwrapVersion(ctx context.Context, path, fix string) (string, sandbox.Capability) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, path, "--version").Output()
 	if err != nil {
-		return "", "", blocked(CapBwrap, fmt.Sprintf("%s --version failed: %v", path, err), fix)
+		return "", blocked(CapBwrap, fmt.Sprintf("%s --version failed: %v", path, err), fix)
 	}
-	version = strings.TrimSpace(string(out))
+	version := strings.TrimSpace(string(out))
 	v, ok := parseVersion(strings.TrimPrefix(version, "bubblewrap "))
 	if !ok {
-		return "", version, blocked(CapBwrap, fmt.Sprintf("%s reports an unreadable version %q", path, version), fix)
+		return version, blocked(CapBwrap, fmt.Sprintf("%s reports an unreadable version %q", path, version), fix)
 	}
 	if less(v, minBwrap) {
-		return "", version, blocked(CapBwrap, fmt.Sprintf("%s is %s; cordon needs 0.8.0 or newer (--disable-userns)", path, version), fix)
+		return version, blocked(CapBwrap, fmt.Sprintf("%s is %s; cordon needs 0.8.0 or newer (--disable-userns)", path, version), fix)
 	}
-	return path, version, sandbox.Capability{Name: CapBwrap, Status: sandbox.Ready, Reason: version + " at " + path}
+	return version, sandbox.Capability{Name: CapBwrap, Status: sandbox.Ready, Reason: version + " at " + path}
 }
 
 // parseVersion reads "X.Y.Z".

@@ -134,10 +134,20 @@ func readMemo(path, key string) (memo, bool) {
 	return m, true
 }
 
+// writeMemo records m at path and removes records past their TTL (each
+// new cordon binary or policy leaves one behind).
 func writeMemo(path string, m memo) {
 	data, err := json.Marshal(m)
 	if err != nil {
 		return
+	}
+	dir := filepath.Dir(path)
+	if entries, err := os.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > memoTTL {
+				_ = os.Remove(filepath.Join(dir, e.Name()))
+			}
+		}
 	}
 	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
 	if os.WriteFile(tmp, data, 0o600) == nil {

@@ -58,3 +58,22 @@ func TestMemoised(t *testing.T) {
 		}
 	}
 }
+
+// Writing a record removes those past their TTL and keeps fresh ones.
+func TestWriteMemoPrunes(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	old, fresh := memoPath(memoKey("test", nil, []byte("old"))), memoPath(memoKey("test", nil, []byte("fresh")))
+	writeMemo(old, memo{Key: "old", Time: time.Now()})
+	writeMemo(fresh, memo{Key: "fresh", Time: time.Now()})
+	past := time.Now().Add(-2 * memoTTL)
+	if err := os.Chtimes(old, past, past); err != nil {
+		t.Fatal(err)
+	}
+	writeMemo(memoPath(memoKey("test", nil, []byte("new"))), memo{Key: "new", Time: time.Now()})
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("an expired record survived: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a fresh record was removed: %v", err)
+	}
+}

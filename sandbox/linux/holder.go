@@ -80,15 +80,23 @@ func RunHolder(argv []string) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = os.Environ()
+	// The launcher's descriptors 3 to 6 pass on as they came; one it left
+	// closed stays closed.
 	for fd := 3; fd <= 6; fd++ {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, os.NewFile(uintptr(fd), "launch-"+strconv.Itoa(fd)))
+		var f *os.File
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
+			f = os.NewFile(uintptr(fd), "launch-"+strconv.Itoa(fd))
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fail(fmt.Errorf("start bwrap: %w", err))
 	}
 	for _, f := range cmd.ExtraFiles {
-		f.Close()
+		if f != nil {
+			f.Close()
+		}
 	}
 	err = cmd.Wait()
 	var ee *exec.ExitError

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -90,6 +91,15 @@ func (p limitPlan) describe() string {
 // user may create a cgroup there (it is delegated) with the controllers
 // in need enabled for its children.
 func delegatedCgroup(need []string) (string, error) {
+	base, err := ownCgroup()
+	if err != nil {
+		return "", err
+	}
+	return checkDelegated(base, need)
+}
+
+// ownCgroup is this process's cgroup v2 directory; it is read once.
+var ownCgroup = sync.OnceValues(func() (string, error) {
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return "", err
@@ -106,8 +116,8 @@ func delegatedCgroup(need []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return checkDelegated(filepath.Join(mount, own), need)
-}
+	return filepath.Join(mount, own), nil
+})
 
 // cgroup2Mount finds the cgroup v2 mount point in /proc/self/mountinfo.
 func cgroup2Mount(mountinfo []byte) (string, error) {

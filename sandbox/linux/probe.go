@@ -70,7 +70,8 @@ func runProbe(outside string) []probeResult {
 	err = newUserns()
 	add(probeUserns, err != nil, "creating a user namespace: "+fmt.Sprint(err))
 
-	add(probePidNS, os.Getpid() == 1, fmt.Sprintf("pid %d", os.Getpid()))
+	// bwrap's init is pid 1; the command (here, the self-test) is pid 2.
+	add(probePidNS, os.Getpid() == 2, fmt.Sprintf("pid %d", os.Getpid()))
 
 	ifaces, err := net.Interfaces()
 	var names []string

@@ -3,7 +3,6 @@
 package linux
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,8 +31,17 @@ const stopGrace = 10 * time.Second
 // ExitTimeout is the exit code of a run its deadline ended, as timeout(1).
 const ExitTimeout = 124
 
-// StartError says the command never ran: bwrap could not build the box, or
-// the init could not execute the command. Code is 125, 126 or 127.
+// ExitLaunchFailed is the exit code of a run whose sandbox never started.
+const ExitLaunchFailed = 125
+
+// relayedSignals are passed from cordon to the command.
+var relayedSignals = []os.Signal{
+	unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGTERM,
+	unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH,
+}
+
+// StartError says the command never ran: bwrap could not build the box.
+// Code is ExitLaunchFailed.
 type StartError struct {
 	Code   int
 	Reason string
@@ -42,10 +51,11 @@ func (e *StartError) Error() string { return e.Reason }
 
 // Run starts s.Argv in the sandbox and waits for it. Signals cordon
 // receives (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH)
-// go to the init, which passes them to the command. The deadline, a
-// cancelled ctx, or cordon's death ends the whole process tree: the init
-// is pid 1 of its own pid namespace, and bwrap runs with
-// --die-with-parent. A command that never ran returns a *StartError.
+// go to the command. The deadline, a cancelled ctx, or cordon's death
+// ends the whole process tree: bwrap's init is pid 1 of the sandbox's pid
+// namespace, and bwrap runs with --die-with-parent. A sandbox that never
+// started returns a *StartError; a command that could not be executed
+// ends with 126 or 127, as in a shell.
 func (b *Backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, error) {
 	h, err := b.host(s.Policy)
 	if err != nil {
@@ -58,8 +68,8 @@ func (b *Backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 	return b.launch(ctx, s, h, l, nil)
 }
 
-// launch runs a built launch. With probe set, the init's probe report is
-// stored there.
+// launch runs a built launch. With probe set, the self-test's findings
+// are stored there.
 func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *launch, probe *[]probeResult) (sandbox.Result, error) {
 	fail := func(err error) (sandbox.Result, error) {
 		return sandbox.Result{ExitCode: ExitLaunchFailed}, &StartError{Code: ExitLaunchFailed, Reason: err.Error()}
@@ -69,7 +79,7 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	}
 	defer os.RemoveAll(l.scratch)
 
-	fds, err := newLaunchFiles(l)
+	fds, err := newLaunchFiles(l, probe != nil)
 	if err != nil {
 		return fail(err)
 	}
@@ -86,9 +96,14 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		}
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = os.Environ()
+	// bwrap gets no environment: the command's is set with --clearenv and
+	// --setenv, and bwrap's own process stays in the sandbox as its pid 1,
+	// whose environ and memory the command can read.
+	cmd.Env = []string{}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.Stdin, s.Stdout, s.Stderr
-	cmd.ExtraFiles = append([]*os.File{fds.statusW, fds.seccomp, fds.initW, fds.args}, extra...)
+	// A nil entry (the probe's descriptor, in a run) is closed in bwrap,
+	// so the command inherits nothing but its stdio.
+	cmd.ExtraFiles = append([]*os.File{fds.statusW, fds.seccomp, fds.probeW, fds.args}, extra...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if h.uid != os.Getuid() {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(h.uid), Gid: uint32(h.gid), Groups: []uint32{}}
@@ -105,6 +120,7 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.fd.Fd())
 	}
 
+	closeInherited()
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, relayedSignals...)
 	defer signal.Stop(sigs)
@@ -129,11 +145,26 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	}
 	fds.closeChildEnds()
 
-	st := statusReader{reported: make(chan struct{})}
+	st := &statusReader{}
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(1)
 	go func() { defer wg.Done(); st.readBwrap(fds.statusR) }()
-	go func() { defer wg.Done(); st.readInit(fds.initR) }()
+	if probe != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); st.readProbe(fds.probeR) }()
+	}
+	ended := make(chan struct{})
+	defer close(ended)
+	watched := make(chan *process)
+	go func() {
+		c := st.findCommand(ended)
+		select {
+		case watched <- c:
+		case <-ended:
+			c.close()
+		}
+	}()
+	found := watched
 
 	if b.opts.Holder != nil && s.Policy.Network == policy.NetRestricted {
 		stop, err := b.opts.Holder.Started(ctx, s, cmd.Process.Pid)
@@ -153,7 +184,7 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		deadline = t.C
 	}
 	kill := func() {
-		if pid := st.childPid(); pid > 0 {
+		if pid := st.initPid(); pid > 0 {
 			_ = unix.Kill(pid, unix.SIGKILL)
 		}
 		_ = cmd.Process.Kill()
@@ -161,8 +192,9 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 			cg.kill()
 		}
 	}
+	var running *process
+	defer func() { running.close() }()
 	timedOut := false
-	reported := st.reported
 	var grace <-chan time.Time
 	var waitErr error
 loop:
@@ -170,19 +202,27 @@ loop:
 		select {
 		case waitErr = <-waited:
 			break loop
-		case <-reported:
-			// The init runs, so bwrap has made every mount: the scratch
-			// files are no longer needed, and a killed cordon leaves none.
+		case running = <-found:
+			// The command runs, so bwrap has made every mount: the
+			// scratch files are no longer needed, and a killed cordon
+			// leaves none.
 			_ = os.RemoveAll(l.scratch)
-			reported = nil
+			found = nil
 		case sig := <-sigs:
-			if pid := st.childPid(); pid > 0 {
-				_ = unix.Kill(pid, sig.(unix.Signal))
+			if running == nil {
+				// The watcher may not have looked since the command started.
+				if running = commandOf(st.initPid()); running != nil {
+					_ = os.RemoveAll(l.scratch)
+					found = nil
+				}
+			}
+			if running != nil {
+				running.signal(sig.(unix.Signal))
 			} else if sig != unix.SIGWINCH {
 				kill()
 			}
 			// A command asked to stop gets a grace period, then the
-			// whole tree ends, however it (or its init) behaves.
+			// whole tree ends, however it behaves.
 			if grace == nil && (sig == unix.SIGTERM || sig == unix.SIGINT || sig == unix.SIGHUP) {
 				grace = time.After(stopGrace)
 			}
@@ -205,14 +245,8 @@ loop:
 	case timedOut:
 		res.TimedOut, res.ExitCode, res.Signal = true, ExitTimeout, "SIGKILL"
 		return res, nil
-	case st.initErr != nil:
-		res.ExitCode = st.initErr.Code
-		return res, st.initErr
 	case st.exit != nil:
-		res.ExitCode, res.Signal = st.exit.Code, st.exit.Signal
-		return res, nil
-	case st.bwrapExit != nil && st.started:
-		res.ExitCode = *st.bwrapExit
+		res.ExitCode, res.Signal = *st.exit, exitSignal(*st.exit)
 		return res, nil
 	}
 	res.ExitCode = ExitLaunchFailed
@@ -226,26 +260,54 @@ loop:
 	return res, &StartError{Code: ExitLaunchFailed, Reason: reason + "; bwrap's own message, if any, is printed above"}
 }
 
+// closeInherited marks every descriptor above stderr close-on-exec: cordon
+// opens its own so, but one it inherited open (from a shell, a terminal
+// multiplexer, an agent's launcher) would otherwise pass through bwrap to
+// the command. The launch's own descriptors are handed over explicitly.
+func closeInherited() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
+}
+
+// exitSignal names the signal an exit code above 128 stands for, as bwrap
+// and shells encode it (128+N); "" for other codes.
+func exitSignal(code int) string {
+	if code <= 128 || code > 128+64 {
+		return ""
+	}
+	return unix.SignalName(unix.Signal(code - 128))
+}
+
 // launchFiles are the descriptors a launch passes bwrap, with the ends
 // cordon keeps.
 type launchFiles struct {
 	statusR, statusW *os.File
-	initR, initW     *os.File
+	probeR, probeW   *os.File
 	seccomp, args    *os.File
 }
 
-// newLaunchFiles creates the status pipes and the memfds holding the
-// seccomp program and bwrap's options (its command stays on the command
-// line, where bwrap requires it).
-func newLaunchFiles(l *launch) (*launchFiles, error) {
+// newLaunchFiles creates bwrap's status pipe, the self-test's pipe (probe
+// launches only) and the memfds holding the seccomp program and bwrap's
+// options (its command stays on the command line, where bwrap requires
+// it).
+func newLaunchFiles(l *launch, probe bool) (*launchFiles, error) {
 	f := &launchFiles{}
 	var err error
 	if f.statusR, f.statusW, err = os.Pipe(); err != nil {
 		return nil, fmt.Errorf("create status pipe: %w", err)
 	}
-	if f.initR, f.initW, err = os.Pipe(); err != nil {
-		f.close()
-		return nil, fmt.Errorf("create status pipe: %w", err)
+	if probe {
+		if f.probeR, f.probeW, err = os.Pipe(); err != nil {
+			f.close()
+			return nil, fmt.Errorf("create the self-test's pipe: %w", err)
+		}
 	}
 	if f.seccomp, err = memfd("cordon-seccomp", seccompBytes(l.seccomp)); err != nil {
 		f.close()
@@ -266,7 +328,7 @@ func newLaunchFiles(l *launch) (*launchFiles, error) {
 // closeChildEnds drops cordon's copies of what only the child uses, so the
 // pipes reach EOF when the sandbox ends.
 func (f *launchFiles) closeChildEnds() {
-	for _, c := range []**os.File{&f.statusW, &f.initW, &f.seccomp, &f.args} {
+	for _, c := range []**os.File{&f.statusW, &f.probeW, &f.seccomp, &f.args} {
 		if *c != nil {
 			(*c).Close()
 			*c = nil
@@ -276,7 +338,7 @@ func (f *launchFiles) closeChildEnds() {
 
 func (f *launchFiles) close() {
 	f.closeChildEnds()
-	for _, c := range []*os.File{f.statusR, f.initR} {
+	for _, c := range []*os.File{f.statusR, f.probeR} {
 		if c != nil {
 			c.Close()
 		}
@@ -301,22 +363,19 @@ func memfd(name string, data []byte) (*os.File, error) {
 	return f, nil
 }
 
-// statusReader collects what bwrap and the init report.
+// statusReader collects what bwrap and the self-test report.
 type statusReader struct {
-	// reported is closed at the init's first report.
-	reported  chan struct{}
-	once      sync.Once
-	mu        sync.Mutex
-	pid       int
-	bwrapExit *int
-	started   bool
-	initErr   *StartError
-	exit      *initExit
-	probe     []probeResult
+	mu sync.Mutex
+	// pid is bwrap's init (pid 1 inside), as the host sees it.
+	pid int
+	// exit is the command's exit code, reported only for a command that
+	// bwrap got as far as executing.
+	exit  *int
+	probe []probeResult
 }
 
 // readBwrap reads bwrap's --json-status-fd stream: {"child-pid": N}, then
-// {"exit-code": N} when the init ends.
+// {"exit-code": N} when the command ends.
 func (r *statusReader) readBwrap(f io.Reader) {
 	dec := json.NewDecoder(f)
 	for {
@@ -330,45 +389,30 @@ func (r *statusReader) readBwrap(f io.Reader) {
 		}
 		if v, ok := m["exit-code"].(float64); ok {
 			code := int(v)
-			r.bwrapExit = &code
+			r.exit = &code
 		}
 		r.mu.Unlock()
 	}
 }
 
-// readInit reads the init's report lines.
-func (r *statusReader) readInit(f io.Reader) {
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var rep initReport
-		if json.Unmarshal(sc.Bytes(), &rep) != nil {
-			continue
-		}
-		r.once.Do(func() { close(r.reported) })
-		r.mu.Lock()
-		switch {
-		case rep.Started:
-			r.started = true
-		case rep.Error != "":
-			r.initErr = &StartError{Code: rep.Code, Reason: rep.Error}
-		case rep.Exit != nil:
-			r.exit = rep.Exit
-		case rep.Probe != nil:
-			r.started = true
-			r.probe = rep.Probe
-		}
-		r.mu.Unlock()
+// readProbe reads the self-test's findings.
+func (r *statusReader) readProbe(f io.Reader) {
+	var found []probeResult
+	if json.NewDecoder(f).Decode(&found) != nil {
+		return
 	}
+	r.mu.Lock()
+	r.probe = found
+	r.mu.Unlock()
 }
 
-func (r *statusReader) childPid() int {
+func (r *statusReader) initPid() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.pid
 }
 
-// stderrHint explains a launch that produced no report at all.
+// stderrHint explains a launch that never ran the command.
 func (r *statusReader) stderrHint() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -376,4 +420,92 @@ func (r *statusReader) stderrHint() string {
 		return "bwrap failed before creating the sandbox"
 	}
 	return "bwrap failed while building the sandbox's mounts"
+}
+
+// process is the sandboxed command's process, held by a pidfd so a signal
+// can never reach a process that took over its pid.
+type process struct {
+	pid  int
+	fd   int
+	once sync.Once
+}
+
+// findCommand waits for bwrap's init to start the command (pid 2 inside)
+// and returns it; nil if the sandbox ended first. The command exists only
+// once every mount is made: bwrap's init forks it last.
+func (r *statusReader) findCommand(ended <-chan struct{}) *process {
+	wait := time.Millisecond
+	for {
+		if init := r.initPid(); init > 0 {
+			if c := commandOf(init); c != nil {
+				return c
+			}
+		}
+		select {
+		case <-ended:
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 20*time.Millisecond)
+	}
+}
+
+// commandOf returns init's child whose pid inside the sandbox is 2, or nil.
+func commandOf(init int) *process {
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", init, init))
+	if err != nil {
+		return nil
+	}
+	for _, field := range strings.Fields(string(children)) {
+		pid, err := strconv.Atoi(field)
+		if err != nil || !isCommand(pid, init) {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		// The pidfd names whatever held pid when it was opened: make sure
+		// that is still the command.
+		if !isCommand(pid, init) {
+			unix.Close(fd)
+			continue
+		}
+		return &process{pid: pid, fd: fd}
+	}
+	return nil
+}
+
+// isCommand says whether host pid is init's child and pid 2 inside.
+func isCommand(pid, init int) bool {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	var ppid, inner string
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		switch k {
+		case "PPid":
+			ppid = strings.TrimSpace(v)
+		case "NSpid":
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				inner = f[len(f)-1]
+			}
+		}
+	}
+	return ppid == strconv.Itoa(init) && inner == "2"
+}
+
+// signal sends sig to the command.
+func (c *process) signal(sig unix.Signal) {
+	_ = unix.PidfdSendSignal(c.fd, sig, nil, 0)
+}
+
+// close releases the pidfd; a nil command is fine.
+func (c *process) close() {
+	if c != nil {
+		c.once.Do(func() { unix.Close(c.fd) })
+	}
 }

@@ -1,0 +1,57 @@
+//go:build linux
+
+package integration
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestRunRelaysSignals: signals cordon receives reach the command (pid 2
+// under bwrap's init), which can handle them and choose its exit; other
+// processes in the sandbox are not signalled.
+func TestRunRelaysSignals(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		sig  syscall.Signal
+	}{
+		{"USR1", syscall.SIGUSR1},
+		{"INT", syscall.SIGINT},
+		{"TERM", syscall.SIGTERM},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBox(t)
+			marker := uniqueSleep()
+			script := "sleep " + marker + " & trap 'echo got-" + tt.name + "; kill -0 $! && echo bg-alive; kill $!; exit 7' " + tt.name +
+				"; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; exit 9"
+			cmd := b.cmd("--net", "off", "--", "sh", "-c", script)
+			var out strings.Builder
+			cmd.Stdout = &lockedWriter{w: &out}
+			stdout := func() string {
+				w := cmd.Stdout.(*lockedWriter)
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				return out.String()
+			}
+			done := make(chan result, 1)
+			go func() { done <- runResult(t, runTimeout, cmd) }()
+			if !eventually(30*time.Second, func() bool { return strings.Contains(stdout(), "ready") }) {
+				t.Fatalf("the command did not start; stdout %q", stdout())
+			}
+			// The background sleep must still run: only the command is told.
+			if n := len(procsRunning("sleep", marker)); n != 1 {
+				t.Fatalf("%d background sleeps before the signal, want 1", n)
+			}
+			if err := cmd.Process.Signal(tt.sig); err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			expectCode(t, r, 7)
+			if got := stdout(); !strings.Contains(got, "got-"+tt.name+"\nbg-alive\n") {
+				t.Fatalf("the command's handler did not run, or the signal reached its background child too: %q", got)
+			}
+		})
+	}
+}

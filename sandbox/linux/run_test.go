@@ -1,0 +1,73 @@
+//go:build linux
+
+package linux
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func TestStatusReader(t *testing.T) {
+	var r statusReader
+	r.readBwrap(strings.NewReader(`{ "child-pid": 4242, "mnt-namespace": 1 }
+{ "exit-code": 3 }`))
+	if r.initPid() != 4242 || r.exit == nil || *r.exit != 3 {
+		t.Fatalf("bwrap status: pid %d exit %v", r.pid, r.exit)
+	}
+	var started statusReader
+	started.readBwrap(strings.NewReader(`{ "child-pid": 7 }`))
+	if started.initPid() != 7 || started.exit != nil {
+		t.Fatalf("a sandbox that never ran its command has exit %v", started.exit)
+	}
+	r.readProbe(strings.NewReader(`[{"name":"a","ok":true},{"name":"b","ok":false,"detail":"x"}]`))
+	if len(r.probe) != 2 || !r.probe[0].OK || r.probe[1].Detail != "x" {
+		t.Fatalf("probe: %+v", r.probe)
+	}
+	var bad statusReader
+	bad.readProbe(strings.NewReader("not json"))
+	if bad.probe != nil {
+		t.Fatalf("unreadable probe output became %+v", bad.probe)
+	}
+}
+
+func TestExitSignal(t *testing.T) {
+	for code, want := range map[int]string{0: "", 1: "", 128: "", 130: "SIGINT", 137: "SIGKILL", 143: "SIGTERM", 255: ""} {
+		if got := exitSignal(code); got != want {
+			t.Errorf("exitSignal(%d) = %q, want %q", code, got, want)
+		}
+	}
+}
+
+// commandOf finds only pid 2 of a pid namespace among init's children: a
+// child of this test process is none.
+func TestCommandOfIgnoresOtherChildren(t *testing.T) {
+	cmd := exec.Command("sleep", "5")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if c := commandOf(os.Getpid()); c != nil {
+		c.close()
+		t.Fatalf("pid %d, in no pid namespace of its own, was taken for the command", c.pid)
+	}
+	if isCommand(cmd.Process.Pid, os.Getpid()) {
+		t.Fatal("a plain child passed as pid 2")
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	for s, want := range map[string]bool{"0.8.0": true, "0.11.1": true, "0.7": true, "x.y": false, "1": false} {
+		v, ok := parseVersion(s)
+		if ok != want {
+			t.Errorf("parseVersion(%q) ok = %v", s, ok)
+		}
+		if ok && s == "0.7" && !less(v, minBwrap) {
+			t.Errorf("0.7 is not older than 0.8.0")
+		}
+	}
+	if v, _ := parseVersion("0.8.0"); less(v, minBwrap) {
+		t.Error("0.8.0 is older than itself")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // systemBundlePaths are where systems keep their PEM bundle of trusted
@@ -51,12 +52,26 @@ func WriteBundle(path string, ca *CA, extraCAFiles []string) error {
 }
 
 // UpstreamPool returns the roots that upstream servers' certificates are
-// verified against: the system's roots plus the certificates in
-// extraCAFiles.
+// verified against: the system bundle the sandbox is given too (see
+// WriteBundle) plus the certificates in extraCAFiles. With $SSL_CERT_DIR
+// set, Go's own system pool is used instead, which also reads every file
+// in those directories (about 30 ms for a stock /etc/ssl/certs).
 func UpstreamPool(extraCAFiles []string) (*x509.CertPool, error) {
-	pool, err := x509.SystemCertPool()
-	if err != nil {
-		return nil, fmt.Errorf("upstream roots: load the system's roots: %w", err)
+	var pool *x509.CertPool
+	if os.Getenv("SSL_CERT_DIR") != "" {
+		var err error
+		if pool, err = x509.SystemCertPool(); err != nil {
+			return nil, fmt.Errorf("upstream roots: load the system's roots: %w", err)
+		}
+	} else {
+		sys, err := systemRoots()
+		if err != nil {
+			return nil, fmt.Errorf("upstream roots: %w", err)
+		}
+		pool = x509.NewCertPool()
+		for _, c := range sys {
+			pool.AddCert(c)
+		}
 	}
 	extra, err := readExtraCAs(extraCAFiles)
 	if err != nil {
@@ -68,13 +83,30 @@ func UpstreamPool(extraCAFiles []string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// systemRoots reads the system's bundle of trusted roots. Certificates in it
-// that do not parse are left out, as crypto/x509 does: the user cannot fix
-// the system's file.
+// parsedRoots keeps the last system bundle parsed, keyed by its path, size
+// and modification time: a session needs it twice (the sandbox's bundle
+// and the upstream pool).
+var parsedRoots struct {
+	sync.Mutex
+	key   string
+	certs []*x509.Certificate
+}
+
+// systemRoots reads the system's PEM bundle of trusted roots.
 func systemRoots() ([]*x509.Certificate, error) {
 	path, err := systemBundlePath()
 	if err != nil {
 		return nil, err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("system roots: %w (point SSL_CERT_FILE at a readable PEM bundle)", err)
+	}
+	key := fmt.Sprintf("%s\x00%d\x00%d", path, fi.Size(), fi.ModTime().UnixNano())
+	parsedRoots.Lock()
+	defer parsedRoots.Unlock()
+	if parsedRoots.key == key {
+		return parsedRoots.certs, nil
 	}
 	data, err := readBounded(path)
 	if err != nil {
@@ -87,6 +119,7 @@ func systemRoots() ([]*x509.Certificate, error) {
 	if len(certs) == 0 {
 		return nil, fmt.Errorf("system roots %s: no certificates in it: reinstall your system's CA certificates, or set SSL_CERT_FILE to a PEM bundle", path)
 	}
+	parsedRoots.key, parsedRoots.certs = key, certs
 	return certs, nil
 }
 

@@ -210,3 +210,34 @@ func FuzzParseCerts(f *testing.F) {
 		}
 	})
 }
+
+// The upstream pool is the system bundle ($SSL_CERT_FILE here), the same
+// file the sandbox's bundle starts from; a rewritten bundle is read anew.
+func TestUpstreamPoolIsTheSystemBundle(t *testing.T) {
+	dir := t.TempDir()
+	site, other := testCA(t), testCA(t)
+	leaf, err := site.mintLeaf("internal.example", time.Now())
+	must(t, err)
+	bundle := writeTestFile(t, dir, "roots.pem", pemOf(site.cert))
+	t.Setenv("SSL_CERT_FILE", bundle)
+	t.Setenv("SSL_CERT_DIR", "")
+	opts := x509.VerifyOptions{DNSName: "internal.example"}
+
+	pool, err := UpstreamPool(nil)
+	must(t, err)
+	opts.Roots = pool
+	if _, err := leaf.Leaf.Verify(opts); err != nil {
+		t.Fatalf("a root in $SSL_CERT_FILE is not trusted upstream: %v", err)
+	}
+
+	// Same path, new contents (and a later modification time).
+	must(t, os.WriteFile(bundle, pemOf(other.cert), 0o644))
+	later := time.Now().Add(time.Minute)
+	must(t, os.Chtimes(bundle, later, later))
+	pool, err = UpstreamPool(nil)
+	must(t, err)
+	opts.Roots = pool
+	if _, err := leaf.Leaf.Verify(opts); err == nil {
+		t.Fatal("a root removed from the bundle is still trusted")
+	}
+}

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // systemBundlePaths are where systems keep their PEM bundle of trusted
@@ -53,34 +55,88 @@ func WriteBundle(path string, ca *CA, extraCAFiles []string) error {
 
 // UpstreamPool returns the roots that upstream servers' certificates are
 // verified against: the system bundle the sandbox is given too (see
-// WriteBundle) plus the certificates in extraCAFiles. With $SSL_CERT_DIR
-// set, Go's own system pool is used instead, which also reads every file
-// in those directories (about 30 ms for a stock /etc/ssl/certs).
+// WriteBundle), the certificates in the directories $SSL_CERT_DIR names
+// (as Go's and OpenSSL's defaults do), and the certificates in
+// extraCAFiles.
 func UpstreamPool(extraCAFiles []string) (*x509.CertPool, error) {
-	var pool *x509.CertPool
-	if os.Getenv("SSL_CERT_DIR") != "" {
-		var err error
-		if pool, err = x509.SystemCertPool(); err != nil {
-			return nil, fmt.Errorf("upstream roots: load the system's roots: %w", err)
-		}
-	} else {
-		sys, err := systemRoots()
-		if err != nil {
-			return nil, fmt.Errorf("upstream roots: %w", err)
-		}
-		pool = x509.NewCertPool()
-		for _, c := range sys {
-			pool.AddCert(c)
-		}
+	sys, err := systemRoots()
+	if err != nil {
+		return nil, fmt.Errorf("upstream roots: %w", err)
 	}
 	extra, err := readExtraCAs(extraCAFiles)
 	if err != nil {
 		return nil, fmt.Errorf("upstream roots: %w", err)
 	}
-	for _, c := range extra {
+	pool := x509.NewCertPool()
+	seen := make(map[string]bool, len(sys))
+	for _, c := range slices.Concat(sys, extra) {
+		seen[string(c.Raw)] = true
 		pool.AddCert(c)
 	}
+	if dirs := os.Getenv("SSL_CERT_DIR"); dirs != "" {
+		for _, c := range dirRoots(filepath.SplitList(dirs), seen) {
+			pool.AddCert(c)
+		}
+	}
 	return pool, nil
+}
+
+// dirRoots reads the certificates in the files of dirs that are not in
+// seen (DER), which it updates. Like Go's own system pool it skips what it
+// cannot read or parse; unlike it, a certificate already known (a stock
+// /etc/ssl/certs holds the system bundle's, twice over) is not parsed
+// again, which is most of that pool's 30 ms.
+func dirRoots(dirs []string, seen map[string]bool) []*x509.Certificate {
+	var out []*x509.Certificate
+	// Files are told apart by device and inode: a stock directory names
+	// each certificate twice (by name and by hash), and the bundle itself.
+	type fileID struct{ dev, ino uint64 }
+	read := map[fileID]bool{}
+	if path, err := systemBundlePath(); err == nil {
+		if fi, err := os.Stat(path); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				read[fileID{uint64(st.Dev), st.Ino}] = true
+			}
+		}
+	}
+	for _, dir := range dirs {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			path := filepath.Join(dir, e.Name())
+			fi, err := os.Stat(path)
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				id := fileID{uint64(st.Dev), st.Ino}
+				if read[id] {
+					continue
+				}
+				read[id] = true
+			}
+			data, err := readBounded(path)
+			if err != nil {
+				continue
+			}
+			for {
+				var b *pem.Block
+				if b, data = pem.Decode(data); b == nil {
+					break
+				}
+				if b.Type != "CERTIFICATE" || seen[string(b.Bytes)] {
+					continue
+				}
+				seen[string(b.Bytes)] = true
+				if c, err := x509.ParseCertificate(b.Bytes); err == nil {
+					out = append(out, c)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // parsedRoots keeps the last system bundle parsed, keyed by its path, size

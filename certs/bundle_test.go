@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -239,5 +240,21 @@ func TestUpstreamPoolIsTheSystemBundle(t *testing.T) {
 	opts.Roots = pool
 	if _, err := leaf.Leaf.Verify(opts); err == nil {
 		t.Fatal("a root removed from the bundle is still trusted")
+	}
+
+	// A root only in $SSL_CERT_DIR is trusted too; other files there
+	// (a directory, a FIFO, a key, junk) are skipped.
+	certDir := filepath.Join(dir, "certs")
+	must(t, os.MkdirAll(filepath.Join(certDir, "sub"), 0o755))
+	writeTestFile(t, certDir, "site.pem", pemOf(site.cert, other.cert))
+	writeTestFile(t, certDir, "junk.pem", []byte("not a certificate"))
+	writeTestFile(t, certDir, "key.pem", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: []byte("k")}))
+	must(t, syscall.Mkfifo(filepath.Join(certDir, "fifo"), 0o644))
+	t.Setenv("SSL_CERT_DIR", filepath.Join(dir, "missing")+string(filepath.ListSeparator)+certDir)
+	pool, err = UpstreamPool(nil)
+	must(t, err)
+	opts.Roots = pool
+	if _, err := leaf.Leaf.Verify(opts); err != nil {
+		t.Fatalf("a root in $SSL_CERT_DIR is not trusted upstream: %v", err)
 	}
 }

@@ -64,15 +64,17 @@ func RunHolder(argv []string) int {
 	if err := linkUp("lo"); err != nil {
 		return fail(err)
 	}
-	if err := waitForAddr("tap0", slirpGuest, 10*time.Second); err != nil {
-		return fail(err)
-	}
+	// The rules name interfaces, not indexes, so they go in while
+	// slirp4netns is still starting: tap0 comes up under them.
 	if err := cfg.Rules.Install(); err != nil {
 		return fail(err)
 	}
 	ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", cfg.Rules.RelayPort))
 	if err != nil {
 		return fail(fmt.Errorf("relay: %w", err))
+	}
+	if err := waitForAddr("tap0", slirpGuest, 10*time.Second); err != nil {
+		return fail(err)
 	}
 	proxy := netip.AddrPortFrom(cfg.Rules.Gateway, cfg.Rules.ProxyPort).String()
 	go relay(ln, proxy, cfg.Token)
@@ -148,7 +150,7 @@ func waitForAddr(name string, want netip.Addr, timeout time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("slirp4netns did not configure %s within %s", name, timeout)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -10,11 +10,9 @@ import (
 	"time"
 )
 
-// serveConn serves one client connection until it closes, and waits for
-// handlers that took it over (WebSockets) to finish. A *tls.Conn that
-// negotiated h2 is served as HTTP/2 by net/http; anything else is served
-// as HTTP/1.x only.
-func serveConn(c net.Conn, h http.Handler) {
+// serveH2 serves one client connection that negotiated h2 until it
+// closes, with net/http's HTTP/2 server.
+func serveH2(c *tls.Conn, h http.Handler) {
 	var inflight sync.WaitGroup
 	l := &oneConnListener{conn: c, done: make(chan struct{})}
 	srv := &http.Server{
@@ -23,17 +21,14 @@ func serveConn(c net.Conn, h http.Handler) {
 			defer inflight.Done()
 			h.ServeHTTP(w, r)
 		}),
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       idleTimeout,
 		ErrorLog:          log.New(io.Discard, "", 0),
 		ConnState: func(_ net.Conn, s http.ConnState) {
 			if s == http.StateClosed || s == http.StateHijacked {
 				l.close()
 			}
 		},
-	}
-	if tc, ok := c.(*tls.Conn); !ok || tc.ConnectionState().NegotiatedProtocol != "h2" {
-		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 	}
 	srv.Serve(l)
 	inflight.Wait()
@@ -59,3 +54,12 @@ func (l *oneConnListener) Accept() (net.Conn, error) {
 func (l *oneConnListener) close()         { l.once.Do(func() { close(l.done) }) }
 func (l *oneConnListener) Close() error   { l.close(); return nil }
 func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }
+
+// The limits both HTTP versions share with net/http's server defaults.
+const (
+	// headerTimeout bounds reading one request's header.
+	headerTimeout = 30 * time.Second
+	// idleTimeout bounds the wait for a kept-alive connection's next
+	// request.
+	idleTimeout = 2 * time.Minute
+)

@@ -14,11 +14,9 @@ import (
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
-// handler judges and forwards each request of one terminated stream.
+// handler judges and forwards each request of one HTTP/2 stream.
 type handler struct {
 	st *stream
-	// framing judges HTTP/1.x message framing; nil for HTTP/2.
-	framing *FramingGuard
 }
 
 // reqState carries what happened to a request to its close record.
@@ -35,24 +33,28 @@ func markFailed(r *http.Request, reason policy.Reason, detail string) {
 	}
 }
 
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	s := h.st.s
+// refusal is a request admit turned away, its decision line written.
+type refusal struct {
+	status int
+	d      policy.Decision
+	// deny is a refused authority, framing or upgrade, after which an
+	// HTTP/1.x connection is closed.
+	deny bool
+}
+
+// admit judges one request (framing is the HTTP/1.x framing guard's
+// problem with it, "" for none), puts credentials on it and writes its
+// decision lines. A nil refusal means the request may be forwarded.
+func (st *stream) admit(r *http.Request, framing string) (credinject.Outcome, *refusal) {
+	s := st.s
 	base := audit.Record{Type: audit.TypeDecision, Method: r.Method, Path: r.URL.Path}
 	d := CheckRequest(r, s.Host, s.Port, s.defaultPort())
-	if h.framing != nil {
-		// Every request takes its verdict, refused or not, to stay in step.
-		problem, ok := h.framing.Next()
-		if !ok {
-			problem = "the request stream could not be followed"
-		}
-		if d.Allow && problem != "" {
-			d.Allow, d.Reason, d.Detail = false, ReasonBadFraming, "ambiguous message framing: "+problem
-		}
+	if d.Allow && framing != "" {
+		d.Allow, d.Reason, d.Detail = false, ReasonBadFraming, "ambiguous message framing: "+framing
 	}
 	if !d.Allow {
 		base.Decision, base.Reason, base.Detail = audit.Deny, string(d.Reason), d.Detail
-		h.st.record(base)
+		st.record(base)
 		status := http.StatusMisdirectedRequest
 		switch d.Reason {
 		case ReasonH2CUpgrade:
@@ -60,26 +62,44 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case ReasonBadFraming:
 			status = http.StatusBadRequest
 		}
-		if r.ProtoMajor == 1 {
-			w.Header().Set("Connection", "close")
-		}
-		WriteRefusal(w, d, status)
-		return
+		return credinject.Outcome{}, &refusal{status: status, d: d, deny: true}
 	}
-	out, err := ApplyCredentials(h.st.t.cfg.Creds, r, s.Host, s.Port, !s.Plaintext)
+	out, err := ApplyCredentials(st.t.cfg.Creds, r, s.Host, s.Port, !s.Plaintext)
 	if err != nil {
 		base.Decision, base.Reason, base.Detail, base.Credential = audit.Deny, string(err.Reason), err.Error(), err.Credential
-		h.st.record(base)
-		WriteRefusal(w, policy.Decision{Reason: err.Reason, Detail: err.Error()}, http.StatusForbidden)
-		return
+		st.record(base)
+		return out, &refusal{status: http.StatusForbidden, d: policy.Decision{Reason: err.Reason, Detail: err.Error()}}
 	}
 	base.Decision, base.Reason = audit.Allow, string(policy.ReasonAllowed)
-	if err := h.st.record(base); err != nil {
-		WriteRefusal(w, policy.Decision{Reason: "audit_failed", Detail: "the audit log cannot be written, so nothing is allowed"}, http.StatusServiceUnavailable)
-		return
+	if err := st.record(base); err != nil {
+		return out, &refusal{status: http.StatusServiceUnavailable,
+			d: policy.Decision{Reason: "audit_failed", Detail: "the audit log cannot be written, so nothing is allowed"}}
 	}
 	for _, name := range out.Injected {
-		h.st.record(audit.Record{Type: audit.TypeInject, Method: r.Method, Path: r.URL.Path, Credential: name})
+		st.record(audit.Record{Type: audit.TypeInject, Method: r.Method, Path: r.URL.Path, Credential: name})
+	}
+	return out, nil
+}
+
+// bodyRefusal is the reason and detail of a request body the credential
+// guard cut off, if it did.
+func bodyRefusal(out credinject.Outcome) (reason, detail string, ok bool) {
+	if out.Body == nil {
+		return "", "", false
+	}
+	var ce *credinject.Error
+	if errors.As(out.Body.Err(), &ce) {
+		return string(ce.Reason), ce.Error(), true
+	}
+	return "", "", false
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	out, ref := h.st.admit(r, "")
+	if ref != nil {
+		WriteRefusal(w, ref.d, ref.status)
+		return
 	}
 	rs := &reqState{}
 	r = r.WithContext(context.WithValue(r.Context(), reqStateKey{}, rs))
@@ -88,24 +108,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = &countingBody{ReadCloser: r.Body, n: &up}
 	}
 	cw := &countingWriter{ResponseWriter: w}
-	rp := h.st.rp
-	if r.Header.Get("Upgrade") != "" {
-		rp = h.st.rpUpgrade
-		if h.framing != nil {
-			h.framing.Stop() // what follows a 101 is not HTTP
-		}
-	}
-	rp.ServeHTTP(cw, r)
+	h.st.rp.ServeHTTP(cw, r)
 	// Let the response leave before the close line is written, so logging
 	// adds nothing to the client's latency.
 	http.NewResponseController(cw).Flush()
-	if out.Body != nil {
-		if gerr := out.Body.Err(); gerr != nil {
-			var ce *credinject.Error
-			if errors.As(gerr, &ce) {
-				rs.reason, rs.detail = string(ce.Reason), ce.Error()
-			}
-		}
+	if reason, detail, ok := bodyRefusal(out); ok {
+		rs.reason, rs.detail = reason, detail
 	}
 	h.st.record(audit.Record{Type: audit.TypeClose, Method: r.Method, Path: r.URL.Path,
 		Status: cw.status, BytesUp: up.Load(), BytesDown: cw.n, Reason: rs.reason, Detail: rs.detail,

@@ -111,12 +111,13 @@ func (t *Terminator) Serve(s *Stream) {
 	defer t.Release()
 	defer s.Client.Close()
 	st := &stream{t: t, s: s}
+	if s.Upstream != nil {
+		st.first.Store(&s.Upstream)
+	}
 	defer st.closeUpstream()
 
 	if s.Plaintext {
-		defer st.setup()()
-		g := NewFramingGuard(s.Client)
-		serveConn(g, &handler{st: st, framing: g})
+		st.serveHTTP1(s.Client)
 		return
 	}
 	var refused *policy.Decision
@@ -145,22 +146,24 @@ func (t *Terminator) Serve(s *Stream) {
 		st.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(d.Reason), Detail: d.Detail})
 		return
 	}
-	defer st.setup()()
+	// The upstream leg speaks what the client chose: HTTP/2 clients are
+	// served by net/http's HTTP/2 server and forwarded over HTTP/2 where
+	// the upstream offers it; HTTP/1.x clients get HTTP/1.1 end to end.
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
-		serveConn(tc, &handler{st: st})
+		defer st.setup()()
+		serveH2(tc, &handler{st: st})
 		return
 	}
-	g := NewFramingGuard(tc)
-	serveConn(g, &handler{st: st, framing: g})
+	st.serveHTTP1(tc)
 }
 
 // stream is the state of one terminated client connection.
 type stream struct {
 	t *Terminator
 	s *Stream
-	// rp forwards requests (HTTP/2 upstream when the server offers it);
-	// rpUpgrade forwards protocol upgrades, which only HTTP/1.1 can carry.
-	rp, rpUpgrade http.Handler
+	// rp forwards HTTP/2 clients' requests (HTTP/2 upstream when the
+	// server offers it).
+	rp http.Handler
 	// first is the pre-dialled upstream TCP connection, used once.
 	first     atomic.Pointer[net.Conn]
 	upMu      sync.Mutex
@@ -176,60 +179,53 @@ func (st *stream) record(r audit.Record) error {
 	return err
 }
 
-// setup builds the stream's forwarders and returns their cleanup.
+// setup builds the HTTP/2 forwarder and returns its cleanup.
 func (st *stream) setup() (cleanup func()) {
-	if st.s.Upstream != nil {
-		st.first.Store(&st.s.Upstream)
-	}
-	tr, trUpgrade := st.newTransport(true), st.newTransport(false)
-	st.rp, st.rpUpgrade = st.reverseProxy(tr), st.reverseProxy(trUpgrade)
-	return func() {
-		tr.CloseIdleConnections()
-		trUpgrade.CloseIdleConnections()
-	}
+	tr := st.newTransport()
+	st.rp = st.reverseProxy(tr)
+	return tr.CloseIdleConnections
 }
 
-// newTransport makes one of the stream's own upstream transports: every
+// newTransport makes the HTTP/2 forwarder's upstream transport: every
 // connection it opens goes to the checked addresses, over TLS verified for
 // the stream's host, and it cannot be pointed anywhere else.
-func (st *stream) newTransport(h2 bool) *http.Transport {
-	dial := func(ctx context.Context) (net.Conn, error) {
-		if p := st.first.Swap(nil); p != nil {
-			return *p, nil
-		}
-		c, err := st.s.Redial(ctx)
-		if err == nil {
-			st.track(c)
-		}
-		return c, err
-	}
-	tr := &http.Transport{
+func (st *stream) newTransport() *http.Transport {
+	return &http.Transport{
 		Proxy:                 nil,
-		ForceAttemptHTTP2:     h2,
+		ForceAttemptHTTP2:     true,
 		DisableCompression:    true,
 		MaxIdleConnsPerHost:   2,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		TLSHandshakeTimeout:   st.t.cfg.HandshakeTimeout,
+		DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			c, err := st.dial(ctx, []string{"h2", "http/1.1"})
+			if err == nil {
+				st.track(c)
+			}
+			return c, err
+		},
 	}
-	if st.s.Plaintext {
-		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }
-		return tr
-	}
-	protos := []string{"http/1.1"}
-	if h2 {
-		protos = []string{"h2", "http/1.1"}
+}
+
+// dial connects to the checked address (the pre-dialled connection first)
+// and, unless the stream is plaintext, verifies the upstream's TLS offering
+// protos. The caller owns the connection.
+func (st *stream) dial(ctx context.Context, protos []string) (net.Conn, error) {
+	var raw net.Conn
+	if p := st.first.Swap(nil); p != nil {
+		raw = *p
 	} else {
-		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
-	}
-	tr.DialTLSContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		raw, err := dial(ctx)
+		c, err := st.s.Redial(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return st.handshakeUpstream(ctx, raw, protos)
+		raw = c
 	}
-	return tr
+	if st.s.Plaintext {
+		return raw, nil
+	}
+	return st.handshakeUpstream(ctx, raw, protos)
 }
 
 // track remembers an upstream connection so the stream's end closes it.
@@ -254,7 +250,6 @@ func (st *stream) handshakeUpstream(ctx context.Context, raw net.Conn, protos []
 		raw.Close()
 		return nil, &upstreamTLSError{err: err}
 	}
-	st.track(uc)
 	return uc, nil
 }
 
@@ -279,18 +274,14 @@ func (e *upstreamTLSError) Error() string {
 
 func (e *upstreamTLSError) Unwrap() error { return e.err }
 
-// reverseProxy forwards a checked request to the stream's authority.
+// reverseProxy forwards a checked HTTP/2 request to the stream's
+// authority.
 func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
-	scheme := "https"
-	if st.s.Plaintext {
-		scheme = "http"
-	}
-	authority := strings.TrimSuffix(policy.JoinHostPort(st.s.Host, st.s.Port), fmt.Sprintf(":%d", st.s.defaultPort()))
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme = scheme
-			pr.Out.URL.Host = authority
-			pr.Out.Host = authority
+			pr.Out.URL.Scheme = "https"
+			pr.Out.URL.Host = st.authority()
+			pr.Out.Host = st.authority()
 		},
 		Transport:  tr,
 		BufferPool: copyBuffers,
@@ -300,19 +291,32 @@ func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			reason := ReasonUpstreamError
-			var te *upstreamTLSError
-			var ce *credinject.Error
-			switch {
-			case errors.As(err, &ce):
-				reason = ce.Reason
-			case errors.As(err, &te):
-				reason = ReasonUpstreamTLS
-			}
+			reason := failureReason(err)
 			markFailed(r, reason, err.Error())
 			WriteRefusal(w, policy.Decision{Reason: reason, Detail: err.Error()}, http.StatusBadGateway)
 		},
 	}
+}
+
+// authority is the stream's authority as requests name it upstream: the
+// scheme's default port elided.
+func (st *stream) authority() string {
+	return strings.TrimSuffix(policy.JoinHostPort(st.s.Host, st.s.Port), fmt.Sprintf(":%d", st.s.defaultPort()))
+}
+
+// failureReason is the audit reason for a failed upstream leg: the
+// credential guard's own reason, an unverified upstream, or any other
+// upstream error.
+func failureReason(err error) policy.Reason {
+	var te *upstreamTLSError
+	var ce *credinject.Error
+	switch {
+	case errors.As(err, &ce):
+		return ce.Reason
+	case errors.As(err, &te):
+		return ReasonUpstreamTLS
+	}
+	return ReasonUpstreamError
 }
 
 // WriteRefusal answers a refused request: the reason code in
@@ -320,7 +324,12 @@ func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
 // authenticated" (407) from "not allowed" (403) and see why.
 func WriteRefusal(w http.ResponseWriter, d policy.Decision, status int) {
 	w.Header().Set("X-Cordon-Reason", string(d.Reason))
-	http.Error(w, fmt.Sprintf("cordon: %s: %s", d.Reason, d.Detail), status)
+	http.Error(w, refusalText(d), status)
+}
+
+// refusalText is the sentence a refusal page carries.
+func refusalText(d policy.Decision) string {
+	return fmt.Sprintf("cordon: %s: %s", d.Reason, d.Detail)
 }
 
 // MaskResponse rewrites every real secret in a response's headers and body

@@ -109,8 +109,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Every request takes its framing verdict, refused or not, to stay in
 	// step with the connection's stream.
 	framing := ""
-	if g, ok := r.Context().Value(guardKey{}).(*tlsterm.FramingGuard); ok {
-		p, ok := g.Next()
+	watch, _ := r.Context().Value(guardKey{}).(*parserWatch)
+	if watch != nil {
+		p, ok := watch.guard.Next()
 		if !ok {
 			p = "the request stream could not be followed"
 		}
@@ -138,6 +139,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, audit.KindHTTP, policy.Decision{Reason: ReasonNotAProxyReq,
 			Detail: "this is cordon's egress proxy; send absolute-form requests (http://host/path) or CONNECT"}, http.StatusBadRequest)
 		return
+	}
+	if watch != nil {
+		w = hijackWatch{ResponseWriter: w, watch: watch}
 	}
 	s.plain.ServeHTTP(w, r)
 }
@@ -262,10 +266,11 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		release()
 		return
 	}
-	if g, ok := client.(*tlsterm.FramingGuard); ok {
+	if w, ok := client.(*parserWatch); ok {
 		// What follows the 200 is the tunnel's, not HTTP to this proxy.
-		g.Stop()
-		client = g.Conn
+		w.hijacked.Store(true)
+		w.guard.Stop()
+		client = w.guard.Conn
 	}
 	client = readerConn(client, rw.Reader)
 	proto := protoOpaque
@@ -369,8 +374,8 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	hs := &http.Server{
 		Handler: s,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if g, ok := c.(*tlsterm.FramingGuard); ok {
-				return context.WithValue(ctx, guardKey{}, g)
+			if w, ok := c.(*parserWatch); ok {
+				return context.WithValue(ctx, guardKey{}, w)
 			}
 			return ctx
 		},
@@ -396,7 +401,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		s.mu.Unlock()
 		s.active.Wait()
 	}()
-	err := hs.Serve(guardedListener{l})
+	err := hs.Serve(guardedListener{Listener: l, s: s})
 	if !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -441,18 +446,24 @@ func (s *Server) fakeName(host string, port int) (string, policy.Decision, bool)
 	return name, policy.Decision{Allow: true}, true
 }
 
-// guardKey finds a connection's framing guard from its requests' context.
+// guardKey finds a connection's parserWatch (and framing guard) from its
+// requests' context.
 type guardKey struct{}
 
 // guardedListener watches each client connection's request framing, as
-// tlsterm does inside tunnels: plain-HTTP requests meet the same refusal
-// of ambiguous framing.
-type guardedListener struct{ net.Listener }
+// tlsterm does inside tunnels, so plain-HTTP requests meet the same
+// refusal of ambiguous framing; and it has the requests net/http refuses
+// on its own logged (see parserWatch).
+type guardedListener struct {
+	net.Listener
+	s *Server
+}
 
 func (l guardedListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return tlsterm.NewFramingGuard(c), nil
+	g := tlsterm.NewFramingGuard(c)
+	return &parserWatch{Conn: g, guard: g, refused: l.s.recordParserRefusal(c.RemoteAddr().String())}, nil
 }

@@ -1,0 +1,124 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/tlsterm"
+)
+
+// parserWatch is a proxy client's connection that notices net/http's own
+// refusals. A request net/http cannot parse (a CONNECT line that is no
+// authority, a Host header that is not ASCII, an unknown transfer coding,
+// headers past the limit) never reaches ServeHTTP: net/http answers it
+// itself, writing straight to the connection. parserWatch sees that
+// answer go by and has it logged as a refusal, so every request the proxy
+// turns away is in the audit log.
+type parserWatch struct {
+	net.Conn // the framing guard
+	guard    *tlsterm.FramingGuard
+	refused  func(kind audit.Kind, detail string)
+
+	// hijacked is set once a handler takes the connection over: what it
+	// carries from then on is a tunnel's, not answers to HTTP requests.
+	hijacked atomic.Bool
+
+	mu   sync.Mutex
+	last []byte // the first line of the latest read, for the log
+}
+
+// maxLoggedLine bounds how much of a refused request line is logged.
+const maxLoggedLine = 200
+
+func (c *parserWatch) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.hijacked.Load() {
+		line, _, _ := bytes.Cut(p[:n], []byte("\n"))
+		c.mu.Lock()
+		c.last = append(c.last[:0], bytes.TrimSuffix(line[:min(len(line), maxLoggedLine)], []byte("\r"))...)
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+func (c *parserWatch) Write(p []byte) (int, error) {
+	if !c.hijacked.Load() {
+		if status, why, ok := serverRefusal(p); ok {
+			c.mu.Lock()
+			line := string(c.last)
+			c.mu.Unlock()
+			kind := audit.KindHTTP
+			if len(line) >= 8 && line[:8] == http.MethodConnect+" " {
+				kind = audit.KindConnect
+			}
+			answer := why
+			if !strings.HasPrefix(why, strconv.Itoa(status)) {
+				answer = strconv.Itoa(status) + " " + why
+			}
+			c.refused(kind, fmt.Sprintf("Go's HTTP parser refused the request before cordon's handler saw it (it answered %q); the request began %q", answer, line))
+		}
+	}
+	return c.Conn.Write(p)
+}
+
+// serverRefusal recognises the answer net/http writes, unbuffered and in
+// one piece, to a request it could not read: a status line, exactly these
+// two headers in this order (a handler's answer carries a Date and sorted
+// headers), and the reason as the body.
+func serverRefusal(p []byte) (status int, why string, ok bool) {
+	const headers = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+	rest, found := bytes.CutPrefix(p, []byte("HTTP/1.1 "))
+	if !found || len(rest) < 4 || rest[3] != ' ' {
+		return 0, "", false
+	}
+	status, err := strconv.Atoi(string(rest[:3]))
+	if err != nil || status < 400 || status > 599 {
+		return 0, "", false
+	}
+	statusLine, body, found := bytes.Cut(rest, []byte(headers))
+	if !found || bytes.ContainsAny(statusLine, "\r\n") {
+		return 0, "", false
+	}
+	return status, string(body[:min(len(body), maxLoggedLine)]), true
+}
+
+// hijackWatch tells a parserWatch when a handler (goproxy's WebSocket
+// path) takes its connection over.
+type hijackWatch struct {
+	http.ResponseWriter
+	watch *parserWatch
+}
+
+func (w hijackWatch) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, fmt.Errorf("cordon: this connection cannot be taken over")
+	}
+	w.watch.hijacked.Store(true)
+	return hj.Hijack()
+}
+
+func (w hijackWatch) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w hijackWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// recordParserRefusal logs a request net/http refused on its own.
+func (s *Server) recordParserRefusal(client string) func(audit.Kind, string) {
+	return func(kind audit.Kind, detail string) {
+		s.record(decisionRecord(kind, client, policy.Decision{Reason: ReasonBadRequest, Detail: detail}))
+	}
+}

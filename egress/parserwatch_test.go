@@ -1,0 +1,46 @@
+package egress
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestServerRefusal(t *testing.T) {
+	const h = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+	tests := []struct {
+		name, in string
+		status   int
+		why      string
+	}{
+		{"bad request", "HTTP/1.1 400 Bad Request" + h + "400 Bad Request", 400, "400 Bad Request"},
+		{"with text", "HTTP/1.1 400 Bad Request: malformed Host header" + h + "400 Bad Request: malformed Host header", 400, "400 Bad Request: malformed Host header"},
+		{"transfer coding", "HTTP/1.1 501 Not Implemented" + h + "Unsupported transfer encoding", 501, "Unsupported transfer encoding"},
+		{"too large", "HTTP/1.1 431 Request Header Fields Too Large" + h + "431 Request Header Fields Too Large", 431, "431 Request Header Fields Too Large"},
+		// A handler's answer has a Date and its own header order.
+		{"handler answer", "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nDate: x\r\nX-Cordon-Reason: not_allowlisted\r\n\r\nno", 0, ""},
+		{"success", "HTTP/1.1 200 OK" + h + "fine", 0, ""},
+		{"tunnel bytes", "\x16\x03\x01\x02\x00", 0, ""},
+		{"status line split", "HTTP/1.1 400 Bad\r\nX: y" + h + "x", 0, ""},
+		{"short", "HTTP/1.1 40", 0, ""},
+		{"not a number", "HTTP/1.1 4x0 Bad" + h, 0, ""},
+		{"long reason cut", "HTTP/1.1 400 Bad Request" + h + strings.Repeat("a", 500), 400, strings.Repeat("a", maxLoggedLine)},
+	}
+	for _, tt := range tests {
+		status, why, ok := serverRefusal([]byte(tt.in))
+		if ok != (tt.status != 0) || status != tt.status || why != tt.why {
+			t.Errorf("%s: serverRefusal = %d %q %v, want %d %q", tt.name, status, why, ok, tt.status, tt.why)
+		}
+	}
+}
+
+func FuzzServerRefusal(f *testing.F) {
+	f.Add([]byte("HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"))
+	f.Add([]byte("HTTP/1.1 200 OK\r\n\r\n"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		status, why, ok := serverRefusal(p)
+		if ok && (status < 400 || status > 599 || len(why) > maxLoggedLine) {
+			t.Fatalf("serverRefusal(%q) = %d %q", p, status, why)
+		}
+	})
+}

@@ -440,8 +440,9 @@ done
 	if !strings.Contains(text(stderr), "slirp4netns exited") {
 		t.Errorf("cordon did not say the sandbox lost its network:\n%s", text(stderr))
 	}
-	if r, ok := findRecord(recs, audit.Record{Type: audit.TypeExit}); !ok || r.ExitCode == nil || *r.ExitCode != 0 || r.Outcome != "completed" {
-		t.Errorf("exit line %+v (found %v)", r, ok)
+	if r, ok := findRecord(recs, audit.Record{Type: audit.TypeExit}); !ok || r.ExitCode == nil || *r.ExitCode != 0 || r.Outcome != "completed" ||
+		!strings.Contains(r.Detail, "slirp4netns exited while the command ran") {
+		t.Errorf("exit line %+v (found %v): want exit 0, completed, and a detail saying slirp4netns died", r, ok)
 	}
 	if left := survivors(tree); !eventually(5*time.Second, func() bool { left = survivors(tree); return len(left) == 0 }) {
 		t.Fatalf("processes outlived the run: %v", left)

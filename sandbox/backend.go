@@ -94,6 +94,9 @@ type Result struct {
 	Signal   string
 	TimedOut bool
 	Duration time.Duration
+	// Notes are what went wrong around the command that its exit code
+	// does not say (the restricted network's link dying under it).
+	Notes []string
 }
 
 // Backend is one operating system's sandbox.

@@ -47,8 +47,8 @@ type Holder interface {
 	// namespaces it is cloned into); uid and gid are who it runs as.
 	SysProcAttr(a *syscall.SysProcAttr, uid, gid int)
 	// Started is called with the started command's pid; stop is called
-	// once it has exited.
-	Started(ctx context.Context, s *sandbox.Spec, pid int) (stop func(), err error)
+	// once it has exited, and says what went wrong meanwhile, if anything.
+	Started(ctx context.Context, s *sandbox.Spec, pid int) (stop func() (note string), err error)
 }
 
 // Backend is the bubblewrap sandbox.

@@ -119,7 +119,7 @@ func (r *Restricted) SysProcAttr(a *syscall.SysProcAttr, uid, gid int) {
 // Started attaches slirp4netns to the holder's namespace. The returned stop
 // ends it; slirp4netns also exits on its own if cordon dies (its exit fd
 // closes).
-func (r *Restricted) Started(ctx context.Context, s *sandbox.Spec, pid int) (func(), error) {
+func (r *Restricted) Started(ctx context.Context, s *sandbox.Spec, pid int) (func() string, error) {
 	path, err := r.slirp()
 	if err != nil {
 		return nil, err
@@ -142,16 +142,18 @@ func (r *Restricted) Started(ctx context.Context, s *sandbox.Spec, pid int) (fun
 	exitR.Close()
 	done := make(chan struct{})
 	var stopping atomic.Bool
+	var died string // set before done is closed
 	go func() {
 		err := cmd.Wait()
 		if !stopping.Load() {
 			// The namespace lost its only link: from now on every
 			// connection fails, and nothing falls back to another route.
-			fmt.Fprintf(os.Stderr, "cordon: slirp4netns exited while the command runs (%v): the sandbox has no network from now on; rerun the command to get it back\n", err)
+			died = fmt.Sprintf("slirp4netns exited while the command ran (%v): the sandbox had no network from then on", err)
+			fmt.Fprintf(os.Stderr, "cordon: %s; rerun the command to get it back\n", died)
 		}
 		close(done)
 	}()
-	return func() {
+	return func() string {
 		stopping.Store(true)
 		exitW.Close()
 		select {
@@ -160,6 +162,7 @@ func (r *Restricted) Started(ctx context.Context, s *sandbox.Spec, pid int) (fun
 			cmd.Process.Kill()
 			<-done
 		}
+		return died
 	}, nil
 }
 

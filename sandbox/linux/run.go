@@ -166,6 +166,11 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	}()
 	found := watched
 
+	// stopNet stops the restricted network's helper (once) and keeps what
+	// it says went wrong.
+	var notes []string
+	stopNet := func() {}
+	defer func() { stopNet() }()
 	if b.opts.Holder != nil && s.Policy.Network == policy.NetRestricted {
 		stop, err := b.opts.Holder.Started(ctx, s, cmd.Process.Pid)
 		if err != nil {
@@ -174,7 +179,14 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 			wg.Wait()
 			return fail(fmt.Errorf("start the restricted network: %w", err))
 		}
-		defer stop()
+		var once sync.Once
+		stopNet = func() {
+			once.Do(func() {
+				if note := stop(); note != "" {
+					notes = append(notes, note)
+				}
+			})
+		}
 	}
 
 	var deadline <-chan time.Time
@@ -237,7 +249,8 @@ loop:
 		}
 	}
 	wg.Wait()
-	res := sandbox.Result{Duration: time.Since(begin)}
+	stopNet()
+	res := sandbox.Result{Duration: time.Since(begin), Notes: notes}
 	if probe != nil {
 		*probe = st.probe
 	}

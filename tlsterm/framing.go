@@ -179,7 +179,10 @@ const (
 // is sound, and how its body is delimited.
 func judgeFraming(block string) (problem string, body bodyKind, length int64) {
 	var cls, tes []string
-	for _, l := range strings.Split(block, "\n")[1:] {
+	_, rest, _ := strings.Cut(block, "\n") // the request line
+	for rest != "" {
+		var l string
+		l, rest, _ = strings.Cut(rest, "\n")
 		name, val, ok := strings.Cut(strings.TrimRight(l, "\r"), ":")
 		if !ok {
 			continue

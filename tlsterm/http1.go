@@ -63,11 +63,13 @@ type conn1 struct {
 	// client is the client's connection (TLS, or plaintext); reads go
 	// through guard and lim.
 	client net.Conn
-	guard  *FramingGuard
-	lim    limitReader
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	up     *upstream1
+	// cork is the client's connection under TLS (or client itself).
+	cork  *corkConn
+	guard *FramingGuard
+	lim   limitReader
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	up    *upstream1
 	// wantsClose says the current request's client asked to close after
 	// it (or speaks HTTP/1.0).
 	wantsClose bool
@@ -76,9 +78,11 @@ type conn1 struct {
 // upstream1 is the stream's current upstream connection.
 type upstream1 struct {
 	conn net.Conn // TLS, or TCP on a plaintext stream
-	lim  limitReader
-	br   *bufio.Reader
-	bw   *bufio.Writer
+	// raw is the TCP connection under conn.
+	raw *drainConn
+	lim limitReader
+	br  *bufio.Reader
+	bw  *bufio.Writer
 	// used says a request went over it: it may have gone stale since.
 	used bool
 }
@@ -132,8 +136,8 @@ func putBuffers(br *bufio.Reader, bw *bufio.Writer) {
 
 // serveHTTP1 serves HTTP/1.x requests on c until either side ends the
 // connection.
-func (st *stream) serveHTTP1(c net.Conn) {
-	h := &conn1{st: st, client: c, guard: NewFramingGuard(c)}
+func (st *stream) serveHTTP1(c net.Conn, cork *corkConn) {
+	h := &conn1{st: st, client: c, cork: cork, guard: NewFramingGuard(c)}
 	h.lim = limitReader{r: h.guard, n: math.MaxInt64}
 	h.br, h.bw = getReader(&h.lim), getWriter(c)
 	defer func() {
@@ -492,7 +496,7 @@ func (h *conn1) outgoing(x *exchange) error {
 		req.Header.Set("User-Agent", "") // not Go's own
 	}
 	req.URL.RawQuery = cleanQuery(req.URL.RawQuery)
-	req.URL.Scheme, req.URL.Host, req.Host = "https", h.st.authority(), h.st.authority()
+	req.URL.Scheme, req.URL.Host, req.Host = "https", h.st.authority, h.st.authority
 	if h.st.s.Plaintext {
 		req.URL.Scheme = "http"
 	}
@@ -542,7 +546,7 @@ func (h *conn1) connect() error {
 	if err != nil {
 		return err
 	}
-	up := &upstream1{conn: c}
+	up := &upstream1{conn: c, raw: rawOf(c)}
 	up.lim = limitReader{r: c, n: math.MaxInt64}
 	up.br, up.bw = getReader(&up.lim), getWriter(c)
 	h.up = up
@@ -699,6 +703,12 @@ func (h *conn1) fail(x *exchange, err error, body *clientBody) (int, int64, bool
 func (h *conn1) relayBody(src io.Reader, chunked bool) (n int64, rerr, werr error) {
 	buf := copyBuffers.Get()
 	defer copyBuffers.Put(buf)
+	h.cork.hold()
+	defer func() {
+		if err := h.cork.release(); werr == nil {
+			werr = err
+		}
+	}()
 	// A chunk is "hex size CRLF data CRLF": its size line goes in front
 	// of the data, read in place.
 	const pre = 6
@@ -724,6 +734,11 @@ func (h *conn1) relayBody(src io.Reader, chunked bool) (n int64, rerr, werr erro
 			if h.up == nil || h.up.br.Buffered() == 0 {
 				if werr = h.bw.Flush(); werr != nil {
 					return n, nil, werr
+				}
+				if h.up == nil || h.up.raw == nil || h.up.raw.drained {
+					if werr = h.cork.flush(); werr != nil {
+						return n, nil, werr
+					}
 				}
 			}
 		}
@@ -975,3 +990,12 @@ const (
 	idleClosed                  // its end, or an error
 	idleData                    // bytes nobody asked for yet
 )
+
+// rawOf finds the drainConn under an upstream connection.
+func rawOf(c net.Conn) *drainConn {
+	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = nc.NetConn()
+	}
+	d, _ := c.(*drainConn)
+	return d
+}

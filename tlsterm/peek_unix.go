@@ -13,6 +13,9 @@ func peekIdle(c net.Conn) idleState {
 	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
 		c = nc.NetConn()
 	}
+	if d, ok := c.(*drainConn); ok {
+		c = d.Conn
+	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return idleEmpty

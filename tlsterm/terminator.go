@@ -110,18 +110,19 @@ type Stream struct {
 func (t *Terminator) Serve(s *Stream) {
 	defer t.Release()
 	defer s.Client.Close()
-	st := &stream{t: t, s: s}
+	st := &stream{t: t, s: s, authority: strings.TrimSuffix(policy.JoinHostPort(s.Host, s.Port), fmt.Sprintf(":%d", s.defaultPort()))}
 	if s.Upstream != nil {
 		st.first.Store(&s.Upstream)
 	}
 	defer st.closeUpstream()
 
+	cork := &corkConn{Conn: s.Client}
 	if s.Plaintext {
-		st.serveHTTP1(s.Client)
+		st.serveHTTP1(cork, cork)
 		return
 	}
 	var refused *policy.Decision
-	tc := tls.Server(s.Client, &tls.Config{
+	tc := tls.Server(cork, &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
@@ -154,13 +155,16 @@ func (t *Terminator) Serve(s *Stream) {
 		serveH2(tc, &handler{st: st})
 		return
 	}
-	st.serveHTTP1(tc)
+	st.serveHTTP1(tc, cork)
 }
 
 // stream is the state of one terminated client connection.
 type stream struct {
 	t *Terminator
 	s *Stream
+	// authority is the stream's authority as requests name it upstream:
+	// the scheme's default port elided.
+	authority string
 	// rp forwards HTTP/2 clients' requests (HTTP/2 upstream when the
 	// server offers it).
 	rp http.Handler
@@ -222,6 +226,7 @@ func (st *stream) dial(ctx context.Context, protos []string) (net.Conn, error) {
 		}
 		raw = c
 	}
+	raw = &drainConn{Conn: raw}
 	if st.s.Plaintext {
 		return raw, nil
 	}
@@ -280,8 +285,8 @@ func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "https"
-			pr.Out.URL.Host = st.authority()
-			pr.Out.Host = st.authority()
+			pr.Out.URL.Host = st.authority
+			pr.Out.Host = st.authority
 		},
 		Transport:  tr,
 		BufferPool: copyBuffers,
@@ -296,12 +301,6 @@ func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
 			WriteRefusal(w, policy.Decision{Reason: reason, Detail: err.Error()}, http.StatusBadGateway)
 		},
 	}
-}
-
-// authority is the stream's authority as requests name it upstream: the
-// scheme's default port elided.
-func (st *stream) authority() string {
-	return strings.TrimSuffix(policy.JoinHostPort(st.s.Host, st.s.Port), fmt.Sprintf(":%d", st.s.defaultPort()))
 }
 
 // failureReason is the audit reason for a failed upstream leg: the

@@ -48,6 +48,8 @@ type rigOptions struct {
 	creds     *credinject.Set
 	// opaque relays connections untouched (the tunnel baseline).
 	opaque bool
+	// idle is the origin's idle timeout; zero means net/http's default.
+	idle time.Duration
 }
 
 // newRig starts the origin (handler h) and the front; both stop at the
@@ -56,6 +58,7 @@ func newRig(tb testing.TB, h http.Handler, o rigOptions) *rig {
 	tb.Helper()
 	origin := httptest.NewUnstartedServer(h)
 	origin.Config.ErrorLog = discardLog
+	origin.Config.IdleTimeout = o.idle
 	if o.plaintext {
 		origin.Start()
 	} else {

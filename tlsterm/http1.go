@@ -49,6 +49,10 @@ const (
 	// staleWait bounds the check of an idle upstream TLS connection that
 	// holds unread bytes (a ticket, or its close).
 	staleWait = 5 * time.Millisecond
+	// writeWait is how long a finished response waits for its request's
+	// body to be sent, as net/http's Transport waits before reusing a
+	// connection.
+	writeWait = 50 * time.Millisecond
 	// maxRecord is the largest TLS record payload: one write of it is one
 	// record.
 	maxRecord = 16 << 10
@@ -239,6 +243,7 @@ func (h *conn1) readRequest() *http.Request {
 	switch {
 	case h.lim.hit:
 		h.plainError(http.StatusRequestHeaderFieldsTooLarge, "")
+		h.linger() // the client may still be sending its header
 	case errors.Is(err, io.EOF), errors.As(err, &ne):
 		// The client went away or stalled: nobody to answer.
 	case errors.Is(err, errVersion):
@@ -657,6 +662,7 @@ func (h *conn1) abortWrite(x *exchange) error {
 func (h *conn1) finishWrite(x *exchange, reuse bool) bool {
 	clientOK := true
 	if x.wrote != nil {
+		t := time.NewTimer(writeWait)
 		select {
 		case err := <-x.wrote:
 			x.wrote = nil
@@ -664,13 +670,14 @@ func (h *conn1) finishWrite(x *exchange, reuse bool) bool {
 				reuse = false
 				clientOK = false
 			}
-		default:
-			// The response ended before the body was sent: the server
-			// did not want it. Neither connection can be trusted to be
-			// at a message boundary.
+		case <-t.C:
+			// The response ended well before the body was sent: the
+			// server did not want it. Neither connection can be trusted
+			// to be at a message boundary.
 			h.abortWrite(x)
 			reuse, clientOK = false, false
 		}
+		t.Stop()
 	}
 	if !reuse {
 		h.dropUpstream()

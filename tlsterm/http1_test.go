@@ -1,0 +1,428 @@
+package tlsterm
+
+import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/audit"
+)
+
+// testOrigin answers the paths the HTTP/1.x tests use.
+func testOrigin(t *testing.T) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("origin: read body: %v", err)
+		}
+		fmt.Fprintf(w, "%s %s host=%s ua=%q xff=%q proxy-auth=%q expect=%q body=%s",
+			r.Method, r.URL.RequestURI(), r.Host, r.Header.Get("User-Agent"), r.Header.Get("X-Forwarded-For"),
+			r.Header.Get("Proxy-Authorization"), r.Header.Get("Expect"), b)
+	})
+	mux.HandleFunc("/chunked", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Sum")
+		for i := range 3 {
+			fmt.Fprintf(w, "part %d;", i)
+			w.(http.Flusher).Flush()
+		}
+		w.Header().Set("X-Sum", "three")
+	})
+	mux.HandleFunc("/status/", func(w http.ResponseWriter, r *http.Request) {
+		code, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/status/"))
+		w.Header().Set("Content-Length", "5")
+		w.WriteHeader(code)
+		w.Write([]byte("hello"))
+	})
+	mux.HandleFunc("/close", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		io.WriteString(w, "closing")
+	})
+	mux.HandleFunc("/cut", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		io.WriteString(w, strings.Repeat("x", 100))
+		w.(http.Flusher).Flush()
+		c, _, _ := http.NewResponseController(w).Hijack()
+		c.Close()
+	})
+	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "websocket" || !HasToken(r.Header, "Connection", "upgrade") {
+			http.Error(w, "want an upgrade", http.StatusBadRequest)
+			return
+		}
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		line, _ := brw.ReadString('\n')
+		io.WriteString(c, "echo: "+line)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok "+r.URL.Path)
+	})
+	return mux
+}
+
+// dial opens a connection through the rig, over TLS unless plaintext.
+func (r *rig) dial(t *testing.T, plaintext bool) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", r.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plaintext {
+		tc := tls.Client(c, &tls.Config{ServerName: r.Host, RootCAs: r.ClientRoots, NextProtos: []string{"http/1.1"}})
+		if err := tc.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		c = tc
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	t.Cleanup(func() { c.Close() })
+	return c, bufio.NewReader(c)
+}
+
+// authority is how requests name the rig's origin.
+func (r *rig) authority() string { return net.JoinHostPort(r.Host, strconv.Itoa(r.Port)) }
+
+// readResp reads one response to a request with method and its body.
+func readResp(t *testing.T, br *bufio.Reader, method string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("read response: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read response body: %v", err)
+	}
+	return resp, string(b)
+}
+
+// waitRecords waits (at most 5 s) until the audit log holds n records of
+// type typ, and returns them.
+func (r *rig) waitRecords(t *testing.T, typ audit.Type, n int) []audit.Record {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var got []audit.Record
+		f, err := os.Open(r.AuditPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ar := audit.NewReader(f, nil)
+		for ar.Next() {
+			if ar.Record().Type == typ {
+				got = append(got, ar.Record())
+			}
+		}
+		f.Close()
+		if len(got) >= n || time.Now().After(deadline) {
+			if len(got) != n {
+				t.Fatalf("%d %s records, want %d: %+v", len(got), typ, n, got)
+			}
+			return got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// expectClosed wants the client connection to end.
+func expectClosed(t *testing.T, br *bufio.Reader) {
+	t.Helper()
+	if b, err := br.ReadByte(); err == nil {
+		t.Fatalf("the connection stayed open (read %q)", b)
+	}
+}
+
+func TestHTTP1Requests(t *testing.T) {
+	for _, plaintext := range []bool{false, true} {
+		t.Run(fmt.Sprintf("plaintext=%v", plaintext), func(t *testing.T) {
+			r := newRig(t, testOrigin(t), rigOptions{plaintext: plaintext})
+			auth := r.authority()
+			c, br := r.dial(t, plaintext)
+
+			// Two requests in one write: both answered, in order.
+			fmt.Fprintf(c, "GET /one HTTP/1.1\r\nHost: %s\r\n\r\nGET /two?a=1 HTTP/1.1\r\nHost: %s\r\n\r\n", auth, auth)
+			for _, want := range []string{"ok /one", "ok /two"} {
+				if resp, body := readResp(t, br, "GET"); resp.StatusCode != 200 || body != want {
+					t.Fatalf("pipelined: %d %q, want %q", resp.StatusCode, body, want)
+				}
+			}
+
+			// Bodies with a length and chunked; hop-by-hop, proxy and
+			// forwarding headers stay here, User-Agent is not made up.
+			fmt.Fprintf(c, "POST /echo HTTP/1.1\r\nHost: %s\r\nContent-Length: 5\r\nProxy-Authorization: Basic eDp5\r\nX-Forwarded-For: 10.1.1.1\r\n\r\nhello", auth)
+			if _, body := readResp(t, br, "POST"); body != `POST /echo host=`+auth+` ua="" xff="" proxy-auth="" expect="" body=hello` {
+				t.Fatalf("length body: %q", body)
+			}
+			fmt.Fprintf(c, "PUT /echo HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\nUser-Agent: t\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", auth)
+			if _, body := readResp(t, br, "PUT"); !strings.HasSuffix(body, `ua="t" xff="" proxy-auth="" expect="" body=abcde`) {
+				t.Fatalf("chunked body: %q", body)
+			}
+
+			// A chunked response with a trailer.
+			fmt.Fprintf(c, "GET /chunked HTTP/1.1\r\nHost: %s\r\nTE: trailers\r\n\r\n", auth)
+			resp, body := readResp(t, br, "GET")
+			if body != "part 0;part 1;part 2;" || resp.Trailer.Get("X-Sum") != "three" || resp.TransferEncoding[0] != "chunked" {
+				t.Fatalf("chunked response: %q trailer %v te %v", body, resp.Trailer, resp.TransferEncoding)
+			}
+
+			// Responses without a body, then the connection goes on.
+			for _, tc := range []struct {
+				method, path string
+				status       int
+			}{{"HEAD", "/status/200", 200}, {"GET", "/status/204", 204}, {"GET", "/status/304", 304}} {
+				fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: %s\r\n\r\n", tc.method, tc.path, auth)
+				if resp, body := readResp(t, br, tc.method); resp.StatusCode != tc.status || body != "" {
+					t.Fatalf("%s %s: %d %q", tc.method, tc.path, resp.StatusCode, body)
+				}
+			}
+
+			// The upstream closing after its response leaves the client's
+			// connection open: the next request goes over a new one.
+			fmt.Fprintf(c, "GET /close HTTP/1.1\r\nHost: %s\r\n\r\n", auth)
+			if resp, body := readResp(t, br, "GET"); body != "closing" || resp.Close {
+				t.Fatalf("upstream close: %q close=%v", body, resp.Close)
+			}
+			fmt.Fprintf(c, "GET /after HTTP/1.1\r\nHost: %s\r\n\r\n", auth)
+			if _, body := readResp(t, br, "GET"); body != "ok /after" {
+				t.Fatalf("after the upstream closed: %q", body)
+			}
+
+			// Expect: 100-continue is answered, and the body goes up.
+			fmt.Fprintf(c, "POST /echo HTTP/1.1\r\nHost: %s\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n", auth)
+			if resp, _ := readResp(t, br, "POST"); resp.StatusCode != 100 {
+				t.Fatalf("expect: %d, want 100", resp.StatusCode)
+			}
+			io.WriteString(c, "hi")
+			if _, body := readResp(t, br, "POST"); !strings.HasSuffix(body, "body=hi") {
+				t.Fatalf("after 100-continue: %q", body)
+			}
+
+			// The client closing: the response says so, and the connection ends.
+			fmt.Fprintf(c, "GET /last HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", auth)
+			if resp, body := readResp(t, br, "GET"); !resp.Close || body != "ok /last" {
+				t.Fatalf("client close: %q close=%v", body, resp.Close)
+			}
+			expectClosed(t, br)
+
+			closes := r.waitRecords(t, audit.TypeClose, 12)
+			allows := r.waitRecords(t, audit.TypeDecision, 12)
+			for i, rec := range closes {
+				if rec.Status == 0 || rec.Reason != "" || allows[i].Decision != audit.Allow || rec.Path != allows[i].Path {
+					t.Fatalf("request %d: decision %+v close %+v", i, allows[i], rec)
+				}
+			}
+			if closes[2].BytesUp != 5 || closes[3].BytesUp != 5 || closes[4].BytesDown != int64(len("part 0;part 1;part 2;")) {
+				t.Fatalf("byte counts: %+v %+v %+v", closes[2], closes[3], closes[4])
+			}
+		})
+	}
+}
+
+func TestHTTP1Refusals(t *testing.T) {
+	r := newRig(t, testOrigin(t), rigOptions{})
+	auth := r.authority()
+	for _, tc := range []struct {
+		name, request string
+		status        int
+		reason        string
+	}{
+		{"another host", "GET /a HTTP/1.1\r\nHost: other.test\r\n\r\n", 421, "authority_mismatch"},
+		{"absolute form", "GET https://other.test/a HTTP/1.1\r\nHost: " + auth + "\r\n\r\n", 421, "authority_mismatch"},
+		{"CL and TE", "POST /a HTTP/1.1\r\nHost: " + auth + "\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, "bad_framing"},
+		{"h2c", "GET /a HTTP/1.1\r\nHost: " + auth + "\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n", 403, "h2c_upgrade"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, br := r.dial(t, false)
+			// An allowed request first: a refusal after it still closes.
+			fmt.Fprintf(c, "GET /first HTTP/1.1\r\nHost: %s\r\n\r\n%s", auth, tc.request)
+			if resp, _ := readResp(t, br, "GET"); resp.StatusCode != 200 {
+				t.Fatalf("first request: %d", resp.StatusCode)
+			}
+			resp, body := readResp(t, br, "GET")
+			if resp.StatusCode != tc.status || resp.Header.Get("X-Cordon-Reason") != tc.reason || !resp.Close ||
+				!strings.HasPrefix(body, "cordon: "+tc.reason+": ") {
+				t.Fatalf("got %d %v %q, want %d %s", resp.StatusCode, resp.Header, body, tc.status, tc.reason)
+			}
+			expectClosed(t, br)
+		})
+	}
+	denies := 0
+	for _, rec := range r.waitRecords(t, audit.TypeDecision, 8) {
+		if rec.Decision == audit.Deny {
+			denies++
+		}
+	}
+	if denies != 4 {
+		t.Fatalf("%d deny lines, want 4", denies)
+	}
+}
+
+func TestHTTP1MalformedRequests(t *testing.T) {
+	r := newRig(t, testOrigin(t), rigOptions{})
+	for _, tc := range []struct {
+		name, request string
+		status        int
+	}{
+		{"no Host", "GET / HTTP/1.1\r\n\r\n", 400},
+		{"two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
+		{"bad header name", "GET / HTTP/1.1\r\nHost: " + r.authority() + "\r\nBad Name: x\r\n\r\n", 400},
+		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505},
+		{"unknown expectation", "GET / HTTP/1.1\r\nHost: " + r.authority() + "\r\nExpect: teapot\r\n\r\n", 417},
+		{"huge header", "GET / HTTP/1.1\r\nHost: " + r.authority() + "\r\nX: " + strings.Repeat("y", 2*maxRequestHeader) + "\r\n\r\n", 431},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, br := r.dial(t, false)
+			go io.WriteString(c, tc.request)
+			resp, _ := readResp(t, br, "GET")
+			if resp.StatusCode != tc.status || !resp.Close {
+				t.Fatalf("got %d close=%v, want %d", resp.StatusCode, resp.Close, tc.status)
+			}
+		})
+	}
+	// None reached the origin or was judged.
+	r.waitRecords(t, audit.TypeDecision, 0)
+}
+
+func TestHTTP1Upgrade(t *testing.T) {
+	r := newRig(t, testOrigin(t), rigOptions{})
+	c, br := r.dial(t, false)
+	fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", r.authority())
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 101 || resp.Header.Get("Upgrade") != "websocket" {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	io.WriteString(c, "GET / HTTP/1.1 is not judged now\n")
+	if line, err := br.ReadString('\n'); err != nil || line != "echo: GET / HTTP/1.1 is not judged now\n" {
+		t.Fatalf("upgraded stream: %q %v", line, err)
+	}
+	expectClosed(t, br) // the origin is done
+	c.Close()
+	rec := r.waitRecords(t, audit.TypeClose, 1)[0]
+	if rec.Status != 101 || rec.BytesUp != 33 || rec.BytesDown != 39 {
+		t.Fatalf("close line: %+v", rec)
+	}
+
+	// An upgrade the client did not ask for is refused.
+	c, br = r.dial(t, false)
+	fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n\r\n", r.authority())
+	if resp, _ := readResp(t, br, "GET"); resp.StatusCode != 400 {
+		t.Fatalf("Upgrade without Connection: upgrade reached the origin as one: %d", resp.StatusCode)
+	}
+}
+
+func TestHTTP1BrokenBodies(t *testing.T) {
+	got := make(chan error, 1)
+	origin := testOrigin(t).(*http.ServeMux)
+	origin.HandleFunc("/slurp", func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		got <- err
+	})
+	r := newRig(t, origin, rigOptions{})
+
+	t.Run("upstream closes mid-body", func(t *testing.T) {
+		c, br := r.dial(t, false)
+		fmt.Fprintf(c, "GET /cut HTTP/1.1\r\nHost: %s\r\n\r\n", r.authority())
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("cut response: %v %v", resp, err)
+		}
+		if b, err := io.ReadAll(resp.Body); err == nil || len(b) != 100 {
+			t.Fatalf("a cut body arrived whole: %d bytes, %v", len(b), err)
+		}
+		rec := r.waitRecords(t, audit.TypeClose, 1)[0]
+		if rec.Reason != string(ReasonUpstreamError) || !strings.Contains(rec.Detail, "response body") || rec.BytesDown != 100 {
+			t.Fatalf("close line: %+v", rec)
+		}
+	})
+	t.Run("client closes mid-body", func(t *testing.T) {
+		c, _ := r.dial(t, false)
+		fmt.Fprintf(c, "POST /slurp HTTP/1.1\r\nHost: %s\r\nContent-Length: 100000\r\n\r\n0123456789", r.authority())
+		time.Sleep(50 * time.Millisecond)
+		c.Close()
+		select {
+		case err := <-got:
+			if err == nil {
+				t.Fatal("the origin read a whole body the client never sent")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the origin still waits for the body")
+		}
+		rec := r.waitRecords(t, audit.TypeClose, 2)[1]
+		if rec.Path != "/slurp" || rec.BytesUp != 10 {
+			t.Fatalf("close line: %+v", rec)
+		}
+	})
+}
+
+func TestHTTP1StaleUpstream(t *testing.T) {
+	r := newRig(t, testOrigin(t), rigOptions{idle: 50 * time.Millisecond})
+	c, br := r.dial(t, false)
+	for i, req := range []string{
+		"GET /a HTTP/1.1\r\nHost: %s\r\n\r\n",
+		"GET /b HTTP/1.1\r\nHost: %s\r\n\r\n",                           // retried on a fresh connection
+		"POST /echo HTTP/1.1\r\nHost: %s\r\nContent-Length: 1\r\n\r\nz", // found stale before it is sent
+	} {
+		if i > 0 {
+			time.Sleep(200 * time.Millisecond) // the origin closes the idle connection
+		}
+		fmt.Fprintf(c, req, r.authority())
+		if resp, body := readResp(t, br, "GET"); resp.StatusCode != 200 {
+			t.Fatalf("request %d after the upstream went idle: %d %s", i, resp.StatusCode, body)
+		}
+	}
+}
+
+func TestHTTP10Client(t *testing.T) {
+	r := newRig(t, testOrigin(t), rigOptions{})
+	c, br := r.dial(t, false)
+	io.WriteString(c, "GET /chunked HTTP/1.0\r\n\r\n")
+	resp, body := readResp(t, br, "GET")
+	if resp.ProtoMinor != 0 || body != "part 0;part 1;part 2;" || len(resp.TransferEncoding) != 0 {
+		t.Fatalf("HTTP/1.0: %s %q %v", resp.Proto, body, resp.TransferEncoding)
+	}
+	expectClosed(t, br)
+}
+
+func TestCleanQuery(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"a=1&b=2", "a=1&b=2"},
+		{"b=%41&a", "b=%41&a"},
+		{"a=1;b=2", ""},
+		{"a=1&b=%zz", "a=1"},
+		{"a=%4", ""},
+	} {
+		if got := cleanQuery(tc.in); got != tc.want {
+			t.Errorf("cleanQuery(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func FuzzCleanQuery(f *testing.F) {
+	for _, s := range []string{"a=1&b=2", "a=1;b=2", "x=%zz&y=%41", "%", "&&=", "a=%4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		out := cleanQuery(q)
+		if _, err := url.ParseQuery(out); err != nil {
+			t.Fatalf("cleanQuery(%q) = %q, which does not parse: %v", q, out, err)
+		}
+		if again := cleanQuery(out); again != out {
+			t.Fatalf("cleanQuery is not stable: %q -> %q -> %q", q, out, again)
+		}
+	})
+}

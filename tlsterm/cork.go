@@ -77,3 +77,9 @@ func (d *drainConn) Read(p []byte) (int, error) {
 	d.drained = n < len(p)
 	return n, err
 }
+
+// more says whether bytes are waiting in the kernel, so that the next read
+// will not wait for the peer: held writes can wait for it.
+func (d *drainConn) more() bool {
+	return !d.drained && pending(d.Conn) > 0
+}

@@ -429,9 +429,7 @@ func (h *conn1) roundTrip(x *exchange, body *clientBody) (status int, down int64
 	}
 	removeHopByHopHeaders(resp.Header)
 	MaskResponse(h.st.t.cfg.Creds, resp)
-	if len(h.st.t.cfg.Creds.Names()) > 0 {
-		h.st.t.cfg.Creds.MaskHeader(resp.Trailer)
-	}
+	h.mask(resp.Trailer) // the names announced now; the values come after the body
 
 	hdr := resp.Header
 	keep = !h.wantsClose
@@ -458,6 +456,7 @@ func (h *conn1) roundTrip(x *exchange, body *clientBody) (status int, down int64
 	writeHead(h.bw, req, resp.StatusCode, hdr)
 	down, rerr, werr := h.relayBody(resp.Body, chunked)
 	if rerr == nil && werr == nil && chunked {
+		h.mask(resp.Trailer)
 		werr = writeTrailer(h.bw, resp.Trailer)
 	}
 	if werr == nil {
@@ -615,9 +614,10 @@ func (h *conn1) sendOnce(x *exchange) error {
 			h.abortWrite(x)
 			return errors.New("too many 1xx informational responses")
 		}
-		if len(h.st.t.cfg.Creds.Names()) > 0 {
-			h.st.t.cfg.Creds.MaskHeader(resp.Header)
+		if !x.req.ProtoAtLeast(1, 1) {
+			continue // HTTP/1.0 has no informational responses
 		}
+		h.mask(resp.Header)
 		writeHead(h.bw, x.req, resp.StatusCode, resp.Header)
 		if err := h.bw.Flush(); err != nil {
 			h.abortWrite(x)
@@ -742,7 +742,7 @@ func (h *conn1) relayBody(src io.Reader, chunked bool) (n int64, rerr, werr erro
 				if werr = h.bw.Flush(); werr != nil {
 					return n, nil, werr
 				}
-				if h.up == nil || h.up.raw == nil || h.up.raw.drained {
+				if h.up == nil || h.up.raw == nil || !h.up.raw.more() {
 					if werr = h.cork.flush(); werr != nil {
 						return n, nil, werr
 					}
@@ -755,6 +755,14 @@ func (h *conn1) relayBody(src io.Reader, chunked bool) (n int64, rerr, werr erro
 		case err != nil:
 			return n, err, nil
 		}
+	}
+}
+
+// mask replaces real secrets in a response header (or trailer) with their
+// placeholders.
+func (h *conn1) mask(hdr http.Header) {
+	if creds := h.st.t.cfg.Creds; len(creds.Names()) > 0 {
+		creds.MaskHeader(hdr)
 	}
 }
 
@@ -793,8 +801,8 @@ func (h *conn1) switchProtocols(x *exchange, body *clientBody) (int, int64, bool
 	}
 	creds := h.st.t.cfg.Creds
 	fromClient, fromUpstream := io.Reader(h.br), io.Reader(h.up.br)
+	h.mask(resp.Header)
 	if len(creds.Names()) > 0 {
-		creds.MaskHeader(resp.Header)
 		fromClient = creds.GuardBody(io.NopCloser(h.br), h.st.s.Host, h.st.s.Port)
 		fromUpstream = creds.MaskBody(io.NopCloser(h.up.br))
 	}

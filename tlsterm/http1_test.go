@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/credinject"
+	"github.com/cordon-sandbox/cordon/policy"
 )
 
 // testOrigin answers the paths the HTTP/1.x tests use.
@@ -425,4 +427,81 @@ func FuzzCleanQuery(f *testing.F) {
 			t.Fatalf("cleanQuery is not stable: %q -> %q -> %q", q, out, again)
 		}
 	})
+}
+
+func TestHTTP1Credentials(t *testing.T) {
+	const secret = "s3cr3t-value-for-the-test"
+	creds, err := credinject.Load([]policy.Credential{
+		{Name: "api", Source: policy.Source{Env: "API_SECRET"}, Hosts: []string{"127.0.0.1:*"}, Header: "Authorization: Bearer {}", Env: "API_KEY"},
+		{Name: "other", Source: policy.Source{Env: "OTHER_SECRET"}, Hosts: []string{"elsewhere.test"}, Header: "X-Key: {}", Env: "OTHER_KEY"},
+	}, []string{"api", "other"}, credinject.Options{Env: func(name string) string {
+		return map[string]string{"API_SECRET": secret, "OTHER_SECRET": "another-secret-value"}[name]
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	placeholder := func(env string) string {
+		for _, kv := range creds.Env() {
+			if v, ok := strings.CutPrefix(kv, env+"="); ok {
+				return v
+			}
+		}
+		t.Fatalf("no placeholder for %s", env)
+		return ""
+	}
+	origin := testOrigin(t).(*http.ServeMux)
+	origin.HandleFunc("/leak", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Leak")
+		w.Header().Set("X-Seen", r.Header.Get("Authorization"))
+		io.WriteString(w, "body has "+secret)
+		w.(http.Flusher).Flush()
+		w.Header().Set("X-Leak", secret)
+	})
+	origin.HandleFunc("/wsleak", func(w http.ResponseWriter, r *http.Request) {
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\nnew protocol says "+secret+"\n")
+	})
+	r := newRig(t, origin, rigOptions{creds: creds})
+	c, br := r.dial(t, false)
+
+	// Injected upstream; masked in the header, body and trailer coming back.
+	fmt.Fprintf(c, "GET /leak HTTP/1.1\r\nHost: %s\r\nTE: trailers\r\n\r\n", r.authority())
+	resp, body := readResp(t, br, "GET")
+	api := placeholder("API_KEY")
+	if resp.Header.Get("X-Seen") != "Bearer "+api || body != "body has "+api || resp.Trailer.Get("X-Leak") != api {
+		t.Fatalf("not masked: header %v body %q trailer %v", resp.Header, body, resp.Trailer)
+	}
+
+	// Another host's placeholder in a small body: refused whole, before
+	// anything goes up; the connection goes on.
+	misrouted := "data=" + placeholder("OTHER_KEY")
+	fmt.Fprintf(c, "POST /echo HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s", r.authority(), len(misrouted), misrouted)
+	if resp, body := readResp(t, br, "POST"); resp.StatusCode != 403 || resp.Close || !strings.Contains(body, "other") {
+		t.Fatalf("misrouted placeholder: %d close=%v %q", resp.StatusCode, resp.Close, body)
+	}
+	fmt.Fprintf(c, "GET /after HTTP/1.1\r\nHost: %s\r\n\r\n", r.authority())
+	if _, body := readResp(t, br, "GET"); body != "ok /after" {
+		t.Fatalf("after a refused body: %q", body)
+	}
+	var refused bool
+	for _, rec := range r.waitRecords(t, audit.TypeDecision, 3) {
+		refused = refused || rec.Decision == audit.Deny && rec.Credential == "other"
+	}
+	if !refused {
+		t.Fatal("no deny line names the misrouted credential")
+	}
+
+	// The bytes of a switched protocol are masked too.
+	c, br = r.dial(t, false)
+	fmt.Fprintf(c, "GET /wsleak HTTP/1.1\r\nHost: %s\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n", r.authority())
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	if line, _ := br.ReadString('\n'); line != "new protocol says "+api+"\n" {
+		t.Fatalf("switched protocol not masked: %q", line)
+	}
 }

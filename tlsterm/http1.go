@@ -250,10 +250,21 @@ func (h *conn1) readRequest() *http.Request {
 		h.plainError(http.StatusHTTPVersionNotSupported, err.Error())
 	case errors.Is(err, errExpectation):
 		h.plainError(http.StatusExpectationFailed, "")
+	case isUnsupportedTE(err):
+		// As net/http's server answers it, without echoing the coding.
+		fmt.Fprintf(h.bw, "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\nUnsupported transfer encoding")
+		h.bw.Flush()
 	default:
 		h.plainError(http.StatusBadRequest, "")
 	}
 	return nil
+}
+
+// isUnsupportedTE says whether ReadRequest refused a transfer coding it
+// does not know (its error type is not exported; its messages are).
+func isUnsupportedTE(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "unsupported transfer encoding: ") || strings.HasPrefix(msg, "too many transfer encodings: ")
 }
 
 var (

@@ -283,6 +283,7 @@ func TestHTTP1MalformedRequests(t *testing.T) {
 		{"two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
 		{"bad header name", "GET / HTTP/1.1\r\nHost: " + r.authority() + "\r\nBad Name: x\r\n\r\n", 400},
 		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505},
+		{"unknown transfer coding", "POST / HTTP/1.1\r\nHost: " + r.authority() + "\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n", 501},
 		{"unknown expectation", "GET / HTTP/1.1\r\nHost: " + r.authority() + "\r\nExpect: teapot\r\n\r\n", 417},
 		{"huge header", "GET / HTTP/1.1\r\nHost: " + r.authority() + "\r\nX: " + strings.Repeat("y", 2*maxRequestHeader) + "\r\n\r\n", 431},
 	} {

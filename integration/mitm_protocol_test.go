@@ -51,15 +51,41 @@ func TestTLSUpstreamProtocolFollowsClient(t *testing.T) {
 			t.Fatalf("%s: %d %+v", path, resp.StatusCode, e)
 		}
 	}
-	var id uint64
-	for _, path := range paths {
-		d := waitRecord(t, p.audit, audit.Record{Type: audit.TypeDecision, Decision: audit.Allow, Path: path})
-		c := waitRecord(t, p.audit, audit.Record{Type: audit.TypeClose, Path: path})
-		if id == 0 {
-			id = d.ID
+	decisions := waitRequestRecords(t, p.audit, audit.TypeDecision, paths)
+	closes := waitRequestRecords(t, p.audit, audit.TypeClose, paths)
+	for i, path := range paths {
+		d, c := decisions[i], closes[i]
+		if d.Decision != audit.Allow || d.ID != decisions[0].ID || c.ID != d.ID || c.Status != 200 ||
+			c.BytesUp != int64(len("body 0")) || c.BytesDown == 0 {
+			t.Fatalf("%s: decision %+v close %+v", path, d, c)
 		}
-		if d.ID != id || c.ID != id || c.Status != 200 || c.BytesUp != int64(len("body 0")) || c.BytesDown == 0 {
-			t.Fatalf("%s: decision %+v close %+v (tunnel %d)", path, d, c, id)
+	}
+}
+
+// waitRequestRecords polls the audit log (at most 5 s) for one record of
+// type typ for each request path, and returns them in the order of paths.
+func waitRequestRecords(t *testing.T, log string, typ audit.Type, paths []string) []audit.Record {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		byPath := map[string]audit.Record{}
+		for _, r := range readAudit(t, log) {
+			if r.Type == typ && r.Path != "" {
+				byPath[r.Path] = r
+			}
 		}
+		var out []audit.Record
+		for _, path := range paths {
+			if r, ok := byPath[path]; ok {
+				out = append(out, r)
+			}
+		}
+		if len(out) == len(paths) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d %s records for %v", len(out), len(paths), typ, paths)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -132,7 +132,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 }
 
 // countingWriter records the status and counts body bytes; Unwrap lets
-// http.ResponseController reach Flush and Hijack (WebSockets).
+// http.ResponseController reach the HTTP/2 writer underneath.
 type countingWriter struct {
 	http.ResponseWriter
 	status int

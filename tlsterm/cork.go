@@ -3,24 +3,35 @@ package tlsterm
 import (
 	"net"
 	"sync"
+	"time"
 )
 
 // corkConn is the client's connection under TLS. While a response body is
 // relayed it is held: what TLS writes collects, and leaves in one write
 // when the upstream has nothing more at hand, instead of one write per
-// record.
+// record. Collected bytes never wait longer than maxHold.
 type corkConn struct {
 	net.Conn
-	held bool
-	buf  *[]byte
+	mu    sync.Mutex
+	held  bool
+	buf   *[]byte
+	timer *time.Timer
+	err   error // of a write the timer made
 }
 
-// maxCork is how much a held corkConn collects before it writes anyway.
-const maxCork = 64 << 10
+const (
+	// maxCork is how much a held corkConn collects before it writes anyway.
+	maxCork = 64 << 10
+	// maxHold bounds how long collected bytes wait for more: the upstream
+	// may go quiet just when a read filled TLS's buffer exactly.
+	maxHold = time.Millisecond
+)
 
 var corkBuffers = sync.Pool{New: func() any { b := make([]byte, 0, maxCork+maxRecord+1024); return &b }}
 
 func (c *corkConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if !c.held {
 		return c.Conn.Write(p)
 	}
@@ -29,7 +40,7 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	}
 	*c.buf = append(*c.buf, p...)
 	if len(*c.buf) >= maxCork {
-		if err := c.flush(); err != nil {
+		if err := c.flushLocked(); err != nil {
 			return 0, err
 		}
 	}
@@ -37,10 +48,42 @@ func (c *corkConn) Write(p []byte) (int, error) {
 }
 
 // hold starts collecting writes.
-func (c *corkConn) hold() { c.held = true }
+func (c *corkConn) hold() {
+	c.mu.Lock()
+	c.held = true
+	c.mu.Unlock()
+}
+
+// wait lets collected bytes wait for more, at most maxHold.
+func (c *corkConn) wait() {
+	if c.timer == nil {
+		c.timer = time.AfterFunc(maxHold, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if err := c.flushLocked(); err != nil && c.err == nil {
+				c.err = err
+			}
+		})
+		return
+	}
+	c.timer.Reset(maxHold)
+}
 
 // flush writes what was collected.
 func (c *corkConn) flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	err := c.flushLocked()
+	if c.err != nil {
+		err, c.err = c.err, nil
+	}
+	return err
+}
+
+func (c *corkConn) flushLocked() error {
 	if c.buf == nil {
 		return nil
 	}
@@ -53,8 +96,11 @@ func (c *corkConn) flush() error {
 
 // release writes what was collected and stops collecting.
 func (c *corkConn) release() error {
+	err := c.flush()
+	c.mu.Lock()
 	c.held = false
-	return c.flush()
+	c.mu.Unlock()
+	return err
 }
 
 // CloseWrite half-closes the connection under it.
@@ -76,10 +122,4 @@ func (d *drainConn) Read(p []byte) (int, error) {
 	n, err := d.Conn.Read(p)
 	d.drained = n < len(p)
 	return n, err
-}
-
-// more says whether bytes are waiting in the kernel, so that the next read
-// will not wait for the peer: held writes can wait for it.
-func (d *drainConn) more() bool {
-	return !d.drained && pending(d.Conn) > 0
 }

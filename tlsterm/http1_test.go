@@ -506,3 +506,34 @@ func TestHTTP1Credentials(t *testing.T) {
 		t.Fatalf("switched protocol not masked: %q", line)
 	}
 }
+
+func TestHTTP1Streaming(t *testing.T) {
+	next := make(chan struct{})
+	origin := testOrigin(t).(*http.ServeMux)
+	origin.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
+		for i := range 3 {
+			fmt.Fprintf(w, "event %d\n", i)
+			w.(http.Flusher).Flush()
+			select {
+			case <-next:
+			case <-time.After(5 * time.Second):
+				return
+			}
+		}
+	})
+	r := newRig(t, origin, rigOptions{})
+	c, br := r.dial(t, false)
+	fmt.Fprintf(c, "GET /stream HTTP/1.1\r\nHost: %s\r\n\r\n", r.authority())
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewReader(resp.Body)
+	// Each event must arrive before the origin sends the next one.
+	for i := range 3 {
+		if line, err := lines.ReadString('\n'); err != nil || line != fmt.Sprintf("event %d\n", i) {
+			t.Fatalf("event %d: %q %v", i, line, err)
+		}
+		next <- struct{}{}
+	}
+}

@@ -32,7 +32,7 @@ const (
 	ReasonAuthWrong    policy.Reason = "auth_failed"
 	ReasonAuditFailed  policy.Reason = "audit_failed"
 	ReasonDialFailed   policy.Reason = "dial_failed"
-	ReasonBadRequest   policy.Reason = "bad_request"
+	ReasonBadRequest   policy.Reason = tlsterm.ReasonBadRequest
 	ReasonTooManyTLS   policy.Reason = "too_many_tunnels"
 	ReasonNotAProxyReq policy.Reason = "not_a_proxy_request"
 	ReasonUnknownFake  policy.Reason = "unknown_fake_address"

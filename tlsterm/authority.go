@@ -17,6 +17,8 @@ const (
 	ReasonUpstreamError     policy.Reason = "upstream_error"
 	ReasonHandshake         policy.Reason = "client_handshake"
 	ReasonBadFraming        policy.Reason = "bad_framing"
+	// ReasonBadRequest is a request that could not be read as HTTP.
+	ReasonBadRequest policy.Reason = "bad_request"
 )
 
 // CheckSNI decides a ClientHello's server name against the tunnel's host.

@@ -240,12 +240,22 @@ func (h *conn1) readRequest() *http.Request {
 		return req
 	}
 	var ne net.Error
+	if !h.lim.hit && (errors.Is(err, io.EOF) || errors.As(err, &ne)) {
+		// The client went away or stalled: nobody to answer.
+		return nil
+	}
+	// Every other request turned away here is logged, as refused requests
+	// are; the line says what could not be read.
+	why := err.Error()
+	if h.lim.hit {
+		why = fmt.Sprintf("its header is over %d bytes", maxRequestHeader)
+	}
+	h.st.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(ReasonBadRequest),
+		Detail: "the request could not be read as HTTP/1.x: " + truncate(why, maxDetail)})
 	switch {
 	case h.lim.hit:
 		h.plainError(http.StatusRequestHeaderFieldsTooLarge, "")
 		h.linger() // the client may still be sending its header
-	case errors.Is(err, io.EOF), errors.As(err, &ne):
-		// The client went away or stalled: nobody to answer.
 	case errors.Is(err, errVersion):
 		h.plainError(http.StatusHTTPVersionNotSupported, err.Error())
 	case errors.Is(err, errExpectation):
@@ -258,6 +268,17 @@ func (h *conn1) readRequest() *http.Request {
 		h.plainError(http.StatusBadRequest, "")
 	}
 	return nil
+}
+
+// maxDetail bounds the part of a refused request an audit line quotes.
+const maxDetail = 300
+
+// truncate cuts s to at most n bytes, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // isUnsupportedTE says whether ReadRequest refused a transfer coding it

@@ -296,8 +296,18 @@ func TestHTTP1MalformedRequests(t *testing.T) {
 			}
 		})
 	}
-	// None reached the origin or was judged.
-	r.waitRecords(t, audit.TypeDecision, 0)
+	// None reached the origin; each is refused in the log, saying why.
+	recs := r.waitRecords(t, audit.TypeDecision, 7)
+	for _, want := range []string{"missing required Host header", "too many Host headers", "invalid header name",
+		"unsupported protocol version", "too many transfer encodings", "unsupported expectation", "header is over"} {
+		found := false
+		for _, rec := range recs {
+			found = found || rec.Decision == audit.Deny && rec.Reason == string(ReasonBadRequest) && strings.Contains(rec.Detail, want)
+		}
+		if !found {
+			t.Errorf("no bad_request deny saying %q among %+v", want, recs)
+		}
+	}
 }
 
 func TestHTTP1Upgrade(t *testing.T) {

@@ -3,13 +3,15 @@ package audit
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 )
+
+// maxKeptLine bounds the line buffer a Writer keeps between records.
+const maxKeptLine = 64 << 10
 
 // Writer appends records to one JSONL file. Each Write is a single
 // unbuffered write(2) of one whole line, so a record is in the kernel before
@@ -22,6 +24,7 @@ type Writer struct {
 	session string
 	now     func() time.Time
 	err     error
+	buf     []byte // one line being written, under mu
 }
 
 // DefaultPath is $CORDON_AUDIT, else $XDG_STATE_HOME/cordon/audit.jsonl,
@@ -83,11 +86,10 @@ func (w *Writer) write(r Record, sync bool) error {
 		r.Time = w.now().UTC()
 	}
 	r.Session = w.session
-	line, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("audit: encode record: %w", err)
+	line := append(r.appendJSON(w.buf[:0]), '\n')
+	if cap(line) <= maxKeptLine {
+		w.buf = line
 	}
-	line = append(line, '\n')
 	if _, err := w.f.Write(line); err != nil {
 		w.err = fmt.Errorf("audit log %s: %w", w.f.Name(), err)
 		return w.err

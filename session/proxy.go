@@ -6,6 +6,7 @@ package session
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"log"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/certs"
@@ -79,6 +81,9 @@ type Proxy struct {
 // Any failure is returned before the proxy accepts a single client.
 func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	p := o.Policy
+	// The upstream roots take longest to read (every file $SSL_CERT_DIR
+	// names); they load while the rest is set up.
+	roots := loadRoots(p.ExtraCA)
 	creds, err := credinject.Load(p.Credentials, o.Credentials, credinject.Options{})
 	if err != nil {
 		return nil, err
@@ -163,7 +168,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		}
 		fakeName = dns.NameFor
 	}
-	tt, ca, err := newTerminator(o, bundle, aw, creds)
+	tt, ca, err := newTerminator(o, bundle, aw, creds, roots)
 	if err != nil {
 		return fail(err)
 	}
@@ -250,9 +255,27 @@ func parseResolve(entries []string) (map[string][]netip.Addr, error) {
 	return out, nil
 }
 
+// loadRoots starts reading the upstream roots and returns the function
+// that waits for them.
+func loadRoots(extraCAFiles []string) func() (*x509.CertPool, error) {
+	type result struct {
+		pool *x509.CertPool
+		err  error
+	}
+	c := make(chan result, 1)
+	go func() {
+		pool, err := certs.UpstreamPool(extraCAFiles)
+		c <- result{pool, err}
+	}()
+	return sync.OnceValues(func() (*x509.CertPool, error) {
+		r := <-c
+		return r.pool, r.err
+	})
+}
+
 // newTerminator loads (or creates) the CA, writes the session's trust
 // bundle at bundle and builds the TLS terminator.
-func newTerminator(o Options, bundle string, aw *audit.Writer, creds *credinject.Set) (*tlsterm.Terminator, *certs.CA, error) {
+func newTerminator(o Options, bundle string, aw *audit.Writer, creds *credinject.Set, upstreamRoots func() (*x509.CertPool, error)) (*tlsterm.Terminator, *certs.CA, error) {
 	var ca *certs.CA
 	var err error
 	if o.EphemeralCA {
@@ -272,7 +295,7 @@ func newTerminator(o Options, bundle string, aw *audit.Writer, creds *credinject
 	if err := certs.WriteBundle(bundle, ca, o.Policy.ExtraCA); err != nil {
 		return nil, nil, err
 	}
-	roots, err := certs.UpstreamPool(o.Policy.ExtraCA)
+	roots, err := upstreamRoots()
 	if err != nil {
 		return nil, nil, err
 	}

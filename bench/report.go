@@ -60,7 +60,7 @@ func proxyTables(w io.Writer, e *env, res results) {
 		names[i] = p.name
 	}
 	figureTable(w, "path", names, figureNames(), res)
-	fmt.Fprintf(w, "\nPaths: direct = client to origin. goproxy tunnel = goproxy v1.9.3 defaults, opaque CONNECT, no auth. cordon tunnel = session.StartProxy with terminate none (token auth, allowlist, guarded dial, audit lines). cordon MITM = terminate all, ephemeral CA, per-request authority check and audit lines, verified upstream TLS. goproxy MITM = AlwaysMitm with its built-in CA (an RSA leaf signed per CONNECT, no cache), Tr trusting the origin's CA; it offers clients HTTP/1.1 only (AllowHTTP2 is off by default), hence no h2 figure. Upstream, cordon MITM speaks h2 to an origin that offers it, goproxy MITM always HTTP/1.1. The (http) rows are absolute-form plain HTTP through the same proxies.\n")
+	fmt.Fprintf(w, "\nPaths: direct = client to origin. goproxy tunnel = goproxy v1.9.3 defaults, opaque CONNECT, no auth. cordon tunnel = session.StartProxy with terminate none (token auth, allowlist, guarded dial, audit lines). cordon MITM = terminate all, ephemeral CA, per-request authority check and audit lines, verified upstream TLS. goproxy MITM = AlwaysMitm with its built-in CA (an RSA leaf signed per CONNECT, no cache), Tr trusting the origin's CA; it offers clients HTTP/1.1 only (AllowHTTP2 is off by default), hence no h2 figure. Upstream, cordon MITM speaks the client's protocol (HTTP/1.1 for the HTTP/1.1 columns, h2 for the h2 column, with an origin that offers it), goproxy MITM always HTTP/1.1. The (http) rows are absolute-form plain HTTP through the same proxies.\n")
 
 	fmt.Fprintf(w, "\n### Ratios\n\n")
 	ratioTable(w, ratios, figureNames(), res)

@@ -1,0 +1,382 @@
+package tlsterm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/credinject"
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+// The upstream side of the HTTP/1.x path: one kept-alive connection per
+// stream, each request written to it (once more on a fresh connection
+// when a stale idle one fails), its response read back.
+
+// exchange is one request's trip upstream.
+type exchange struct {
+	req  *http.Request
+	resp *http.Response
+	// upgrade is the protocol the client asked to switch to.
+	upgrade string
+	// wrote receives the request writer's result when the body is
+	// written on its own goroutine; nil when the request was written whole.
+	wrote chan error
+	// bytesUp counts request body bytes sent upstream.
+	bytesUp int64
+	// guard is the credential guard on the request body, or nil.
+	guard *credinject.BodyGuard
+	// reason and detail say why the request failed, for its close line.
+	reason, detail string
+}
+
+// forward sends an admitted request upstream and relays the response;
+// false means the client connection is done.
+func (h *conn1) forward(req *http.Request, out credinject.Outcome, body *clientBody, start time.Time) bool {
+	method, path := req.Method, req.URL.Path
+	x := &exchange{req: req, guard: out.Body}
+	status, down, keep := h.roundTrip(x, body)
+	if reason, detail, ok := bodyRefusal(out); ok {
+		x.reason, x.detail = reason, detail
+	}
+	h.st.record(audit.Record{Type: audit.TypeClose, Method: method, Path: path,
+		Status: status, BytesUp: x.bytesUp, BytesDown: down, Reason: x.reason, Detail: x.detail,
+		DurationMS: time.Since(start).Milliseconds()})
+	return keep
+}
+
+// roundTrip forwards x and relays its response, returning the status the
+// client got, the body bytes it got and whether the connection goes on.
+func (h *conn1) roundTrip(x *exchange, body *clientBody) (status int, down int64, keep bool) {
+	req := x.req
+	if err := h.outgoing(x); err != nil {
+		return h.fail(x, err, body)
+	}
+	if err := h.send(x); err != nil {
+		return h.fail(x, err, body)
+	}
+	resp := x.resp
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return h.switchProtocols(x, body)
+	}
+	removeHopByHopHeaders(resp.Header)
+	MaskResponse(h.st.t.cfg.Creds, resp)
+	h.mask(resp.Trailer) // the names announced now; the values come after the body
+
+	hdr := resp.Header
+	keep = !h.wantsClose
+	chunked := false
+	switch {
+	case !bodyAllowed(req, resp.StatusCode):
+		// The header describes a body that is not there: leave it as is.
+	case resp.ContentLength >= 0 && !(len(resp.Trailer) > 0 && req.ProtoAtLeast(1, 1)):
+		hdr.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	case req.ProtoAtLeast(1, 1):
+		hdr.Del("Content-Length")
+		hdr.Set("Transfer-Encoding", "chunked")
+		chunked = true
+		if len(resp.Trailer) > 0 {
+			hdr.Set("Trailer", strings.Join(keysOf(resp.Trailer), ", "))
+		}
+	default:
+		hdr.Del("Content-Length")
+		keep = false // an HTTP/1.0 client reads to the end of the connection
+	}
+	if !keep {
+		hdr.Set("Connection", "close")
+	}
+	writeHead(h.bw, req, resp.StatusCode, hdr)
+	down, rerr, werr := h.relayBody(resp.Body, chunked)
+	if rerr == nil && werr == nil && chunked {
+		h.mask(resp.Trailer)
+		werr = writeTrailer(h.bw, resp.Trailer)
+	}
+	if werr == nil {
+		werr = h.bw.Flush()
+	}
+	upOK := rerr == nil && !resp.Close
+	if rerr != nil {
+		x.reason, x.detail = string(ReasonUpstreamError), "response body: "+rerr.Error()
+	}
+	if !h.finishWrite(x, upOK && werr == nil) {
+		keep = false
+	}
+	if rerr != nil || werr != nil {
+		keep = false
+	}
+	return resp.StatusCode, down, keep && drain(body)
+}
+
+// outgoing turns the client's request into the upstream's, as a reverse
+// proxy does: hop-by-hop headers and forwarding headers dropped,
+// unparsable query parameters removed, the stream's authority in Host.
+func (h *conn1) outgoing(x *exchange) error {
+	req := x.req
+	x.upgrade = upgradeType(req.Header)
+	if !isPrint(x.upgrade) {
+		return fmt.Errorf("client tried to switch to invalid protocol %q", x.upgrade)
+	}
+	trailers := httpguts.HeaderValuesContainsToken(req.Header["Te"], "trailers")
+	removeHopByHopHeaders(req.Header)
+	if trailers {
+		req.Header.Set("Te", "trailers")
+	}
+	if x.upgrade != "" {
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", x.upgrade)
+	}
+	for _, k := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+		req.Header.Del(k)
+	}
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header.Set("User-Agent", "") // not Go's own
+	}
+	req.URL.RawQuery = cleanQuery(req.URL.RawQuery)
+	req.URL.Scheme, req.URL.Host, req.Host = "https", h.st.authority, h.st.authority
+	if h.st.s.Plaintext {
+		req.URL.Scheme = "http"
+	}
+	req.Header.Del("Expect") // answered here: the body comes anyway
+	req.Close = false
+	req.RequestURI = ""
+	if req.ContentLength == 0 {
+		req.Body = nil
+	} else {
+		// Closing is left to the connection: the upstream leg must not
+		// drain the client's body.
+		req.Body = io.NopCloser(&countingReader{r: req.Body, n: &x.bytesUp})
+	}
+	return nil
+}
+
+// send writes x.req to the upstream and reads the response header into
+// x.resp, relaying 1xx responses. A bodyless replayable request that
+// meets a stale kept-alive connection is sent again on a fresh one.
+func (h *conn1) send(x *exchange) error {
+	replayable := x.req.Body == nil && isIdempotent(x.req)
+	for attempt := 0; ; attempt++ {
+		if h.up != nil && h.up.used && !replayable && !h.up.alive() {
+			h.dropUpstream()
+		}
+		if h.up == nil {
+			if err := h.connect(); err != nil {
+				return err
+			}
+		}
+		reused := h.up.used
+		h.up.used = true
+		err := h.sendOnce(x)
+		if err == nil {
+			return nil
+		}
+		h.dropUpstream()
+		if !reused || attempt > 0 || !replayable {
+			return err
+		}
+	}
+}
+
+// connect opens the stream's upstream connection.
+func (h *conn1) connect() error {
+	c, err := h.st.dial(context.Background(), []string{"http/1.1"})
+	if err != nil {
+		return err
+	}
+	up := &upstream1{conn: c, raw: rawOf(c)}
+	up.lim = limitReader{r: c, n: math.MaxInt64}
+	up.br, up.bw = getReader(&up.lim), getWriter(c)
+	h.up = up
+	return nil
+}
+
+// dropUpstream closes the upstream connection; the next request opens
+// another.
+func (h *conn1) dropUpstream() {
+	if h.up == nil {
+		return
+	}
+	h.up.conn.Close()
+	putBuffers(h.up.br, h.up.bw)
+	h.up = nil
+}
+
+// sendOnce is one attempt of send on h.up.
+func (h *conn1) sendOnce(x *exchange) error {
+	up := h.up
+	if x.req.Body == nil {
+		x.wrote = nil
+		if err := writeRequest(up, x.req); err != nil {
+			return err
+		}
+	} else {
+		// The body goes up while the response comes down: a server may
+		// answer before it has read everything.
+		x.wrote = make(chan error, 1)
+		go func() {
+			err := writeRequest(up, x.req)
+			if err != nil {
+				up.conn.Close() // unblock the response read
+			}
+			x.wrote <- err
+		}()
+	}
+	for n := 0; ; n++ {
+		up.lim.n = maxResponseHeader
+		resp, err := http.ReadResponse(up.br, x.req)
+		up.lim.n = math.MaxInt64
+		if err != nil {
+			if x.wrote != nil {
+				if werr := h.abortWrite(x); werr != nil && !errors.Is(werr, net.ErrClosed) {
+					return werr
+				}
+			}
+			if up.lim.hit {
+				return errors.New("upstream response header too large")
+			}
+			if errors.Is(err, io.EOF) {
+				return errUpstreamClosed
+			}
+			return err
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			x.resp = resp
+			return nil
+		}
+		if n == max1xx {
+			h.abortWrite(x)
+			return errors.New("too many 1xx informational responses")
+		}
+		if !x.req.ProtoAtLeast(1, 1) {
+			continue // HTTP/1.0 has no informational responses
+		}
+		h.mask(resp.Header)
+		writeHead(h.bw, x.req, resp.StatusCode, resp.Header)
+		if err := h.bw.Flush(); err != nil {
+			h.abortWrite(x)
+			return err
+		}
+	}
+}
+
+// writeRequest writes req, body included, to the upstream.
+func writeRequest(up *upstream1, req *http.Request) error {
+	if err := req.Write(up.bw); err != nil {
+		return err
+	}
+	return up.bw.Flush()
+}
+
+// abortWrite stops a request body still being written (closing the
+// upstream and cutting the client's body read short) and returns the
+// writer's result.
+func (h *conn1) abortWrite(x *exchange) error {
+	if x.wrote == nil {
+		return nil
+	}
+	select {
+	case err := <-x.wrote:
+		x.wrote = nil
+		return err
+	default:
+	}
+	h.up.conn.Close()
+	h.client.SetReadDeadline(time.Now())
+	err := <-x.wrote
+	x.wrote = nil
+	h.client.SetReadDeadline(time.Time{})
+	return err
+}
+
+// finishWrite waits for the request body of x to be written once the
+// response is done. reuse says the upstream may carry another request if
+// the body went up whole; the result says whether the client connection
+// can go on.
+func (h *conn1) finishWrite(x *exchange, reuse bool) bool {
+	clientOK := true
+	if x.wrote != nil {
+		t := time.NewTimer(writeWait)
+		select {
+		case err := <-x.wrote:
+			x.wrote = nil
+			if err != nil {
+				reuse = false
+				clientOK = false
+			}
+		case <-t.C:
+			// The response ended well before the body was sent: the
+			// server did not want it. Neither connection can be trusted
+			// to be at a message boundary.
+			h.abortWrite(x)
+			reuse, clientOK = false, false
+		}
+		t.Stop()
+	}
+	if !reuse {
+		h.dropUpstream()
+	}
+	return clientOK
+}
+
+// fail answers a request whose upstream leg failed with 502 and the
+// reason, and records it for the close line.
+func (h *conn1) fail(x *exchange, err error, body *clientBody) (int, int64, bool) {
+	h.abortWrite(x)
+	h.dropUpstream()
+	if x.guard != nil && x.guard.Err() != nil {
+		err = x.guard.Err()
+	}
+	reason := failureReason(err)
+	x.reason, x.detail = string(reason), err.Error()
+	keep := !h.wantsClose && drain(body)
+	n := h.writeRefusal(x.req, http.StatusBadGateway, policy.Decision{Reason: reason, Detail: err.Error()}, keep)
+	if h.bw.Flush() != nil {
+		keep = false
+	}
+	return http.StatusBadGateway, n, keep
+}
+
+// alive says whether an idle upstream connection can carry another
+// request: no stray bytes waiting, not closed by the server meanwhile.
+func (up *upstream1) alive() bool {
+	if up.br.Buffered() > 0 {
+		return false
+	}
+	switch peekIdle(up.conn) {
+	case idleEmpty:
+		return true
+	case idleClosed:
+		return false
+	}
+	if tc, ok := up.conn.(interface{ NetConn() net.Conn }); !ok || tc.NetConn() == up.conn {
+		return false // unsolicited bytes on a plaintext connection
+	}
+	// Bytes wait on a TLS connection: a session ticket, or its end. Let TLS
+	// read them, briefly.
+	up.conn.SetReadDeadline(time.Now().Add(staleWait))
+	_, err := up.br.Peek(1)
+	up.conn.SetReadDeadline(time.Time{})
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// idleState is what waits on an idle connection.
+type idleState int
+
+// rawOf finds the drainConn under an upstream connection.
+func rawOf(c net.Conn) *drainConn {
+	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = nc.NetConn()
+	}
+	d, _ := c.(*drainConn)
+	return d
+}

@@ -14,19 +14,21 @@ import (
 // processes in the sandbox are not signalled.
 func TestRunRelaysSignals(t *testing.T) {
 	for _, tt := range []struct {
-		name string
-		sig  syscall.Signal
+		name, net string
+		sig       syscall.Signal
 	}{
-		{"USR1", syscall.SIGUSR1},
-		{"INT", syscall.SIGINT},
-		{"TERM", syscall.SIGTERM},
+		{"USR1", "off", syscall.SIGUSR1},
+		{"INT", "off", syscall.SIGINT},
+		{"TERM", "off", syscall.SIGTERM},
+		// Under the holder's namespaces too.
+		{"USR1", "restricted", syscall.SIGUSR1},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
+		t.Run(tt.name+"-"+tt.net, func(t *testing.T) {
 			b := newBox(t)
 			marker := uniqueSleep()
 			script := "sleep " + marker + " & trap 'echo got-" + tt.name + "; kill -0 $! && echo bg-alive; kill $!; exit 7' " + tt.name +
 				"; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; exit 9"
-			cmd := b.cmd("--net", "off", "--", "sh", "-c", script)
+			cmd := b.cmd("--net", tt.net, "--", "sh", "-c", script)
 			var out strings.Builder
 			cmd.Stdout = &lockedWriter{w: &out}
 			stdout := func() string {

@@ -521,26 +521,34 @@ func TestRunEnvironment(t *testing.T) {
 	}
 }
 
+// TestRunStdioAndDescriptors: stdin and stdout pass through, and the
+// command holds nothing but them: not a descriptor cordon inherited, not
+// one of bwrap's, and in restricted mode none of the holder's (which may
+// sit under a number the launcher left closed).
 func TestRunStdioAndDescriptors(t *testing.T) {
-	b := newBox(t)
-	cmd := b.cmd("--net", "off", "--", "sh", "-c", "cat; ls /proc/self/fd | tr '\\n' ' '")
-	cmd.Stdin = strings.NewReader("through stdin\n")
-	// cordon itself inherits an open descriptor (as from a shell or a
-	// launcher that leaks one): it must not reach the command.
-	leaked, err := os.Open(b.ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer leaked.Close()
-	cmd.ExtraFiles = []*os.File{leaked, leaked, leaked, leaked, leaked, leaked, leaked, leaked}
-	r := runResult(t, runTimeout, cmd)
-	expectCode(t, r, 0)
-	if !strings.HasPrefix(r.stdout, "through stdin\n") {
-		t.Errorf("stdin did not pass through: %q", r.stdout)
-	}
-	// ls holds its own directory descriptor (3); nothing else may leak in.
-	if got := strings.TrimSpace(strings.TrimPrefix(r.stdout, "through stdin\n")); got != "0 1 2 3" {
-		t.Errorf("the command inherited descriptors: %q", got)
+	for _, mode := range []string{"off", "restricted"} {
+		t.Run(mode, func(t *testing.T) {
+			b := newBox(t)
+			cmd := b.cmd("--net", mode, "--", "sh", "-c", "cat; ls /proc/self/fd | tr '\\n' ' '")
+			cmd.Stdin = strings.NewReader("through stdin\n")
+			// cordon itself inherits open descriptors (as from a shell or
+			// a launcher that leaks them): they must not reach the command.
+			leaked, err := os.Open(b.ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer leaked.Close()
+			cmd.ExtraFiles = []*os.File{leaked, leaked, leaked, leaked, leaked, leaked, leaked, leaked}
+			r := runResult(t, runTimeout, cmd)
+			expectCode(t, r, 0)
+			if !strings.HasPrefix(r.stdout, "through stdin\n") {
+				t.Errorf("stdin did not pass through: %q", r.stdout)
+			}
+			// ls holds its own directory descriptor (3); nothing else may leak in.
+			if got := strings.TrimSpace(strings.TrimPrefix(r.stdout, "through stdin\n")); got != "0 1 2 3" {
+				t.Errorf("the command inherited descriptors: %q", got)
+			}
+		})
 	}
 }
 

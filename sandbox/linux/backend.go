@@ -41,8 +41,9 @@ type Holder interface {
 	Check(ctx context.Context) sandbox.Capability
 	// Wrap returns the command line to start in place of argv (bwrap and
 	// its arguments) and any descriptors it needs, which the launcher
-	// passes after its own (from fd 7 on).
-	Wrap(s *sandbox.Spec, argv []string) ([]string, []*os.File, error)
+	// passes after its own (from fd 7 on). fds are the launcher's own
+	// descriptors (of 3 to 6) that are open, to be handed to bwrap.
+	Wrap(s *sandbox.Spec, argv []string, fds []int) ([]string, []*os.File, error)
 	// SysProcAttr adjusts how the wrapped command is started (the
 	// namespaces it is cloned into); uid and gid are who it runs as.
 	SysProcAttr(a *syscall.SysProcAttr, uid, gid int)

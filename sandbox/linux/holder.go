@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -27,11 +28,19 @@ type holderConfig struct {
 	Rules NetRules `json:"rules"`
 	// Token authenticates the relay's CONNECTs to the proxy.
 	Token string `json:"token"`
+	// LaunchFDs are the launcher's descriptors (of 3 to 6) to hand to
+	// bwrap; the others are closed there. The holder's own descriptors
+	// may take the free numbers, and must never reach the sandbox.
+	LaunchFDs []int `json:"launch_fds"`
 }
 
 // holderConfigFD is where the holder finds its config: the launcher
 // passes its own four descriptors first (3 to 6), then the holder's.
 const holderConfigFD = 7
+
+// holderBlockFD is bwrap's --block-fd as the holder passes it, after the
+// launcher's four.
+const holderBlockFD = 7
 
 // The addresses slirp4netns gives the namespace.
 var (
@@ -73,24 +82,32 @@ func RunHolder(argv []string) int {
 	if err != nil {
 		return fail(fmt.Errorf("relay: %w", err))
 	}
-	if err := waitForAddr("tap0", slirpGuest, 10*time.Second); err != nil {
-		return fail(err)
-	}
 	proxy := netip.AddrPortFrom(cfg.Rules.Gateway, cfg.Rules.ProxyPort).String()
 	go relay(ln, proxy, cfg.Token)
 
+	// bwrap builds the box while slirp4netns brings tap0 up, and waits on
+	// --block-fd (after every mount, before the command) until it is.
+	blockR, blockW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	defer blockW.Close()
+	argv = append([]string{argv[0], "--block-fd", strconv.Itoa(holderBlockFD)}, argv[1:]...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = os.Environ()
-	// The launcher's descriptors 3 to 6 pass on as they came; one it left
-	// closed stays closed.
+	// The launcher's descriptors 3 to 6 pass on as they came. One it left
+	// closed stays closed in bwrap, whatever the holder itself opened
+	// under that number (a netlink socket of this namespace's root would
+	// be a way out).
 	for fd := 3; fd <= 6; fd++ {
 		var f *os.File
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
+		if slices.Contains(cfg.LaunchFDs, fd) {
 			f = os.NewFile(uintptr(fd), "launch-"+strconv.Itoa(fd))
 		}
 		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
 	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, blockR)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fail(fmt.Errorf("start bwrap: %w", err))
@@ -99,6 +116,16 @@ func RunHolder(argv []string) int {
 		if f != nil {
 			f.Close()
 		}
+	}
+	if err := waitForAddr("tap0", slirpGuest, 10*time.Second); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fail(err)
+	}
+	if _, err := blockW.Write([]byte{1}); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fail(fmt.Errorf("let bwrap start the command: %w", err))
 	}
 	err = cmd.Wait()
 	var ee *exec.ExitError

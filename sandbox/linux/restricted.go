@@ -75,14 +75,15 @@ func (r *Restricted) slirp() (string, error) {
 
 // Wrap starts the holder in place of bwrap, handing it the network's
 // ports and the proxy token over a pipe.
-func (r *Restricted) Wrap(s *sandbox.Spec, argv []string) ([]string, []*os.File, error) {
+func (r *Restricted) Wrap(s *sandbox.Spec, argv []string, fds []int) ([]string, []*os.File, error) {
 	n := s.Network
 	if n == nil || n.ProxyPort == 0 || n.DNSPort == 0 {
 		return nil, nil, errors.New("restricted mode needs the proxy and resolver ports")
 	}
 	cfg := holderConfig{
-		Rules: NetRules{Gateway: slirpGateway, ProxyPort: uint16(n.ProxyPort), DNSPort: uint16(n.DNSPort), RelayPort: relayPort},
-		Token: n.Token,
+		Rules:     NetRules{Gateway: slirpGateway, ProxyPort: uint16(n.ProxyPort), DNSPort: uint16(n.DNSPort), RelayPort: relayPort},
+		Token:     n.Token,
+		LaunchFDs: fds,
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {

@@ -91,7 +91,11 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		if b.opts.Holder == nil {
 			return fail(errors.New("network mode restricted is not available in this build"))
 		}
-		if argv, extra, err = b.opts.Holder.Wrap(s, argv); err != nil {
+		passed := []int{fdStatus, fdSeccomp, fdArgs}
+		if probe != nil {
+			passed = append(passed, fdProbe)
+		}
+		if argv, extra, err = b.opts.Holder.Wrap(s, argv, passed); err != nil {
 			return fail(fmt.Errorf("prepare the restricted network: %w", err))
 		}
 	}

@@ -71,3 +71,13 @@ func TestParseVersion(t *testing.T) {
 		t.Error("0.8.0 is older than itself")
 	}
 }
+
+// The self-test refuses arguments it cannot use (its report through the
+// descriptor is covered by every probe: doctor and the memoised check).
+func TestProbeArguments(t *testing.T) {
+	for _, args := range [][]string{nil, {"5"}, {"x", "/o"}, {"2", "/o"}, {"5", "/o", "extra"}} {
+		if code := Probe(args); code != ExitLaunchFailed {
+			t.Errorf("Probe(%q) = %d, want %d", args, code, ExitLaunchFailed)
+		}
+	}
+}

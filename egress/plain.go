@@ -2,13 +2,13 @@ package egress
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,27 +21,20 @@ import (
 	"github.com/cordon-sandbox/cordon/tlsterm"
 )
 
-// dialedKey carries the connection the plain-HTTP handler already dialled
-// (to a checked address) to the transport, which must not dial on its own.
-type dialedKey struct{}
-
-// newPlainProxy is goproxy configured for cordon: its transport never
-// resolves or dials by itself (it takes the connection the handler dialled
-// after the checks), there is no upstream proxy, no HTTP/2, no CONNECT, and
-// no keep-alive upstream, so each request's audit line names the address
-// it really went to.
+// newPlainProxy is goproxy configured for cordon: no upstream proxy, no
+// HTTP/2, no CONNECT, and no transport of its own. Each request goes
+// through the upstreams pool, over a connection to the very address its
+// own check allowed (see handlePlain).
 func (s *Server) newPlainProxy() *goproxy.ProxyHttpServer {
 	p := goproxy.NewProxyHttpServer()
 	p.Logger = log.New(io.Discard, "", 0)
 	p.KeepAcceptEncoding = true
 	p.AllowHTTP2 = false
 	p.Tr = &http.Transport{
-		Proxy:              nil,
-		DialContext:        dialPrepared,
-		DisableKeepAlives:  true,
-		DisableCompression: true,
-		ForceAttemptHTTP2:  false,
-		TLSNextProto:       map[string]func(string, *tls.Conn) http.RoundTripper{},
+		Proxy: nil,
+		DialContext: func(context.Context, string, string) (net.Conn, error) {
+			return nil, errors.New("cordon: goproxy's own transport is not used")
+		},
 	}
 	p.ConnectDial = func(string, string) (net.Conn, error) {
 		return nil, errors.New("cordon: goproxy's CONNECT path is not used")
@@ -58,17 +51,11 @@ func (s *Server) newPlainProxy() *goproxy.ProxyHttpServer {
 	return p
 }
 
-func dialPrepared(ctx context.Context, _, _ string) (net.Conn, error) {
-	c, ok := ctx.Value(dialedKey{}).(*countedConn)
-	if !ok || !c.claim() {
-		return nil, errors.New("cordon: refusing a dial that did not pass the checks")
-	}
-	return c, nil
-}
-
-// handlePlain judges one absolute-form request, dials the checked address,
-// logs the decision, and lets goproxy forward it over that connection.
-func (s *Server) handlePlain(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+// handlePlain judges one absolute-form request and has goproxy forward it
+// through the pool to a checked address, logging the decision (naming that
+// address) before any byte goes up and a close line when its response is
+// done.
+func (s *Server) handlePlain(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	start := time.Now()
 	if r.URL.Scheme != "http" {
 		return r, s.plainRefusal(r, policy.Decision{Reason: ReasonBadRequest, Host: r.URL.Host,
@@ -93,32 +80,70 @@ func (s *Server) handlePlain(r *http.Request, _ *goproxy.ProxyCtx) (*http.Reques
 		s.record(rec)
 		return r, s.plainResponse(r, d, http.StatusForbidden)
 	}
-	up, addr, err := s.cfg.Dialer.Dial(r.Context(), t)
-	if err != nil {
-		d.Allow, d.Reason, d.Detail = false, ReasonDialFailed, err.Error()
-		return r, s.plainRefusal(r, d, http.StatusBadGateway)
-	}
-	id := s.ids.Add(1)
-	rec := decisionRecord(audit.KindHTTP, r.RemoteAddr, d)
-	rec.ID, rec.Addr, rec.Method, rec.Path = id, addr.String(), r.Method, r.URL.Path
-	if err := s.record(rec); err != nil {
-		up.Close()
-		return r, s.plainResponse(r, policy.Decision{Reason: ReasonAuditFailed,
-			Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, http.StatusServiceUnavailable)
-	}
-	for _, name := range out.Injected {
-		s.record(audit.Record{Type: audit.TypeInject, Kind: audit.KindHTTP, ID: id, Host: host, Port: port, Method: r.Method, Path: r.URL.Path, Credential: name})
-	}
-	cc := &countedConn{Conn: up, onClose: func(upBytes, downBytes int64) {
-		s.record(audit.Record{Type: audit.TypeClose, Kind: audit.KindHTTP, ID: id, Host: host, Port: port,
-			Addr: addr.String(), BytesUp: upBytes, BytesDown: downBytes, DurationMS: time.Since(start).Milliseconds()})
-	}}
 	RemoveHopHeaders(r.Header)
 	r.Header.Del("Proxy-Authorization")
-	r = r.WithContext(context.WithValue(r.Context(), dialedKey{}, cc))
-	// A request that never reaches the transport must not leak its conn.
-	context.AfterFunc(r.Context(), func() { cc.closeIfUnclaimed() })
+	ctx.RoundTripper = goproxy.RoundTripperFunc(func(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
+		return s.plainRoundTrip(req, t, d, out.Injected, start)
+	})
 	return r, nil
+}
+
+// plainRoundTrip sends req to the checked addresses of t in turn, until
+// one takes it: each attempt is logged (allow, naming the address) before
+// its transport writes a byte, and the one that answers gets a close line
+// when its response body is done.
+func (s *Server) plainRoundTrip(req *http.Request, t Target, d policy.Decision, injected []string, start time.Time) (*http.Response, error) {
+	host, path, method := t.Host, req.URL.Path, req.Method
+	for i, a := range t.Addrs {
+		addr := netip.AddrPortFrom(a, uint16(t.Port))
+		id := s.ids.Add(1)
+		rec := decisionRecord(audit.KindHTTP, req.RemoteAddr, d)
+		rec.ID, rec.Addr, rec.Method, rec.Path = id, addr.String(), method, path
+		if err := s.record(rec); err != nil {
+			return s.plainResponse(req, policy.Decision{Reason: ReasonAuditFailed,
+				Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, http.StatusServiceUnavailable), nil
+		}
+		for _, name := range injected {
+			s.record(audit.Record{Type: audit.TypeInject, Kind: audit.KindHTTP, ID: id, Host: host, Port: t.Port, Method: method, Path: path, Credential: name})
+		}
+		closeLine := func(up, down int64, reason policy.Reason, err error) {
+			r := audit.Record{Type: audit.TypeClose, Kind: audit.KindHTTP, ID: id, Host: host, Port: t.Port,
+				Addr: addr.String(), BytesUp: up, BytesDown: down, DurationMS: time.Since(start).Milliseconds()}
+			if err != nil {
+				r.Reason, r.Detail = string(reason), err.Error()
+			}
+			s.record(r)
+		}
+		out := req.Clone(req.Context())
+		out.URL.Host = addr.String() // the pool's key: connections to this address only
+		out.Host = req.Host
+		body := &countingBody{ReadCloser: req.Body}
+		if req.Body != nil && req.Body != http.NoBody {
+			out.Body = body
+		}
+		resp, err := s.upstreams.transport(addr, s.cfg.Dialer).RoundTrip(out)
+		if err != nil {
+			var oe *net.OpError
+			dialFailed := errors.As(err, &oe) && oe.Op == "dial"
+			reason := tlsterm.ReasonUpstreamError
+			if dialFailed {
+				reason = ReasonDialFailed
+			}
+			closeLine(body.n.Load(), 0, reason, err)
+			// Another address is tried only when this one never got the
+			// request (its dial failed) and there is no body the failed
+			// attempt has closed.
+			noBody := req.Body == nil || req.Body == http.NoBody
+			if i+1 < len(t.Addrs) && dialFailed && noBody {
+				continue
+			}
+			return s.plainResponse(req, policy.Decision{Reason: reason, Host: host, Port: t.Port, Detail: err.Error()}, http.StatusBadGateway), nil
+		}
+		resp.Body = newCountedBody(resp.Body, func(up, down int64) { closeLine(body.n.Load()+up, down, "", nil) })
+		return resp, nil
+	}
+	return s.plainResponse(req, policy.Decision{Reason: ReasonDialFailed, Host: host, Port: t.Port,
+		Detail: fmt.Sprintf("%s: no checked address", policy.JoinHostPort(t.Host, t.Port))}, http.StatusBadGateway), nil
 }
 
 func (s *Server) plainRefusal(r *http.Request, d policy.Decision, status int) *http.Response {
@@ -162,38 +187,57 @@ func RemoveHopHeaders(h http.Header) {
 	}
 }
 
-// countedConn counts bytes each way and reports them once, on Close. It
-// can be handed to the transport exactly once.
-type countedConn struct {
-	net.Conn
+// countingBody counts the bytes of a request body as they are read.
+type countingBody struct {
+	io.ReadCloser
+	n atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+// countedBody counts a response body and reports the count once, when it
+// is closed; up counts what is written to a switched protocol's body.
+type countedBody struct {
+	io.ReadCloser
 	up, down atomic.Int64
-	claimed  atomic.Bool
 	once     sync.Once
-	onClose  func(up, down int64)
+	done     func(up, down int64)
 }
 
-func (c *countedConn) claim() bool { return c.claimed.CompareAndSwap(false, true) }
-
-func (c *countedConn) closeIfUnclaimed() {
-	if c.claim() {
-		c.Close()
+// newCountedBody wraps body; a switched protocol's body (which is also
+// written to) keeps its Write.
+func newCountedBody(body io.ReadCloser, done func(up, down int64)) io.ReadCloser {
+	c := &countedBody{ReadCloser: body, done: done}
+	if w, ok := body.(io.Writer); ok {
+		return &countedDuplex{countedBody: c, w: w}
 	}
+	return c
 }
 
-func (c *countedConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	c.down.Add(int64(n))
+func (b *countedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.down.Add(int64(n))
 	return n, err
 }
 
-func (c *countedConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	c.up.Add(int64(n))
-	return n, err
-}
-
-func (c *countedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { c.onClose(c.up.Load(), c.down.Load()) })
+func (b *countedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(func() { b.done(b.up.Load(), b.down.Load()) })
 	return err
+}
+
+// countedDuplex is the body of a 101 response: the upgraded connection.
+type countedDuplex struct {
+	*countedBody
+	w io.Writer
+}
+
+func (d *countedDuplex) Write(p []byte) (int, error) {
+	n, err := d.w.Write(p)
+	d.up.Add(int64(n))
+	return n, err
 }

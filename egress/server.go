@@ -62,7 +62,9 @@ type Config struct {
 type Server struct {
 	cfg   Config
 	plain *goproxy.ProxyHttpServer
-	ids   atomic.Uint64
+	// upstreams holds the plain-HTTP proxy's upstream connections.
+	upstreams upstreams
+	ids       atomic.Uint64
 
 	// tunnels are the hijacked client connections still being served, so
 	// a stopping proxy can end them and wait for their close lines.
@@ -400,6 +402,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		}
 		s.mu.Unlock()
 		s.active.Wait()
+		s.upstreams.close()
 	}()
 	err := hs.Serve(guardedListener{Listener: l, s: s})
 	if !errors.Is(err, http.ErrServerClosed) {

@@ -220,6 +220,9 @@ type echoReply struct {
 	TLS     bool        `json:"tls"`
 	Sni     string      `json:"sni"`
 	Trailer http.Header `json:"trailer,omitempty"`
+	// Remote is the client's address as the origin sees it: the proxy's
+	// upstream connection.
+	Remote string `json:"remote"`
 }
 
 // seen records what the origin received, by path, so tests can check
@@ -251,7 +254,7 @@ func echo(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	rep := echoReply{Method: r.Method, Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery,
-		Proto: r.Proto, Header: r.Header, Body: string(body), TLS: r.TLS != nil, Trailer: r.Trailer}
+		Proto: r.Proto, Header: r.Header, Body: string(body), TLS: r.TLS != nil, Trailer: r.Trailer, Remote: r.RemoteAddr}
 	if r.TLS != nil {
 		rep.Sni = r.TLS.ServerName
 	}

@@ -135,6 +135,44 @@ func TestProxyPlainHTTPDropsProxyHeaders(t *testing.T) {
 	waitRecord(t, p.audit, audit.Record{Kind: audit.KindHTTP, Host: "denied.cordon.test", Decision: audit.Deny})
 }
 
+// TestProxyPlainHTTPKeepsUpstreamConnections: plain-HTTP requests reuse a
+// kept-alive upstream connection to the address their own check allowed;
+// each still has its allow line (naming that address) and its close line.
+func TestProxyPlainHTTPKeepsUpstreamConnections(t *testing.T) {
+	testOrigin(t)
+	p := startProxy(t, "--allow", originName+":8080", resolveOrigin)
+	pu, _ := url.Parse(p.URL())
+	tr := &http.Transport{Proxy: http.ProxyURL(pu)}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	var remotes []string
+	for _, path := range []string{"/reuse-1", "/reuse-2", "/reuse-3"} {
+		resp, err := c.Get(fmt.Sprintf("http://%s:%d%s", originName, originHTTP, path))
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", path, err, p.stderr)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
+		}
+		remotes = append(remotes, echoOf(t, string(body)).Remote)
+	}
+	if remotes[0] == "" || remotes[1] != remotes[0] || remotes[2] != remotes[0] {
+		t.Errorf("the origin saw the requests come from %v: the upstream connection was not kept", remotes)
+	}
+	addr := fmt.Sprintf("%s:%d", originAddr, originHTTP)
+	for _, path := range []string{"/reuse-1", "/reuse-2", "/reuse-3"} {
+		r := waitRecord(t, p.audit, audit.Record{Type: audit.TypeDecision, Kind: audit.KindHTTP, Path: path})
+		if r.Decision != audit.Allow || r.Addr != addr || r.ID == 0 {
+			t.Errorf("allow line for %s: %+v", path, r)
+		}
+		if cl := waitRecord(t, p.audit, audit.Record{Type: audit.TypeClose, Kind: audit.KindHTTP, ID: r.ID}); cl.Addr != addr || cl.BytesDown == 0 {
+			t.Errorf("close line for %s: %+v", path, cl)
+		}
+	}
+}
+
 // rawConnect sends one CONNECT line through the proxy and returns the status.
 func rawConnect(t *testing.T, p *proxyProc, target string) (*bufConn, int) {
 	t.Helper()

@@ -91,8 +91,8 @@ func serverRefusal(p []byte) (status int, why string, ok bool) {
 	return status, string(body[:min(len(body), maxLoggedLine)]), true
 }
 
-// hijackWatch tells a parserWatch when a handler (goproxy's WebSocket
-// path) takes its connection over.
+// hijackWatch tells a parserWatch when a handler (the plain-HTTP
+// forwarder's upgrade path) takes its connection over.
 type hijackWatch struct {
 	http.ResponseWriter
 	watch *parserWatch

@@ -5,72 +5,105 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/elazarl/goproxy"
-
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/tlsterm"
 )
 
-// newPlainProxy is goproxy configured for cordon: no upstream proxy, no
-// HTTP/2, no CONNECT, and no transport of its own. Each request goes
-// through the upstreams pool, over a connection to the very address its
-// own check allowed (see handlePlain).
-func (s *Server) newPlainProxy() *goproxy.ProxyHttpServer {
-	p := goproxy.NewProxyHttpServer()
-	p.Logger = log.New(io.Discard, "", 0)
-	p.KeepAcceptEncoding = true
-	p.AllowHTTP2 = false
-	p.Tr = &http.Transport{
-		Proxy: nil,
-		DialContext: func(context.Context, string, string) (net.Conn, error) {
-			return nil, errors.New("cordon: goproxy's own transport is not used")
+// newPlainProxy is the plain-HTTP forwarder: net/http/httputil's
+// ReverseProxy (hop-by-hop headers, upgrades, trailers, streaming) over
+// cordon's own transport, which sends each request only to an address its
+// own check allowed (see servePlain and plainRoundTrip).
+func (s *Server) newPlainProxy() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.Host = pr.In.Host
 		},
+		Transport: plainTransport{s},
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode != http.StatusSwitchingProtocols {
+				RemoveHopHeaders(resp.Header)
+				tlsterm.MaskResponse(s.cfg.Creds, resp)
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			var ref *plainRefusal
+			if !errors.As(err, &ref) {
+				ref = &plainRefusal{d: policy.Decision{Reason: tlsterm.ReasonUpstreamError, Detail: err.Error()}, status: http.StatusBadGateway}
+			}
+			tlsterm.WriteRefusal(w, ref.d, ref.status)
+		},
+		ErrorLog: s.cfg.ErrorLog,
 	}
-	p.ConnectDial = func(string, string) (net.Conn, error) {
-		return nil, errors.New("cordon: goproxy's CONNECT path is not used")
-	}
-	p.ConnectDialWithReq = nil
-	p.OnRequest().DoFunc(s.handlePlain)
-	p.OnResponse().DoFunc(func(resp *http.Response, _ *goproxy.ProxyCtx) *http.Response {
-		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			RemoveHopHeaders(resp.Header)
-			tlsterm.MaskResponse(s.cfg.Creds, resp)
-		}
-		return resp
-	})
-	return p
 }
 
-// handlePlain judges one absolute-form request and has goproxy forward it
-// through the pool to a checked address, logging the decision (naming that
-// address) before any byte goes up and a close line when its response is
-// done.
-func (s *Server) handlePlain(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+// plainKey carries a request's verdict from servePlain to its transport.
+type plainKey struct{}
+
+// plainVerdict is what servePlain decided for one request.
+type plainVerdict struct {
+	t        Target
+	d        policy.Decision
+	injected []string
+	start    time.Time
+}
+
+// plainTransport is the forwarder's RoundTripper: the request's own
+// verdict says where it may go.
+type plainTransport struct{ s *Server }
+
+func (p plainTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	v, ok := req.Context().Value(plainKey{}).(*plainVerdict)
+	if !ok {
+		return nil, errors.New("cordon: a plain-HTTP request without a verdict is not sent")
+	}
+	return p.s.plainRoundTrip(req, v)
+}
+
+// plainRefusal is a refusal found while sending: the forwarder answers it.
+type plainRefusal struct {
+	d      policy.Decision
+	status int
+}
+
+func (r *plainRefusal) Error() string { return refusalOf(r.d) }
+
+func refusalOf(d policy.Decision) string { return fmt.Sprintf("%s: %s", d.Reason, d.Detail) }
+
+// servePlain judges one absolute-form request and forwards it, logging the
+// decision (naming the address) before any byte goes up and a close line
+// when its response is done.
+func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	refuse := func(d policy.Decision, status int) { s.refuse(w, r, audit.KindHTTP, d, status) }
 	if r.URL.Scheme != "http" {
-		return r, s.plainRefusal(r, policy.Decision{Reason: ReasonBadRequest, Host: r.URL.Host,
+		refuse(policy.Decision{Reason: ReasonBadRequest, Host: r.URL.Host,
 			Detail: fmt.Sprintf("scheme %q is not proxied as plain HTTP; use CONNECT (HTTPS_PROXY) for https", r.URL.Scheme)}, http.StatusBadRequest)
+		return
 	}
 	host, port, err := policy.SplitHostPort(r.URL.Host, 80)
 	if err != nil {
-		return r, s.plainRefusal(r, policy.Decision{Reason: policy.ReasonBadHost, Host: r.URL.Host, Detail: err.Error()}, http.StatusBadRequest)
+		refuse(policy.Decision{Reason: policy.ReasonBadHost, Host: r.URL.Host, Detail: err.Error()}, http.StatusBadRequest)
+		return
 	}
 	if d := tlsterm.CheckRequest(r, host, port, 80); !d.Allow {
-		return r, s.plainRefusal(r, d, http.StatusForbidden)
+		refuse(d, http.StatusForbidden)
+		return
 	}
 	t, d := s.Judge(r.Context(), host, port)
 	if !d.Allow {
-		return r, s.plainRefusal(r, d, http.StatusForbidden)
+		refuse(d, http.StatusForbidden)
+		return
 	}
 	out, cerr := tlsterm.ApplyCredentials(s.cfg.Creds, r, host, port, false)
 	if cerr != nil {
@@ -78,21 +111,21 @@ func (s *Server) handlePlain(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Requ
 		rec := decisionRecord(audit.KindHTTP, r.RemoteAddr, d)
 		rec.Credential = cerr.Credential
 		s.record(rec)
-		return r, s.plainResponse(r, d, http.StatusForbidden)
+		tlsterm.WriteRefusal(w, d, http.StatusForbidden)
+		return
 	}
 	RemoveHopHeaders(r.Header)
 	r.Header.Del("Proxy-Authorization")
-	ctx.RoundTripper = goproxy.RoundTripperFunc(func(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
-		return s.plainRoundTrip(req, t, d, out.Injected, start)
-	})
-	return r, nil
+	v := &plainVerdict{t: t, d: d, injected: out.Injected, start: start}
+	s.plain.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), plainKey{}, v)))
 }
 
 // plainRoundTrip sends req to the checked addresses of t in turn, until
 // one takes it: each attempt is logged (allow, naming the address) before
 // its transport writes a byte, and the one that answers gets a close line
 // when its response body is done.
-func (s *Server) plainRoundTrip(req *http.Request, t Target, d policy.Decision, injected []string, start time.Time) (*http.Response, error) {
+func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Response, error) {
+	t, d, injected, start := v.t, v.d, v.injected, v.start
 	host, path, method := t.Host, req.URL.Path, req.Method
 	for i, a := range t.Addrs {
 		addr := netip.AddrPortFrom(a, uint16(t.Port))
@@ -100,8 +133,8 @@ func (s *Server) plainRoundTrip(req *http.Request, t Target, d policy.Decision, 
 		rec := decisionRecord(audit.KindHTTP, req.RemoteAddr, d)
 		rec.ID, rec.Addr, rec.Method, rec.Path = id, addr.String(), method, path
 		if err := s.record(rec); err != nil {
-			return s.plainResponse(req, policy.Decision{Reason: ReasonAuditFailed,
-				Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, http.StatusServiceUnavailable), nil
+			return nil, &plainRefusal{d: policy.Decision{Reason: ReasonAuditFailed,
+				Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, status: http.StatusServiceUnavailable}
 		}
 		for _, name := range injected {
 			s.record(audit.Record{Type: audit.TypeInject, Kind: audit.KindHTTP, ID: id, Host: host, Port: t.Port, Method: method, Path: path, Credential: name})
@@ -137,24 +170,13 @@ func (s *Server) plainRoundTrip(req *http.Request, t Target, d policy.Decision, 
 			if i+1 < len(t.Addrs) && dialFailed && noBody {
 				continue
 			}
-			return s.plainResponse(req, policy.Decision{Reason: reason, Host: host, Port: t.Port, Detail: err.Error()}, http.StatusBadGateway), nil
+			return nil, &plainRefusal{d: policy.Decision{Reason: reason, Host: host, Port: t.Port, Detail: err.Error()}, status: http.StatusBadGateway}
 		}
 		resp.Body = newCountedBody(resp.Body, func(up, down int64) { closeLine(body.n.Load()+up, down, "", nil) })
 		return resp, nil
 	}
-	return s.plainResponse(req, policy.Decision{Reason: ReasonDialFailed, Host: host, Port: t.Port,
-		Detail: fmt.Sprintf("%s: no checked address", policy.JoinHostPort(t.Host, t.Port))}, http.StatusBadGateway), nil
-}
-
-func (s *Server) plainRefusal(r *http.Request, d policy.Decision, status int) *http.Response {
-	s.record(decisionRecord(audit.KindHTTP, r.RemoteAddr, d))
-	return s.plainResponse(r, d, status)
-}
-
-func (s *Server) plainResponse(r *http.Request, d policy.Decision, status int) *http.Response {
-	resp := goproxy.NewResponse(r, goproxy.ContentTypeText, status, fmt.Sprintf("cordon: %s: %s\n", d.Reason, d.Detail))
-	resp.Header.Set("X-Cordon-Reason", string(d.Reason))
-	return resp
+	return nil, &plainRefusal{d: policy.Decision{Reason: ReasonDialFailed, Host: host, Port: t.Port,
+		Detail: fmt.Sprintf("%s: no checked address", policy.JoinHostPort(t.Host, t.Port))}, status: http.StatusBadGateway}
 }
 
 // hopHeaders are the hop-by-hop headers of RFC 9110 section 7.6.1 plus the

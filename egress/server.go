@@ -13,12 +13,11 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/elazarl/goproxy"
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/credinject"
@@ -61,7 +60,7 @@ type Config struct {
 // Server is the proxy. It is an http.Handler for an HTTP/1.1 listener.
 type Server struct {
 	cfg   Config
-	plain *goproxy.ProxyHttpServer
+	plain *httputil.ReverseProxy
 	// upstreams holds the plain-HTTP proxy's upstream connections.
 	upstreams upstreams
 	ids       atomic.Uint64
@@ -145,7 +144,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if watch != nil {
 		w = hijackWatch{ResponseWriter: w, watch: watch}
 	}
-	s.plain.ServeHTTP(w, r)
+	s.servePlain(w, r)
 }
 
 func (s *Server) refuseAuth(w http.ResponseWriter, r *http.Request, kind audit.Kind, reason policy.Reason, detail string) {

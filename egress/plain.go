@@ -150,7 +150,9 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 		out := req.Clone(req.Context())
 		out.URL.Host = addr.String() // the pool's key: connections to this address only
 		out.Host = req.Host
-		body := &countingBody{ReadCloser: req.Body}
+		// The request body is counted as it goes up (its count is "down"
+		// from the body's point of view: bytes read from it).
+		body := &countedBody{ReadCloser: req.Body, done: func(int64, int64) {}}
 		if req.Body != nil && req.Body != http.NoBody {
 			out.Body = body
 		}
@@ -162,7 +164,7 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 			if dialFailed {
 				reason = ReasonDialFailed
 			}
-			closeLine(body.n.Load(), 0, reason, err)
+			closeLine(body.down.Load(), 0, reason, err)
 			// Another address is tried only when this one never got the
 			// request (its dial failed) and there is no body the failed
 			// attempt has closed.
@@ -172,7 +174,7 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 			}
 			return nil, &plainRefusal{d: policy.Decision{Reason: reason, Host: host, Port: t.Port, Detail: err.Error()}, status: http.StatusBadGateway}
 		}
-		resp.Body = newCountedBody(resp.Body, func(up, down int64) { closeLine(body.n.Load()+up, down, "", nil) })
+		resp.Body = newCountedBody(resp.Body, func(up, down int64) { closeLine(body.down.Load()+up, down, "", nil) })
 		return resp, nil
 	}
 	return nil, &plainRefusal{d: policy.Decision{Reason: ReasonDialFailed, Host: host, Port: t.Port,
@@ -209,20 +211,9 @@ func RemoveHopHeaders(h http.Header) {
 	}
 }
 
-// countingBody counts the bytes of a request body as they are read.
-type countingBody struct {
-	io.ReadCloser
-	n atomic.Int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
-}
-
-// countedBody counts a response body and reports the count once, when it
-// is closed; up counts what is written to a switched protocol's body.
+// countedBody counts what is read from a body (down) and, for a switched
+// protocol's body, what is written to it (up), and reports both once, when
+// it is closed.
 type countedBody struct {
 	io.ReadCloser
 	up, down atomic.Int64

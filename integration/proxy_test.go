@@ -114,14 +114,15 @@ func TestProxyPlainHTTPDropsProxyHeaders(t *testing.T) {
 	testOrigin(t)
 	p := startProxy(t, "--allow", originName+":8080", resolveOrigin)
 	body, _, code := curl(t, p, "-H", "Keep-Alive: timeout=5", "-H", "Connection: X-Hop", "-H", "X-Hop: 1",
+		"-H", "X-Forwarded-For: 192.0.2.1", "-H", "Forwarded: for=192.0.2.1",
 		fmt.Sprintf("http://%s:%d/plain?q=1", originName, originHTTP))
 	if code != 200 {
 		t.Fatalf("plain http: %d\n%s\n%s", code, body, p.stderr)
 	}
 	e := echoOf(t, body)
-	for _, h := range []string{"Proxy-Authorization", "Proxy-Connection", "Keep-Alive", "X-Hop"} {
+	for _, h := range []string{"Proxy-Authorization", "Proxy-Connection", "Keep-Alive", "X-Hop", "X-Forwarded-For", "Forwarded"} {
 		if e.Header.Get(h) != "" {
-			t.Errorf("origin received hop-by-hop header %s: %q", h, e.Header.Get(h))
+			t.Errorf("origin received hop-by-hop or forwarding header %s: %q", h, e.Header.Get(h))
 		}
 	}
 	r := waitRecord(t, p.audit, audit.Record{Type: audit.TypeDecision, Kind: audit.KindHTTP, Host: originName, Port: originHTTP})

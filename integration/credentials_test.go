@@ -14,20 +14,30 @@ import (
 
 const realKey = "sk-real-0123456789abcdef0123456789abcdef"
 
+// providerCredential is a credentials block binding PROVIDER_REAL_KEY to
+// hosts, in exactly the shape the README documents; extra lines are added
+// to its entry.
+func providerCredential(hosts string, extra ...string) string {
+	block := `credentials:
+  - name: provider
+    source: {env: PROVIDER_REAL_KEY}      # or {file: PATH} or {command: "pass show provider"}
+    hosts: [` + hosts + `]
+    header: "Authorization: Bearer {}"
+    env: PROVIDER_API_KEY                 # what the sandbox sees: a placeholder
+`
+	for _, line := range extra {
+		block += "    " + line + "\n"
+	}
+	return block
+}
+
 // credentialProxy starts a proxy whose config binds PROVIDER_REAL_KEY to
-// the origin's HTTPS port, in exactly the shape the README documents.
+// hosts.
 func credentialProxy(t *testing.T, hosts string) *proxyProc {
 	o := testOrigin(t)
 	dir := userDir(t, "cordon-it-cred-")
 	cfg := dir + "/config.yaml"
-	writeUserFile(t, cfg, []byte(fmt.Sprintf(`allow: [%q]
-credentials:
-  - name: provider
-    source: {env: PROVIDER_REAL_KEY}      # or {file: PATH} or {command: "pass show provider"}
-    hosts: [%s]
-    header: "Authorization: Bearer {}"
-    env: PROVIDER_API_KEY                 # what the sandbox sees: a placeholder
-`, originName+":8080", hosts)))
+	writeUserFile(t, cfg, []byte(fmt.Sprintf("allow: [%q]\n", originName+":8080")+providerCredential(hosts)))
 	return startProxyEnv(t, []string{"PROVIDER_REAL_KEY=" + realKey},
 		"--config", cfg, "--credential", "provider", resolveOrigin, "--extra-ca", o.caFile)
 }
@@ -122,13 +132,7 @@ func TestCredentialPosture(t *testing.T) {
 	o := testOrigin(t)
 	dir := userDir(t, "cordon-it-cred-")
 	cfg := dir + "/config.yaml"
-	writeUserFile(t, cfg, []byte(`credentials:
-  - name: provider
-    source: {env: PROVIDER_REAL_KEY}
-    hosts: [`+originName+`:8443]
-    header: "Authorization: Bearer {}"
-    env: PROVIDER_API_KEY
-`))
+	writeUserFile(t, cfg, []byte(providerCredential(originName+":8443")))
 	env := []string{"PROVIDER_REAL_KEY=" + realKey}
 	target := fmt.Sprintf("https://%s:%d/posture", originName, originHTTPS)
 
@@ -155,14 +159,7 @@ func TestCredentialInsideTheBox(t *testing.T) {
 	home := userDir(t, "cordon-it-home-")
 	writeUserFile(t, home+"/.npmrc", []byte("//registry.example/:_authToken="+realKey+"\n"))
 	cfg := home + "/config.yaml"
-	writeUserFile(t, cfg, []byte(`credentials:
-  - name: provider
-    source: {env: PROVIDER_REAL_KEY}
-    hosts: [`+originName+`:8443]
-    header: "Authorization: Bearer {}"
-    env: PROVIDER_API_KEY
-    files: [~/.npmrc]
-`))
+	writeUserFile(t, cfg, []byte(providerCredential(originName+":8443", "files: [~/.npmrc]")))
 	ws := userDir(t, "cordon-it-ws-")
 	auditDir := userDir(t, "cordon-it-audit-")
 	r := runResult(t, 90*time.Second, cordonIn(t, ws, []string{"HOME=" + home, "PROVIDER_REAL_KEY=" + realKey},

@@ -248,7 +248,7 @@ func (h *conn1) readRequest() *http.Request {
 		why = fmt.Sprintf("its header is over %d bytes", maxRequestHeader)
 	}
 	h.st.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(ReasonBadRequest),
-		Detail: "the request could not be read as HTTP/1.x: " + truncate(why, maxDetail)})
+		Detail: "the request could not be read as HTTP/1.x: " + clip(why)})
 	switch {
 	case h.lim.hit:
 		h.plainError(http.StatusRequestHeaderFieldsTooLarge, "")
@@ -265,17 +265,6 @@ func (h *conn1) readRequest() *http.Request {
 		h.plainError(http.StatusBadRequest, "")
 	}
 	return nil
-}
-
-// maxDetail bounds the part of a refused request an audit line quotes.
-const maxDetail = 300
-
-// truncate cuts s to at most n bytes, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // isUnsupportedTE says whether ReadRequest refused a transfer coding it

@@ -58,7 +58,7 @@ func runProbe(outside string) []probeResult {
 	_ = os.Remove(p)
 	add(probeWorkspace, err == nil, errDetail(err))
 
-	status := procStatus()
+	status := procStatus("self")
 	add(probeNoNewPrivs, status["NoNewPrivs"] == "1", "NoNewPrivs: "+status["NoNewPrivs"])
 	add(probeCaps, status["CapEff"] == "0000000000000000" && status["CapBnd"] == "0000000000000000",
 		"CapEff: "+status["CapEff"]+", CapBnd: "+status["CapBnd"])
@@ -113,10 +113,10 @@ func tiocsti() error {
 	return err
 }
 
-// procStatus reads /proc/self/status into a map.
-func procStatus() map[string]string {
+// procStatus reads /proc/PID/status (PID may be "self") into a map.
+func procStatus(pid string) map[string]string {
 	m := map[string]string{}
-	b, err := os.ReadFile("/proc/self/status")
+	b, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		return m
 	}

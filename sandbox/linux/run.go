@@ -495,24 +495,9 @@ func commandOf(init int) *process {
 
 // isCommand says whether host pid is init's child and pid 2 inside.
 func isCommand(pid, init int) bool {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return false
-	}
-	var ppid, inner string
-	for _, line := range strings.Split(string(status), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		switch k {
-		case "PPid":
-			ppid = strings.TrimSpace(v)
-		case "NSpid":
-			f := strings.Fields(v)
-			if len(f) > 0 {
-				inner = f[len(f)-1]
-			}
-		}
-	}
-	return ppid == strconv.Itoa(init) && inner == "2"
+	status := procStatus(strconv.Itoa(pid))
+	ns := strings.Fields(status["NSpid"])
+	return status["PPid"] == strconv.Itoa(init) && len(ns) > 0 && ns[len(ns)-1] == "2"
 }
 
 // signal sends sig to the command.

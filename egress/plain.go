@@ -76,9 +76,7 @@ type plainRefusal struct {
 	status int
 }
 
-func (r *plainRefusal) Error() string { return refusalOf(r.d) }
-
-func refusalOf(d policy.Decision) string { return fmt.Sprintf("%s: %s", d.Reason, d.Detail) }
+func (r *plainRefusal) Error() string { return fmt.Sprintf("%s: %s", r.d.Reason, r.d.Detail) }
 
 // servePlain judges one absolute-form request and forwards it, logging the
 // decision (naming the address) before any byte goes up and a close line

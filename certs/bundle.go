@@ -50,7 +50,7 @@ func WriteBundle(path string, ca *CA, extraCAFiles []string) error {
 			return fmt.Errorf("write trust bundle %s: %w", path, err)
 		}
 	}
-	return writeFileAtomic(path, buf.Bytes(), 0o644)
+	return replaceFile(path, buf.Bytes(), 0o644)
 }
 
 // UpstreamPool returns the roots that upstream servers' certificates are

@@ -272,11 +272,11 @@ func create(dir string) (*CA, error) {
 		return nil, fmt.Errorf("encode CA key: %w", err)
 	}
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
-	keyTmp, err := writeTemp(dir, keyFileName, keyPEM, 0o600)
+	keyTmp, err := writeTemp(dir, keyFileName, keyPEM, 0o600, true)
 	if err != nil {
 		return nil, err
 	}
-	certTmp, err := writeTemp(dir, certFileName, ca.certPEM, 0o644)
+	certTmp, err := writeTemp(dir, certFileName, ca.certPEM, 0o644, true)
 	if err != nil {
 		_ = os.Remove(keyTmp)
 		return nil, err
@@ -352,8 +352,8 @@ func truncate(s string, n int) string {
 }
 
 // writeTemp writes data with mode perm to a new temporary file in dir named
-// after name, synced to disk, and returns its path.
-func writeTemp(dir, name string, data []byte, perm fs.FileMode) (string, error) {
+// after name, synced to disk unless !durable, and returns its path.
+func writeTemp(dir, name string, data []byte, perm fs.FileMode, durable bool) (string, error) {
 	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
 	if err != nil {
 		return "", fmt.Errorf("write %s in %s: %w", name, dir, err)
@@ -363,7 +363,7 @@ func writeTemp(dir, name string, data []byte, perm fs.FileMode) (string, error) 
 	if err == nil {
 		_, err = f.Write(data)
 	}
-	if err == nil {
+	if err == nil && durable {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -376,11 +376,12 @@ func writeTemp(dir, name string, data []byte, perm fs.FileMode) (string, error) 
 	return tmp, nil
 }
 
-// writeFileAtomic replaces path with data (mode perm) by writing a temporary
-// file beside it and renaming it into place.
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := writeTemp(dir, filepath.Base(path), data, perm)
+// replaceFile replaces path with data (mode perm) by writing a temporary
+// file beside it and renaming it into place, so a reader sees the old file
+// or the new one, never part of one. It does not wait for the disk: it is
+// for files made anew each session.
+func replaceFile(path string, data []byte, perm fs.FileMode) error {
+	tmp, err := writeTemp(filepath.Dir(path), filepath.Base(path), data, perm, false)
 	if err != nil {
 		return err
 	}
@@ -388,7 +389,7 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return syncDir(dir)
+	return nil
 }
 
 // syncDir makes the renames in dir durable.

@@ -77,7 +77,8 @@ type Server struct {
 // relayed opaquely.
 const sniffTimeout = 10 * time.Second
 
-// tunnel is an allowed CONNECT whose client already has its 200.
+// tunnel is an allowed connection to one target: its allow line is
+// written and its upstream dialled.
 type tunnel struct {
 	id       uint64
 	client   net.Conn
@@ -85,6 +86,16 @@ type tunnel struct {
 	target   Target
 	addr     netip.AddrPort
 	started  time.Time
+	// tls holds a terminated-tunnel slot, when termination applies.
+	tls *tlsterm.Terminator
+}
+
+// release ends a tunnel that will not be carried.
+func (t *tunnel) release() {
+	t.upstream.Close()
+	if t.tls != nil {
+		t.tls.Release()
+	}
 }
 
 // New builds a Server.
@@ -195,7 +206,6 @@ func (s *Server) Judge(ctx context.Context, rawHost string, port int) (Target, p
 }
 
 func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
 	kind := audit.KindConnect
 	if r.Header.Get("X-Cordon-Transparent") != "" {
 		kind = audit.KindTransparent
@@ -206,65 +216,31 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 			Detail: fmt.Sprintf("bad CONNECT target: %v", err)}, http.StatusBadRequest)
 		return
 	}
-	if name, d, ok := s.fakeName(host, port); ok {
-		if !d.Allow {
-			s.refuse(w, r, kind, d, http.StatusForbidden)
-			return
-		}
-		host = name
-	}
-	t, d := s.Judge(r.Context(), host, port)
-	if !d.Allow {
-		s.refuse(w, r, kind, d, http.StatusForbidden)
-		return
-	}
-	up, addr, err := s.cfg.Dialer.Dial(r.Context(), t)
-	if err != nil {
-		d.Allow, d.Reason, d.Detail = false, ReasonDialFailed, err.Error()
-		s.refuse(w, r, kind, d, http.StatusBadGateway)
-		return
-	}
-	terminate := s.cfg.TLS != nil && s.cfg.Terminate != nil && s.cfg.Terminate(t.Host, t.Port)
-	if terminate && !s.cfg.TLS.TryAcquire() {
-		up.Close()
-		d.Allow, d.Reason, d.Detail = false, ReasonTooManyTLS, "too many terminated tunnels at once; retry later"
-		s.refuse(w, r, kind, d, http.StatusServiceUnavailable)
-		return
-	}
-	release := func() {
-		up.Close()
-		if terminate {
-			s.cfg.TLS.Release()
-		}
-	}
-	id := s.ids.Add(1)
-	rec := decisionRecord(kind, r.RemoteAddr, d)
-	rec.ID, rec.Addr = id, addr.String()
-	if err := s.record(rec); err != nil {
-		release()
-		tlsterm.WriteRefusal(w, policy.Decision{Reason: ReasonAuditFailed, Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, http.StatusServiceUnavailable)
+	t, d, status := s.admit(r.Context(), kind, r.RemoteAddr, host, port)
+	if t == nil {
+		s.refuse(w, r, kind, d, status)
 		return
 	}
 	hj, ok := w.(http.Hijacker)
 	if !ok {
-		release()
+		t.release()
 		http.Error(w, "cordon: cannot take over this connection", http.StatusInternalServerError)
 		return
 	}
 	client, rw, err := hj.Hijack()
 	if err != nil {
-		release()
+		t.release()
 		return
 	}
-	if !s.track(client, up) {
+	if !s.track(client, t.upstream) {
 		client.Close()
-		release()
+		t.release()
 		return
 	}
 	defer s.untrack(client)
 	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		client.Close()
-		release()
+		t.release()
 		return
 	}
 	if w, ok := client.(*parserWatch); ok {
@@ -273,26 +249,74 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		w.guard.Stop()
 		client = w.guard.Conn
 	}
-	client = readerConn(client, rw.Reader)
-	proto := protoOpaque
+	t.client = readerConn(client, rw.Reader)
+	s.carry(t, kind)
+}
+
+// admit is the whole way into a tunnel to host:port: a fake address back
+// to its name, the judgement, the dial, a terminated-tunnel slot, and the
+// allow line. A refusal returns no tunnel, and the decision and status
+// that answer it, for the caller to log and send.
+func (s *Server) admit(ctx context.Context, kind audit.Kind, client, host string, port int) (*tunnel, policy.Decision, int) {
+	start := time.Now()
+	if name, d, ok := s.fakeName(host, port); ok {
+		if !d.Allow {
+			return nil, d, http.StatusForbidden
+		}
+		host = name
+	}
+	t, d := s.Judge(ctx, host, port)
+	if !d.Allow {
+		return nil, d, http.StatusForbidden
+	}
+	up, addr, err := s.cfg.Dialer.Dial(ctx, t)
+	if err != nil {
+		d.Allow, d.Reason, d.Detail = false, ReasonDialFailed, err.Error()
+		return nil, d, http.StatusBadGateway
+	}
+	terminate := s.cfg.TLS != nil && s.cfg.Terminate != nil && s.cfg.Terminate(t.Host, t.Port)
+	if terminate && !s.cfg.TLS.TryAcquire() {
+		up.Close()
+		d.Allow, d.Reason, d.Detail = false, ReasonTooManyTLS, "too many terminated tunnels at once; retry later"
+		return nil, d, http.StatusServiceUnavailable
+	}
+	tn := &tunnel{id: s.ids.Add(1), upstream: up, target: t, addr: addr, started: start}
 	if terminate {
-		proto, client, up = sniff(client, up, sniffTimeout)
+		tn.tls = s.cfg.TLS
+	}
+	rec := decisionRecord(kind, client, d)
+	rec.ID, rec.Addr = tn.id, addr.String()
+	if err := s.record(rec); err != nil {
+		tn.release()
+		return nil, policy.Decision{Host: d.Host, Port: d.Port, Reason: ReasonAuditFailed,
+			Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, http.StatusServiceUnavailable
+	}
+	return tn, d, 0
+}
+
+// carry serves an admitted tunnel whose client is connected: terminated
+// when its first bytes are TLS or HTTP and termination applies, spliced
+// opaquely otherwise.
+func (s *Server) carry(t *tunnel, kind audit.Kind) {
+	proto := protoOpaque
+	if t.tls != nil {
+		proto, t.client, t.upstream = sniff(t.client, t.upstream, sniffTimeout)
 	}
 	if proto != protoOpaque {
 		s.cfg.TLS.Serve(&tlsterm.Stream{
-			ID: id, Kind: kind, Client: client, Host: t.Host, Port: t.Port,
-			Plaintext: proto == protoHTTP, Upstream: up, Addr: addr.String(),
+			ID: t.id, Kind: kind, Client: t.client, Host: t.target.Host, Port: t.target.Port,
+			Plaintext: proto == protoHTTP, Upstream: t.upstream, Addr: t.addr.String(),
 			Redial: func(ctx context.Context) (net.Conn, error) {
-				c, _, err := s.cfg.Dialer.Dial(ctx, t)
+				c, _, err := s.cfg.Dialer.Dial(ctx, t.target)
 				return c, err
 			},
 		})
 		return
 	}
-	if terminate {
-		s.cfg.TLS.Release()
+	if t.tls != nil {
+		t.tls.Release()
 	}
-	s.splice(&tunnel{id: id, client: client, upstream: up, target: t, addr: addr, started: start}, kind)
+	s.splice(t, kind)
 }
 
 // splice copies bytes both ways until both sides are done, then writes the
@@ -391,17 +415,8 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		hs.Shutdown(sctx)
-		// Shutdown leaves hijacked tunnels alone: end them, and wait for
-		// their close lines before the caller closes the audit log.
-		s.mu.Lock()
-		s.stopping = true
-		for c, up := range s.tunnels {
-			c.Close()
-			up.Close()
-		}
-		s.mu.Unlock()
-		s.active.Wait()
-		s.upstreams.close()
+		// Shutdown leaves hijacked tunnels alone.
+		s.endTunnels()
 	}()
 	err := hs.Serve(guardedListener{Listener: l, s: s})
 	if !errors.Is(err, http.ErrServerClosed) {
@@ -409,6 +424,20 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	}
 	<-stopped
 	return nil
+}
+
+// endTunnels ends every tunnel in flight and refuses new ones, and waits
+// for their close lines, so the caller may close the audit log after.
+func (s *Server) endTunnels() {
+	s.mu.Lock()
+	s.stopping = true
+	for c, up := range s.tunnels {
+		c.Close()
+		up.Close()
+	}
+	s.mu.Unlock()
+	s.active.Wait()
+	s.upstreams.close()
 }
 
 // track registers a tunnel; false means the proxy is stopping.

@@ -11,9 +11,9 @@ import (
 )
 
 // TestDoctorRestrictedProbesEndToEnd: restricted mode is READY only after a
-// real probe, and a broken path (slirp4netns unable to reach the host's
-// loopback, so no proxy and no resolver) makes doctor and run both refuse
-// with the same reason.
+// real probe, and a broken path (a bwrap that puts the box in a network
+// namespace of its own, away from the proxy and the resolver) makes doctor
+// and run both refuse with the same reason.
 func TestDoctorRestrictedProbesEndToEnd(t *testing.T) {
 	ws := userDir(t, "cordon-it-ws-")
 	r := runResult(t, 60*time.Second, cordonIn(t, ws, nil, "doctor", "--net", "restricted"))
@@ -22,8 +22,8 @@ func TestDoctorRestrictedProbesEndToEnd(t *testing.T) {
 	}
 
 	bin := userDir(t, "cordon-it-bin-")
-	writeUserFile(t, filepath.Join(bin, "slirp4netns"), []byte("#!/bin/sh\nexec /usr/bin/slirp4netns --disable-host-loopback \"$@\"\n"))
-	os.Chmod(filepath.Join(bin, "slirp4netns"), 0o755)
+	writeUserFile(t, filepath.Join(bin, "bwrap"), []byte("#!/bin/sh\nexec /usr/bin/bwrap --unshare-net \"$@\"\n"))
+	os.Chmod(filepath.Join(bin, "bwrap"), 0o755)
 	env := []string{"PATH=" + bin + ":/usr/local/bin:/usr/bin:/bin"}
 	r = runResult(t, 90*time.Second, cordonIn(t, ws, env, "doctor", "--net", "restricted"))
 	if r.code == 0 || !strings.Contains(r.stdout, "BLOCKED   network restricted: the end-to-end probe failed") {

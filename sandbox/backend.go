@@ -7,6 +7,8 @@ package sandbox
 import (
 	"context"
 	"io"
+	"net"
+	"net/netip"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/policy"
@@ -53,11 +55,36 @@ func (r Report) Blocked() (Capability, bool) {
 type Network struct {
 	// ProxyURL is the proxy as seen from inside, token included.
 	ProxyURL string
-	// ProxyPort and DNSPort are cordon's ports on the host's loopback.
+	// ProxyPort is the proxy's port on the host's loopback, for a backend
+	// whose sandbox reaches the host's proxy there (macOS).
 	ProxyPort int
-	DNSPort   int
-	// Token is the proxy's session token, for the holder's relay.
-	Token string
+	// Serve takes the sockets a backend made inside the sandbox's own
+	// network (Linux) and serves the proxy and the resolver on them for
+	// the rest of the session.
+	Serve func(Sockets) error
+}
+
+// Sockets are the listening sockets of a sandbox's own network, made
+// inside it: only the sandbox can reach them.
+type Sockets struct {
+	// Proxy is where proxy-aware clients connect (HTTPS_PROXY).
+	Proxy net.Listener
+	// Transparent receives every other TCP connection, redirected there;
+	// Dest reads where one was headed.
+	Transparent net.Listener
+	Dest        func(net.Conn) (netip.AddrPort, error)
+	// DNS and DNSTCP receive every DNS query.
+	DNS    net.PacketConn
+	DNSTCP net.Listener
+}
+
+// Close closes every socket.
+func (s Sockets) Close() {
+	for _, c := range []io.Closer{s.Proxy, s.Transparent, s.DNS, s.DNSTCP} {
+		if c != nil {
+			c.Close()
+		}
+	}
 }
 
 // Spec is one command to run under a policy.
@@ -94,9 +121,6 @@ type Result struct {
 	Signal   string
 	TimedOut bool
 	Duration time.Duration
-	// Notes are what went wrong around the command that its exit code
-	// does not say (the restricted network's link dying under it).
-	Notes []string
 }
 
 // Backend is one operating system's sandbox.

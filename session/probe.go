@@ -63,7 +63,7 @@ func ProbeRestricted(ctx context.Context, b sandbox.Backend, in Inside) error {
 	p.Allow = []string{fmt.Sprintf("%s:%d", probeAllowed, port), fmt.Sprintf("127.0.0.1:%d", port)}
 	p.Resolve = []string{probeAllowed + "=127.0.0.1"}
 	p.Terminate = "none"
-	px, err := StartProxy(ctx, Options{Policy: p, AuditPath: filepath.Join(dir, "audit.jsonl"), FakeDNS: true,
+	px, err := StartProxy(ctx, Options{Policy: p, AuditPath: filepath.Join(dir, "audit.jsonl"), InSandbox: in.OwnNetwork,
 		EphemeralCA: true, BundlePath: filepath.Join(dir, "bundle.pem")})
 	if err != nil {
 		return fmt.Errorf("probe: %w", err)
@@ -116,7 +116,7 @@ func NetProbe(args []string) error {
 		return errors.New("a denied name resolved: DNS is not cordon's")
 	}
 	if got := fetch(ctx, netip.AddrPortFrom(netip.MustParseAddr("10.0.2.2"), uint16(port)), name); got == probeReply {
-		return errors.New("a direct connection reached the host's loopback: the nftables policy is not in force")
+		return errors.New("a direct connection to the gateway reached the stub: the nftables policy is not in force")
 	}
 	return nil
 }

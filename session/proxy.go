@@ -23,6 +23,7 @@ import (
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/egress/fakedns"
 	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/tlsterm"
 )
 
@@ -36,9 +37,12 @@ type Options struct {
 	// Audit, if set, is an open log to share (cordon run's session); the
 	// proxy writes to it and leaves closing it to the caller.
 	Audit *audit.Writer
-	// FakeDNS also starts the restricted network's fake-IP resolver, and
-	// lets the proxy map its addresses back to names.
-	FakeDNS bool
+	// InSandbox serves a sandbox that has a network of its own (Linux):
+	// the proxy listens on nothing of the host's, and it and the fake-IP
+	// resolver serve only the sockets that network hands over
+	// (Network.Serve from Proxy.Sandbox). The proxy maps the resolver's
+	// addresses back to names.
+	InSandbox bool
 	// Resolver replaces the system resolver (tests).
 	Resolver egress.Resolver
 	// CADir holds the persistent CA; empty means certs.DefaultDir().
@@ -54,6 +58,8 @@ type Options struct {
 
 // Proxy is a running egress proxy.
 type Proxy struct {
+	// Addr is where it listens on the host; invalid for a proxy that
+	// serves its sandbox's network only (Options.InSandbox).
 	Addr  netip.AddrPort
 	Token string
 	Audit *audit.Writer
@@ -65,16 +71,19 @@ type Proxy struct {
 	CA *certs.CA
 	// Creds are the session's credentials; Creds.Env() holds placeholders.
 	Creds *credinject.Set
-	// DNS is the fake-IP resolver, when Options.FakeDNS asked for one.
+	// DNS is the fake-IP resolver of a proxy that serves its sandbox's
+	// network (Options.InSandbox).
 	DNS *fakedns.Resolver
 
 	// tmpDir holds a bundle this session created; removed on Close.
 	tmpDir   string
 	ownAudit bool
 	srv      *egress.Server
-	ln       net.Listener
-	done     chan error
+	ctx      context.Context
 	cancel   context.CancelFunc
+	serving  sync.WaitGroup
+	errMu    sync.Mutex
+	err      error // the first serving error
 }
 
 // StartProxy opens the audit log, compiles the policy, listens and serves.
@@ -82,7 +91,9 @@ type Proxy struct {
 func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	p := o.Policy
 	// The upstream roots take longest to read (every file $SSL_CERT_DIR
-	// names); they load while the rest is set up.
+	// names); they load in the background, and the first upstream
+	// handshake waits for them. A bad extra CA file is found at once:
+	// the trust bundle reads it too.
 	roots := loadRoots(p.ExtraCA)
 	creds, err := credinject.Load(p.Credentials, o.Credentials, credinject.Options{})
 	if err != nil {
@@ -118,30 +129,40 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 			aw.Close()
 		}
 	}
-	listen := o.Listen
-	if listen == "" {
-		listen = "127.0.0.1:0"
+	var ln net.Listener
+	var self netip.AddrPort
+	if !o.InSandbox {
+		listen := o.Listen
+		if listen == "" {
+			listen = "127.0.0.1:0"
+		}
+		if ln, err = net.Listen("tcp", listen); err != nil {
+			closeAudit()
+			return nil, fmt.Errorf("listen on %s: %w (choose another address with --listen 127.0.0.1:PORT)", listen, err)
+		}
+		self, _ = netip.ParseAddrPort(ln.Addr().String())
 	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		closeAudit()
-		return nil, fmt.Errorf("listen on %s: %w (choose another address with --listen 127.0.0.1:PORT)", listen, err)
+	closeListener := func() {
+		if ln != nil {
+			ln.Close()
+		}
 	}
-	self, _ := netip.ParseAddrPort(ln.Addr().String())
 	dialer := &egress.Dialer{
 		Rules:       rules,
 		Resolver:    o.Resolver,
 		DenyPrivate: p.DenyPrivate,
 		Own:         egress.OwnAddrs(),
-		Self:        []netip.AddrPort{self},
 		Static:      static,
+	}
+	if ln != nil {
+		dialer.Self = []netip.AddrPort{self}
 	}
 	// The session writes its trust bundle into a directory of its own
 	// unless told where; that directory goes with the session.
 	bundle, tmpDir := o.BundlePath, ""
 	if bundle == "" {
 		if tmpDir, err = os.MkdirTemp("", "cordon-bundle-"); err != nil {
-			ln.Close()
+			closeListener()
 			closeAudit()
 			return nil, fmt.Errorf("trust bundle: %w", err)
 		}
@@ -150,7 +171,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	}
 	var dns *fakedns.Resolver
 	fail := func(err error) (*Proxy, error) {
-		ln.Close()
+		closeListener()
 		if tmpDir != "" {
 			os.RemoveAll(tmpDir)
 		}
@@ -161,9 +182,8 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		return nil, err
 	}
 	var fakeName func(netip.Addr) (string, bool)
-	if o.FakeDNS {
-		if dns, err = fakedns.Start(ctx, fakedns.Config{Rules: rules, Audit: aw, Listen: "127.0.0.1:0",
-			ErrorLog: log.New(os.Stderr, "", 0)}); err != nil {
+	if o.InSandbox {
+		if dns, err = fakedns.New(fakedns.Config{Rules: rules, Audit: aw, ErrorLog: log.New(os.Stderr, "", 0)}); err != nil {
 			return fail(err)
 		}
 		fakeName = dns.NameFor
@@ -186,14 +206,50 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := aw.Sync(audit.Record{Type: audit.TypeSession,
-		Addr: self.String(), Detail: "proxy started; allow: " + strings.Join(rules.Names(), " ")}); err != nil {
+	where := "proxy started"
+	if o.InSandbox {
+		where += " for the sandbox's own network"
+	}
+	addr := ""
+	if ln != nil {
+		addr = self.String()
+	}
+	if err := aw.Write(audit.Record{Type: audit.TypeSession,
+		Addr: addr, Detail: where + "; allow: " + strings.Join(rules.Names(), " ")}); err != nil {
 		return fail(err)
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	px := &Proxy{tmpDir: tmpDir, Addr: self, Token: token, Audit: aw, Rules: rules, Bundle: bundle, CA: ca, Creds: creds, DNS: dns, ownAudit: ownAudit, srv: srv, ln: ln, done: make(chan error, 1), cancel: cancel}
-	go func() { px.done <- srv.Serve(sctx, ln) }()
+	px := &Proxy{tmpDir: tmpDir, Addr: self, Token: token, Audit: aw, Rules: rules, Bundle: bundle, CA: ca, Creds: creds, DNS: dns, ownAudit: ownAudit, srv: srv, ctx: sctx, cancel: cancel}
+	if ln != nil {
+		px.serve(func() error { return srv.Serve(sctx, ln) })
+	}
 	return px, nil
+}
+
+// serve runs fn until the session ends, keeping its error for Close.
+func (p *Proxy) serve(fn func() error) {
+	p.serving.Add(1)
+	go func() {
+		defer p.serving.Done()
+		if err := fn(); err != nil {
+			p.errMu.Lock()
+			if p.err == nil {
+				p.err = err
+			}
+			p.errMu.Unlock()
+		}
+	}()
+}
+
+// serveSandbox serves a sandbox's own network: the proxy, the transparent
+// listener and the resolver, on the sockets made inside it.
+func (p *Proxy) serveSandbox(sk sandbox.Sockets) error {
+	if err := p.DNS.Serve(p.ctx, sk.DNS, sk.DNSTCP); err != nil {
+		return err
+	}
+	p.serve(func() error { return p.srv.Serve(p.ctx, sk.Proxy) })
+	p.serve(func() error { return p.srv.ServeTransparent(p.ctx, sk.Transparent, sk.Dest) })
+	return nil
 }
 
 // URL is the proxy URL with its token, as a client on this host uses it.
@@ -227,7 +283,8 @@ func (p *Proxy) proxyEnv(proxyURL string) []string {
 // Close stops the proxy and closes the audit log.
 func (p *Proxy) Close() error {
 	p.cancel()
-	err := <-p.done
+	p.serving.Wait()
+	err := p.err
 	if p.tmpDir != "" {
 		os.RemoveAll(p.tmpDir)
 	}
@@ -295,12 +352,8 @@ func newTerminator(o Options, bundle string, aw *audit.Writer, creds *credinject
 	if err := certs.WriteBundle(bundle, ca, o.Policy.ExtraCA); err != nil {
 		return nil, nil, err
 	}
-	roots, err := upstreamRoots()
-	if err != nil {
-		return nil, nil, err
-	}
 	tt, err := tlsterm.New(tlsterm.Config{
-		Leaves: certs.NewLeafCache(ca, certs.DefaultLeafCacheSize), Roots: roots, Audit: aw, Creds: creds,
+		Leaves: certs.NewLeafCache(ca, certs.DefaultLeafCacheSize), Roots: upstreamRoots, Audit: aw, Creds: creds,
 		ErrorLog: log.New(os.Stderr, "", 0),
 	})
 	return tt, ca, err

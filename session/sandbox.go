@@ -2,7 +2,9 @@ package session
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 
 	"github.com/cordon-sandbox/cordon/certs"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -10,9 +12,15 @@ import (
 
 // Inside says where a backend's sandbox finds cordon's pieces.
 type Inside struct {
-	// ProxyHost is the proxy's host as the sandbox reaches it (10.0.2.2
-	// through slirp4netns on Linux).
+	// ProxyHost and ProxyPort are the proxy's address as the sandbox
+	// reaches it; ProxyPort 0 means the port it listens on on the host.
 	ProxyHost string
+	ProxyPort int
+	// OwnNetwork says the sandbox has a network of its own, whose sockets
+	// the session serves (Linux); the session must then be started with
+	// Options.InSandbox. Without it the sandbox reaches the proxy on the
+	// host's loopback (macOS).
+	OwnNetwork bool
 	// Bundle is the path the trust bundle is placed at inside; empty
 	// means the sandbox reads it where the session wrote it.
 	Bundle string
@@ -32,22 +40,33 @@ type Inside struct {
 // at the proxy and every client at the trust bundle, and the files to
 // place (bundle, resolv.conf, hosts).
 func (p *Proxy) Sandbox(in Inside) (*sandbox.Network, []string, map[string][]byte, error) {
-	if in.Resolver != "" && p.DNS == nil {
-		return nil, nil, nil, fmt.Errorf("session: a sandbox whose DNS is captured needs the fake-IP resolver")
+	switch {
+	case in.OwnNetwork != (p.DNS != nil):
+		return nil, nil, nil, fmt.Errorf("session: a sandbox with a network of its own, and only such a sandbox, needs a session started with InSandbox")
+	case in.Resolver != "" && !in.OwnNetwork:
+		return nil, nil, nil, fmt.Errorf("session: only a sandbox with a network of its own can capture DNS")
 	}
 	bundle, err := os.ReadFile(p.Bundle)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read the trust bundle: %w", err)
 	}
-	proxyURL := p.URLFor(fmt.Sprintf("%s:%d", in.ProxyHost, p.Addr.Port()))
-	net := &sandbox.Network{ProxyURL: proxyURL, ProxyPort: int(p.Addr.Port()), Token: p.Token}
+	port := in.ProxyPort
+	if port == 0 {
+		port = int(p.Addr.Port())
+	}
+	proxyURL := p.URLFor(net.JoinHostPort(in.ProxyHost, strconv.Itoa(port)))
+	netw := &sandbox.Network{ProxyURL: proxyURL}
+	if in.OwnNetwork {
+		netw.Serve = p.serveSandbox
+	} else {
+		netw.ProxyPort = int(p.Addr.Port())
+	}
 	files := map[string][]byte{}
 	bundlePath := p.Bundle
 	if in.Bundle != "" {
 		bundlePath, files[in.Bundle] = in.Bundle, bundle
 	}
 	if in.Resolver != "" {
-		net.DNSPort = int(p.DNS.Addr().Port())
 		files["/etc/resolv.conf"] = []byte("nameserver " + in.Resolver + "\n")
 		files["/etc/hosts"] = []byte("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
 	}
@@ -59,5 +78,5 @@ func (p *Proxy) Sandbox(in Inside) (*sandbox.Network, []string, map[string][]byt
 	env := append(p.proxyEnv(proxyURL), certs.BundleEnv(bundlePath)...)
 	env = append(env, p.Creds.Env()...)
 	env = append(env, fmt.Sprintf("GIT_SSH_COMMAND=ssh -o ProxyCommand='%s connect %%h %%p'", in.Cordon))
-	return net, env, files, nil
+	return netw, env, files, nil
 }

@@ -86,7 +86,7 @@ func newRig(tb testing.TB, h http.Handler, o rigOptions) *rig {
 	if !o.plaintext {
 		roots.AddCert(origin.Certificate())
 	}
-	r.T, err = New(Config{Leaves: certs.NewLeafCache(ca, 16), Roots: roots, Audit: aw, Creds: o.creds})
+	r.T, err = New(Config{Leaves: certs.NewLeafCache(ca, 16), Roots: func() (*x509.CertPool, error) { return roots, nil }, Audit: aw, Creds: o.creds})
 	if err != nil {
 		tb.Fatal(err)
 	}

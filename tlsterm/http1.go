@@ -362,6 +362,17 @@ func drain(body *clientBody) bool {
 // writes, saying "Connection: close" unless keep, and returns the page's
 // length.
 func (h *conn1) writeRefusal(req *http.Request, status int, d policy.Decision, keep bool) int64 {
+	body, hdr := refusalPage(d, keep)
+	writeHead(h.bw, req, status, hdr)
+	if req.Method == http.MethodHead {
+		return 0
+	}
+	h.bw.WriteString(body)
+	return int64(len(body))
+}
+
+// refusalPage is the body and header block of a refusal.
+func refusalPage(d policy.Decision, keep bool) (string, http.Header) {
 	body := refusalText(d) + "\n"
 	hdr := http.Header{
 		"Content-Type":           {"text/plain; charset=utf-8"},
@@ -372,12 +383,18 @@ func (h *conn1) writeRefusal(req *http.Request, status int, d policy.Decision, k
 	if !keep {
 		hdr["Connection"] = []string{"close"}
 	}
-	writeHead(h.bw, req, status, hdr)
-	if req.Method == http.MethodHead {
-		return 0
-	}
-	h.bw.WriteString(body)
-	return int64(len(body))
+	return body, hdr
+}
+
+// WriteRefusalTo answers, on a bare connection, an HTTP/1.1 request the
+// proxy refused before reading it (a transparent connection to port 80):
+// the page WriteRefusal writes, then the connection closes.
+func WriteRefusalTo(w io.Writer, d policy.Decision, status int) error {
+	body, hdr := refusalPage(d, false)
+	bw := bufio.NewWriter(w)
+	writeHead(bw, &http.Request{ProtoMajor: 1, ProtoMinor: 1}, status, hdr)
+	bw.WriteString(body)
+	return bw.Flush()
 }
 
 // writeHead writes a response's status line and header block.

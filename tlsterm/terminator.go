@@ -29,8 +29,10 @@ import (
 // Config is what a Terminator needs; Leaves, Roots and Audit are required.
 type Config struct {
 	Leaves *certs.LeafCache
-	// Roots verify upstream servers: system roots plus configured extra CAs.
-	Roots *x509.CertPool
+	// Roots returns the pool that verifies upstream servers (system roots
+	// plus configured extra CAs). It is called at every upstream
+	// handshake, so it may still be loading when the Terminator starts.
+	Roots func() (*x509.CertPool, error)
 	Audit *audit.Writer
 	// Creds swaps placeholders for secrets toward their hosts and masks
 	// secrets in responses; nil means no credentials.
@@ -243,9 +245,14 @@ func (st *stream) track(c net.Conn) {
 // handshakeUpstream verifies the upstream against Roots with SNI = the
 // stream's host (no SNI for an IP literal; its IP SAN is checked).
 func (st *stream) handshakeUpstream(ctx context.Context, raw net.Conn, protos []string) (net.Conn, error) {
+	roots, err := st.t.cfg.Roots()
+	if err != nil {
+		raw.Close()
+		return nil, &upstreamTLSError{err: err}
+	}
 	uc := tls.Client(raw, &tls.Config{
 		ServerName: st.s.Host,
-		RootCAs:    st.t.cfg.Roots,
+		RootCAs:    roots,
 		NextProtos: protos,
 		MinVersion: tls.VersionTLS12,
 	})

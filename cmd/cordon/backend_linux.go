@@ -33,13 +33,16 @@ func newBackend(auditPath string) sandbox.Backend {
 }
 
 // sandboxInside is where a restricted Linux sandbox finds cordon's pieces:
-// the host's loopback through slirp4netns, files under bwrap's /run.
+// the proxy and the resolver on its own network's gateway, files under
+// bwrap's /run.
 var sandboxInside = session.Inside{
-	ProxyHost:     "10.0.2.2",
+	ProxyHost:     linux.Gateway.String(),
+	ProxyPort:     linux.ProxyPort,
+	OwnNetwork:    true,
 	Bundle:        "/run/cordon/ca-bundle.pem",
 	Cordon:        "/run/cordon/cordon",
 	SystemBundles: []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"},
-	Resolver:      "10.0.2.3",
+	Resolver:      linux.Gateway.String(),
 }
 
 // prepareRun has nothing to do on Linux: bwrap gives every run a private

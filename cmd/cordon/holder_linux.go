@@ -10,8 +10,9 @@ import (
 
 func init() { subcommands = append(subcommands, newHolderCmd) }
 
-// newHolderCmd is the hidden command that holds a restricted run's network
-// namespace: nftables, the relay, then bwrap as its child.
+// newHolderCmd is the hidden command that sets up a restricted run's
+// network namespace (addresses, nftables, the proxy's and resolver's
+// sockets) and then execs bwrap in it.
 func newHolderCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:                "__holder",

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -211,9 +210,6 @@ type outcome struct {
 		Signal   string `json:"signal,omitempty"`
 		Reason   string `json:"reason,omitempty"`
 		Fix      string `json:"fix,omitempty"`
-		// Notes are what went wrong around the command that its exit
-		// code does not say.
-		Notes []string `json:"notes,omitempty"`
 	} `json:"outcome"`
 	Sandbox struct {
 		Launcher string `json:"launcher"`
@@ -314,7 +310,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		return r.refuse("policy", "--credential needs --net restricted: only the proxy can put a credential on a request", "add --net restricted")
 	}
 	if s.Policy.Network == policy.NetRestricted {
-		px, err := session.StartProxy(ctx, session.Options{Policy: s.Policy, Audit: r.w, FakeDNS: sandboxInside.Resolver != "",
+		px, err := session.StartProxy(ctx, session.Options{Policy: s.Policy, Audit: r.w, InSandbox: sandboxInside.OwnNetwork,
 			Credentials: f.pf.credentials, EphemeralCA: f.pf.ephemeralCA})
 		if err != nil {
 			return r.refuse("proxy", err.Error(), "")
@@ -379,14 +375,6 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	}
 	r.out.Outcome.ExitCode, r.out.Outcome.Signal = &code, res.Signal
 	rec.Outcome = r.out.Outcome.Kind
-	if len(res.Notes) > 0 {
-		r.out.Outcome.Notes = res.Notes
-		parts := slices.Clone(res.Notes)
-		if rec.Detail != "" {
-			parts = append(parts, rec.Detail)
-		}
-		rec.Detail = strings.Join(parts, "; ")
-	}
 	if err := r.w.Write(rec); err != nil {
 		fmt.Fprintf(stderr, "cordon: %v\n", err)
 	}

@@ -13,7 +13,7 @@ import (
 // over UDP on loopback, one query at a time.
 func BenchmarkCachedAUDP(b *testing.B) {
 	r, _ := startResolver(b, testAllow, testDeny, netip.Prefix{})
-	c, err := net.Dial("udp", r.Addr().String())
+	c, err := net.Dial("udp", r.addr)
 	if err != nil {
 		b.Fatal(err)
 	}

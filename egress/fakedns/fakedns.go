@@ -78,22 +78,13 @@ const TTL = 5
 // DefaultRange is the benchmarking range (RFC 2544) fake addresses come from.
 var DefaultRange = netip.MustParsePrefix("198.18.0.0/15")
 
-// DefaultListen is the address Start listens on when Config.Listen is empty.
-const DefaultListen = "127.0.0.1:0"
-
-// listenTries bounds the search for a port free for both UDP and TCP.
-const listenTries = 20
-
 // shutdownTimeout bounds how long Close waits for queries in flight.
 const shutdownTimeout = 5 * time.Second
 
-// Config is what Start needs. Rules and Audit are required.
+// Config is what New needs. Rules and Audit are required.
 type Config struct {
 	Rules *policy.Rules
 	Audit *audit.Writer
-	// Listen is host:port for both UDP and TCP; port 0 picks a port free
-	// for both. Empty means DefaultListen.
-	Listen string
 	// Range is the IPv4 prefix fake addresses come from; the zero value
 	// means DefaultRange.
 	Range netip.Prefix
@@ -104,7 +95,7 @@ type Config struct {
 // Resolver is a running fake-IP DNS server.
 type Resolver struct {
 	cfg  Config
-	addr netip.AddrPort
+	addr string // where Serve's UDP socket is bound, for errors
 	udp  *dns.Server
 	tcp  *dns.Server
 	now  func() time.Time
@@ -121,45 +112,14 @@ type Resolver struct {
 	closeErr  error
 }
 
-// Start validates cfg, listens on UDP and TCP on the same port, and serves
-// until Close or until ctx is done.
-func Start(ctx context.Context, cfg Config) (*Resolver, error) {
-	r, err := newResolver(cfg)
-	if err != nil {
-		return nil, err
-	}
-	pc, l, err := listenBoth(r.cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("fakedns: %w", err)
-	}
-	r.addr = pc.LocalAddr().(*net.UDPAddr).AddrPort()
-	r.udp = r.newServer(func(s *dns.Server) { s.PacketConn = pc })
-	r.tcp = r.newServer(func(s *dns.Server) { s.Listener = l })
-	if err := serve(r.udp); err != nil {
-		pc.Close()
-		l.Close()
-		return nil, fmt.Errorf("fakedns: serve udp %s: %w", r.addr, err)
-	}
-	if err := serve(r.tcp); err != nil {
-		l.Close()
-		r.udp.Shutdown()
-		return nil, fmt.Errorf("fakedns: serve tcp %s: %w", r.addr, err)
-	}
-	r.stopCtx = context.AfterFunc(ctx, func() { r.Close() })
-	return r, nil
-}
-
-// newResolver validates cfg and fills in its defaults; the result answers
-// messages but does not listen.
-func newResolver(cfg Config) (*Resolver, error) {
+// New validates cfg and fills in its defaults; the Resolver answers once
+// Serve gives it sockets.
+func New(cfg Config) (*Resolver, error) {
 	if cfg.Rules == nil {
 		return nil, errors.New("fakedns: Config.Rules is nil; pass the session's compiled allowlist")
 	}
 	if cfg.Audit == nil {
 		return nil, errors.New("fakedns: Config.Audit is nil; pass the session's audit writer")
-	}
-	if cfg.Listen == "" {
-		cfg.Listen = DefaultListen
 	}
 	if !cfg.Range.IsValid() {
 		cfg.Range = DefaultRange
@@ -179,6 +139,26 @@ func newResolver(cfg Config) (*Resolver, error) {
 		byAddr: make(map[netip.Addr]string),
 		denies: limiter{pending: make(map[string]*pendingDeny)},
 	}, nil
+}
+
+// Serve answers queries on pc (UDP) and l (TCP) until Close or until ctx
+// is done; it returns once both serve. Call it once.
+func (r *Resolver) Serve(ctx context.Context, pc net.PacketConn, l net.Listener) error {
+	r.addr = pc.LocalAddr().String()
+	r.udp = r.newServer(func(s *dns.Server) { s.PacketConn = pc })
+	r.tcp = r.newServer(func(s *dns.Server) { s.Listener = l })
+	if err := serve(r.udp); err != nil {
+		pc.Close()
+		l.Close()
+		return fmt.Errorf("fakedns: serve udp %s: %w", r.addr, err)
+	}
+	if err := serve(r.tcp); err != nil {
+		l.Close()
+		r.udp.Shutdown()
+		return fmt.Errorf("fakedns: serve tcp %s: %w", r.addr, err)
+	}
+	r.stopCtx = context.AfterFunc(ctx, func() { r.Close() })
+	return nil
 }
 
 func (r *Resolver) newServer(set func(*dns.Server)) *dns.Server {
@@ -216,46 +196,19 @@ func serve(s *dns.Server) error {
 	}
 }
 
-// listenBoth binds UDP and TCP on one address. With port 0 it retries with
-// a fresh UDP port when the kernel's pick is taken for TCP.
-func listenBoth(addr string) (net.PacketConn, net.Listener, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("listen address %q: %w; write host:port such as 127.0.0.1:0", addr, err)
-	}
-	tries := 1
-	if port == "0" || port == "" {
-		tries = listenTries
-	}
-	var lastErr error
-	for range tries {
-		pc, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			return nil, nil, fmt.Errorf("listen udp %s: %w", addr, err)
-		}
-		bound := pc.LocalAddr().(*net.UDPAddr).Port
-		l, err := net.Listen("tcp", net.JoinHostPort(host, fmt.Sprint(bound)))
-		if err == nil {
-			return pc, l, nil
-		}
-		pc.Close()
-		lastErr = err
-	}
-	return nil, nil, fmt.Errorf("listen tcp on the udp port of %s (%d tries): %w", addr, tries, lastErr)
-}
-
-// Addr is the address the Resolver serves on, for both UDP and TCP.
-func (r *Resolver) Addr() netip.AddrPort { return r.addr }
-
 // Close stops both servers, waits for queries in flight, and logs the
-// denials still held back by the rate limit. It is safe to call twice.
+// denials still held back by the rate limit. It is safe to call twice, and
+// on a Resolver that never served.
 func (r *Resolver) Close() error {
 	r.closeOnce.Do(func() {
+		defer r.flushDenies()
+		if r.udp == nil {
+			return // never served
+		}
 		r.stopCtx()
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
 		r.closeErr = errors.Join(r.udp.ShutdownContext(ctx), r.tcp.ShutdownContext(ctx))
-		r.flushDenies()
 		if r.closeErr != nil {
 			r.closeErr = fmt.Errorf("fakedns: close %s: %w", r.addr, r.closeErr)
 		}

@@ -60,7 +60,7 @@ func FuzzHandle(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { w.Close() })
-	r, err := newResolver(Config{Rules: rules, Audit: w})
+	r, err := New(Config{Rules: rules, Audit: w})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func sockets(t *testing.T) map[string]string {
 // decided the answers.
 func TestNoUpstream(t *testing.T) {
 	r, _ := startResolver(t, []string{"example.com"}, nil, netip.Prefix{})
-	c, err := net.Dial("udp", r.Addr().String())
+	c, err := net.Dial("udp", r.addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,16 +40,16 @@ type Holder interface {
 	// Check reports whether restricted mode can be enforced here.
 	Check(ctx context.Context) sandbox.Capability
 	// Wrap returns the command line to start in place of argv (bwrap and
-	// its arguments) and any descriptors it needs, which the launcher
-	// passes after its own (from fd 7 on). fds are the launcher's own
-	// descriptors (of 3 to 6) that are open, to be handed to bwrap.
-	Wrap(s *sandbox.Spec, argv []string, fds []int) ([]string, []*os.File, error)
+	// its arguments), the descriptors it needs, which the launcher passes
+	// after its own (from fd 7 on) and closes once it has started, and
+	// attach, which the launcher calls then and which returns once the
+	// network's sockets are served (s.Network.Serve). fds are the
+	// launcher's own descriptors (of 3 to 6) that are open, to be handed
+	// to bwrap.
+	Wrap(s *sandbox.Spec, argv []string, fds []int) (cmd []string, files []*os.File, attach func(context.Context) error, err error)
 	// SysProcAttr adjusts how the wrapped command is started (the
 	// namespaces it is cloned into); uid and gid are who it runs as.
 	SysProcAttr(a *syscall.SysProcAttr, uid, gid int)
-	// Started is called with the started command's pid; stop is called
-	// once it has exited, and says what went wrong meanwhile, if anything.
-	Started(ctx context.Context, s *sandbox.Spec, pid int) (stop func() (note string), err error)
 }
 
 // Backend is the bubblewrap sandbox.

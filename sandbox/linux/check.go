@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -32,8 +30,6 @@ const (
 	CapBwrap  = "bubblewrap"
 	CapUserns = "unprivileged user namespaces"
 	CapRunAs  = "run as an unprivileged user"
-	CapTun    = "/dev/net/tun"
-	CapSlirp  = "slirp4netns"
 	CapAudit  = "audit log"
 )
 
@@ -88,8 +84,6 @@ func (b *Backend) Check(ctx context.Context, p *policy.Policy) sandbox.Report {
 			Reason: "the command shares the host's network: it reaches any host, loopback services included, and no connection is audited",
 			Fix:    "use --net restricted with an allowlist, or --net off"})
 	case policy.NetRestricted:
-		add(checkTun())
-		add(checkSlirp())
 		if b.opts.Holder == nil {
 			add(blocked(sandbox.CapNetRestricted, "the restricted network is not available in this build",
 				"use --net off, or --net open to share the host network (no allowlist, no audit)"))
@@ -296,31 +290,6 @@ func usernsCapability(failure string) sandbox.Capability {
 	return sandbox.Capability{Name: CapUserns, Status: sandbox.Degraded,
 		Reason: "no kernel setting forbids unprivileged user namespaces, but the sandbox did not start: " + failure,
 		Fix:    "see the filesystem box below"}
-}
-
-// checkTun checks that /dev/net/tun is there for slirp4netns.
-func checkTun() sandbox.Capability {
-	const fix = "sudo mkdir -p /dev/net && sudo mknod /dev/net/tun c 10 200 && sudo chmod 0666 /dev/net/tun"
-	fi, err := os.Stat("/dev/net/tun")
-	if err != nil {
-		return blocked(CapTun, fmt.Sprintf("/dev/net/tun: %v", err), fix)
-	}
-	if fi.Mode()&os.ModeCharDevice == 0 {
-		return blocked(CapTun, "/dev/net/tun is not a character device", fix)
-	}
-	if err := unix.Access("/dev/net/tun", unix.R_OK|unix.W_OK); err != nil {
-		return blocked(CapTun, fmt.Sprintf("/dev/net/tun is not readable and writable by you: %v", err), "sudo chmod 0666 /dev/net/tun")
-	}
-	return sandbox.Capability{Name: CapTun, Status: sandbox.Ready, Reason: "present, readable and writable"}
-}
-
-// checkSlirp looks for slirp4netns.
-func checkSlirp() sandbox.Capability {
-	p, err := exec.LookPath("slirp4netns")
-	if err != nil {
-		return blocked(CapSlirp, "slirp4netns is not installed or not on PATH", "sudo apt-get install slirp4netns")
-	}
-	return sandbox.Capability{Name: CapSlirp, Status: sandbox.Ready, Reason: "at " + p}
 }
 
 // checkAudit checks that the audit log can be appended to.

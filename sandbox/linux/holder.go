@@ -3,59 +3,54 @@
 package linux
 
 import (
-	"bufio"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"slices"
-	"strconv"
 	"syscall"
-	"time"
 
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
+
+// The restricted network's addresses, inside its namespace. The gateway is
+// a second address of the namespace's loopback: the proxy and the
+// resolver listen there, and nothing else does.
+var Gateway = netip.MustParseAddr("10.0.2.2")
+
+// ProxyPort is the proxy's port on Gateway.
+const ProxyPort = 3128
+
+// relayPort is the transparent listener, on 127.0.0.1 in the namespace:
+// every other TCP connection is redirected to it.
+const relayPort = 15001
 
 // holderConfig is what the launcher tells the holder, over a pipe.
 type holderConfig struct {
 	Rules NetRules `json:"rules"`
-	// Token authenticates the relay's CONNECTs to the proxy.
-	Token string `json:"token"`
 	// LaunchFDs are the launcher's descriptors (of 3 to 6) to hand to
 	// bwrap; the others are closed there. The holder's own descriptors
 	// may take the free numbers, and must never reach the sandbox.
 	LaunchFDs []int `json:"launch_fds"`
 }
 
-// holderConfigFD is where the holder finds its config: the launcher
-// passes its own four descriptors first (3 to 6), then the holder's.
-const holderConfigFD = 7
-
-// holderBlockFD is bwrap's --block-fd as the holder passes it, after the
-// launcher's four.
-const holderBlockFD = 7
-
-// The addresses slirp4netns gives the namespace.
-var (
-	slirpGateway = netip.MustParseAddr("10.0.2.2")
-	slirpGuest   = netip.MustParseAddr("10.0.2.100")
+// The holder finds its config, and the socket it sends the network's
+// sockets back over, after the launcher's four descriptors (3 to 6).
+const (
+	holderConfigFD  = 7
+	holderSocketsFD = 8
 )
 
-// relayPort is the holder's relay inside the namespace (127.0.0.1).
-const relayPort = 15001
-
 // RunHolder is the holder: it runs as root of a fresh user and network
-// namespace (and nothing more), waits for slirp4netns to bring tap0 up,
-// installs the nftables policy, relays every other TCP connection to the
-// proxy as a CONNECT to its original destination, and runs bwrap (argv) as
-// its child, exiting with bwrap's status.
+// namespace (and nothing more), gives the namespace's loopback the gateway
+// address and the default route, installs the nftables policy, makes the
+// proxy's, the transparent listener's and the resolver's sockets, sends
+// them to the launcher, and execs bwrap (argv). It returns only on failure.
 func RunHolder(argv []string) int {
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "cordon: restricted network: %v\n", err)
@@ -70,75 +65,137 @@ func RunHolder(argv []string) int {
 	if len(argv) == 0 {
 		return fail(errors.New("no command for the holder"))
 	}
-	if err := linkUp("lo"); err != nil {
+	if err := loopbackGateway(cfg.Rules.Gateway); err != nil {
 		return fail(err)
 	}
-	// The rules name interfaces, not indexes, so they go in while
-	// slirp4netns is still starting: tap0 comes up under them.
 	if err := cfg.Rules.Install(); err != nil {
 		return fail(err)
 	}
-	ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", cfg.Rules.RelayPort))
+	files, err := cfg.Rules.listen()
 	if err != nil {
-		return fail(fmt.Errorf("relay: %w", err))
+		return fail(err)
 	}
-	proxy := netip.AddrPortFrom(cfg.Rules.Gateway, cfg.Rules.ProxyPort).String()
-	go relay(ln, proxy, cfg.Token)
+	rights := make([]int, len(files))
+	for i, f := range files {
+		rights[i] = int(f.Fd())
+	}
+	if err := unix.Sendmsg(holderSocketsFD, []byte{1}, unix.UnixRights(rights...), nil, 0); err != nil {
+		return fail(fmt.Errorf("hand the network's sockets to cordon: %w", err))
+	}
+	for _, f := range files {
+		f.Close()
+	}
+	// bwrap gets the launcher's descriptors 3 to 6 as they came, and no
+	// other: one the launcher left closed stays closed, whatever the
+	// holder opened under that number (a netlink socket of this
+	// namespace's root would be a way out).
+	for fd := 3; fd <= holderSocketsFD; fd++ {
+		if fd > 6 || !slices.Contains(cfg.LaunchFDs, fd) {
+			unix.CloseOnExec(fd)
+		}
+	}
+	err = syscall.Exec(argv[0], argv, os.Environ())
+	return fail(fmt.Errorf("exec %s: %w", argv[0], err))
+}
 
-	// bwrap builds the box while slirp4netns brings tap0 up, and waits on
-	// --block-fd (after every mount, before the command) until it is.
-	blockR, blockW, err := os.Pipe()
+// listen makes the network's sockets, in the order Sockets are sent:
+// proxy, transparent listener, resolver (UDP, then TCP).
+func (r NetRules) listen() ([]*os.File, error) {
+	proxy := netip.AddrPortFrom(r.Gateway, r.ProxyPort).String()
+	dns := netip.AddrPortFrom(r.Gateway, 53).String()
+	var files []*os.File
+	add := func(c interface{ File() (*os.File, error) }, err error) error {
+		if err != nil {
+			return err
+		}
+		f, err := c.File()
+		if err != nil {
+			return err
+		}
+		files = append(files, f)
+		return nil
+	}
+	err := errors.Join(
+		add(listenTCP(proxy)),
+		add(listenTCP(fmt.Sprintf("127.0.0.1:%d", r.RelayPort))),
+		add(listenUDP(dns)),
+		add(listenTCP(dns)),
+	)
 	if err != nil {
-		return fail(err)
+		return nil, fmt.Errorf("listen in the sandbox's network: %w", err)
 	}
-	defer blockW.Close()
-	argv = append([]string{argv[0], "--block-fd", strconv.Itoa(holderBlockFD)}, argv[1:]...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = os.Environ()
-	// The launcher's descriptors 3 to 6 pass on as they came. One it left
-	// closed stays closed in bwrap, whatever the holder itself opened
-	// under that number (a netlink socket of this namespace's root would
-	// be a way out).
-	for fd := 3; fd <= 6; fd++ {
-		var f *os.File
-		if slices.Contains(cfg.LaunchFDs, fd) {
-			f = os.NewFile(uintptr(fd), "launch-"+strconv.Itoa(fd))
-		}
-		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+	return files, nil
+}
+
+func listenTCP(addr string) (*net.TCPListener, error) {
+	l, err := net.Listen("tcp4", addr)
+	if err != nil {
+		return nil, err
 	}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, blockR)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fail(fmt.Errorf("start bwrap: %w", err))
+	return l.(*net.TCPListener), nil
+}
+
+func listenUDP(addr string) (*net.UDPConn, error) {
+	c, err := net.ListenPacket("udp4", addr)
+	if err != nil {
+		return nil, err
 	}
-	for _, f := range cmd.ExtraFiles {
-		if f != nil {
-			f.Close()
-		}
+	return c.(*net.UDPConn), nil
+}
+
+// loopbackGateway brings the namespace's loopback up, gives it the
+// gateway's address, and routes every other IPv4 address through it, so a
+// connection anywhere meets the nftables policy instead of "network
+// unreachable". Nothing leaves: the namespace has no other interface.
+func loopbackGateway(gw netip.Addr) error {
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
 	}
-	if err := waitForAddr("tap0", slirpGuest, 10*time.Second); err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return fail(err)
+	if err := linkUp("lo"); err != nil {
+		return err
 	}
-	if _, err := blockW.Write([]byte{1}); err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return fail(fmt.Errorf("let bwrap start the command: %w", err))
+	c, err := netlink.Dial(unix.NETLINK_ROUTE, nil)
+	if err != nil {
+		return fmt.Errorf("rtnetlink: %w", err)
 	}
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
+	defer c.Close()
+	idx := binary.NativeEndian.AppendUint32(nil, uint32(lo.Index))
+	a := gw.As4()
+
+	ae := netlink.NewAttributeEncoder()
+	ae.Bytes(unix.IFA_LOCAL, a[:])
+	ae.Bytes(unix.IFA_ADDRESS, a[:])
+	attrs, err := ae.Encode()
+	if err != nil {
+		return err
 	}
-	return fail(err)
+	// struct ifaddrmsg: family, prefix length, flags, scope, index.
+	ifa := append([]byte{unix.AF_INET, 32, 0, unix.RT_SCOPE_UNIVERSE}, idx...)
+	if err := rtRequest(c, unix.RTM_NEWADDR, append(ifa, attrs...)); err != nil {
+		return fmt.Errorf("add %s to lo: %w", gw, err)
+	}
+
+	ae = netlink.NewAttributeEncoder()
+	ae.Bytes(unix.RTA_OIF, idx)
+	if attrs, err = ae.Encode(); err != nil {
+		return err
+	}
+	// struct rtmsg: family, dst and src length, tos, table, protocol,
+	// scope, type, then 32 bits of flags.
+	rtm := []byte{unix.AF_INET, 0, 0, 0, unix.RT_TABLE_MAIN, unix.RTPROT_BOOT, unix.RT_SCOPE_LINK, unix.RTN_UNICAST, 0, 0, 0, 0}
+	if err := rtRequest(c, unix.RTM_NEWROUTE, append(rtm, attrs...)); err != nil {
+		return fmt.Errorf("route through lo: %w", err)
+	}
+	return nil
+}
+
+func rtRequest(c *netlink.Conn, typ netlink.HeaderType, data []byte) error {
+	_, err := c.Execute(netlink.Message{
+		Header: netlink.Header{Type: typ, Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Excl},
+		Data:   data,
+	})
+	return err
 }
 
 // linkUp brings an interface up.
@@ -162,81 +219,13 @@ func linkUp(name string) error {
 	return nil
 }
 
-// waitForAddr waits until slirp4netns has configured the interface.
-func waitForAddr(name string, want netip.Addr, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		if ifi, err := net.InterfaceByName(name); err == nil {
-			addrs, _ := ifi.Addrs()
-			for _, a := range addrs {
-				if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr() == want {
-					return nil
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("slirp4netns did not configure %s within %s", name, timeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// relay hands each redirected connection to the proxy as a CONNECT to its
-// original destination, so the proxy judges and logs it.
-func relay(ln net.Listener, proxy, token string) {
-	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("cordon:"+token))
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go relayOne(c.(*net.TCPConn), proxy, auth)
-	}
-}
-
-func relayOne(c *net.TCPConn, proxy, auth string) {
-	defer c.Close()
-	dst, err := originalDst(c)
-	if err != nil {
-		return // not a redirected connection
-	}
-	up, err := net.DialTimeout("tcp4", proxy, 10*time.Second)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	up.SetDeadline(time.Now().Add(30 * time.Second))
-	fmt.Fprintf(up, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\nX-Cordon-Transparent: 1\r\n\r\n", dst, dst, auth)
-	br := bufio.NewReader(up)
-	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
-	if err != nil {
-		return
-	}
-	up.SetDeadline(time.Time{})
-	if resp.StatusCode != http.StatusOK {
-		// A plain-HTTP client gets the refusal and its reason; others see
-		// the connection close.
-		if dst.Port() == 80 {
-			resp.Write(c)
-		}
-		return
-	}
-	done := make(chan struct{})
-	go func() {
-		io.Copy(up, c)
-		if tc, ok := up.(*net.TCPConn); ok {
-			tc.CloseWrite()
-		}
-		close(done)
-	}()
-	io.Copy(c, br)
-	c.CloseWrite()
-	<-done
-}
-
 // originalDst is where a redirected connection was headed.
-func originalDst(c *net.TCPConn) (netip.AddrPort, error) {
-	rc, err := c.SyscallConn()
+func originalDst(c net.Conn) (netip.AddrPort, error) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("not a TCP connection: %T", c)
+	}
+	rc, err := tc.SyscallConn()
 	if err != nil {
 		return netip.AddrPort{}, err
 	}

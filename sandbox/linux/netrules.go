@@ -5,6 +5,7 @@ package linux
 import (
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/netip"
 
 	"github.com/google/nftables"
@@ -16,18 +17,19 @@ import (
 // installs it, over netlink, in the network namespace it owns; the
 // sandboxed process, one user namespace deeper, cannot change it.
 //
-// Output is dropped by default. Loopback stays, and so do cordon's two
-// ports on slirp4netns's gateway (the proxy, and the resolver for DNS,
-// where every port-53 query is sent). Every other TCP connection, to any
-// address and port, is redirected to the holder's relay, which hands it to
-// the proxy as a CONNECT to its original destination: the proxy judges
-// and logs it like any other. Anything else (UDP but DNS, ICMP, IPv6) is
-// refused at once.
+// The namespace has no interface but its loopback, which also holds the
+// gateway address, where cordon's proxy and resolver listen, and carries
+// the default route. Output is dropped by default. The namespace's own
+// loopback addresses stay reachable, and so does the gateway. Every DNS
+// query, to any address, goes to the resolver on the gateway; every other
+// TCP connection, to any address and port but the proxy's, is redirected
+// to the transparent listener, where the proxy reads its original
+// destination and judges and logs it like a CONNECT. Anything else (UDP
+// but DNS, ICMP, IPv6 but ::1) is refused at once.
 type NetRules struct {
-	Gateway   netip.Addr // slirp4netns's host-loopback address, 10.0.2.2
+	Gateway   netip.Addr // the proxy's and the resolver's address
 	ProxyPort uint16
-	DNSPort   uint16
-	RelayPort uint16 // the holder's relay on 127.0.0.1 in the namespace
+	RelayPort uint16 // the transparent listener on 127.0.0.1
 }
 
 // Install replaces cordon's tables in the current network namespace.
@@ -43,14 +45,12 @@ func (r NetRules) Install() error {
 		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &drop,
 	})
 	gw := r.Gateway.AsSlice()
+	// The filter hook sees addresses after the redirect: a redirected
+	// connection is headed for the transparent listener on 127.0.0.1.
 	rules := [][]expr.Any{
-		join(oifLoopback(), accept()),
-		// Redirected connections: the filter hook still sees the route
-		// chosen before the redirect, so accept the relay by address.
-		join(ipv4Daddr([]byte{127, 0, 0, 1}), l4(unix.IPPROTO_TCP), dport(r.RelayPort), accept()),
-		join(ipv4Daddr(gw), l4(unix.IPPROTO_TCP), dport(r.ProxyPort), accept()),
-		join(ipv4Daddr(gw), l4(unix.IPPROTO_TCP), dport(r.DNSPort), accept()),
-		join(ipv4Daddr(gw), l4(unix.IPPROTO_UDP), dport(r.DNSPort), accept()),
+		join(ipv4Loopback(), accept()),
+		join(ipv4Daddr(gw), accept()),
+		join(ipv6Daddr(net.IPv6loopback), accept()),
 		join(l4(unix.IPPROTO_TCP), []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}}),
 		{&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_PORT_UNREACH}},
 	}
@@ -64,10 +64,10 @@ func (r NetRules) Install() error {
 		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest,
 	})
 	for _, e := range [][]expr.Any{
-		join(l4(unix.IPPROTO_UDP), dport(53), dnatTo(gw, r.DNSPort)),
-		join(l4(unix.IPPROTO_TCP), dport(53), dnatTo(gw, r.DNSPort)),
-		join(oifLoopback(), accept()),
+		join(l4(unix.IPPROTO_UDP), dport(53), dnatTo(gw, 53)),
+		join(l4(unix.IPPROTO_TCP), dport(53), dnatTo(gw, 53)),
 		join(ipv4Daddr(gw), l4(unix.IPPROTO_TCP), dport(r.ProxyPort), accept()),
+		join(ipv4Loopback(), accept()),
 		join(l4(unix.IPPROTO_TCP), redirectTo(r.RelayPort)),
 	} {
 		c.AddRule(&nftables.Rule{Table: nat, Chain: natOut, Exprs: e})
@@ -88,12 +88,13 @@ func join(parts ...[]expr.Any) []expr.Any {
 
 func accept() []expr.Any { return []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}} }
 
-func oifLoopback() []expr.Any {
-	name := make([]byte, unix.IFNAMSIZ)
-	copy(name, "lo")
+// ipv4Loopback matches IPv4 packets to 127.0.0.0/8.
+func ipv4Loopback() []expr.Any {
 	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: name},
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{127}},
 	}
 }
 
@@ -104,6 +105,16 @@ func ipv4Daddr(a []byte) []expr.Any {
 		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: a},
+	}
+}
+
+// ipv6Daddr matches IPv6 packets to one address.
+func ipv6Daddr(a []byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV6}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: a},
 	}
 }

@@ -7,102 +7,158 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
-	"strconv"
-	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 // Restricted is the Holder of restricted mode: bwrap starts inside a
 // holder process that was cloned straight into a new user and network
-// namespace, slirp4netns gives that namespace its only link (to the host's
-// loopback, where cordon's proxy and resolver listen), and the holder's
-// nftables policy sends everything through them.
+// namespace. The namespace has no link anywhere: its only way out is the
+// proxy and the resolver, which serve sockets the holder makes inside it
+// and hands to cordon, and its nftables policy sends everything to them.
 type Restricted struct {
 	// Self is cordon's binary; it runs the holder (`cordon __holder`).
 	// Empty means the running executable.
 	Self string
-	// Slirp is the slirp4netns binary; empty means looked up on PATH.
-	Slirp string
 	// Probe, when set, proves the whole path end to end (a tiny box whose
 	// allowed name must connect through the proxy and whose denied name
 	// must not resolve); restricted mode is READY only if it passes.
 	Probe func(ctx context.Context) error
 }
 
-// Check reports whether restricted mode's parts are present here and, with
-// a Probe, whether they really confine a box.
+// Check reports whether restricted mode confines a box here: with a
+// Probe, proven end to end.
 func (r *Restricted) Check(ctx context.Context) sandbox.Capability {
-	c := sandbox.Capability{Name: "network restricted"}
-	if _, err := r.slirp(); err != nil {
-		c.Status, c.Reason, c.Fix = sandbox.Blocked, err.Error(), "install slirp4netns (Debian/Ubuntu: apt-get install slirp4netns)"
-		return c
-	}
-	f, err := os.OpenFile("/dev/net/tun", os.O_RDWR, 0)
-	if err != nil {
-		c.Status, c.Reason = sandbox.Blocked, fmt.Sprintf("slirp4netns needs /dev/net/tun: %v", err)
-		c.Fix = "load the tun module and make /dev/net/tun readable and writable (chmod 0666 /dev/net/tun)"
-		return c
-	}
-	f.Close()
+	c := sandbox.Capability{Name: sandbox.CapNetRestricted}
 	if r.Probe != nil {
 		if err := r.probe(ctx); err != nil {
 			c.Status, c.Reason = sandbox.Blocked, "the end-to-end probe failed: "+err.Error()
-			c.Fix = "run cordon doctor --net restricted for the other capabilities' state; check that nftables is in the kernel (modprobe nf_tables) and that slirp4netns can reach the host's loopback"
+			c.Fix = "run cordon doctor --net restricted for the other capabilities' state; check that nftables is in the kernel (modprobe nf_tables nft_nat nft_reject_inet)"
 			return c
 		}
-		c.Status, c.Reason = sandbox.Ready, "probed end to end: an allowed name resolved and connected through cordon's proxy, a denied name did not resolve, and the host's loopback was out of reach"
+		c.Status, c.Reason = sandbox.Ready, "probed end to end: an allowed name resolved and connected through cordon's proxy, a denied name did not resolve, and a direct connection to the gateway did not get through"
 		return c
 	}
-	c.Status, c.Reason = sandbox.Ready, "slirp4netns, /dev/net/tun and nftables in a private network namespace; every TCP connection goes through cordon's proxy"
+	c.Status, c.Reason = sandbox.Ready, "nftables in a private network namespace with no link out; every TCP connection goes through cordon's proxy"
 	return c
 }
 
-func (r *Restricted) slirp() (string, error) {
-	if r.Slirp != "" {
-		return r.Slirp, nil
-	}
-	p, err := exec.LookPath("slirp4netns")
-	if err != nil {
-		return "", errors.New("slirp4netns is not installed")
-	}
-	return p, nil
-}
-
 // Wrap starts the holder in place of bwrap, handing it the network's
-// ports and the proxy token over a pipe.
-func (r *Restricted) Wrap(s *sandbox.Spec, argv []string, fds []int) ([]string, []*os.File, error) {
+// rules over a pipe and one end of a socket pair, over which attach
+// receives the network's sockets and hands them to s.Network.Serve.
+func (r *Restricted) Wrap(s *sandbox.Spec, argv []string, fds []int) ([]string, []*os.File, func(context.Context) error, error) {
 	n := s.Network
-	if n == nil || n.ProxyPort == 0 || n.DNSPort == 0 {
-		return nil, nil, errors.New("restricted mode needs the proxy and resolver ports")
+	if n == nil || n.Serve == nil {
+		return nil, nil, nil, errors.New("restricted mode needs the session's proxy to serve the sandbox's network")
+	}
+	self := r.Self
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return nil, nil, nil, fmt.Errorf("find cordon's own binary for the holder: %w", err)
+		}
 	}
 	cfg := holderConfig{
-		Rules:     NetRules{Gateway: slirpGateway, ProxyPort: uint16(n.ProxyPort), DNSPort: uint16(n.DNSPort), RelayPort: relayPort},
-		Token:     n.Token,
+		Rules:     NetRules{Gateway: Gateway, ProxyPort: ProxyPort, RelayPort: relayPort},
 		LaunchFDs: fds,
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	err = json.NewEncoder(pw).Encode(cfg)
 	pw.Close()
 	if err != nil {
 		pr.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	self := r.Self
-	if self == "" {
-		if self, err = os.Executable(); err != nil {
-			pr.Close()
-			return nil, nil, fmt.Errorf("find cordon's own binary for the holder: %w", err)
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		pr.Close()
+		return nil, nil, nil, fmt.Errorf("socket pair for the holder: %w", err)
+	}
+	mine, theirs := os.NewFile(uintptr(sp[0]), "holder-sockets"), os.NewFile(uintptr(sp[1]), "holder-sockets")
+	attach := func(ctx context.Context) error {
+		defer mine.Close()
+		sk, err := receiveSockets(ctx, mine)
+		if err != nil {
+			return err
 		}
+		if err := n.Serve(sk); err != nil {
+			sk.Close()
+			return err
+		}
+		return nil
 	}
-	return append([]string{self, "__holder", "--"}, argv...), []*os.File{pr}, nil
+	return append([]string{self, "__holder", "--"}, argv...), []*os.File{pr, theirs}, attach, nil
+}
+
+// holderTimeout bounds the wait for the holder's sockets.
+const holderTimeout = 10 * time.Second
+
+// receiveSockets reads the network's sockets the holder sends (see
+// NetRules.listen for their order). A holder that failed first closes its
+// end, and its own message says why.
+func receiveSockets(ctx context.Context, f *os.File) (sandbox.Sockets, error) {
+	var sk sandbox.Sockets
+	c, err := net.FileConn(f)
+	if err != nil {
+		return sk, err
+	}
+	defer c.Close()
+	uc := c.(*net.UnixConn)
+	deadline := time.Now().Add(holderTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	uc.SetReadDeadline(deadline)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	n, oobn, _, _, err := uc.ReadMsgUnix(make([]byte, 1), oob)
+	if err != nil {
+		return sk, fmt.Errorf("the holder sent no sockets: %w", err)
+	}
+	if n == 0 {
+		return sk, errors.New("the holder ended before it made the network's sockets")
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return sk, fmt.Errorf("the holder's message holds no sockets (%v)", err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil {
+		return sk, err
+	}
+	files := make([]*os.File, len(fds))
+	for i, fd := range fds {
+		files[i] = os.NewFile(uintptr(fd), "sandbox-socket")
+		defer files[i].Close()
+	}
+	if len(files) != 4 {
+		return sk, fmt.Errorf("the holder sent %d sockets, want 4", len(files))
+	}
+	listener := func(f *os.File) net.Listener {
+		l, e := net.FileListener(f)
+		err = errors.Join(err, e)
+		return l
+	}
+	sk.Proxy = listener(files[0])
+	sk.Transparent = listener(files[1])
+	pc, e := net.FilePacketConn(files[2])
+	sk.DNS, err = pc, errors.Join(err, e)
+	sk.DNSTCP = listener(files[3])
+	sk.Dest = originalDst
+	if err != nil {
+		sk.Close()
+		return sandbox.Sockets{}, fmt.Errorf("the holder's sockets: %w", err)
+	}
+	return sk, nil
 }
 
 // SysProcAttr clones the holder into its own user and network namespace,
@@ -117,80 +173,13 @@ func (r *Restricted) SysProcAttr(a *syscall.SysProcAttr, uid, gid int) {
 	a.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
 }
 
-// Started attaches slirp4netns to the holder's namespace. The returned stop
-// ends it; slirp4netns also exits on its own if cordon dies (its exit fd
-// closes).
-func (r *Restricted) Started(ctx context.Context, s *sandbox.Spec, pid int) (func() string, error) {
-	path, err := r.slirp()
-	if err != nil {
-		return nil, err
-	}
-	exitR, exitW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(path, "--configure", "--mtu=65520", "--disable-dns", "--enable-sandbox", "--enable-seccomp",
-		"--exit-fd=3", strconv.Itoa(pid), "tap0")
-	cmd.ExtraFiles = []*os.File{exitR}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	out := &limitedBuf{max: 4096}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		exitR.Close()
-		exitW.Close()
-		return nil, fmt.Errorf("start slirp4netns: %w", err)
-	}
-	exitR.Close()
-	done := make(chan struct{})
-	var stopping atomic.Bool
-	var died string // set before done is closed
-	go func() {
-		err := cmd.Wait()
-		if !stopping.Load() {
-			// The namespace lost its only link: from now on every
-			// connection fails, and nothing falls back to another route.
-			died = fmt.Sprintf("slirp4netns exited while the command ran (%v): the sandbox had no network from then on", err)
-			fmt.Fprintf(os.Stderr, "cordon: %s; rerun the command to get it back\n", died)
-		}
-		close(done)
-	}()
-	return func() string {
-		stopping.Store(true)
-		exitW.Close()
-		select {
-		case <-done:
-		case <-time.After(2 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		return died
-	}, nil
-}
-
-// limitedBuf keeps the start of a helper's output for error messages.
-type limitedBuf struct {
-	b   []byte
-	max int
-}
-
-func (l *limitedBuf) Write(p []byte) (int, error) {
-	if room := l.max - len(l.b); room > 0 {
-		l.b = append(l.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
 // probe runs Probe, or reuses a recent pass (see memo).
 func (r *Restricted) probe(ctx context.Context) error {
 	self, err := os.Executable()
 	if err != nil {
 		return r.Probe(ctx)
 	}
-	slirp, err := r.slirp()
-	if err != nil {
-		return err
-	}
-	files := []string{self, slirp}
+	files := []string{self}
 	if bw, err := exec.LookPath("bwrap"); err == nil {
 		files = append(files, bw)
 	}

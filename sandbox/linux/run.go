@@ -87,6 +87,7 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 
 	argv := append([]string{l.argv[0], "--args", fmt.Sprint(fdArgs)}, l.argv[l.sep:]...)
 	var extra []*os.File
+	var attach func(context.Context) error
 	if s.Policy.Network == policy.NetRestricted {
 		if b.opts.Holder == nil {
 			return fail(errors.New("network mode restricted is not available in this build"))
@@ -95,9 +96,10 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		if probe != nil {
 			passed = append(passed, fdProbe)
 		}
-		if argv, extra, err = b.opts.Holder.Wrap(s, argv, passed); err != nil {
+		if argv, extra, attach, err = b.opts.Holder.Wrap(s, argv, passed); err != nil {
 			return fail(fmt.Errorf("prepare the restricted network: %w", err))
 		}
+		defer closeFiles(extra)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	// bwrap gets no environment: the command's is set with --clearenv and
@@ -148,6 +150,7 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		return fail(fmt.Errorf("start %s: %w", argv[0], err))
 	}
 	fds.closeChildEnds()
+	closeFiles(extra)
 
 	st := &statusReader{}
 	var wg sync.WaitGroup
@@ -170,26 +173,12 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	}()
 	found := watched
 
-	// stopNet stops the restricted network's helper (once) and keeps what
-	// it says went wrong.
-	var notes []string
-	stopNet := func() {}
-	defer func() { stopNet() }()
-	if b.opts.Holder != nil && s.Policy.Network == policy.NetRestricted {
-		stop, err := b.opts.Holder.Started(ctx, s, cmd.Process.Pid)
-		if err != nil {
+	if attach != nil {
+		if err := attach(ctx); err != nil {
 			_ = cmd.Process.Kill()
 			<-waited
 			wg.Wait()
 			return fail(fmt.Errorf("start the restricted network: %w", err))
-		}
-		var once sync.Once
-		stopNet = func() {
-			once.Do(func() {
-				if note := stop(); note != "" {
-					notes = append(notes, note)
-				}
-			})
 		}
 	}
 
@@ -253,8 +242,7 @@ loop:
 		}
 	}
 	wg.Wait()
-	stopNet()
-	res := sandbox.Result{Duration: time.Since(begin), Notes: notes}
+	res := sandbox.Result{Duration: time.Since(begin)}
 	if probe != nil {
 		*probe = st.probe
 	}
@@ -275,6 +263,13 @@ loop:
 		reason += ": " + msg
 	}
 	return res, &StartError{Code: ExitLaunchFailed, Reason: reason + "; bwrap's own message, if any, is printed above"}
+}
+
+// closeFiles closes files; a second call does nothing.
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
 }
 
 // closeInherited marks every descriptor above stderr close-on-exec: cordon

@@ -1,0 +1,73 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/tlsterm"
+)
+
+// ReasonNoDestination is a redirected connection whose original
+// destination cannot be read.
+const ReasonNoDestination policy.Reason = "no_destination"
+
+// ServeTransparent accepts connections a sandbox's network redirected to
+// l, each to the destination dest reads from it, and judges, logs and
+// carries them as it does a CONNECT to that destination: the redirect
+// stands in for the CONNECT line, and only the sandbox can reach l. It
+// returns when ctx ends, after ending the tunnels in flight.
+func (s *Server) ServeTransparent(ctx context.Context, l net.Listener, dest func(net.Conn) (netip.AddrPort, error)) error {
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				s.endTunnels()
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("transparent listener: %w", err)
+		}
+		go s.serveRedirected(ctx, c, dest)
+	}
+}
+
+func (s *Server) serveRedirected(ctx context.Context, c net.Conn, dest func(net.Conn) (netip.AddrPort, error)) {
+	kind, client := audit.KindTransparent, c.RemoteAddr().String()
+	dst, err := dest(c)
+	if err != nil {
+		s.record(decisionRecord(kind, client, policy.Decision{Reason: ReasonNoDestination,
+			Detail: fmt.Sprintf("a connection reached the transparent listener without being redirected there: %v", err)}))
+		c.Close()
+		return
+	}
+	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	t, d, status := s.admit(ctx, kind, client, dst.Addr().String(), int(dst.Port()))
+	if t == nil {
+		s.record(decisionRecord(kind, client, d))
+		// A plain-HTTP client gets the refusal and its reason; any other
+		// sees the connection close.
+		if dst.Port() == 80 {
+			tlsterm.WriteRefusalTo(c, d, status)
+		}
+		c.Close()
+		return
+	}
+	if !s.track(c, t.upstream) {
+		c.Close()
+		t.release()
+		return
+	}
+	defer s.untrack(c)
+	t.client = c
+	s.carry(t, kind)
+}

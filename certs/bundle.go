@@ -3,6 +3,7 @@ package certs
 import (
 	"bytes"
 	"crypto/x509"
+	"encoding/asn1"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -10,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 )
 
@@ -31,7 +31,10 @@ const maxBundleFile = 16 << 20
 // clients: the system's roots, the certificates in extraCAFiles, and ca's
 // certificate, each once, as PEM CERTIFICATE blocks and nothing else.
 func WriteBundle(path string, ca *CA, extraCAFiles []string) error {
-	sys, err := systemRoots()
+	// The system's certificates are copied, not parsed (parsing them all
+	// takes longer than the rest of a session's start): their readers
+	// parse them.
+	sys, err := systemBundleDER()
 	if err != nil {
 		return fmt.Errorf("write trust bundle %s: %w", path, err)
 	}
@@ -39,14 +42,17 @@ func WriteBundle(path string, ca *CA, extraCAFiles []string) error {
 	if err != nil {
 		return fmt.Errorf("write trust bundle %s: %w", path, err)
 	}
+	for _, c := range extra {
+		sys = append(sys, c.Raw)
+	}
 	var buf bytes.Buffer
 	seen := make(map[string]bool)
-	for _, c := range slices.Concat(sys, extra, []*x509.Certificate{ca.cert}) {
-		if seen[string(c.Raw)] {
+	for _, der := range append(sys, ca.cert.Raw) {
+		if seen[string(der)] || !wellFormed(der) {
 			continue
 		}
-		seen[string(c.Raw)] = true
-		if err := pem.Encode(&buf, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}); err != nil {
+		seen[string(der)] = true
+		if err := pem.Encode(&buf, &pem.Block{Type: "CERTIFICATE", Bytes: der}); err != nil {
 			return fmt.Errorf("write trust bundle %s: %w", path, err)
 		}
 	}
@@ -139,44 +145,55 @@ func dirRoots(dirs []string, seen map[string]bool) []*x509.Certificate {
 	return out
 }
 
-// parsedRoots keeps the last system bundle parsed, keyed by its path, size
-// and modification time: a session needs it twice (the sandbox's bundle
-// and the upstream pool).
-var parsedRoots struct {
-	sync.Mutex
-	key   string
-	certs []*x509.Certificate
-}
-
-// systemRoots reads the system's PEM bundle of trusted roots.
+// systemRoots parses the system's PEM bundle of trusted roots; a
+// certificate Go cannot parse is left out, as Go's own system pool does.
 func systemRoots() ([]*x509.Certificate, error) {
-	path, err := systemBundlePath()
+	ders, err := systemBundleDER()
 	if err != nil {
 		return nil, err
 	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("system roots: %w (point SSL_CERT_FILE at a readable PEM bundle)", err)
+	var out []*x509.Certificate
+	for _, der := range ders {
+		if c, err := x509.ParseCertificate(der); err == nil {
+			out = append(out, c)
+		}
 	}
-	key := fmt.Sprintf("%s\x00%d\x00%d", path, fi.Size(), fi.ModTime().UnixNano())
-	parsedRoots.Lock()
-	defer parsedRoots.Unlock()
-	if parsedRoots.key == key {
-		return parsedRoots.certs, nil
+	return out, nil
+}
+
+// wellFormed reports whether der has the outer shape of a certificate (a
+// SEQUENCE of a SEQUENCE, a SEQUENCE and a BIT STRING, and nothing after
+// it): enough to keep a corrupt block out of the sandbox's bundle, where
+// it could make a client refuse the whole file, without parsing it all.
+func wellFormed(der []byte) bool {
+	var c struct {
+		TBS, Algorithm asn1.RawValue
+		Signature      asn1.BitString
+	}
+	rest, err := asn1.Unmarshal(der, &c)
+	return err == nil && len(rest) == 0 &&
+		c.TBS.Tag == asn1.TagSequence && c.TBS.IsCompound && c.Algorithm.Tag == asn1.TagSequence && c.Algorithm.IsCompound
+}
+
+// systemBundleDER reads the system bundle's certificates without parsing
+// them.
+func systemBundleDER() ([][]byte, error) {
+	path, err := systemBundlePath()
+	if err != nil {
+		return nil, err
 	}
 	data, err := readBounded(path)
 	if err != nil {
 		return nil, fmt.Errorf("system roots: %w (point SSL_CERT_FILE at a readable PEM bundle)", err)
 	}
-	certs, _, err := parseCerts(data)
+	ders, err := certBlocks(data)
 	if err != nil {
 		return nil, fmt.Errorf("system roots %s: %w", path, err)
 	}
-	if len(certs) == 0 {
+	if len(ders) == 0 {
 		return nil, fmt.Errorf("system roots %s: no certificates in it: reinstall your system's CA certificates, or set SSL_CERT_FILE to a PEM bundle", path)
 	}
-	parsedRoots.key, parsedRoots.certs = key, certs
-	return certs, nil
+	return ders, nil
 }
 
 // systemBundlePath is $SSL_CERT_FILE if set, else the first system bundle
@@ -244,20 +261,34 @@ func readAtMost(r io.Reader, limit int64) ([]byte, error) {
 // CERTIFICATE is an error (err); a CERTIFICATE that does not parse is
 // reported in bad and left out. Text between blocks is ignored.
 func parseCerts(data []byte) (certs []*x509.Certificate, bad []error, err error) {
+	ders, err := certBlocks(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	for n, der := range ders {
+		c, perr := x509.ParseCertificate(der)
+		if perr != nil {
+			bad = append(bad, fmt.Errorf("PEM block %d: %w", n+1, perr))
+			continue
+		}
+		certs = append(certs, c)
+	}
+	return certs, bad, nil
+}
+
+// certBlocks returns the DER of each PEM block in data, refusing any block
+// that is not a CERTIFICATE.
+func certBlocks(data []byte) ([][]byte, error) {
+	var out [][]byte
 	for n := 1; ; n++ {
 		var b *pem.Block
 		b, data = pem.Decode(data)
 		if b == nil {
-			return certs, bad, nil
+			return out, nil
 		}
 		if b.Type != "CERTIFICATE" {
-			return nil, nil, fmt.Errorf("PEM block %d is a %q, not a CERTIFICATE: a trust file must hold certificates only (never a private key)", n, b.Type)
+			return nil, fmt.Errorf("PEM block %d is a %q, not a CERTIFICATE: a trust file must hold certificates only (never a private key)", n, b.Type)
 		}
-		c, perr := x509.ParseCertificate(b.Bytes)
-		if perr != nil {
-			bad = append(bad, fmt.Errorf("PEM block %d: %w", n, perr))
-			continue
-		}
-		certs = append(certs, c)
+		out = append(out, b.Bytes)
 	}
 }

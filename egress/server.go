@@ -207,9 +207,6 @@ func (s *Server) Judge(ctx context.Context, rawHost string, port int) (Target, p
 
 func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	kind := audit.KindConnect
-	if r.Header.Get("X-Cordon-Transparent") != "" {
-		kind = audit.KindTransparent
-	}
 	host, port, err := policy.SplitHostPort(r.Host, 0)
 	if err != nil {
 		s.refuse(w, r, kind, policy.Decision{Reason: policy.ReasonBadHost, Host: r.Host,

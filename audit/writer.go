@@ -13,8 +13,12 @@ import (
 // maxKeptLine bounds the line buffer a Writer keeps between records.
 const maxKeptLine = 64 << 10
 
+// laterDelay bounds how long a record given to Later waits for a Write to
+// go out with.
+const laterDelay = 100 * time.Millisecond
+
 // Writer appends records to one JSONL file. Each Write is a single
-// unbuffered write(2) of one whole line, so a record is in the kernel before
+// unbuffered write(2) of whole lines, so a record is in the kernel before
 // the caller lets bytes flow; Sync additionally fsyncs it. Once a write
 // fails the Writer stays failed: every later Write returns the first error,
 // and callers deny.
@@ -24,7 +28,9 @@ type Writer struct {
 	session string
 	now     func() time.Time
 	err     error
-	buf     []byte // one line being written, under mu
+	buf     []byte      // the lines being written, under mu
+	later   []byte      // lines queued by Later, under mu
+	timer   *time.Timer // writes later's lines after laterDelay
 }
 
 // DefaultPath is $CORDON_AUDIT, else $XDG_STATE_HOME/cordon/audit.jsonl,
@@ -76,23 +82,80 @@ func (w *Writer) Write(r Record) error { return w.write(r, false) }
 // before anything starts.
 func (w *Writer) Sync(r Record) error { return w.write(r, true) }
 
+// Later queues r to be appended just before the next Write's record, in
+// the same write(2), or on its own within laterDelay: for a record of what
+// already happened (a request's close line), so a busy keep-alive
+// connection pays one write(2) per request, not two. Its time is stamped
+// now. A failed write of it fails the Writer, as a Write's would.
+func (w *Writer) Later(r Record) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return
+	}
+	first := len(w.later) == 0
+	r = w.stamp(r)
+	w.later = append(r.appendJSON(w.later), '\n')
+	switch {
+	case len(w.later) >= maxKeptLine:
+		w.flushLocked(nil)
+	case !first:
+	case w.timer == nil:
+		w.timer = time.AfterFunc(laterDelay, w.flushLater)
+	default:
+		w.timer.Reset(laterDelay)
+	}
+}
+
+func (w *Writer) flushLater() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil && len(w.later) > 0 {
+		w.flushLocked(nil)
+	}
+}
+
+// stamp sets r's time, unless set, and session.
+func (w *Writer) stamp(r Record) Record {
+	if r.Time.IsZero() {
+		r.Time = w.now().UTC()
+	}
+	r.Session = w.session
+	return r
+}
+
+// flushLocked writes the queued lines and then line, if any, in one
+// write(2).
+func (w *Writer) flushLocked(line []byte) error {
+	out := line
+	if len(w.later) > 0 {
+		out = append(w.later, line...)
+		if cap(out) <= maxKeptLine {
+			w.later = out[:0]
+		} else {
+			w.later = nil
+		}
+	}
+	if _, err := w.f.Write(out); err != nil {
+		w.err = fmt.Errorf("audit log %s: %w", w.f.Name(), err)
+		return w.err
+	}
+	return nil
+}
+
 func (w *Writer) write(r Record, sync bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
 		return w.err
 	}
-	if r.Time.IsZero() {
-		r.Time = w.now().UTC()
-	}
-	r.Session = w.session
+	r = w.stamp(r)
 	line := append(r.appendJSON(w.buf[:0]), '\n')
 	if cap(line) <= maxKeptLine {
 		w.buf = line
 	}
-	if _, err := w.f.Write(line); err != nil {
-		w.err = fmt.Errorf("audit log %s: %w", w.f.Name(), err)
-		return w.err
+	if err := w.flushLocked(line); err != nil {
+		return err
 	}
 	if sync {
 		if err := w.f.Sync(); err != nil {
@@ -103,10 +166,16 @@ func (w *Writer) write(r Record, sync bool) error {
 	return nil
 }
 
-// Close syncs and closes the file.
+// Close writes what Later queued, syncs and closes the file.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if w.err == nil && len(w.later) > 0 {
+		w.flushLocked(nil)
+	}
 	if err := w.f.Sync(); err != nil && w.err == nil {
 		w.err = err
 	}

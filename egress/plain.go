@@ -143,7 +143,7 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 			if err != nil {
 				r.Reason, r.Detail = string(reason), err.Error()
 			}
-			s.record(r)
+			s.cfg.Audit.Later(r) // goes out with the next line (see audit.Writer.Later)
 		}
 		out := req.Clone(req.Context())
 		out.URL.Host = addr.String() // the pool's key: connections to this address only

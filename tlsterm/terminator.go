@@ -178,6 +178,12 @@ type stream struct {
 
 func (st *stream) record(r audit.Record) error {
 	r.Kind, r.ID, r.Host, r.Port, r.Addr = st.s.Kind, st.s.ID, st.s.Host, st.s.Port, st.s.Addr
+	if r.Type == audit.TypeClose {
+		// A close line reports what already happened: it goes out with
+		// the next line, sparing a keep-alive request a write(2).
+		st.t.cfg.Audit.Later(r)
+		return nil
+	}
 	err := st.t.cfg.Audit.Write(r)
 	if err != nil {
 		st.t.cfg.ErrorLog.Printf("cordon: %v", err)

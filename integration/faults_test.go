@@ -273,8 +273,28 @@ func TestFaultRunAuditOnFullFilesystem(t *testing.T) {
 			if len(procsRunning("sleep", marker)) > 0 {
 				t.Error("the command is running")
 			}
+			// A restricted run's holder starts while the proxy does; the
+			// refusal must end it too.
+			if pids := holders(); len(pids) > 0 {
+				t.Errorf("the restricted network's holder outlived the refused run: pids %v", pids)
+			}
 		})
 	}
+}
+
+// holders lists the running `cordon __holder` processes.
+func holders() []int {
+	var pids []int
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if args := strings.Split(string(b), "\x00"); err == nil && len(args) > 1 && args[1] == "__holder" {
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
 }
 
 // TestFaultRestrictedWithoutBwrap: restricted mode without bubblewrap is

@@ -123,6 +123,14 @@ type Result struct {
 	Duration time.Duration
 }
 
+// Preparer is a Backend that can start setting up a run's sandbox before
+// Run, while the launcher starts the proxy and writes the launch line.
+type Preparer interface {
+	// Prepare starts what Run of s will need; nothing of the command
+	// starts before Run. release lets go of it if Run never comes.
+	Prepare(s *Spec) (release func())
+}
+
 // Backend is one operating system's sandbox.
 type Backend interface {
 	// Name is "bwrap" or "seatbelt".

@@ -12,18 +12,15 @@ func init() { subcommands = append(subcommands, newHolderCmd) }
 
 // newHolderCmd is the hidden command that sets up a restricted run's
 // network namespace (addresses, nftables, the proxy's and resolver's
-// sockets) and then execs bwrap in it.
+// sockets) and then, once cordon sends the launch, execs bwrap in it.
 func newHolderCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:                "__holder",
 		Short:              "Hold a restricted run's network namespace (internal)",
 		Hidden:             true,
 		DisableFlagParsing: true,
-		RunE: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 && args[0] == "--" {
-				args = args[1:]
-			}
-			if code := linux.RunHolder(args); code != 0 {
+		RunE: func(*cobra.Command, []string) error {
+			if code := linux.RunHolder(); code != 0 {
 				return exitError{code: code}
 			}
 			return nil

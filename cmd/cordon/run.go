@@ -309,6 +309,11 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	if len(f.pf.credentials) > 0 && s.Policy.Network != policy.NetRestricted {
 		return r.refuse("policy", "--credential needs --net restricted: only the proxy can put a credential on a request", "add --net restricted")
 	}
+	if p, ok := backend.(sandbox.Preparer); ok {
+		// The restricted network's holder sets up while the proxy starts.
+		release := p.Prepare(s)
+		defer release()
+	}
 	if s.Policy.Network == policy.NetRestricted {
 		px, err := session.StartProxy(ctx, session.Options{Policy: s.Policy, Audit: r.w, InSandbox: sandboxInside.OwnNetwork,
 			Credentials: f.pf.credentials, EphemeralCA: f.pf.ephemeralCA})

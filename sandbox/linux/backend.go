@@ -3,7 +3,6 @@
 package linux
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -14,7 +13,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
-	"syscall"
+	"sync"
 
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -30,31 +29,55 @@ type Options struct {
 	// connect and the self-test; empty means the running executable.
 	Self string
 	// Holder supplies restricted mode's network; nil leaves that mode BLOCKED.
-	Holder Holder
-}
-
-// Holder prepares the network namespace a restricted run's bwrap starts
-// in: the launcher starts Wrap's command line instead of bwrap's, and that
-// command execs bwrap once the namespace is ready.
-type Holder interface {
-	// Check reports whether restricted mode can be enforced here.
-	Check(ctx context.Context) sandbox.Capability
-	// Wrap returns the command line to start in place of argv (bwrap and
-	// its arguments), the descriptors it needs, which the launcher passes
-	// after its own (from fd 7 on) and closes once it has started, and
-	// attach, which the launcher calls then and which returns once the
-	// network's sockets are served (s.Network.Serve). fds are the
-	// launcher's own descriptors (of 3 to 6) that are open, to be handed
-	// to bwrap.
-	Wrap(s *sandbox.Spec, argv []string, fds []int) (cmd []string, files []*os.File, attach func(context.Context) error, err error)
-	// SysProcAttr adjusts how the wrapped command is started (the
-	// namespaces it is cloned into); uid and gid are who it runs as.
-	SysProcAttr(a *syscall.SysProcAttr, uid, gid int)
+	Holder *Restricted
 }
 
 // Backend is the bubblewrap sandbox.
 type Backend struct {
 	opts Options
+
+	mu       sync.Mutex
+	prepared map[*sandbox.Spec]*held // holders started by Prepare
+}
+
+// Prepare starts a restricted run's holder ahead of Run, so that its
+// namespace is set up while the launcher starts the proxy and writes the
+// launch line; nothing of the command starts before Run. release ends the
+// holder if Run never takes it. A failure here is left for Run to meet
+// and report.
+func (b *Backend) Prepare(s *sandbox.Spec) (release func()) {
+	if s.Policy == nil || s.Policy.Network != policy.NetRestricted || b.opts.Holder == nil {
+		return func() {}
+	}
+	h, err := b.host(s.Policy)
+	if err != nil {
+		return func() {}
+	}
+	hd, err := b.opts.Holder.start(h)
+	if err != nil {
+		return func() {}
+	}
+	b.mu.Lock()
+	if b.prepared == nil {
+		b.prepared = map[*sandbox.Spec]*held{}
+	}
+	b.prepared[s] = hd
+	b.mu.Unlock()
+	return func() {
+		if hd := b.takePrepared(s); hd != nil {
+			hd.close()
+		}
+	}
+}
+
+// takePrepared returns the holder Prepare started for s, if any, and
+// forgets it.
+func (b *Backend) takePrepared(s *sandbox.Spec) *held {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	hd := b.prepared[s]
+	delete(b.prepared, s)
+	return hd
 }
 
 var _ sandbox.Backend = (*Backend)(nil)

@@ -30,48 +30,56 @@ const ProxyPort = 3128
 // every other TCP connection is redirected to it.
 const relayPort = 15001
 
-// holderConfig is what the launcher tells the holder, over a pipe.
-type holderConfig struct {
-	Rules NetRules `json:"rules"`
-	// LaunchFDs are the launcher's descriptors (of 3 to 6) to hand to
-	// bwrap; the others are closed there. The holder's own descriptors
-	// may take the free numbers, and must never reach the sandbox.
-	LaunchFDs []int `json:"launch_fds"`
-}
-
-// The holder finds its config, and the socket it sends the network's
-// sockets back over, after the launcher's four descriptors (3 to 6).
+// The holder's protocol. The launcher starts it with /dev/null on 0, 1
+// and 3 to 6 (holding those numbers for what comes later), its own stderr
+// on 2, the NetRules (JSON) on a pipe at holderConfigFD, and one end of a
+// socket pair at holderSocketsFD. Over the pair the holder sends the
+// network's sockets (see NetRules.listen), and then receives one
+// holderLaunch with the descriptors it names.
 const (
 	holderConfigFD  = 7
 	holderSocketsFD = 8
 )
 
+// holderLaunch is what the launcher sends once the run's launch line is
+// written: bwrap's command line, and with it (SCM_RIGHTS) the command's
+// stdin, stdout and stderr, then one descriptor for each of LaunchFDs.
+type holderLaunch struct {
+	Argv []string `json:"argv"`
+	// LaunchFDs are the numbers (of 3 to 6) bwrap gets the launcher's
+	// descriptors under; the others are closed there. The holder's own
+	// descriptors may take the free numbers, and must never reach the
+	// sandbox.
+	LaunchFDs []int `json:"launch_fds"`
+}
+
+// maxHolderLaunch bounds the launch message.
+const maxHolderLaunch = 1 << 20
+
 // RunHolder is the holder: it runs as root of a fresh user and network
 // namespace (and nothing more), gives the namespace's loopback the gateway
 // address and the default route, installs the nftables policy, makes the
 // proxy's, the transparent listener's and the resolver's sockets, sends
-// them to the launcher, and execs bwrap (argv). It returns only on failure.
-func RunHolder(argv []string) int {
+// them to the launcher, and then waits for the launch, to exec bwrap. It
+// returns only on failure, or when the launcher gives up on the run.
+func RunHolder() int {
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "cordon: restricted network: %v\n", err)
 		return ExitLaunchFailed
 	}
-	var cfg holderConfig
+	var rules NetRules
 	f := os.NewFile(holderConfigFD, "holder-config")
-	if err := json.NewDecoder(io.LimitReader(f, 1<<16)).Decode(&cfg); err != nil {
+	if err := json.NewDecoder(io.LimitReader(f, 1<<16)).Decode(&rules); err != nil {
 		return fail(fmt.Errorf("read the holder's config: %w", err))
 	}
 	f.Close()
-	if len(argv) == 0 {
-		return fail(errors.New("no command for the holder"))
-	}
-	if err := loopbackGateway(cfg.Rules.Gateway); err != nil {
+	if err := loopbackGateway(rules.Gateway); err != nil {
 		return fail(err)
 	}
-	if err := cfg.Rules.Install(); err != nil {
+	if err := rules.Install(); err != nil {
 		return fail(err)
 	}
-	files, err := cfg.Rules.listen()
+	files, err := rules.listen()
 	if err != nil {
 		return fail(err)
 	}
@@ -85,17 +93,74 @@ func RunHolder(argv []string) int {
 	for _, f := range files {
 		f.Close()
 	}
-	// bwrap gets the launcher's descriptors 3 to 6 as they came, and no
-	// other: one the launcher left closed stays closed, whatever the
-	// holder opened under that number (a netlink socket of this
-	// namespace's root would be a way out).
+
+	l, fds, err := receiveLaunch()
+	if err != nil {
+		return fail(err)
+	}
+	if l == nil {
+		return ExitLaunchFailed // the launcher gave up before the launch
+	}
+	// The command's stdio, then the launcher's descriptors under their
+	// numbers, over the placeholders the holder was started with.
+	targets := append([]int{0, 1, 2}, l.LaunchFDs...)
+	if len(fds) != len(targets) {
+		return fail(fmt.Errorf("the launch brought %d descriptors, want %d", len(fds), len(targets)))
+	}
+	for i, fd := range fds {
+		if err := unix.Dup3(fd, targets[i], 0); err != nil {
+			return fail(fmt.Errorf("place descriptor %d: %w", targets[i], err))
+		}
+	}
+	// bwrap gets those and no other: a number of 3 to 6 the launcher did
+	// not name stays closed, whatever the holder opened under it (a
+	// netlink socket of this namespace's root would be a way out).
 	for fd := 3; fd <= holderSocketsFD; fd++ {
-		if fd > 6 || !slices.Contains(cfg.LaunchFDs, fd) {
+		if fd > 6 || !slices.Contains(l.LaunchFDs, fd) {
 			unix.CloseOnExec(fd)
 		}
 	}
-	err = syscall.Exec(argv[0], argv, os.Environ())
-	return fail(fmt.Errorf("exec %s: %w", argv[0], err))
+	err = syscall.Exec(l.Argv[0], l.Argv, os.Environ())
+	return fail(fmt.Errorf("exec %s: %w", l.Argv[0], err))
+}
+
+// receiveLaunch reads the launch message and its descriptors (received
+// close-on-exec). A nil launch means the launcher closed its end first.
+func receiveLaunch() (*holderLaunch, []int, error) {
+	buf := make([]byte, maxHolderLaunch)
+	oob := make([]byte, unix.CmsgSpace(7*4))
+	n, oobn, _, _, err := unix.Recvmsg(holderSocketsFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, nil, fmt.Errorf("wait for the launch: %w", err)
+	}
+	if n == 0 {
+		return nil, nil, nil
+	}
+	var fds []int
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		return nil, nil, fmt.Errorf("the launch's descriptors: %w", err)
+	}
+	for i := range msgs {
+		got, err := unix.ParseUnixRights(&msgs[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("the launch's descriptors: %w", err)
+		}
+		fds = append(fds, got...)
+	}
+	var l holderLaunch
+	if err := json.Unmarshal(buf[:n], &l); err != nil {
+		return nil, nil, fmt.Errorf("read the launch: %w", err)
+	}
+	if len(l.Argv) == 0 {
+		return nil, nil, errors.New("the launch names no command")
+	}
+	for _, fd := range l.LaunchFDs {
+		if fd < 3 || fd > 6 {
+			return nil, nil, fmt.Errorf("the launch names descriptor %d; bwrap's are 3 to 6", fd)
+		}
+	}
+	return &l, fds, nil
 }
 
 // listen makes the network's sockets, in the order Sockets are sent:

@@ -50,54 +50,131 @@ func (r *Restricted) Check(ctx context.Context) sandbox.Capability {
 	return c
 }
 
-// Wrap starts the holder in place of bwrap, handing it the network's
-// rules over a pipe and one end of a socket pair, over which attach
-// receives the network's sockets and hands them to s.Network.Serve.
-func (r *Restricted) Wrap(s *sandbox.Spec, argv []string, fds []int) ([]string, []*os.File, func(context.Context) error, error) {
-	n := s.Network
-	if n == nil || n.Serve == nil {
-		return nil, nil, nil, errors.New("restricted mode needs the session's proxy to serve the sandbox's network")
-	}
+// held is a started holder. It sets up the network namespace while the
+// launcher finishes (the proxy, the launch line), and execs bwrap only
+// once launch sends bwrap's command line: nothing of the command runs
+// before that.
+type held struct {
+	child *child
+	cg    *runCgroup // the run's cgroup, if limits use one; nil otherwise
+	sock  *os.File   // cordon's end of the socket pair
+	// launched is set once launch has sent the command line.
+	launched bool
+}
+
+// start starts the holder for a run as h's uid and gid, cloned into its
+// own user and network namespace (root there and nowhere else), in the
+// run's cgroup when limits use one.
+func (r *Restricted) start(h hostInfo) (*held, error) {
 	self := r.Self
 	if self == "" {
 		var err error
 		if self, err = os.Executable(); err != nil {
-			return nil, nil, nil, fmt.Errorf("find cordon's own binary for the holder: %w", err)
+			return nil, fmt.Errorf("find cordon's own binary for the holder: %w", err)
 		}
 	}
-	cfg := holderConfig{
-		Rules:     NetRules{Gateway: Gateway, ProxyPort: ProxyPort, RelayPort: relayPort},
-		LaunchFDs: fds,
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
 	}
+	defer null.Close()
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	err = json.NewEncoder(pw).Encode(cfg)
+	defer pr.Close()
+	err = json.NewEncoder(pw).Encode(NetRules{Gateway: Gateway, ProxyPort: ProxyPort, RelayPort: relayPort})
 	pw.Close()
 	if err != nil {
-		pr.Close()
-		return nil, nil, nil, err
+		return nil, err
 	}
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		pr.Close()
-		return nil, nil, nil, fmt.Errorf("socket pair for the holder: %w", err)
+		return nil, fmt.Errorf("socket pair for the holder: %w", err)
 	}
-	mine, theirs := os.NewFile(uintptr(sp[0]), "holder-sockets"), os.NewFile(uintptr(sp[1]), "holder-sockets")
-	attach := func(ctx context.Context) error {
-		defer mine.Close()
-		sk, err := receiveSockets(ctx, mine)
-		if err != nil {
-			return err
-		}
-		if err := n.Serve(sk); err != nil {
-			sk.Close()
-			return err
-		}
-		return nil
+	hd := &held{sock: os.NewFile(uintptr(sp[0]), "holder")}
+	theirs := os.NewFile(uintptr(sp[1]), "holder")
+	defer theirs.Close()
+
+	cmd := exec.Command(self, "__holder")
+	cmd.Env = []string{}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, os.Stderr
+	// /dev/null holds 3 to 6, bwrap's numbers, until the launch.
+	cmd.ExtraFiles = []*os.File{null, null, null, null, pr, theirs}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid: true, Pdeathsig: syscall.SIGKILL,
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: h.uid, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: h.gid, Size: 1}},
+		// Become the namespace's root, which maps to uid and gid outside:
+		// from a root cordon this is how the holder drops to run_as.
+		Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
 	}
-	return append([]string{self, "__holder", "--"}, argv...), []*os.File{pr, theirs}, attach, nil
+	if h.limits.cgroupParent != "" {
+		if hd.cg, err = newRunCgroup(h.limits, h.uid, h.gid); err != nil {
+			hd.sock.Close()
+			return nil, err
+		}
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(hd.cg.fd.Fd())
+	}
+	closeInherited()
+	if hd.child, err = startChild(cmd); err != nil {
+		hd.close()
+		return nil, fmt.Errorf("start the holder: %w", err)
+	}
+	return hd, nil
+}
+
+// launch sends bwrap's command line, with the command's stdio and the
+// launcher's descriptors (files, under the numbers fds), for the holder to
+// exec.
+func (hd *held) launch(argv []string, stdio [3]*os.File, files []*os.File, fds []int) error {
+	msg, err := json.Marshal(holderLaunch{Argv: argv, LaunchFDs: fds})
+	if err != nil {
+		return err
+	}
+	if len(msg) > maxHolderLaunch {
+		return fmt.Errorf("bwrap's command line is %d bytes, more than the holder takes (%d)", len(msg), maxHolderLaunch)
+	}
+	var rights []int
+	for _, f := range append(stdio[:], files...) {
+		rights = append(rights, int(f.Fd()))
+	}
+	hd.launched = true
+	if err := unix.Sendmsg(int(hd.sock.Fd()), msg, unix.UnixRights(rights...), nil, 0); err != nil {
+		return fmt.Errorf("send the launch to the holder: %w", err)
+	}
+	return nil
+}
+
+// attach receives the network's sockets from the holder and hands them to
+// n.Serve.
+func (hd *held) attach(ctx context.Context, n *sandbox.Network) error {
+	if n == nil || n.Serve == nil {
+		return errors.New("restricted mode needs the session's proxy to serve the sandbox's network")
+	}
+	sk, err := receiveSockets(ctx, hd.sock)
+	if err != nil {
+		return err
+	}
+	if err := n.Serve(sk); err != nil {
+		sk.Close()
+		return err
+	}
+	return nil
+}
+
+// close ends a holder that was never launched (its socket closes, and it
+// exits), and lets go of what it held.
+func (hd *held) close() {
+	hd.sock.Close()
+	if hd.child != nil && !hd.launched {
+		_ = hd.child.cmd.Process.Kill()
+		hd.child.wait()
+	}
+	if hd.cg != nil && !hd.launched {
+		hd.cg.remove()
+	}
 }
 
 // holderTimeout bounds the wait for the holder's sockets.
@@ -159,18 +236,6 @@ func receiveSockets(ctx context.Context, f *os.File) (sandbox.Sockets, error) {
 		return sandbox.Sockets{}, fmt.Errorf("the holder's sockets: %w", err)
 	}
 	return sk, nil
-}
-
-// SysProcAttr clones the holder into its own user and network namespace,
-// root there and nowhere else.
-func (r *Restricted) SysProcAttr(a *syscall.SysProcAttr, uid, gid int) {
-	a.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET
-	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}}
-	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}
-	a.GidMappingsEnableSetgroups = false
-	// Become the namespace's root, which maps to uid and gid outside: from
-	// a root cordon this is how the holder drops to run_as.
-	a.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
 }
 
 // probe runs Probe, or reuses a recent pass (see memo).

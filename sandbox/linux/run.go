@@ -86,71 +86,71 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	defer fds.close()
 
 	argv := append([]string{l.argv[0], "--args", fmt.Sprint(fdArgs)}, l.argv[l.sep:]...)
-	var extra []*os.File
-	var attach func(context.Context) error
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, relayedSignals...)
+	defer signal.Stop(sigs)
+	var c *child
+	var cg *runCgroup
+	begin := time.Now()
 	if s.Policy.Network == policy.NetRestricted {
 		if b.opts.Holder == nil {
 			return fail(errors.New("network mode restricted is not available in this build"))
 		}
-		passed := []int{fdStatus, fdSeccomp, fdArgs}
-		if probe != nil {
-			passed = append(passed, fdProbe)
+		hd := b.takePrepared(s)
+		if hd == nil {
+			if hd, err = b.opts.Holder.start(h); err != nil {
+				return fail(fmt.Errorf("prepare the restricted network: %w", err))
+			}
 		}
-		if argv, extra, attach, err = b.opts.Holder.Wrap(s, argv, passed); err != nil {
-			return fail(fmt.Errorf("prepare the restricted network: %w", err))
+		defer hd.close()
+		if err := hd.attach(ctx, s.Network); err != nil {
+			return fail(fmt.Errorf("start the restricted network: %w", err))
 		}
-		defer closeFiles(extra)
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	// bwrap gets no environment: the command's is set with --clearenv and
-	// --setenv, and bwrap's own process stays in the sandbox as its pid 1,
-	// whose environ and memory the command can read.
-	cmd.Env = []string{}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.Stdin, s.Stdout, s.Stderr
-	// A nil entry (the probe's descriptor, in a run) is closed in bwrap,
-	// so the command inherits nothing but its stdio.
-	cmd.ExtraFiles = append([]*os.File{fds.statusW, fds.seccomp, fds.probeW, fds.args}, extra...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if h.uid != os.Getuid() {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(h.uid), Gid: uint32(h.gid), Groups: []uint32{}}
-	}
-	if s.Policy.Network == policy.NetRestricted {
-		b.opts.Holder.SysProcAttr(cmd.SysProcAttr, h.uid, h.gid)
-	}
-	var cg *runCgroup
-	if h.limits.cgroupParent != "" {
-		if cg, err = newRunCgroup(h.limits, h.uid, h.gid); err != nil {
+		stdio, done, err := stdioFiles(s.Stdin, s.Stdout, s.Stderr)
+		if err != nil {
 			return fail(err)
 		}
-		defer cg.remove()
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.fd.Fd())
-	}
-
-	closeInherited()
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, relayedSignals...)
-	defer signal.Stop(sigs)
-
-	// Pdeathsig follows the thread that forked, so the start and the wait
-	// share one locked thread.
-	started := make(chan error, 1)
-	waited := make(chan error, 1)
-	begin := time.Now()
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
+		defer done()
+		passed := []int{fdStatus, fdSeccomp, fdArgs}
+		files := []*os.File{fds.statusW, fds.seccomp, fds.args}
+		if probe != nil {
+			passed, files = append(passed, fdProbe), append(files, fds.probeW)
 		}
-		started <- nil
-		waited <- cmd.Wait()
-	}()
-	if err := <-started; err != nil {
-		return fail(fmt.Errorf("start %s: %w", argv[0], err))
+		if err := hd.launch(argv, stdio, files, passed); err != nil {
+			return fail(err)
+		}
+		c, cg = hd.child, hd.cg
+		if cg != nil {
+			defer cg.remove()
+		}
+	} else {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		// bwrap gets no environment: the command's is set with --clearenv
+		// and --setenv, and bwrap's own process stays in the sandbox as its
+		// pid 1, whose environ and memory the command can read.
+		cmd.Env = []string{}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = s.Stdin, s.Stdout, s.Stderr
+		// A nil entry (the probe's descriptor, in a run) is closed in
+		// bwrap, so the command inherits nothing but its stdio.
+		cmd.ExtraFiles = []*os.File{fds.statusW, fds.seccomp, fds.probeW, fds.args}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if h.uid != os.Getuid() {
+			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(h.uid), Gid: uint32(h.gid), Groups: []uint32{}}
+		}
+		if h.limits.cgroupParent != "" {
+			if cg, err = newRunCgroup(h.limits, h.uid, h.gid); err != nil {
+				return fail(err)
+			}
+			defer cg.remove()
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.fd.Fd())
+		}
+		closeInherited()
+		if c, err = startChild(cmd); err != nil {
+			return fail(fmt.Errorf("start %s: %w", argv[0], err))
+		}
 	}
+	cmd, waited := c.cmd, c.done
 	fds.closeChildEnds()
-	closeFiles(extra)
 
 	st := &statusReader{}
 	var wg sync.WaitGroup
@@ -172,15 +172,6 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		}
 	}()
 	found := watched
-
-	if attach != nil {
-		if err := attach(ctx); err != nil {
-			_ = cmd.Process.Kill()
-			<-waited
-			wg.Wait()
-			return fail(fmt.Errorf("start the restricted network: %w", err))
-		}
-	}
 
 	var deadline <-chan time.Time
 	if s.Timeout > 0 {
@@ -205,7 +196,8 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 loop:
 	for {
 		select {
-		case waitErr = <-waited:
+		case <-waited:
+			waitErr = c.err
 			break loop
 		case running = <-found:
 			// The command runs, so bwrap has made every mount: the
@@ -265,11 +257,85 @@ loop:
 	return res, &StartError{Code: ExitLaunchFailed, Reason: reason + "; bwrap's own message, if any, is printed above"}
 }
 
-// closeFiles closes files; a second call does nothing.
-func closeFiles(files []*os.File) {
-	for _, f := range files {
-		f.Close()
+// child is a started process. Pdeathsig follows the thread that forked,
+// so its start and its wait share one locked thread.
+type child struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when Wait has returned
+	err  error         // Wait's, once done is closed
+}
+
+func startChild(cmd *exec.Cmd) (*child, error) {
+	c := &child{cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
 	}
+	return c, nil
+}
+
+// wait waits for the process to end and returns Wait's error.
+func (c *child) wait() error {
+	<-c.done
+	return c.err
+}
+
+// stdioFiles gives the command's stdin, stdout and stderr as files, as
+// exec.Cmd would: a file as it is, nil as /dev/null, anything else through
+// a pipe and a goroutine that copies. done closes cordon's copies of the
+// command's ends and waits until the command's output is copied (its side
+// closes when the sandbox ends).
+func stdioFiles(in io.Reader, out, errw io.Writer) (files [3]*os.File, done func(), err error) {
+	var ends []*os.File
+	var copies sync.WaitGroup
+	done = func() {
+		for _, f := range ends {
+			f.Close()
+		}
+		copies.Wait()
+	}
+	for i, v := range []any{in, out, errw} {
+		if f, ok := v.(*os.File); ok && f != nil {
+			files[i] = f
+			continue
+		}
+		if v == nil {
+			null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			if err != nil {
+				done()
+				return files, nil, err
+			}
+			files[i], ends = null, append(ends, null)
+			continue
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			done()
+			return files, nil, err
+		}
+		if i == 0 {
+			// Not waited for: it ends at the reader's end, or when the
+			// command is gone and the pipe breaks.
+			files[i], ends = r, append(ends, r)
+			go func() { io.Copy(w, in); w.Close() }()
+			continue
+		}
+		files[i], ends = w, append(ends, w)
+		copies.Add(1)
+		go func(dst io.Writer) { defer copies.Done(); io.Copy(dst, r); r.Close() }(v.(io.Writer))
+	}
+	return files, done, nil
 }
 
 // closeInherited marks every descriptor above stderr close-on-exec: cordon

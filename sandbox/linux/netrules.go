@@ -32,6 +32,9 @@ type NetRules struct {
 	RelayPort uint16 // the transparent listener on 127.0.0.1
 }
 
+// loopback8 is the first byte of IPv4's loopback addresses, 127.0.0.0/8.
+var loopback8 = []byte{127}
+
 // Install replaces cordon's tables in the current network namespace.
 func (r NetRules) Install() error {
 	c, err := nftables.New()
@@ -48,9 +51,9 @@ func (r NetRules) Install() error {
 	// The filter hook sees addresses after the redirect: a redirected
 	// connection is headed for the transparent listener on 127.0.0.1.
 	rules := [][]expr.Any{
-		join(ipv4Loopback(), accept()),
-		join(ipv4Daddr(gw), accept()),
-		join(ipv6Daddr(net.IPv6loopback), accept()),
+		join(daddr(unix.NFPROTO_IPV4, loopback8), accept()),
+		join(daddr(unix.NFPROTO_IPV4, gw), accept()),
+		join(daddr(unix.NFPROTO_IPV6, net.IPv6loopback), accept()),
 		join(l4(unix.IPPROTO_TCP), []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}}),
 		{&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_PORT_UNREACH}},
 	}
@@ -66,8 +69,8 @@ func (r NetRules) Install() error {
 	for _, e := range [][]expr.Any{
 		join(l4(unix.IPPROTO_UDP), dport(53), dnatTo(gw, 53)),
 		join(l4(unix.IPPROTO_TCP), dport(53), dnatTo(gw, 53)),
-		join(ipv4Daddr(gw), l4(unix.IPPROTO_TCP), dport(r.ProxyPort), accept()),
-		join(ipv4Loopback(), accept()),
+		join(daddr(unix.NFPROTO_IPV4, gw), l4(unix.IPPROTO_TCP), dport(r.ProxyPort), accept()),
+		join(daddr(unix.NFPROTO_IPV4, loopback8), accept()),
 		join(l4(unix.IPPROTO_TCP), redirectTo(r.RelayPort)),
 	} {
 		c.AddRule(&nftables.Rule{Table: nat, Chain: natOut, Exprs: e})
@@ -88,34 +91,19 @@ func join(parts ...[]expr.Any) []expr.Any {
 
 func accept() []expr.Any { return []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}} }
 
-// ipv4Loopback matches IPv4 packets to 127.0.0.0/8.
-func ipv4Loopback() []expr.Any {
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{127}},
+// daddr matches packets of one family (unix.NFPROTO_IPV4 or IPV6) whose
+// destination address begins with prefix: a whole address, or {127} for
+// IPv4's loopback /8. In an inet table the family is checked first.
+func daddr(family byte, prefix []byte) []expr.Any {
+	offset := uint32(16) // the destination in an IPv4 header
+	if family == unix.NFPROTO_IPV6 {
+		offset = 24
 	}
-}
-
-// ipv4Daddr matches IPv4 packets to one address (in an inet table the
-// family is checked first).
-func ipv4Daddr(a []byte) []expr.Any {
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: a},
-	}
-}
-
-// ipv6Daddr matches IPv6 packets to one address.
-func ipv6Daddr(a []byte) []expr.Any {
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV6}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: a},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{family}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: uint32(len(prefix))},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: prefix},
 	}
 }
 

@@ -80,7 +80,10 @@ func (b *Backend) takePrepared(s *sandbox.Spec) *held {
 	return hd
 }
 
-var _ sandbox.Backend = (*Backend)(nil)
+var (
+	_ sandbox.Backend  = (*Backend)(nil)
+	_ sandbox.Preparer = (*Backend)(nil)
+)
 
 // New returns the Linux backend.
 func New(o Options) *Backend { return &Backend{opts: o} }

@@ -18,9 +18,8 @@ import (
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
-// Restricted is the Holder of restricted mode: bwrap starts inside a
-// holder process that was cloned straight into a new user and network
-// namespace. The namespace has no link anywhere: its only way out is the
+// Restricted is restricted mode's network: bwrap starts inside a holder
+// process that was cloned straight into a new user and network namespace. The namespace has no link anywhere: its only way out is the
 // proxy and the resolver, which serve sockets the holder makes inside it
 // and hands to cordon, and its nftables policy sends everything to them.
 type Restricted struct {
@@ -205,8 +204,11 @@ func receiveSockets(ctx context.Context, f *os.File) (sandbox.Sockets, error) {
 		return sk, errors.New("the holder ended before it made the network's sockets")
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return sk, fmt.Errorf("the holder's message holds no sockets (%v)", err)
+	if err != nil {
+		return sk, fmt.Errorf("the holder's message: %w", err)
+	}
+	if len(msgs) != 1 {
+		return sk, fmt.Errorf("the holder's message holds %d control messages, want 1", len(msgs))
 	}
 	fds, err := unix.ParseUnixRights(&msgs[0])
 	if err != nil {

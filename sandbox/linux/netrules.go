@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -35,6 +36,55 @@ type NetRules struct {
 // loopback8 is the first byte of IPv4's loopback addresses, 127.0.0.0/8.
 var loopback8 = []byte{127}
 
+// rule is one nftables rule, with the line nft(8) would list for it.
+type rule struct {
+	text  string
+	exprs []expr.Any
+}
+
+// filterRules are the output filter chain's rules (policy drop). The
+// filter hook sees addresses after the redirect: a redirected connection
+// is headed for the transparent listener on 127.0.0.1.
+func (r NetRules) filterRules() []rule {
+	gw := r.Gateway.AsSlice()
+	return []rule{
+		{"ip daddr 127.0.0.0/8 accept", join(nfproto(unix.NFPROTO_IPV4), daddr(unix.NFPROTO_IPV4, loopback8), accept())},
+		{fmt.Sprintf("ip daddr %s accept", r.Gateway), join(nfproto(unix.NFPROTO_IPV4), daddr(unix.NFPROTO_IPV4, gw), accept())},
+		{"ip6 daddr ::1 accept", join(nfproto(unix.NFPROTO_IPV6), daddr(unix.NFPROTO_IPV6, net.IPv6loopback), accept())},
+		{"meta l4proto tcp reject with tcp reset", join(l4(unix.IPPROTO_TCP), []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}})},
+		// nft lists icmpx port-unreachable, the default, as plain reject.
+		{"reject", []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_PORT_UNREACH}}},
+	}
+}
+
+// natRules are the output nat chain's rules.
+func (r NetRules) natRules() []rule {
+	gw := r.Gateway.AsSlice()
+	dns := netip.AddrPortFrom(r.Gateway, 53)
+	return []rule{
+		{fmt.Sprintf("udp dport 53 dnat to %s", dns), join(l4(unix.IPPROTO_UDP), dport(53), dnatTo(gw, 53))},
+		{fmt.Sprintf("tcp dport 53 dnat to %s", dns), join(l4(unix.IPPROTO_TCP), dport(53), dnatTo(gw, 53))},
+		{fmt.Sprintf("ip daddr %s tcp dport %d accept", r.Gateway, r.ProxyPort), join(daddr(unix.NFPROTO_IPV4, gw), l4(unix.IPPROTO_TCP), dport(r.ProxyPort), accept())},
+		{"ip daddr 127.0.0.0/8 accept", join(daddr(unix.NFPROTO_IPV4, loopback8), accept())},
+		{fmt.Sprintf("meta l4proto tcp redirect to :%d", r.RelayPort), join(l4(unix.IPPROTO_TCP), redirectTo(r.RelayPort))},
+	}
+}
+
+// String is the policy as `nft list ruleset` would show it.
+func (r NetRules) String() string {
+	var b strings.Builder
+	chain := func(table, hook string, rules []rule) {
+		fmt.Fprintf(&b, "table %s {\n\tchain output {\n\t\t%s\n", table, hook)
+		for _, ru := range rules {
+			fmt.Fprintf(&b, "\t\t%s\n", ru.text)
+		}
+		b.WriteString("\t}\n}\n")
+	}
+	chain("inet cordon", "type filter hook output priority filter; policy drop;", r.filterRules())
+	chain("ip cordon_nat", "type nat hook output priority -100; policy accept;", r.natRules())
+	return b.String()
+}
+
 // Install replaces cordon's tables in the current network namespace.
 func (r NetRules) Install() error {
 	c, err := nftables.New()
@@ -47,33 +97,16 @@ func (r NetRules) Install() error {
 		Name: "output", Table: filter, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &drop,
 	})
-	gw := r.Gateway.AsSlice()
-	// The filter hook sees addresses after the redirect: a redirected
-	// connection is headed for the transparent listener on 127.0.0.1.
-	rules := [][]expr.Any{
-		join(daddr(unix.NFPROTO_IPV4, loopback8), accept()),
-		join(daddr(unix.NFPROTO_IPV4, gw), accept()),
-		join(daddr(unix.NFPROTO_IPV6, net.IPv6loopback), accept()),
-		join(l4(unix.IPPROTO_TCP), []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}}),
-		{&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_PORT_UNREACH}},
+	for _, ru := range r.filterRules() {
+		c.AddRule(&nftables.Rule{Table: filter, Chain: out, Exprs: ru.exprs})
 	}
-	for _, e := range rules {
-		c.AddRule(&nftables.Rule{Table: filter, Chain: out, Exprs: e})
-	}
-
 	nat := c.AddTable(&nftables.Table{Name: "cordon_nat", Family: nftables.TableFamilyIPv4})
 	natOut := c.AddChain(&nftables.Chain{
 		Name: "output", Table: nat, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest,
 	})
-	for _, e := range [][]expr.Any{
-		join(l4(unix.IPPROTO_UDP), dport(53), dnatTo(gw, 53)),
-		join(l4(unix.IPPROTO_TCP), dport(53), dnatTo(gw, 53)),
-		join(daddr(unix.NFPROTO_IPV4, gw), l4(unix.IPPROTO_TCP), dport(r.ProxyPort), accept()),
-		join(daddr(unix.NFPROTO_IPV4, loopback8), accept()),
-		join(l4(unix.IPPROTO_TCP), redirectTo(r.RelayPort)),
-	} {
-		c.AddRule(&nftables.Rule{Table: nat, Chain: natOut, Exprs: e})
+	for _, ru := range r.natRules() {
+		c.AddRule(&nftables.Rule{Table: nat, Chain: natOut, Exprs: ru.exprs})
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("install the nftables rules: %w", err)
@@ -91,17 +124,25 @@ func join(parts ...[]expr.Any) []expr.Any {
 
 func accept() []expr.Any { return []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}} }
 
-// daddr matches packets of one family (unix.NFPROTO_IPV4 or IPV6) whose
-// destination address begins with prefix: a whole address, or {127} for
-// IPv4's loopback /8. In an inet table the family is checked first.
+// nfproto matches packets of one family (unix.NFPROTO_IPV4 or IPV6): in
+// an inet table it must come before a match on the network header. In an
+// ip table it is implied, and nft(8) cannot list a rule that says it.
+func nfproto(family byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{family}},
+	}
+}
+
+// daddr matches packets whose destination address, in family's network
+// header, begins with prefix: a whole address, or {127} for IPv4's
+// loopback /8.
 func daddr(family byte, prefix []byte) []expr.Any {
 	offset := uint32(16) // the destination in an IPv4 header
 	if family == unix.NFPROTO_IPV6 {
 		offset = 24
 	}
 	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{family}},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: uint32(len(prefix))},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: prefix},
 	}

@@ -49,6 +49,20 @@ func (r *Restricted) Check(ctx context.Context) sandbox.Capability {
 	return c
 }
 
+// restrictedRules is the restricted network every holder sets up.
+var restrictedRules = NetRules{Gateway: Gateway, ProxyPort: ProxyPort, RelayPort: relayPort}
+
+// planText says, for --dry-run, what the holder does before it execs the
+// launcher argv.
+func planText() string {
+	r := restrictedRules
+	return fmt.Sprintf(`cordon __holder, cloned into a new user and network namespace (root there and nowhere else), sets the namespace up, then execs the launcher argv in it:
+- lo up, with %[1]s/32 added, and the default route through lo: no other interface
+- listens on tcp %[1]s:%[2]d (the proxy), tcp 127.0.0.1:%[3]d (the transparent listener), udp and tcp %[1]s:53 (the resolver), and hands these sockets to cordon
+- nftables:
+%[4]s`, r.Gateway, r.ProxyPort, r.RelayPort, r)
+}
+
 // held is a started holder. It sets up the network namespace while the
 // launcher finishes (the proxy, the launch line), and execs bwrap only
 // once launch sends bwrap's command line: nothing of the command runs
@@ -82,7 +96,7 @@ func (r *Restricted) start(h hostInfo) (*held, error) {
 		return nil, err
 	}
 	defer pr.Close()
-	err = json.NewEncoder(pw).Encode(NetRules{Gateway: Gateway, ProxyPort: ProxyPort, RelayPort: relayPort})
+	err = json.NewEncoder(pw).Encode(restrictedRules)
 	pw.Close()
 	if err != nil {
 		return nil, err

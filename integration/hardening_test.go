@@ -13,13 +13,20 @@ import (
 // the same namespaces as the command, so the command may attach to it. It
 // must gain nothing by that: pid 1 has no capabilities, the same seccomp
 // filter and no_new_privs, an empty environment, and no trace in its
-// memory of cordon's environment (which holds a secret here).
+// memory of cordon's environment (which holds a secret here). In
+// restricted mode bwrap is exec'd by the holder, so both paths are tried.
 func TestRunInitHoldsNothing(t *testing.T) {
+	for _, mode := range [][]string{{"--net", "off"}, {"--net", "restricted", "--ephemeral-ca"}} {
+		t.Run(mode[1], func(t *testing.T) { initHoldsNothing(t, mode) })
+	}
+}
+
+func initHoldsNothing(t *testing.T, mode []string) {
 	b := newBox(t)
 	// The script names the secret in two halves: its own text is pid 1's
 	// argv, so the whole string must not appear in it.
 	const half1, half2 = "cordon-host-", "secret-4f1d9a"
-	cmd := b.cmd("--net", "off", "--", "python3", "-c", `
+	cmd := b.cmd(append(mode, "--", "python3", "-c", `
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
@@ -46,7 +53,7 @@ else:
                 pass
     libc.ptrace(17, 1, None, None)
     print("secret in init memory", found)
-`)
+`)...)
 	cmd.Env = append(cmd.Env, "CORDON_HOST_SECRET="+half1+half2)
 	r := runResult(t, runTimeout, cmd)
 	expectCode(t, r, 0)

@@ -8,6 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cordon
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)-holder ./cmd/cordon-holder
 
 # Unit tests, then the integration suite against the real binary.
 test: lint build unit integration

@@ -282,13 +282,14 @@ func TestFaultRunAuditOnFullFilesystem(t *testing.T) {
 	}
 }
 
-// holders lists the running `cordon __holder` processes.
+// holders lists the running holders: cordon-holder, or `cordon __holder`.
 func holders() []int {
 	var pids []int
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
-		if args := strings.Split(string(b), "\x00"); err == nil && len(args) > 1 && args[1] == "__holder" {
+		args := strings.Split(string(b), "\x00")
+		if err == nil && len(args) > 1 && (filepath.Base(args[0]) == "cordon-holder" || args[1] == "__holder") {
 			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
 				pids = append(pids, pid)
 			}

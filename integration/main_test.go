@@ -64,7 +64,8 @@ func testUser(t testing.TB) (uid, gid uint32, home string) {
 	return uint32(a), uint32(b), u.HomeDir
 }
 
-// cordonBin builds cordon once into a directory the test user can read.
+// cordonBin builds cordon (and cordon-holder beside it) once into a
+// directory the test user can read.
 func cordonBin(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -75,11 +76,15 @@ func cordonBin(t testing.TB) string {
 		}
 		os.Chmod(dir, 0o755)
 		binPath = filepath.Join(dir, "cordon")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/cordon")
-		cmd.Dir = repoRoot()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("build cordon: %v\n%s", err, out)
+		// cordon-holder goes beside it, as `make build` puts it.
+		for _, pkg := range []string{"cordon", "cordon-holder"} {
+			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "./cmd/"+pkg)
+			cmd.Dir = repoRoot()
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				binErr = fmt.Errorf("build %s: %v\n%s", pkg, err, out)
+				return
+			}
 		}
 	})
 	if binErr != nil {

@@ -10,14 +10,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cordon-sandbox/cordon/sandbox/linux"
+	"github.com/cordon-sandbox/cordon/sandbox/linux/holder"
 )
 
 // TestNetRulesListAsInstalled: the policy --dry-run shows for the
-// restricted network (NetRules.String) is what nft(8) lists once the
+// restricted network (holder.Rules.String) is what nft(8) lists once the
 // holder's code has installed it, rule for rule.
 func TestNetRulesListAsInstalled(t *testing.T) {
-	rules := linux.NetRules{Gateway: linux.Gateway, ProxyPort: linux.ProxyPort, RelayPort: 15001}
+	rules := holder.Network
 	// A network namespace of this thread's own, so the host's rules are
 	// neither read nor touched.
 	runtime.LockOSThread() // never unlocked: the thread ends with the test
@@ -32,7 +32,7 @@ func TestNetRulesListAsInstalled(t *testing.T) {
 		t.Fatalf("nft list ruleset: %v\n%s", err, out)
 	}
 	if got, want := normalize(string(out)), normalize(rules.String()); got != want {
-		t.Fatalf("nft lists:\n%s\nNetRules.String says:\n%s", out, rules.String())
+		t.Fatalf("nft lists:\n%s\nRules.String says:\n%s", out, rules.String())
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/audit"
 )
 
 // TestRestrictedListensOnNothingOfTheHost: a restricted run's proxy and
@@ -101,4 +103,37 @@ func hostSockets(t *testing.T) map[string]string {
 		}
 	}
 	return out
+}
+
+// TestRestrictedWithoutHolderBinary: a cordon installed without
+// cordon-holder beside it runs itself as the holder, and the restricted
+// network works the same: an allowed request through the proxy variables
+// and one that ignores them both get through, and both are logged.
+func TestRestrictedWithoutHolderBinary(t *testing.T) {
+	o := testOrigin(t)
+	alone := filepath.Join(userDir(t, "cordon-it-alone-"), "cordon")
+	data, err := os.ReadFile(cordonBin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ws := userDir(t, "cordon-it-ws-")
+	auditPath := filepath.Join(userDir(t, "cordon-it-audit-"), "a.jsonl")
+	cmd := asUser(t, nil, alone, "run", "--net", "restricted", "--audit", auditPath, "--ephemeral-ca",
+		"--allow", originName+":8443", resolveOrigin, "--extra-ca", o.caFile, "--",
+		"sh", "-c", "curl -sS -m 10 "+httpsOrigin+"/via-proxy && curl -sS -m 10 --noproxy '*' "+httpsOrigin+"/transparent")
+	cmd.Dir = ws
+	r := runResult(t, runTimeout, cmd)
+	expectCode(t, r, 0)
+	recs := readAudit(t, auditPath)
+	for _, want := range []audit.Record{
+		{Type: audit.TypeDecision, Kind: audit.KindConnect, Host: originName, Decision: audit.Allow},
+		{Type: audit.TypeDecision, Kind: audit.KindTransparent, Host: originName, Decision: audit.Allow},
+	} {
+		if _, ok := findRecord(recs, want); !ok {
+			t.Errorf("no audit line like %+v:\n%s", want, r.stderr)
+		}
+	}
 }

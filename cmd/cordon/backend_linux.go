@@ -9,6 +9,7 @@ import (
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/sandbox/darwin"
 	"github.com/cordon-sandbox/cordon/sandbox/linux"
+	"github.com/cordon-sandbox/cordon/sandbox/linux/holder"
 	"github.com/cordon-sandbox/cordon/session"
 )
 
@@ -36,13 +37,13 @@ func newBackend(auditPath string) sandbox.Backend {
 // the proxy and the resolver on its own network's gateway, files under
 // bwrap's /run.
 var sandboxInside = session.Inside{
-	ProxyHost:     linux.Gateway.String(),
-	ProxyPort:     linux.ProxyPort,
+	ProxyHost:     holder.Gateway.String(),
+	ProxyPort:     holder.ProxyPort,
 	OwnNetwork:    true,
 	Bundle:        "/run/cordon/ca-bundle.pem",
 	Cordon:        "/run/cordon/cordon",
 	SystemBundles: []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"},
-	Resolver:      linux.Gateway.String(),
+	Resolver:      holder.Gateway.String(),
 }
 
 // prepareRun has nothing to do on Linux: bwrap gives every run a private

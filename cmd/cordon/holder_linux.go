@@ -5,7 +5,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/cordon-sandbox/cordon/sandbox/linux"
+	"github.com/cordon-sandbox/cordon/sandbox/linux/holder"
 )
 
 func init() { subcommands = append(subcommands, newHolderCmd) }
@@ -20,7 +20,7 @@ func newHolderCmd() *cobra.Command {
 		Hidden:             true,
 		DisableFlagParsing: true,
 		RunE: func(*cobra.Command, []string) error {
-			if code := linux.RunHolder(); code != 0 {
+			if code := holder.Run(); code != 0 {
 				return exitError{code: code}
 			}
 			return nil

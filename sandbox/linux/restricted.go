@@ -10,12 +10,14 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/linux/holder"
 )
 
 // Restricted is restricted mode's network: bwrap starts inside a holder
@@ -49,13 +51,10 @@ func (r *Restricted) Check(ctx context.Context) sandbox.Capability {
 	return c
 }
 
-// restrictedRules is the restricted network every holder sets up.
-var restrictedRules = NetRules{Gateway: Gateway, ProxyPort: ProxyPort, RelayPort: relayPort}
-
 // planText says, for --dry-run, what the holder does before it execs the
 // launcher argv.
 func planText() string {
-	r := restrictedRules
+	r := holder.Network
 	return fmt.Sprintf(`cordon __holder, cloned into a new user and network namespace (root there and nowhere else), sets the namespace up, then execs the launcher argv in it:
 - lo up, with %[1]s/32 added, and the default route through lo: no other interface
 - listens on tcp %[1]s:%[2]d (the proxy), tcp 127.0.0.1:%[3]d (the transparent listener), udp and tcp %[1]s:53 (the resolver), and hands these sockets to cordon
@@ -96,7 +95,7 @@ func (r *Restricted) start(h hostInfo) (*held, error) {
 		return nil, err
 	}
 	defer pr.Close()
-	err = json.NewEncoder(pw).Encode(restrictedRules)
+	err = json.NewEncoder(pw).Encode(holder.Network)
 	pw.Close()
 	if err != nil {
 		return nil, err
@@ -109,7 +108,8 @@ func (r *Restricted) start(h hostInfo) (*held, error) {
 	theirs := os.NewFile(uintptr(sp[1]), "holder")
 	defer theirs.Close()
 
-	cmd := exec.Command(self, "__holder")
+	bin, args := holderCommand(self)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, os.Stderr
 	// /dev/null holds 3 to 6, bwrap's numbers, until the launch.
@@ -138,16 +138,27 @@ func (r *Restricted) start(h hostInfo) (*held, error) {
 	return hd, nil
 }
 
+// holderCommand is how the holder starts: cordon-holder from beside
+// cordon's binary, a small program that starts in about half the time, or
+// else cordon itself.
+func holderCommand(self string) (string, []string) {
+	p := filepath.Join(filepath.Dir(self), "cordon-holder")
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		return p, nil
+	}
+	return self, []string{"__holder"}
+}
+
 // launch sends bwrap's command line, with the command's stdio and the
 // launcher's descriptors (files, under the numbers fds), for the holder to
 // exec.
 func (hd *held) launch(argv []string, stdio [3]*os.File, files []*os.File, fds []int) error {
-	msg, err := json.Marshal(holderLaunch{Argv: argv, LaunchFDs: fds})
+	msg, err := json.Marshal(holder.Launch{Argv: argv, LaunchFDs: fds})
 	if err != nil {
 		return err
 	}
-	if len(msg) > maxHolderLaunch {
-		return fmt.Errorf("bwrap's command line is %d bytes, more than the holder takes (%d)", len(msg), maxHolderLaunch)
+	if len(msg) > holder.MaxLaunch {
+		return fmt.Errorf("bwrap's command line is %d bytes, more than the holder takes (%d)", len(msg), holder.MaxLaunch)
 	}
 	var rights []int
 	for _, f := range append(stdio[:], files...) {
@@ -194,7 +205,7 @@ func (hd *held) close() {
 const holderTimeout = 10 * time.Second
 
 // receiveSockets reads the network's sockets the holder sends (see
-// NetRules.listen for their order). A holder that failed first closes its
+// holder.Run for their order). A holder that failed first closes its
 // end, and its own message says why.
 func receiveSockets(ctx context.Context, f *os.File) (sandbox.Sockets, error) {
 	var sk sandbox.Sockets
@@ -246,7 +257,7 @@ func receiveSockets(ctx context.Context, f *os.File) (sandbox.Sockets, error) {
 	pc, e := net.FilePacketConn(files[2])
 	sk.DNS, err = pc, errors.Join(err, e)
 	sk.DNSTCP = listener(files[3])
-	sk.Dest = originalDst
+	sk.Dest = holder.OriginalDst
 	if err != nil {
 		sk.Close()
 		return sandbox.Sockets{}, fmt.Errorf("the holder's sockets: %w", err)
@@ -260,7 +271,8 @@ func (r *Restricted) probe(ctx context.Context) error {
 	if err != nil {
 		return r.Probe(ctx)
 	}
-	files := []string{self}
+	bin, _ := holderCommand(self)
+	files := []string{self, bin}
 	if bw, err := exec.LookPath("bwrap"); err == nil {
 		files = append(files, bw)
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package linux
+package holder
 
 import (
 	"encoding/binary"
@@ -14,9 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// NetRules is the restricted network's nftables policy. The holder
-// installs it, over netlink, in the network namespace it owns; the
-// sandboxed process, one user namespace deeper, cannot change it.
+// Rules is the restricted network's nftables policy. The holder installs
+// it, over netlink, in the network namespace it owns; the sandboxed
+// process, one user namespace deeper, cannot change it.
 //
 // The namespace has no interface but its loopback, which also holds the
 // gateway address, where cordon's proxy and resolver listen, and carries
@@ -27,7 +27,7 @@ import (
 // to the transparent listener, where the proxy reads its original
 // destination and judges and logs it like a CONNECT. Anything else (UDP
 // but DNS, ICMP, IPv6 but ::1) is refused at once.
-type NetRules struct {
+type Rules struct {
 	Gateway   netip.Addr // the proxy's and the resolver's address
 	ProxyPort uint16
 	RelayPort uint16 // the transparent listener on 127.0.0.1
@@ -45,7 +45,7 @@ type rule struct {
 // filterRules are the output filter chain's rules (policy drop). The
 // filter hook sees addresses after the redirect: a redirected connection
 // is headed for the transparent listener on 127.0.0.1.
-func (r NetRules) filterRules() []rule {
+func (r Rules) filterRules() []rule {
 	gw := r.Gateway.AsSlice()
 	return []rule{
 		{"ip daddr 127.0.0.0/8 accept", join(nfproto(unix.NFPROTO_IPV4), daddr(unix.NFPROTO_IPV4, loopback8), accept())},
@@ -58,7 +58,7 @@ func (r NetRules) filterRules() []rule {
 }
 
 // natRules are the output nat chain's rules.
-func (r NetRules) natRules() []rule {
+func (r Rules) natRules() []rule {
 	gw := r.Gateway.AsSlice()
 	dns := netip.AddrPortFrom(r.Gateway, 53)
 	return []rule{
@@ -71,7 +71,7 @@ func (r NetRules) natRules() []rule {
 }
 
 // String is the policy as `nft list ruleset` would show it.
-func (r NetRules) String() string {
+func (r Rules) String() string {
 	var b strings.Builder
 	chain := func(table, hook string, rules []rule) {
 		fmt.Fprintf(&b, "table %s {\n\tchain output {\n\t\t%s\n", table, hook)
@@ -86,7 +86,7 @@ func (r NetRules) String() string {
 }
 
 // Install replaces cordon's tables in the current network namespace.
-func (r NetRules) Install() error {
+func (r Rules) Install() error {
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)

@@ -1,6 +1,14 @@
 //go:build linux
 
-package linux
+// Package holder is the first process of a restricted run's network
+// namespace, and the protocol cordon speaks with it. Cloned by cordon into
+// a fresh user and network namespace, it gives the namespace its only
+// addresses and routes, installs the nftables policy (Rules), makes the
+// proxy's, the transparent listener's and the resolver's sockets there,
+// hands them to cordon, and execs bwrap when cordon says. It is its own
+// package, with few dependencies, so that its binary (cordon-holder)
+// starts fast.
+package holder
 
 import (
 	"encoding/binary"
@@ -26,25 +34,32 @@ var Gateway = netip.MustParseAddr("10.0.2.2")
 // ProxyPort is the proxy's port on Gateway.
 const ProxyPort = 3128
 
-// relayPort is the transparent listener, on 127.0.0.1 in the namespace:
+// RelayPort is the transparent listener, on 127.0.0.1 in the namespace:
 // every other TCP connection is redirected to it.
-const relayPort = 15001
+const RelayPort = 15001
+
+// Network is the restricted network every holder sets up.
+var Network = Rules{Gateway: Gateway, ProxyPort: ProxyPort, RelayPort: RelayPort}
+
+// ExitFailed is the holder's exit code when it cannot set up the
+// namespace or start bwrap: cordon's "the sandbox never started".
+const ExitFailed = 125
 
 // The holder's protocol. The launcher starts it with /dev/null on 0, 1
 // and 3 to 6 (holding those numbers for what comes later), its own stderr
-// on 2, the NetRules (JSON) on a pipe at holderConfigFD, and one end of a
-// socket pair at holderSocketsFD. Over the pair the holder sends the
-// network's sockets (see NetRules.listen), and then receives one
-// holderLaunch with the descriptors it names.
+// on 2, the Rules (JSON) on a pipe at ConfigFD, and one end of a
+// socket pair at SocketsFD. Over the pair the holder sends the
+// network's sockets (see Rules.listen), and then receives one
+// Launch with the descriptors it names.
 const (
-	holderConfigFD  = 7
-	holderSocketsFD = 8
+	ConfigFD  = 7
+	SocketsFD = 8
 )
 
-// holderLaunch is what the launcher sends once the run's launch line is
+// Launch is what the launcher sends once the run's launch line is
 // written: bwrap's command line, and with it (SCM_RIGHTS) the command's
 // stdin, stdout and stderr, then one descriptor for each of LaunchFDs.
-type holderLaunch struct {
+type Launch struct {
 	Argv []string `json:"argv"`
 	// LaunchFDs are the numbers (of 3 to 6) bwrap gets the launcher's
 	// descriptors under; the others are closed there. The holder's own
@@ -53,22 +68,22 @@ type holderLaunch struct {
 	LaunchFDs []int `json:"launch_fds"`
 }
 
-// maxHolderLaunch bounds the launch message.
-const maxHolderLaunch = 1 << 20
+// MaxLaunch bounds the launch message.
+const MaxLaunch = 1 << 20
 
-// RunHolder is the holder: it runs as root of a fresh user and network
+// Run is the holder: it runs as root of a fresh user and network
 // namespace (and nothing more), gives the namespace's loopback the gateway
 // address and the default route, installs the nftables policy, makes the
 // proxy's, the transparent listener's and the resolver's sockets, sends
 // them to the launcher, and then waits for the launch, to exec bwrap. It
 // returns only on failure, or when the launcher gives up on the run.
-func RunHolder() int {
+func Run() int {
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "cordon: restricted network: %v\n", err)
-		return ExitLaunchFailed
+		return ExitFailed
 	}
-	var rules NetRules
-	f := os.NewFile(holderConfigFD, "holder-config")
+	var rules Rules
+	f := os.NewFile(ConfigFD, "holder-config")
 	if err := json.NewDecoder(io.LimitReader(f, 1<<16)).Decode(&rules); err != nil {
 		return fail(fmt.Errorf("read the holder's config: %w", err))
 	}
@@ -87,7 +102,7 @@ func RunHolder() int {
 	for i, f := range files {
 		rights[i] = int(f.Fd())
 	}
-	if err := unix.Sendmsg(holderSocketsFD, []byte{1}, unix.UnixRights(rights...), nil, 0); err != nil {
+	if err := unix.Sendmsg(SocketsFD, []byte{1}, unix.UnixRights(rights...), nil, 0); err != nil {
 		return fail(fmt.Errorf("hand the network's sockets to cordon: %w", err))
 	}
 	for _, f := range files {
@@ -99,7 +114,7 @@ func RunHolder() int {
 		return fail(err)
 	}
 	if l == nil {
-		return ExitLaunchFailed // the launcher gave up before the launch
+		return ExitFailed // the launcher gave up before the launch
 	}
 	// The command's stdio, then the launcher's descriptors under their
 	// numbers, over the placeholders the holder was started with.
@@ -115,7 +130,7 @@ func RunHolder() int {
 	// bwrap gets those and no other: a number of 3 to 6 the launcher did
 	// not name stays closed, whatever the holder opened under it (a
 	// netlink socket of this namespace's root would be a way out).
-	for fd := 3; fd <= holderSocketsFD; fd++ {
+	for fd := 3; fd <= SocketsFD; fd++ {
 		if fd > 6 || !slices.Contains(l.LaunchFDs, fd) {
 			unix.CloseOnExec(fd)
 		}
@@ -126,10 +141,10 @@ func RunHolder() int {
 
 // receiveLaunch reads the launch message and its descriptors (received
 // close-on-exec). A nil launch means the launcher closed its end first.
-func receiveLaunch() (*holderLaunch, []int, error) {
-	buf := make([]byte, maxHolderLaunch)
+func receiveLaunch() (*Launch, []int, error) {
+	buf := make([]byte, MaxLaunch)
 	oob := make([]byte, unix.CmsgSpace(7*4))
-	n, oobn, _, _, err := unix.Recvmsg(holderSocketsFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	n, oobn, _, _, err := unix.Recvmsg(SocketsFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
 		return nil, nil, fmt.Errorf("wait for the launch: %w", err)
 	}
@@ -148,7 +163,7 @@ func receiveLaunch() (*holderLaunch, []int, error) {
 		}
 		fds = append(fds, got...)
 	}
-	var l holderLaunch
+	var l Launch
 	if err := json.Unmarshal(buf[:n], &l); err != nil {
 		return nil, nil, fmt.Errorf("read the launch: %w", err)
 	}
@@ -165,7 +180,7 @@ func receiveLaunch() (*holderLaunch, []int, error) {
 
 // listen makes the network's sockets, in the order Sockets are sent:
 // proxy, transparent listener, resolver (UDP, then TCP).
-func (r NetRules) listen() ([]*os.File, error) {
+func (r Rules) listen() ([]*os.File, error) {
 	proxy := netip.AddrPortFrom(r.Gateway, r.ProxyPort).String()
 	dns := netip.AddrPortFrom(r.Gateway, 53).String()
 	var files []*os.File
@@ -284,8 +299,9 @@ func linkUp(name string) error {
 	return nil
 }
 
-// originalDst is where a redirected connection was headed.
-func originalDst(c net.Conn) (netip.AddrPort, error) {
+// OriginalDst is where a connection redirected to the transparent
+// listener was headed.
+func OriginalDst(c net.Conn) (netip.AddrPort, error) {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return netip.AddrPort{}, fmt.Errorf("not a TCP connection: %T", c)

@@ -1,9 +1,10 @@
 package certs
 
 import (
-	"bytes"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/asn1"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -45,18 +46,24 @@ func WriteBundle(path string, ca *CA, extraCAFiles []string) error {
 	for _, c := range extra {
 		sys = append(sys, c.Raw)
 	}
-	var buf bytes.Buffer
-	seen := make(map[string]bool)
-	for _, der := range append(sys, ca.cert.Raw) {
-		if seen[string(der)] || !wellFormed(der) {
+	ders := append(sys, ca.cert.Raw)
+	// A session's start is mostly page faults: the buffer is sized once,
+	// and certificates are told apart by digest, not by copies.
+	size := 0
+	for _, der := range ders {
+		size += pemSize(len(der))
+	}
+	buf := make([]byte, 0, size)
+	seen := make(map[[sha256.Size]byte]bool, len(ders))
+	for _, der := range ders {
+		sum := sha256.Sum256(der)
+		if seen[sum] || !wellFormed(der) {
 			continue
 		}
-		seen[string(der)] = true
-		if err := pem.Encode(&buf, &pem.Block{Type: "CERTIFICATE", Bytes: der}); err != nil {
-			return fmt.Errorf("write trust bundle %s: %w", path, err)
-		}
+		seen[sum] = true
+		buf = appendPEM(buf, der)
 	}
-	return replaceFile(path, buf.Bytes(), 0o644)
+	return replaceFile(path, buf, 0o644)
 }
 
 // UpstreamPool returns the roots that upstream servers' certificates are
@@ -248,13 +255,50 @@ func readBounded(path string) ([]byte, error) {
 	return data, nil
 }
 
-// readAtMost reads all of r, refusing more than limit bytes.
-func readAtMost(r io.Reader, limit int64) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err == nil && int64(len(data)) > limit {
-		err = fmt.Errorf("larger than %d bytes, too large for a certificate file", limit)
+// appendPEM appends der as a CERTIFICATE PEM block, as pem.Encode writes
+// it, without pem.Encode's allocations.
+func appendPEM(dst, der []byte) []byte {
+	const line = 48 // bytes of DER per 64-character line
+	dst = append(dst, "-----BEGIN CERTIFICATE-----\n"...)
+	for len(der) > 0 {
+		n := min(line, len(der))
+		dst = base64.StdEncoding.AppendEncode(dst, der[:n])
+		dst = append(dst, '\n')
+		der = der[n:]
 	}
-	return data, err
+	return append(dst, "-----END CERTIFICATE-----\n"...)
+}
+
+// pemSize is the length of a CERTIFICATE PEM block of n bytes of DER.
+func pemSize(n int) int {
+	b64 := (n + 2) / 3 * 4
+	return len("-----BEGIN CERTIFICATE-----\n") + b64 + (b64+63)/64 + len("-----END CERTIFICATE-----\n")
+}
+
+// readAtMost reads all of f, refusing more than limit bytes, into a
+// buffer sized from f's length.
+func readAtMost(f *os.File, limit int64) ([]byte, error) {
+	size := int64(512)
+	if fi, err := f.Stat(); err == nil && fi.Size() < limit {
+		size = fi.Size() + 1 // +1 to see the end without growing
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return nil, fmt.Errorf("larger than %d bytes, too large for a certificate file", limit)
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // parseCerts decodes every PEM block in data. A block that is not a

@@ -258,3 +258,22 @@ func TestUpstreamPoolIsTheSystemBundle(t *testing.T) {
 		t.Fatalf("a root in $SSL_CERT_DIR is not trusted upstream: %v", err)
 	}
 }
+
+// TestAppendPEMMatchesEncode: the bundle's own PEM writer gives what
+// encoding/pem gives, and pemSize its length, for every length of DER
+// around the line and padding boundaries.
+func TestAppendPEMMatchesEncode(t *testing.T) {
+	for n := 0; n < 400; n++ {
+		der := make([]byte, n)
+		for i := range der {
+			der[i] = byte(i*7 + n)
+		}
+		want := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+		if got := appendPEM([]byte("x"), der); !bytes.Equal(got[1:], want) {
+			t.Fatalf("%d bytes of DER: appendPEM gives\n%s\nwant\n%s", n, got[1:], want)
+		}
+		if pemSize(n) != len(want) {
+			t.Fatalf("%d bytes of DER: pemSize %d, want %d", n, pemSize(n), len(want))
+		}
+	}
+}

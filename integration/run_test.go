@@ -646,6 +646,12 @@ func TestRunAsRootDropsToRunAs(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "65534\nCapEff:\t0000000000000000\n") {
 		t.Fatalf("as root, the command ran as:\n%s%s", r.stdout, r.stderr)
 	}
+	// In restricted mode the holder, cloned as run_as, sets the network up.
+	r = cordon("--net", "restricted", "--ephemeral-ca", "--", "sh", "-c", "id -u; grep CapEff /proc/self/status")
+	expectCode(t, r, 0)
+	if !strings.HasPrefix(r.stdout, "65534\nCapEff:\t0000000000000000\n") {
+		t.Fatalf("as root, in restricted mode, the command ran as:\n%s%s", r.stdout, r.stderr)
+	}
 	cfg := filepath.Join(dir, "root.yaml")
 	if err := os.WriteFile(cfg, []byte("run_as: root\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -90,16 +90,6 @@ func (r *Restricted) start(h hostInfo) (*held, error) {
 		return nil, err
 	}
 	defer null.Close()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	defer pr.Close()
-	err = json.NewEncoder(pw).Encode(holder.Network)
-	pw.Close()
-	if err != nil {
-		return nil, err
-	}
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("socket pair for the holder: %w", err)
@@ -113,7 +103,7 @@ func (r *Restricted) start(h hostInfo) (*held, error) {
 	cmd.Env = []string{}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, os.Stderr
 	// /dev/null holds 3 to 6, bwrap's numbers, until the launch.
-	cmd.ExtraFiles = []*os.File{null, null, null, null, pr, theirs}
+	cmd.ExtraFiles = []*os.File{null, null, null, null, theirs}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid: true, Pdeathsig: syscall.SIGKILL,
 		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,

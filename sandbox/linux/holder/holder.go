@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -45,16 +44,12 @@ var Network = Rules{Gateway: Gateway, ProxyPort: ProxyPort, RelayPort: RelayPort
 // namespace or start bwrap: cordon's "the sandbox never started".
 const ExitFailed = 125
 
-// The holder's protocol. The launcher starts it with /dev/null on 0, 1
-// and 3 to 6 (holding those numbers for what comes later), its own stderr
-// on 2, the Rules (JSON) on a pipe at ConfigFD, and one end of a
-// socket pair at SocketsFD. Over the pair the holder sends the
-// network's sockets (see Rules.listen), and then receives one
-// Launch with the descriptors it names.
-const (
-	ConfigFD  = 7
-	SocketsFD = 8
-)
+// SocketsFD is where the holder finds its end of a socket pair with the
+// launcher. The launcher starts it with /dev/null on 0, 1 and 3 to 6
+// (holding those numbers for what comes later) and its own stderr on 2.
+// Over the pair the holder sends the network's sockets (see Rules.listen),
+// and then receives one Launch with the descriptors it names.
+const SocketsFD = 7
 
 // Launch is what the launcher sends once the run's launch line is
 // written: bwrap's command line, and with it (SCM_RIGHTS) the command's
@@ -82,12 +77,7 @@ func Run() int {
 		fmt.Fprintf(os.Stderr, "cordon: restricted network: %v\n", err)
 		return ExitFailed
 	}
-	var rules Rules
-	f := os.NewFile(ConfigFD, "holder-config")
-	if err := json.NewDecoder(io.LimitReader(f, 1<<16)).Decode(&rules); err != nil {
-		return fail(fmt.Errorf("read the holder's config: %w", err))
-	}
-	f.Close()
+	rules := Network
 	if err := loopbackGateway(rules.Gateway); err != nil {
 		return fail(err)
 	}

@@ -45,9 +45,16 @@ func (r *Restricted) Check(ctx context.Context) sandbox.Capability {
 			return c
 		}
 		c.Status, c.Reason = sandbox.Ready, "probed end to end: an allowed name resolved and connected through cordon's proxy, a denied name did not resolve, and a direct connection to the gateway did not get through"
-		return c
+	} else {
+		c.Status, c.Reason = sandbox.Ready, "nftables in a private network namespace with no link out; every TCP connection goes through cordon's proxy"
 	}
-	c.Status, c.Reason = sandbox.Ready, "nftables in a private network namespace with no link out; every TCP connection goes through cordon's proxy"
+	if self, err := r.self(); err == nil {
+		if bin, args := holderCommand(self); len(args) == 0 {
+			c.Reason += "; holder " + bin
+		} else {
+			c.Reason += "; holder: cordon itself (no cordon-holder beside it, so each restricted run starts a little slower)"
+		}
+	}
 	return c
 }
 
@@ -78,12 +85,9 @@ type held struct {
 // own user and network namespace (root there and nowhere else), in the
 // run's cgroup when limits use one.
 func (r *Restricted) start(h hostInfo) (*held, error) {
-	self := r.Self
-	if self == "" {
-		var err error
-		if self, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("find cordon's own binary for the holder: %w", err)
-		}
+	self, err := r.self()
+	if err != nil {
+		return nil, fmt.Errorf("find cordon's own binary for the holder: %w", err)
 	}
 	null, err := os.Open(os.DevNull)
 	if err != nil {
@@ -126,6 +130,14 @@ func (r *Restricted) start(h hostInfo) (*held, error) {
 		return nil, fmt.Errorf("start the holder: %w", err)
 	}
 	return hd, nil
+}
+
+// self is cordon's own binary.
+func (r *Restricted) self() (string, error) {
+	if r.Self != "" {
+		return r.Self, nil
+	}
+	return os.Executable()
 }
 
 // holderCommand is how the holder starts: cordon-holder from beside
@@ -257,7 +269,7 @@ func receiveSockets(ctx context.Context, f *os.File) (sandbox.Sockets, error) {
 
 // probe runs Probe, or reuses a recent pass (see memo).
 func (r *Restricted) probe(ctx context.Context) error {
-	self, err := os.Executable()
+	self, err := r.self()
 	if err != nil {
 		return r.Probe(ctx)
 	}

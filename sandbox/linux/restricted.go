@@ -4,7 +4,6 @@ package linux
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -155,22 +154,8 @@ func holderCommand(self string) (string, []string) {
 // launcher's descriptors (files, under the numbers fds), for the holder to
 // exec.
 func (hd *held) launch(argv []string, stdio [3]*os.File, files []*os.File, fds []int) error {
-	msg, err := json.Marshal(holder.Launch{Argv: argv, LaunchFDs: fds})
-	if err != nil {
-		return err
-	}
-	if len(msg) > holder.MaxLaunch {
-		return fmt.Errorf("bwrap's command line is %d bytes, more than the holder takes (%d)", len(msg), holder.MaxLaunch)
-	}
-	var rights []int
-	for _, f := range append(stdio[:], files...) {
-		rights = append(rights, int(f.Fd()))
-	}
 	hd.launched = true
-	if err := unix.Sendmsg(int(hd.sock.Fd()), msg, unix.UnixRights(rights...), nil, 0); err != nil {
-		return fmt.Errorf("send the launch to the holder: %w", err)
-	}
-	return nil
+	return holder.SendLaunch(int(hd.sock.Fd()), holder.Launch{Argv: argv, LaunchFDs: fds}, stdio, files)
 }
 
 // attach receives the network's sockets from the holder and hands them to

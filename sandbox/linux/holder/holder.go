@@ -99,7 +99,7 @@ func Run() int {
 		f.Close()
 	}
 
-	l, fds, err := receiveLaunch()
+	l, fds, err := receiveLaunch(SocketsFD)
 	if err != nil {
 		return fail(err)
 	}
@@ -129,12 +129,37 @@ func Run() int {
 	return fail(fmt.Errorf("exec %s: %w", l.Argv[0], err))
 }
 
+// SendLaunch is the launcher's half of receiveLaunch: it sends l on the
+// socket fd, with stdio (stdin, stdout, stderr) and then files, one for
+// each of l.LaunchFDs.
+func SendLaunch(fd int, l Launch, stdio [3]*os.File, files []*os.File) error {
+	if len(files) != len(l.LaunchFDs) {
+		return fmt.Errorf("the launch names %d descriptors and brings %d", len(l.LaunchFDs), len(files))
+	}
+	msg, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	if len(msg) > MaxLaunch {
+		return fmt.Errorf("bwrap's command line is %d bytes, more than the holder takes (%d)", len(msg), MaxLaunch)
+	}
+	var rights []int
+	for _, f := range append(stdio[:], files...) {
+		rights = append(rights, int(f.Fd()))
+	}
+	if err := unix.Sendmsg(fd, msg, unix.UnixRights(rights...), nil, 0); err != nil {
+		return fmt.Errorf("send the launch to the holder: %w", err)
+	}
+	return nil
+}
+
 // receiveLaunch reads the launch message and its descriptors (received
-// close-on-exec). A nil launch means the launcher closed its end first.
-func receiveLaunch() (*Launch, []int, error) {
+// close-on-exec) from the socket fd. A nil launch means the launcher
+// closed its end first.
+func receiveLaunch(fd int) (*Launch, []int, error) {
 	buf := make([]byte, MaxLaunch)
 	oob := make([]byte, unix.CmsgSpace(7*4))
-	n, oobn, _, _, err := unix.Recvmsg(SocketsFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
 		return nil, nil, fmt.Errorf("wait for the launch: %w", err)
 	}

@@ -1,0 +1,109 @@
+//go:build linux
+
+package holder
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// pair is a socket pair like the launcher's and the holder's.
+func pair(t *testing.T) (launcher, holder int) {
+	t.Helper()
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(sp[0]); unix.Close(sp[1]) })
+	return sp[0], sp[1]
+}
+
+// TestLaunchRoundTrip: what SendLaunch sends, receiveLaunch reads back:
+// the command line, and the descriptors in order (stdio, then one for each
+// named number), each a fresh close-on-exec copy of the file sent.
+func TestLaunchRoundTrip(t *testing.T) {
+	l, h := pair(t)
+	var files []*os.File
+	for range 6 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		defer w.Close()
+		files = append(files, w)
+	}
+	sent := Launch{Argv: []string{"/usr/bin/bwrap", "--args", "6", "--", "true"}, LaunchFDs: []int{3, 4, 6}}
+	if err := SendLaunch(l, sent, [3]*os.File(files[:3]), files[3:]); err != nil {
+		t.Fatal(err)
+	}
+	got, fds, err := receiveLaunch(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got.Argv, " ") != strings.Join(sent.Argv, " ") || len(got.LaunchFDs) != 3 || len(fds) != 6 {
+		t.Fatalf("received %+v with %d descriptors", got, len(fds))
+	}
+	for i, fd := range fds {
+		defer unix.Close(fd)
+		var a, b unix.Stat_t
+		if err := unix.Fstat(fd, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Fstat(int(files[i].Fd()), &b); err != nil {
+			t.Fatal(err)
+		}
+		if a.Ino != b.Ino {
+			t.Errorf("descriptor %d is not the file sent in its place", i)
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
+			t.Errorf("descriptor %d is not close-on-exec (flags %d, %v)", i, flags, err)
+		}
+	}
+}
+
+// TestLaunchRefusals: a launch the holder must not act on is an error; a
+// launcher that closes its end sends no launch.
+func TestLaunchRefusals(t *testing.T) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	stdio := [3]*os.File{null, null, null}
+	for _, tc := range []struct {
+		name string
+		l    Launch
+		want string
+	}{
+		{"no command", Launch{LaunchFDs: []int{3}}, "names no command"},
+		{"stdio's number", Launch{Argv: []string{"bwrap"}, LaunchFDs: []int{2}}, "descriptor 2"},
+		{"past bwrap's", Launch{Argv: []string{"bwrap"}, LaunchFDs: []int{7}}, "descriptor 7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, h := pair(t)
+			if err := SendLaunch(l, tc.l, stdio, []*os.File{null}); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := receiveLaunch(h)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("receiveLaunch: %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+	if err := SendLaunch(0, Launch{Argv: []string{"bwrap"}, LaunchFDs: []int{3, 4}}, stdio, []*os.File{null}); err == nil {
+		t.Error("SendLaunch sent two numbers with one descriptor")
+	}
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(sp[1])
+	unix.Close(sp[0])
+	if got, _, err := receiveLaunch(sp[1]); got != nil || err != nil {
+		t.Errorf("after the launcher closed: %+v, %v; want no launch and no error", got, err)
+	}
+}

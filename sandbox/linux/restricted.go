@@ -140,7 +140,7 @@ func (r *Restricted) self() (string, error) {
 }
 
 // holderCommand is how the holder starts: cordon-holder from beside
-// cordon's binary, a small program that starts in about half the time, or
+// cordon's binary, a small program that starts in about 60% of the time, or
 // else cordon itself.
 func holderCommand(self string) (string, []string) {
 	p := filepath.Join(filepath.Dir(self), "cordon-holder")

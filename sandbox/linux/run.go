@@ -293,7 +293,8 @@ func (c *child) wait() error {
 
 // stdioFiles gives the command's stdin, stdout and stderr as files, as
 // exec.Cmd would: a file as it is, nil as /dev/null, anything else through
-// a pipe and a goroutine that copies. done closes cordon's copies of the
+// a pipe and a goroutine that copies (one pipe when stdout and stderr are
+// the same writer). done closes cordon's copies of the
 // command's ends and waits until the command's output is copied (its side
 // closes when the sandbox ends).
 func stdioFiles(in io.Reader, out, errw io.Writer) (files [3]*os.File, done func(), err error) {
@@ -308,6 +309,12 @@ func stdioFiles(in io.Reader, out, errw io.Writer) (files [3]*os.File, done func
 	for i, v := range []any{in, out, errw} {
 		if f, ok := v.(*os.File); ok && f != nil {
 			files[i] = f
+			continue
+		}
+		if i == 2 && sameWriter(errw, out) {
+			// One pipe for both, as exec.Cmd does: two copies into one
+			// writer would race.
+			files[2] = files[1]
 			continue
 		}
 		if v == nil {
@@ -336,6 +343,17 @@ func stdioFiles(in io.Reader, out, errw io.Writer) (files [3]*os.File, done func
 		go func(dst io.Writer) { defer copies.Done(); io.Copy(dst, r); r.Close() }(v.(io.Writer))
 	}
 	return files, done, nil
+}
+
+// sameWriter reports whether a and b are the same writer; writers of a
+// type that cannot be compared are not.
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
 }
 
 // closeInherited marks every descriptor above stderr close-on-exec: cordon

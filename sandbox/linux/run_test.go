@@ -3,6 +3,8 @@
 package linux
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -79,5 +81,45 @@ func TestProbeArguments(t *testing.T) {
 		if code := Probe(args); code != ExitLaunchFailed {
 			t.Errorf("Probe(%q) = %d, want %d", args, code, ExitLaunchFailed)
 		}
+	}
+}
+
+// TestStdioFilesSharedWriter: stdout and stderr that are one writer get
+// one pipe, so one goroutine writes to it (two would race); the output
+// arrives whole by the time done returns.
+func TestStdioFilesSharedWriter(t *testing.T) {
+	var out bytes.Buffer
+	files, done, err := stdioFiles(strings.NewReader("in"), &out, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files[1] != files[2] {
+		t.Fatal("stdout and stderr, one writer, got two pipes")
+	}
+	// The command's side: read stdin, write to both.
+	got, err := io.ReadAll(files[0])
+	if err != nil || string(got) != "in" {
+		t.Fatalf("stdin gave %q, %v", got, err)
+	}
+	files[1].WriteString("out ")
+	files[2].WriteString("err")
+	done()
+	if out.String() != "out err" {
+		t.Fatalf("output %q, want %q", out.String(), "out err")
+	}
+
+	var o, e bytes.Buffer
+	files, done, err = stdioFiles(nil, &o, &e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files[1] == files[2] {
+		t.Fatal("two writers got one pipe")
+	}
+	files[1].WriteString("o")
+	files[2].WriteString("e")
+	done()
+	if o.String() != "o" || e.String() != "e" {
+		t.Fatalf("stdout %q, stderr %q", o.String(), e.String())
 	}
 }

@@ -4,7 +4,7 @@ BIN     := bin/cordon
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build test unit integration escape bench fuzz soak lint demo clean
+.PHONY: build test unit integration race escape bench fuzz soak lint demo clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cordon
@@ -18,6 +18,12 @@ unit:
 
 integration: build
 	$(GO) test -count=1 -timeout 15m ./integration/...
+
+# Unit tests and the integration suite with the race detector, cordon's
+# binaries included (they exit 66 on a race, which fails the test).
+race:
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /integration$$)
+	CORDON_RACE=1 $(GO) test -count=1 -timeout 30m ./integration/...
 
 # The escape corpus (integration/escape/*.yaml): fails when any attack gets through or goes unlogged.
 escape:

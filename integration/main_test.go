@@ -76,11 +76,17 @@ func cordonBin(t testing.TB) string {
 		}
 		os.Chmod(dir, 0o755)
 		binPath = filepath.Join(dir, "cordon")
-		// cordon-holder goes beside it, as `make build` puts it.
+		// cordon-holder goes beside it, as `make build` puts it. With
+		// CORDON_RACE set (`make race`) both are built with the race
+		// detector, which makes a process that raced exit 66.
+		args, cgo := []string{"build"}, "CGO_ENABLED=0"
+		if os.Getenv("CORDON_RACE") != "" {
+			args, cgo = append(args, "-race"), "CGO_ENABLED=1"
+		}
 		for _, pkg := range []string{"cordon", "cordon-holder"} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "./cmd/"+pkg)
+			cmd := exec.Command("go", append(args, "-o", filepath.Join(dir, pkg), "./cmd/"+pkg)...)
 			cmd.Dir = repoRoot()
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			cmd.Env = append(os.Environ(), cgo)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				binErr = fmt.Errorf("build %s: %v\n%s", pkg, err, out)
 				return

@@ -40,10 +40,24 @@ import (
 var (
 	originNS       = fmt.Sprintf("cordon-it-%d", os.Getpid())
 	originLink     = fmt.Sprintf("cit%d", os.Getpid()%1000000)
-	originNet      = os.Getpid() % 250
+	originNet      = freeNet(os.Getpid() % 250)
 	originAddr     = fmt.Sprintf("10.231.%d.2", originNet)
 	originHostSide = fmt.Sprintf("10.231.%d.1", originNet)
 )
+
+// freeNet is the first N, from start on, whose 10.231.N.0/30 no route on
+// this machine holds yet: a link another test run left behind must not
+// capture the test host's address.
+func freeNet(start int) int {
+	for i := range 250 {
+		n := (start + i) % 250
+		out, err := exec.Command("ip", "-o", "route", "show", fmt.Sprintf("10.231.%d.0/30", n)).Output()
+		if err == nil && len(bytes.TrimSpace(out)) == 0 {
+			return n
+		}
+	}
+	return start
+}
 
 const (
 	// originName is the name tests use for the origin; cordon learns it

@@ -76,7 +76,7 @@ func ProbeRestricted(ctx context.Context, b sandbox.Backend, in Inside) error {
 	var out bytes.Buffer
 	res, err := b.Run(ctx, &sandbox.Spec{
 		Policy: p, Workdir: ws, Workspace: ws, Env: env, Files: files, Network: netw, Timeout: 20 * time.Second,
-		Argv:  []string{"sh", "-c", fmt.Sprintf("exec %s %s %s %d %s", in.Cordon, NetProbeCommand, probeAllowed, port, probeDenied)},
+		Argv:  []string{"sh", "-c", fmt.Sprintf("exec %s %s %s %d %s %s", in.Cordon, NetProbeCommand, probeAllowed, port, probeDenied, in.ProxyHost)},
 		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out,
 	})
 	switch {
@@ -90,12 +90,17 @@ func ProbeRestricted(ctx context.Context, b sandbox.Backend, in Inside) error {
 
 // NetProbe runs inside the probe box: name must resolve to a fake address
 // and reach the stub through the proxy on port; denied must not resolve;
-// the stub must not be reachable directly at the gateway.
+// the stub must not be reachable directly at the gateway (where the proxy
+// listens).
 func NetProbe(args []string) error {
-	if len(args) != 3 {
-		return errors.New("usage: __netprobe NAME PORT DENIED")
+	if len(args) != 4 {
+		return errors.New("usage: __netprobe NAME PORT DENIED GATEWAY")
 	}
 	name, denied := args[0], args[2]
+	gateway, err := netip.ParseAddr(args[3])
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
 	port, err := strconv.Atoi(args[1])
 	if err != nil {
 		return err
@@ -115,7 +120,7 @@ func NetProbe(args []string) error {
 	if _, err := net.DefaultResolver.LookupNetIP(ctx, "ip4", denied); err == nil {
 		return errors.New("a denied name resolved: DNS is not cordon's")
 	}
-	if got := fetch(ctx, netip.AddrPortFrom(netip.MustParseAddr("10.0.2.2"), uint16(port)), name); got == probeReply {
+	if got := fetch(ctx, netip.AddrPortFrom(gateway, uint16(port)), name); got == probeReply {
 		return errors.New("a direct connection to the gateway reached the stub: the nftables policy is not in force")
 	}
 	return nil

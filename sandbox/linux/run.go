@@ -22,6 +22,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/linux/holder"
 )
 
 // stopGrace is how long a run told to stop (SIGTERM, SIGINT, SIGHUP) has
@@ -31,8 +32,9 @@ const stopGrace = 10 * time.Second
 // ExitTimeout is the exit code of a run its deadline ended, as timeout(1).
 const ExitTimeout = 124
 
-// ExitLaunchFailed is the exit code of a run whose sandbox never started.
-const ExitLaunchFailed = 125
+// ExitLaunchFailed is the exit code of a run whose sandbox never started;
+// the restricted network's holder exits with it too.
+const ExitLaunchFailed = holder.ExitFailed
 
 // relayedSignals are passed from cordon to the command.
 var relayedSignals = []os.Signal{

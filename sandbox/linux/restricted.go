@@ -191,48 +191,20 @@ func (hd *held) close() {
 // holderTimeout bounds the wait for the holder's sockets.
 const holderTimeout = 10 * time.Second
 
-// receiveSockets reads the network's sockets the holder sends (see
-// holder.Run for their order). A holder that failed first closes its
-// end, and its own message says why.
+// receiveSockets takes the network's sockets from the holder and makes
+// them the sandbox's Sockets.
 func receiveSockets(ctx context.Context, f *os.File) (sandbox.Sockets, error) {
-	var sk sandbox.Sockets
-	c, err := net.FileConn(f)
-	if err != nil {
-		return sk, err
-	}
-	defer c.Close()
-	uc := c.(*net.UnixConn)
 	deadline := time.Now().Add(holderTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	uc.SetReadDeadline(deadline)
-	oob := make([]byte, unix.CmsgSpace(4*4))
-	n, oobn, _, _, err := uc.ReadMsgUnix(make([]byte, 1), oob)
+	files, err := holder.ReceiveSockets(f, deadline)
 	if err != nil {
-		return sk, fmt.Errorf("the holder sent no sockets: %w", err)
+		return sandbox.Sockets{}, err
 	}
-	if n == 0 {
-		return sk, errors.New("the holder ended before it made the network's sockets")
-	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil {
-		return sk, fmt.Errorf("the holder's message: %w", err)
-	}
-	if len(msgs) != 1 {
-		return sk, fmt.Errorf("the holder's message holds %d control messages, want 1", len(msgs))
-	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil {
-		return sk, err
-	}
-	files := make([]*os.File, len(fds))
-	for i, fd := range fds {
-		files[i] = os.NewFile(uintptr(fd), "sandbox-socket")
-		defer files[i].Close()
-	}
-	if len(files) != 4 {
-		return sk, fmt.Errorf("the holder sent %d sockets, want 4", len(files))
+	var sk sandbox.Sockets
+	for _, f := range files {
+		defer f.Close()
 	}
 	listener := func(f *os.File) net.Listener {
 		l, e := net.FileListener(f)

@@ -20,6 +20,7 @@ import (
 	"os"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -47,7 +48,7 @@ const ExitFailed = 125
 // SocketsFD is where the holder finds its end of a socket pair with the
 // launcher. The launcher starts it with /dev/null on 0, 1 and 3 to 6
 // (holding those numbers for what comes later) and its own stderr on 2.
-// Over the pair the holder sends the network's sockets (see Rules.listen),
+// Over the pair the holder sends the network's sockets (see Sockets),
 // and then receives one Launch with the descriptors it names.
 const SocketsFD = 7
 
@@ -88,11 +89,7 @@ func Run() int {
 	if err != nil {
 		return fail(err)
 	}
-	rights := make([]int, len(files))
-	for i, f := range files {
-		rights[i] = int(f.Fd())
-	}
-	if err := unix.Sendmsg(SocketsFD, []byte{1}, unix.UnixRights(rights...), nil, 0); err != nil {
+	if err := sendFiles(SocketsFD, []byte{1}, files); err != nil {
 		return fail(fmt.Errorf("hand the network's sockets to cordon: %w", err))
 	}
 	for _, f := range files {
@@ -143,14 +140,68 @@ func SendLaunch(fd int, l Launch, stdio [3]*os.File, files []*os.File) error {
 	if len(msg) > MaxLaunch {
 		return fmt.Errorf("bwrap's command line is %d bytes, more than the holder takes (%d)", len(msg), MaxLaunch)
 	}
-	var rights []int
-	for _, f := range append(stdio[:], files...) {
-		rights = append(rights, int(f.Fd()))
-	}
-	if err := unix.Sendmsg(fd, msg, unix.UnixRights(rights...), nil, 0); err != nil {
+	if err := sendFiles(fd, msg, append(stdio[:], files...)); err != nil {
 		return fmt.Errorf("send the launch to the holder: %w", err)
 	}
 	return nil
+}
+
+// sendFiles sends msg on the socket fd with files' descriptors.
+func sendFiles(fd int, msg []byte, files []*os.File) error {
+	rights := make([]int, len(files))
+	for i, f := range files {
+		rights[i] = int(f.Fd())
+	}
+	return unix.Sendmsg(fd, msg, unix.UnixRights(rights...), nil, 0)
+}
+
+// Sockets are how many sockets the holder sends: the proxy's listener,
+// the transparent listener, the resolver's UDP socket and its TCP
+// listener, in that order.
+const Sockets = 4
+
+// ReceiveSockets is the launcher's half of the holder's first message: it
+// reads the network's sockets (see Sockets for their order) from f, by
+// deadline. A holder that failed first closes its end, and its own
+// message, on stderr, says why.
+func ReceiveSockets(f *os.File, deadline time.Time) ([]*os.File, error) {
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	uc := c.(*net.UnixConn)
+	uc.SetReadDeadline(deadline)
+	oob := make([]byte, unix.CmsgSpace(Sockets*4))
+	n, oobn, _, _, err := uc.ReadMsgUnix(make([]byte, 1), oob)
+	if err != nil {
+		return nil, fmt.Errorf("the holder sent no sockets: %w", err)
+	}
+	if n == 0 {
+		return nil, errors.New("the holder ended before it made the network's sockets")
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		return nil, fmt.Errorf("the holder's message: %w", err)
+	}
+	if len(msgs) != 1 {
+		return nil, fmt.Errorf("the holder's message holds %d control messages, want 1", len(msgs))
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil {
+		return nil, err
+	}
+	files := make([]*os.File, len(fds))
+	for i, fd := range fds {
+		files[i] = os.NewFile(uintptr(fd), "sandbox-socket")
+	}
+	if len(files) != Sockets {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, fmt.Errorf("the holder sent %d sockets, want %d", len(files), Sockets)
+	}
+	return files, nil
 }
 
 // receiveLaunch reads the launch message and its descriptors (received

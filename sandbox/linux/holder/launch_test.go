@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -105,5 +106,54 @@ func TestLaunchRefusals(t *testing.T) {
 	unix.Close(sp[0])
 	if got, _, err := receiveLaunch(sp[1]); got != nil || err != nil {
 		t.Errorf("after the launcher closed: %+v, %v; want no launch and no error", got, err)
+	}
+}
+
+// TestReceiveSockets: the launcher takes exactly the holder's Sockets
+// descriptors; a message with another count, or a holder that ended
+// first, is an error that says so.
+func TestReceiveSockets(t *testing.T) {
+	var files []*os.File
+	for range Sockets {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		defer w.Close()
+		files = append(files, r)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, tc := range []struct {
+		name string
+		send []*os.File
+		want string
+	}{
+		{"all", files, ""},
+		{"one short", files[:Sockets-1], "want 4"},
+		{"none", nil, "sent no sockets"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.send != nil {
+				if err := sendFiles(sp[1], []byte{1}, tc.send); err != nil {
+					t.Fatal(err)
+				}
+			}
+			unix.Close(sp[1]) // the holder's end
+			got, err := ReceiveSockets(os.NewFile(uintptr(sp[0]), "launcher"), deadline)
+			switch {
+			case tc.want == "" && (err != nil || len(got) != Sockets):
+				t.Fatalf("got %d sockets, %v", len(got), err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("err %v, want one saying %q", err, tc.want)
+			}
+			for _, f := range got {
+				f.Close()
+			}
+		})
 	}
 }

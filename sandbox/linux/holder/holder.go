@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -174,11 +175,11 @@ func ReceiveSockets(f *os.File, deadline time.Time) ([]*os.File, error) {
 	uc.SetReadDeadline(deadline)
 	oob := make([]byte, unix.CmsgSpace(Sockets*4))
 	n, oobn, _, _, err := uc.ReadMsgUnix(make([]byte, 1), oob)
+	if errors.Is(err, io.EOF) || err == nil && n == 0 {
+		return nil, errors.New("the holder ended before it made the network's sockets")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("the holder sent no sockets: %w", err)
-	}
-	if n == 0 {
-		return nil, errors.New("the holder ended before it made the network's sockets")
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 	if err != nil {

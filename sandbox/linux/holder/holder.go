@@ -49,7 +49,7 @@ const ExitFailed = 125
 // SocketsFD is where the holder finds its end of a socket pair with the
 // launcher. The launcher starts it with /dev/null on 0, 1 and 3 to 6
 // (holding those numbers for what comes later) and its own stderr on 2.
-// Over the pair the holder sends the network's sockets (see Sockets),
+// Over the pair the holder sends the network's sockets (see SocketCount),
 // and then receives one Launch with the descriptors it names.
 const SocketsFD = 7
 
@@ -156,13 +156,13 @@ func sendFiles(fd int, msg []byte, files []*os.File) error {
 	return unix.Sendmsg(fd, msg, unix.UnixRights(rights...), nil, 0)
 }
 
-// Sockets are how many sockets the holder sends: the proxy's listener,
+// SocketCount is how many sockets the holder sends: the proxy's listener,
 // the transparent listener, the resolver's UDP socket and its TCP
 // listener, in that order.
-const Sockets = 4
+const SocketCount = 4
 
 // ReceiveSockets is the launcher's half of the holder's first message: it
-// reads the network's sockets (see Sockets for their order) from f, by
+// reads the network's sockets (see SocketCount for their order) from f, by
 // deadline. A holder that failed first closes its end, and its own
 // message, on stderr, says why.
 func ReceiveSockets(f *os.File, deadline time.Time) ([]*os.File, error) {
@@ -173,7 +173,7 @@ func ReceiveSockets(f *os.File, deadline time.Time) ([]*os.File, error) {
 	defer c.Close()
 	uc := c.(*net.UnixConn)
 	uc.SetReadDeadline(deadline)
-	oob := make([]byte, unix.CmsgSpace(Sockets*4))
+	oob := make([]byte, unix.CmsgSpace(SocketCount*4))
 	n, oobn, _, _, err := uc.ReadMsgUnix(make([]byte, 1), oob)
 	if errors.Is(err, io.EOF) || err == nil && n == 0 {
 		return nil, errors.New("the holder ended before it made the network's sockets")
@@ -196,11 +196,11 @@ func ReceiveSockets(f *os.File, deadline time.Time) ([]*os.File, error) {
 	for i, fd := range fds {
 		files[i] = os.NewFile(uintptr(fd), "sandbox-socket")
 	}
-	if len(files) != Sockets {
+	if len(files) != SocketCount {
 		for _, f := range files {
 			f.Close()
 		}
-		return nil, fmt.Errorf("the holder sent %d sockets, want %d", len(files), Sockets)
+		return nil, fmt.Errorf("the holder sent %d sockets, want %d", len(files), SocketCount)
 	}
 	return files, nil
 }
@@ -245,7 +245,7 @@ func receiveLaunch(fd int) (*Launch, []int, error) {
 	return &l, fds, nil
 }
 
-// listen makes the network's sockets, in the order Sockets are sent:
+// listen makes the network's sockets, in the order they are sent (see SocketCount):
 // proxy, transparent listener, resolver (UDP, then TCP).
 func (r Rules) listen() ([]*os.File, error) {
 	proxy := netip.AddrPortFrom(r.Gateway, r.ProxyPort).String()

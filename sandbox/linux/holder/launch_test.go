@@ -109,12 +109,12 @@ func TestLaunchRefusals(t *testing.T) {
 	}
 }
 
-// TestReceiveSockets: the launcher takes exactly the holder's Sockets
+// TestReceiveSockets: the launcher takes exactly the holder's SocketCount
 // descriptors; a message with another count, or a holder that ended
 // first, is an error that says so.
 func TestReceiveSockets(t *testing.T) {
 	var files []*os.File
-	for range Sockets {
+	for range SocketCount {
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
@@ -130,7 +130,7 @@ func TestReceiveSockets(t *testing.T) {
 		want string
 	}{
 		{"all", files, ""},
-		{"one short", files[:Sockets-1], "want 4"},
+		{"one short", files[:SocketCount-1], "want 4"},
 		{"none", nil, "ended before"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -146,7 +146,7 @@ func TestReceiveSockets(t *testing.T) {
 			unix.Close(sp[1]) // the holder's end
 			got, err := ReceiveSockets(os.NewFile(uintptr(sp[0]), "launcher"), deadline)
 			switch {
-			case tc.want == "" && (err != nil || len(got) != Sockets):
+			case tc.want == "" && (err != nil || len(got) != SocketCount):
 				t.Fatalf("got %d sockets, %v", len(got), err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("err %v, want one saying %q", err, tc.want)

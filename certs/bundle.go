@@ -159,13 +159,8 @@ func systemRoots() ([]*x509.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []*x509.Certificate
-	for _, der := range ders {
-		if c, err := x509.ParseCertificate(der); err == nil {
-			out = append(out, c)
-		}
-	}
-	return out, nil
+	certs, _ := parseDERs(ders)
+	return certs, nil
 }
 
 // wellFormed reports whether der has the outer shape of a certificate (a
@@ -309,15 +304,22 @@ func parseCerts(data []byte) (certs []*x509.Certificate, bad []error, err error)
 	if err != nil {
 		return nil, nil, err
 	}
+	certs, bad = parseDERs(ders)
+	return certs, bad, nil
+}
+
+// parseDERs parses each certificate, leaving out (and reporting in bad,
+// by PEM block number) those that do not parse.
+func parseDERs(ders [][]byte) (certs []*x509.Certificate, bad []error) {
 	for n, der := range ders {
-		c, perr := x509.ParseCertificate(der)
-		if perr != nil {
-			bad = append(bad, fmt.Errorf("PEM block %d: %w", n+1, perr))
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			bad = append(bad, fmt.Errorf("PEM block %d: %w", n+1, err))
 			continue
 		}
 		certs = append(certs, c)
 	}
-	return certs, bad, nil
+	return certs, bad
 }
 
 // certBlocks returns the DER of each PEM block in data, refusing any block

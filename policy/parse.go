@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
-	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -26,30 +26,31 @@ func parseLayer(path string, data []byte, home string) (*layer, error) {
 	if err := singleDocument(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	v := viper.New()
-	v.SetConfigType("yaml")
-	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+	settings, leaves, err := readSettings(data)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	l := newLayer(path)
-	keys := v.AllKeys()
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(leaves))
 	for _, k := range keys {
 		if err := knownKey(k); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if v.Get(k) == nil {
+		if leaves[k] == nil {
 			return nil, fmt.Errorf("%s: key %q has no value; give it one (an empty list is []) or remove the key", path, k)
 		}
 		l.mark(k)
 	}
 	var md mapstructure.Metadata
-	err := v.Unmarshal(&l.p, func(c *mapstructure.DecoderConfig) {
-		c.DecodeHook = decodeHook
-		c.WeaklyTypedInput = false
-		c.Metadata = &md
+	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		DecodeHook: decodeHook,
+		Metadata:   &md,
+		Result:     &l.p,
 	})
 	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := dec.Decode(settings); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, describeDecodeErrors(err))
 	}
 	if len(md.Unused) > 0 {
@@ -60,6 +61,72 @@ func parseLayer(path string, data []byte, home string) (*layer, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// readSettings reads a YAML mapping with its keys lower-cased (config keys
+// are case-insensitive), and the dotted name of each leaf: a value that
+// is not a mapping. A mapping with no keys is dropped, as if absent.
+func readSettings(data []byte) (settings map[string]any, leaves map[string]any, err error) {
+	var doc any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, nil, err
+	}
+	leaves = map[string]any{}
+	if doc == nil {
+		return map[string]any{}, leaves, nil
+	}
+	if !isMapping(doc) {
+		return nil, nil, fmt.Errorf("holds %s where a mapping of keys to values belongs; start with a key such as \"network: restricted\"", describeValue(doc))
+	}
+	settings, err = lowerKeys(doc, "", leaves)
+	return settings, leaves, err
+}
+
+// lowerKeys copies the mapping m with lower-cased keys, dropping empty
+// mappings, and records its leaves under prefix.
+func lowerKeys(m any, prefix string, leaves map[string]any) (map[string]any, error) {
+	out := map[string]any{}
+	for k, v := range reflect.ValueOf(m).Seq2() {
+		name, ok := k.Interface().(string)
+		if !ok {
+			return nil, fmt.Errorf("key %v%s is not a name; config keys are words such as network or allow", k.Interface(), underKey(prefix))
+		}
+		key := strings.ToLower(name)
+		if prefix != "" {
+			key = prefix + "." + key
+		}
+		val := v.Interface()
+		if isMapping(val) {
+			sub, err := lowerKeys(val, key, leaves)
+			if err != nil {
+				return nil, err
+			}
+			if len(sub) == 0 {
+				continue
+			}
+			val = sub
+		} else {
+			leaves[key] = val
+		}
+		if _, dup := out[strings.ToLower(name)]; dup {
+			return nil, fmt.Errorf("key %q is given twice (keys are case-insensitive); keep one", key)
+		}
+		out[strings.ToLower(name)] = val
+	}
+	return out, nil
+}
+
+// underKey names where a key sits, for an error.
+func underKey(prefix string) string {
+	if prefix == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (under %s)", prefix)
+}
+
+// isMapping says whether a decoded YAML value is a mapping.
+func isMapping(v any) bool {
+	return v != nil && reflect.TypeOf(v).Kind() == reflect.Map
 }
 
 // singleDocument refuses a stream of several YAML documents: only the

@@ -7,21 +7,32 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 )
 
 // deniedSyscalls answer EPERM inside the sandbox: kernel keyrings,
 // io_uring, eBPF, perf, userfaultfd, kexec, modules and every way to
-// change the mount table.
-var deniedSyscalls = []string{
-	"keyctl", "add_key", "request_key",
-	"io_uring_setup", "io_uring_enter", "io_uring_register",
-	"bpf", "perf_event_open", "userfaultfd",
-	"kexec_load", "kexec_file_load",
-	"init_module", "finit_module", "delete_module",
-	"mount", "umount2", "pivot_root",
-	"fsopen", "fsconfig", "fsmount", "move_mount", "open_tree", "open_tree_attr", "mount_setattr",
+// change the mount table. Each is numbered per architecture, as the
+// kernel's syscall tables number them (seccomp_test.go checks every number
+// against go-seccomp-bpf's tables).
+var deniedSyscalls = []syscallNr{
+	{"keyctl", 250, 219}, {"add_key", 248, 217}, {"request_key", 249, 218},
+	{"io_uring_setup", 425, 425}, {"io_uring_enter", 426, 426}, {"io_uring_register", 427, 427},
+	{"bpf", 321, 280}, {"perf_event_open", 298, 241}, {"userfaultfd", 323, 282},
+	{"kexec_load", 246, 104}, {"kexec_file_load", 320, 294},
+	{"init_module", 175, 105}, {"finit_module", 313, 273}, {"delete_module", 176, 106},
+	{"mount", 165, 40}, {"umount2", 166, 39}, {"pivot_root", 155, 41},
+	{"fsopen", 430, 430}, {"fsconfig", 431, 431}, {"fsmount", 432, 432}, {"move_mount", 429, 429},
+	{"open_tree", 428, 428}, {"open_tree_attr", 467, 467}, {"mount_setattr", 442, 442},
+}
+
+// ioctlNr is ioctl's number, whose requests deniedIoctls filters.
+var ioctlNr = syscallNr{"ioctl", 16, 29}
+
+// syscallNr is one syscall's number on each supported architecture.
+type syscallNr struct {
+	name         string
+	amd64, arm64 uint32
 }
 
 // deniedIoctls are terminal requests that inject input or reach the
@@ -42,15 +53,18 @@ const (
 
 // seccompArch is one architecture the filter knows.
 type seccompArch struct {
-	info *arch.Info
+	// audit is the AUDIT_ARCH_* value in seccomp_data.arch.
+	audit uint32
 	// x32 is set on amd64, whose x32 ABI shares the audit arch and is told
 	// apart by a bit in the syscall number.
 	x32 bool
+	// nr picks this architecture's number.
+	nr func(syscallNr) uint32
 }
 
 var seccompArches = map[string]seccompArch{
-	"amd64": {info: arch.X86_64, x32: true},
-	"arm64": {info: arch.AARCH64},
+	"amd64": {audit: 0xc000003e, x32: true, nr: func(s syscallNr) uint32 { return s.amd64 }},
+	"arm64": {audit: 0xc00000b7, nr: func(s syscallNr) uint32 { return s.arm64 }},
 }
 
 // seccompProgram assembles the filter for a Go architecture name: native
@@ -63,19 +77,6 @@ func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
 	if !ok {
 		return nil, fmt.Errorf("seccomp: no syscall table for %s; cordon's Linux sandbox supports amd64 and arm64", goarch)
 	}
-	nrs := make([]uint32, 0, len(deniedSyscalls))
-	for _, name := range deniedSyscalls {
-		nr, ok := a.info.SyscallNames[name]
-		if !ok {
-			return nil, fmt.Errorf("seccomp: %s has no syscall %q", goarch, name)
-		}
-		nrs = append(nrs, uint32(nr))
-	}
-	ioctl, ok := a.info.SyscallNames["ioctl"]
-	if !ok {
-		return nil, fmt.Errorf("seccomp: %s has no ioctl", goarch)
-	}
-
 	// Labels are resolved by counting: the three return blocks sit at the
 	// end (allow, EPERM, ENOSYS), the ioctl block just before them.
 	var prog []bpf.Instruction
@@ -91,16 +92,16 @@ func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
 	}
 	prog = append(prog, bpf.LoadAbsolute{Off: offArch, Size: 4})
 	jumps = append(jumps, jump{at: len(prog), target: "enosys"})
-	prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(a.info.ID)})
+	prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.audit})
 	prog = append(prog, bpf.LoadAbsolute{Off: offNr, Size: 4})
 	if a.x32 {
 		jumps = append(jumps, jump{at: len(prog), target: "enosys", onTrue: true})
 		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: x32Bit})
 	}
-	for _, nr := range nrs {
-		jeq(nr, "eperm")
+	for _, sc := range deniedSyscalls {
+		jeq(a.nr(sc), "eperm")
 	}
-	jeq(uint32(ioctl), "ioctl")
+	jeq(a.nr(ioctlNr), "ioctl")
 	prog = append(prog, bpf.RetConstant{Val: retAllow})
 	labels := map[string]int{"ioctl": len(prog)}
 	prog = append(prog, bpf.LoadAbsolute{Off: offArg1Low, Size: 4})
@@ -146,7 +147,11 @@ func seccompBytes(prog []bpf.RawInstruction) []byte {
 // seccompListing is the human-readable program for --dry-run.
 func seccompListing(goarch string, prog []bpf.RawInstruction) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seccomp filter for %s: EPERM for %s and ioctl TIOCSTI/TIOCLINUX; ENOSYS for other ABIs\n", goarch, strings.Join(deniedSyscalls, ", "))
+	names := make([]string, len(deniedSyscalls))
+	for i, sc := range deniedSyscalls {
+		names[i] = sc.name
+	}
+	fmt.Fprintf(&b, "seccomp filter for %s: EPERM for %s and ioctl TIOCSTI/TIOCLINUX; ENOSYS for other ABIs\n", goarch, strings.Join(names, ", "))
 	for i, in := range prog {
 		fmt.Fprintf(&b, "%3d: %v\n", i, in.Disassemble())
 	}

@@ -22,12 +22,41 @@ func seccompData(nr int, auditArch uint32, arg1 uint64) []byte {
 	return b
 }
 
+// kernelTables are go-seccomp-bpf's syscall tables, generated from the
+// kernel's: the filter's own numbers must agree with them.
+var kernelTables = map[string]*arch.Info{"amd64": arch.X86_64, "arm64": arch.AARCH64}
+
+// TestSyscallNumbers checks each number and audit arch the filter uses
+// against the kernel's tables.
+func TestSyscallNumbers(t *testing.T) {
+	if len(kernelTables) != len(seccompArches) {
+		t.Fatalf("the test knows %d architectures, the filter %d", len(kernelTables), len(seccompArches))
+	}
+	for goarch, a := range seccompArches {
+		oracle := kernelTables[goarch]
+		if a.audit != uint32(oracle.ID) {
+			t.Errorf("%s: audit arch %#x, the kernel's is %#x", goarch, a.audit, uint32(oracle.ID))
+		}
+		for _, sc := range append([]syscallNr{ioctlNr}, deniedSyscalls...) {
+			want, ok := oracle.SyscallNames[sc.name]
+			if !ok {
+				t.Errorf("%s: the kernel has no syscall %s", goarch, sc.name)
+				continue
+			}
+			if got := a.nr(sc); got != uint32(want) {
+				t.Errorf("%s: %s is %d, the kernel's is %d", goarch, sc.name, got, want)
+			}
+		}
+	}
+}
+
 func TestSeccompProgram(t *testing.T) {
 	const (
 		eperm  = retErrno | errnoEPERM
 		enosys = retErrno | errnoENOSYS
 	)
 	for goarch, a := range seccompArches {
+		oracle := kernelTables[goarch]
 		t.Run(goarch, func(t *testing.T) {
 			raw, err := seccompProgram(goarch)
 			if err != nil {
@@ -42,13 +71,13 @@ func TestSeccompProgram(t *testing.T) {
 				t.Fatal(err)
 			}
 			nr := func(name string) int {
-				n, ok := a.info.SyscallNames[name]
+				n, ok := oracle.SyscallNames[name]
 				if !ok {
 					t.Fatalf("no syscall %s", name)
 				}
 				return n
 			}
-			native := uint32(a.info.ID)
+			native := uint32(oracle.ID)
 			tests := []struct {
 				name string
 				data []byte
@@ -63,12 +92,12 @@ func TestSeccompProgram(t *testing.T) {
 				{"ioctl TIOCSTI with high bits set", seccompData(nr("ioctl"), native, 0xdead_0000_0000_5412), eperm},
 				{"other arch", seccompData(nr("read"), uint32(arch.I386.ID), 0), enosys},
 			}
-			for _, name := range deniedSyscalls {
+			for _, sc := range deniedSyscalls {
 				tests = append(tests, struct {
 					name string
 					data []byte
 					want int
-				}{name, seccompData(nr(name), native, 0), eperm})
+				}{sc.name, seccompData(nr(sc.name), native, 0), eperm})
 			}
 			if a.x32 {
 				tests = append(tests, struct {

@@ -327,21 +327,34 @@ func TestRunKilledCordonEndsTheTree(t *testing.T) {
 func TestRunExitCodes(t *testing.T) {
 	b := newBox(t)
 	b.file(filepath.Join(b.ws, "not-executable"), "echo hi\n")
+	b.file(filepath.Join(b.ws, "orphan-script"), "#!/nonexistent/interpreter\n")
+	if err := os.Chmod(filepath.Join(b.ws, "orphan-script"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(b.ws, "subdir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
-		argv []string
-		code int
+		argv   []string
+		code   int
+		stderr string
 	}{
-		{[]string{"true"}, 0},
-		{[]string{"false"}, 1},
-		{[]string{"sh", "-c", "exit 125"}, 125},
-		{[]string{"./not-executable"}, 126},
-		{[]string{"no-such-command-cordon"}, 127},
-		{[]string{"sh", "-c", "kill -TERM $$"}, 128 + 15},
+		{[]string{"true"}, 0, ""},
+		{[]string{"false"}, 1, ""},
+		{[]string{"sh", "-c", "exit 125"}, 125, ""},
+		{[]string{"./not-executable"}, 126, "./not-executable: permission denied"},
+		{[]string{"./subdir"}, 126, "./subdir: is a directory"},
+		{[]string{"no-such-command-cordon"}, 127, "no-such-command-cordon: command not found"},
+		{[]string{"./orphan-script"}, 127, "bad interpreter /nonexistent/interpreter"},
+		{[]string{"sh", "-c", "kill -TERM $$"}, 128 + 15, ""},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.argv, " "), func(t *testing.T) {
 			r := b.run(append([]string{"--net", "off", "--"}, tt.argv...)...)
 			expectCode(t, r, tt.code)
+			if !strings.Contains(r.stderr, tt.stderr) {
+				t.Fatalf("stderr %q does not say %q", r.stderr, tt.stderr)
+			}
 		})
 	}
 }
@@ -641,15 +654,16 @@ func TestRunAsRootDropsToRunAs(t *testing.T) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		return runResult(t, runTimeout, cmd)
 	}
-	r := cordon("--net", "off", "--", "sh", "-c", "id -u; grep CapEff /proc/self/status")
+	// The limits reach the command as run_as too: core dumps are off.
+	r := cordon("--net", "off", "--", "sh", "-c", "id -u; grep CapEff /proc/self/status; ulimit -c")
 	expectCode(t, r, 0)
-	if !strings.HasPrefix(r.stdout, "65534\nCapEff:\t0000000000000000\n") {
+	if r.stdout != "65534\nCapEff:\t0000000000000000\n0\n" {
 		t.Fatalf("as root, the command ran as:\n%s%s", r.stdout, r.stderr)
 	}
 	// In restricted mode the holder, cloned as run_as, sets the network up.
-	r = cordon("--net", "restricted", "--ephemeral-ca", "--", "sh", "-c", "id -u; grep CapEff /proc/self/status")
+	r = cordon("--net", "restricted", "--ephemeral-ca", "--", "sh", "-c", "id -u; grep CapEff /proc/self/status; ulimit -c")
 	expectCode(t, r, 0)
-	if !strings.HasPrefix(r.stdout, "65534\nCapEff:\t0000000000000000\n") {
+	if r.stdout != "65534\nCapEff:\t0000000000000000\n0\n" {
 		t.Fatalf("as root, in restricted mode, the command ran as:\n%s%s", r.stdout, r.stderr)
 	}
 	cfg := filepath.Join(dir, "root.yaml")

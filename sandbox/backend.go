@@ -104,6 +104,10 @@ type Spec struct {
 	Network *Network
 	// Timeout ends the whole process tree; zero means none.
 	Timeout time.Duration
+	// Commit, when set, is called once before the command starts (the
+	// sandbox may be built by then); an error stops the run before
+	// anything of the command runs. cordon run records the launch here.
+	Commit func() error
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer

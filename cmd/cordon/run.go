@@ -354,15 +354,23 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		return r.refuse("prepare", err.Error(), "")
 	}
 	defer cleanup()
-	if err := r.w.Sync(audit.Record{Type: audit.TypeLaunch, Command: argv, Workdir: s.Workdir,
-		Network: string(s.Policy.Network)}); err != nil {
-		r.out.Outcome.Kind = "failed_to_start"
-		r.out.Outcome.Reason = err.Error()
-		r.print()
-		return exitError{code: exitRefused, msg: fmt.Sprintf("the launch could not be recorded, so nothing started: %v", err)}
+	// The backend records the launch while it builds the sandbox, before
+	// anything of the command runs: a launch that cannot be recorded
+	// starts nothing.
+	var commitErr error
+	s.Commit = func() error {
+		commitErr = r.w.Sync(audit.Record{Type: audit.TypeLaunch, Command: argv, Workdir: s.Workdir,
+			Network: string(s.Policy.Network)})
+		return commitErr
 	}
 
 	res, runErr := backend.Run(ctx, s)
+	if commitErr != nil {
+		r.out.Outcome.Kind = "failed_to_start"
+		r.out.Outcome.Reason = commitErr.Error()
+		r.print()
+		return exitError{code: exitRefused, msg: fmt.Sprintf("the launch could not be recorded, so nothing started: %v", commitErr)}
+	}
 	r.out.DurationMS = res.Duration.Milliseconds()
 	code := res.ExitCode
 	rec := audit.Record{Type: audit.TypeExit, Command: argv, Workdir: s.Workdir, Network: string(s.Policy.Network),

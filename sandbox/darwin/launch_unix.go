@@ -50,6 +50,11 @@ func launch(ctx context.Context, s *sandbox.Spec, plan *sandbox.Plan) (sandbox.R
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 
+	if s.Commit != nil {
+		if err := s.Commit(); err != nil {
+			return sandbox.Result{ExitCode: exitLaunch}, err
+		}
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return sandbox.Result{ExitCode: exitLaunch}, fmt.Errorf("start %s: %w", plan.Argv[0], err)

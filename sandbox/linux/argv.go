@@ -28,6 +28,9 @@ const (
 	// fdArgs carries bwrap's own arguments (--args), so no value (an
 	// --env variable, say) shows in the host's process list.
 	fdArgs = 6
+	// fdBlock is bwrap's --block-fd: the built sandbox waits there, before
+	// it starts the command, for cordon's go-ahead (see release).
+	fdBlock = 7
 )
 
 // selfPath is where cordon's own binary sits inside the sandbox (for
@@ -53,7 +56,6 @@ type hostInfo struct {
 	guard    guard
 	self     string // cordon's binary on the host
 	bwrap    string // bubblewrap on the host
-	prlimit  string // util-linux prlimit on the host, which starts the command
 	// holderNet says a holder supplies the network namespace (restricted mode).
 	holderNet bool
 	limits    limitPlan
@@ -81,6 +83,11 @@ type launch struct {
 	// emptyDir is the scratch directory bound over denied directories.
 	emptyDir string
 	seccomp  []bpf.RawInstruction
+	// rlimits go on the sandbox's init before it starts the command.
+	rlimits []rlimit
+	// cannot is set when the command cannot be executed: the launch
+	// answers as a shell would, without building the box.
+	cannot *execFailure
 }
 
 // probeMode replaces the command with cordon's self-test.
@@ -94,10 +101,12 @@ type probeMode struct {
 // instead of s.Argv.
 //
 // bwrap's own init is pid 1 of the sandbox's pid namespace: it reaps
-// orphans and reports the command's exit. The command is pid 2, started
-// through prlimit, which sets its resource limits (so they never bind
-// the init) and answers 126 or 127, as a shell does, when it cannot be
-// executed.
+// orphans and reports the command's exit. The command is pid 2, which the
+// init forks only once cordon has recorded the launch and put the
+// rlimits on it (--block-fd): the command inherits them, the init needs
+// none of what they bound. A command that cannot be executed is answered
+// with 126 or 127, as a shell would, from the host's view of the same
+// files.
 func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*launch, error) {
 	p := s.Policy
 	if p == nil {
@@ -194,10 +203,12 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		for _, m := range cmd.Mounts {
 			binds = append(binds, bind{path: m, walk: true})
 		}
-		if !visible(h.prlimit) {
-			binds = append(binds, bind{path: h.prlimit})
+		l.cannot = res.unrunnable(s.Argv[0], cmd, h.uid, h.gid)
+		l.rlimits = h.limits.rlimits()
+		cmdline = append([]string{s.Argv[0]}, s.Argv[1:]...)
+		if cmd.Exe != "" {
+			cmdline[0] = cmd.Exe
 		}
-		cmdline = execArgs(h.prlimit, h.limits, cmd.Exe, s.Argv)
 	} else {
 		cmdline = []string{selfPath, ProbeCommand, strconv.Itoa(fdProbe), probe.outside}
 	}
@@ -248,33 +259,11 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	if l.seccomp, err = seccompProgram(h.goarch); err != nil {
 		return nil, err
 	}
-	a = append(a, "--seccomp", strconv.Itoa(fdSeccomp), "--json-status-fd", strconv.Itoa(fdStatus))
+	a = append(a, "--seccomp", strconv.Itoa(fdSeccomp), "--json-status-fd", strconv.Itoa(fdStatus), "--block-fd", strconv.Itoa(fdBlock))
 	l.sep = len(a)
 	a = append(a, "--")
 	l.argv = append(a, cmdline...)
 	return l, nil
-}
-
-// execArgs starts argv through prlimit: core dumps off (soft limit 0, so
-// no dump lands in the workspace or in a collector outside the sandbox;
-// the command may raise it), then the plan's RLIMIT_DATA and RLIMIT_NPROC
-// as hard limits. exe, when known, is the path executed in place of
-// argv[0].
-func execArgs(prlimit string, lim limitPlan, exe string, argv []string) []string {
-	a := []string{prlimit, "--core=0:"}
-	if lim.data > 0 {
-		a = append(a, fmt.Sprintf("--data=%d:%d", lim.data, lim.data))
-	}
-	if lim.nproc > 0 {
-		a = append(a, fmt.Sprintf("--nproc=%d:%d", lim.nproc, lim.nproc))
-	}
-	a = append(a, "--")
-	if exe != "" {
-		a = append(a, exe)
-	} else {
-		a = append(a, argv[0])
-	}
-	return append(a, argv[1:]...)
 }
 
 // workspaceOf resolves the workspace and the working directory inside it.

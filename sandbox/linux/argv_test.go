@@ -39,7 +39,7 @@ func TestBuildArgv(t *testing.T) {
 				{"--remount-ro", "/", "--chdir", "{ws}", "--clearenv"},
 				{"--setenv", "HOME", "{home}"},
 				{"--setenv", "TMPDIR", "/tmp"},
-				{"--seccomp", "4", "--json-status-fd", "3", "--", "/usr/bin/prlimit", "--core=0:", "--"},
+				{"--seccomp", "4", "--json-status-fd", "3", "--block-fd", "7", "--", "/usr/bin/true"},
 			},
 			// bwrap's own init is pid 1, not the command.
 			notWant: [][]string{{"--share-net"}, {"--as-pid-1"}},
@@ -132,13 +132,6 @@ func TestBuildArgv(t *testing.T) {
 			},
 			notWant: [][]string{{"TERM"}, {"UNSET_VAR"}},
 		},
-		{
-			name:  "limits go to prlimit",
-			setup: func(t *testing.T, f fixture, p *policy.Policy) {},
-			host:  func(h *hostInfo) { h.limits = limitPlan{data: 1000000, nproc: 50} },
-			argv:  []string{"true"},
-			want:  [][]string{{"/usr/bin/prlimit", "--core=0:", "--data=1000000:1000000", "--nproc=50:50", "--"}},
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,8 +165,8 @@ func TestBuildArgv(t *testing.T) {
 	}
 }
 
-// The command is the last thing in the argv, after prlimit's "--", with
-// argv[0] resolved on the host.
+// The command is the last thing in the argv, after "--", with argv[0]
+// resolved on the host.
 func TestBuildCommandTail(t *testing.T) {
 	f := newFixture(t)
 	p := &policy.Policy{Network: policy.NetOff}
@@ -187,20 +180,6 @@ func TestBuildCommandTail(t *testing.T) {
 	}
 	if exe := tail[1]; !filepath.IsAbs(exe) || !strings.HasSuffix(exe, "/sh") && !strings.HasSuffix(exe, "dash") && !strings.HasSuffix(exe, "bash") {
 		t.Fatalf("the command is not the host's sh: %q", l.argv)
-	}
-}
-
-// A prlimit outside the sandbox's system directories is bound in.
-func TestBuildBindsPrlimit(t *testing.T) {
-	f := newFixture(t)
-	h := f.host()
-	h.prlimit = filepath.Join(filepath.Dir(f.ws), "tools", "prlimit")
-	l, err := build(f.spec(&policy.Policy{Network: policy.NetOff}, "true"), h, f.scratch, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !hasSeq(l.argv, "--ro-bind", h.prlimit, h.prlimit) || !hasSeq(l.argv, "--", h.prlimit, "--core=0:") {
-		t.Fatalf("prlimit %s is not bound and run: %q", h.prlimit, l.argv)
 	}
 }
 

@@ -127,9 +127,6 @@ func (b *Backend) host(p *policy.Policy) (hostInfo, error) {
 	if h.self, err = b.self(); err != nil {
 		return h, err
 	}
-	if h.prlimit, err = prlimitPath(); err != nil {
-		return h, err
-	}
 	me, err := user.Current()
 	if err != nil {
 		return h, fmt.Errorf("look up the current user: %w", err)
@@ -164,19 +161,6 @@ func (b *Backend) bwrap() (string, error) {
 	p, err := exec.LookPath(name)
 	if err != nil {
 		return "", fmt.Errorf("bubblewrap (%s) is not installed or not on PATH; install it: sudo apt-get install bubblewrap", name)
-	}
-	return p, nil
-}
-
-// prlimitPath finds util-linux's prlimit, which starts the command inside
-// the sandbox.
-func prlimitPath() (string, error) {
-	p, err := exec.LookPath("prlimit")
-	if err == nil {
-		p, err = filepath.EvalSymlinks(p)
-	}
-	if err != nil {
-		return "", fmt.Errorf("prlimit (util-linux) is not installed or not on PATH: cordon starts the command with it; install it: sudo apt-get install util-linux")
 	}
 	return p, nil
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,6 +65,82 @@ func planLimits(l policy.Limits) limitPlan {
 // processes outside the sandbox count too).
 func rlimitPlan(l policy.Limits) limitPlan {
 	return limitPlan{data: max(l.Memory, 0), nproc: max(l.Pids, 0)}
+}
+
+// rlimit is one resource limit the command starts with.
+type rlimit struct {
+	resource int
+	cur, max uint64
+	// keepMax leaves the hard limit as it is.
+	keepMax bool
+}
+
+// rlimits are the limits the command starts with: core dumps off (soft
+// limit 0, so no dump lands in the workspace or in a collector outside the
+// sandbox; the command may raise it), then the plan's RLIMIT_DATA and
+// RLIMIT_NPROC as hard limits. They go on the sandbox's init, which forks
+// the command: the init counts as one of the user's processes, as it did
+// when only the command carried the limit, and must fork once, so a
+// process limit of 1 is set as 2, which leaves the command as unable to
+// fork as 1 did.
+func (p limitPlan) rlimits() []rlimit {
+	rs := []rlimit{{resource: unix.RLIMIT_CORE, keepMax: true}}
+	if p.data > 0 {
+		rs = append(rs, rlimit{resource: unix.RLIMIT_DATA, cur: uint64(p.data), max: uint64(p.data)})
+	}
+	if p.nproc > 0 {
+		n := uint64(max(p.nproc, 2))
+		rs = append(rs, rlimit{resource: unix.RLIMIT_NPROC, cur: n, max: n})
+	}
+	return rs
+}
+
+// rlimitNames name the resources rlimits sets, for errors.
+var rlimitNames = map[int]string{unix.RLIMIT_CORE: "RLIMIT_CORE", unix.RLIMIT_DATA: "RLIMIT_DATA", unix.RLIMIT_NPROC: "RLIMIT_NPROC"}
+
+// setRlimits puts rs on process pid. A hard limit above the one pid has
+// already is lowered to it: it cannot be raised, and is stricter.
+func setRlimits(pid int, rs []rlimit) error {
+	for _, r := range rs {
+		var old unix.Rlimit
+		if err := unix.Prlimit(pid, r.resource, nil, &old); err != nil {
+			return fmt.Errorf("read %s of the sandbox's init: %w", rlimitNames[r.resource], err)
+		}
+		lim := unix.Rlimit{Cur: min(r.cur, old.Max), Max: min(r.max, old.Max)}
+		if r.keepMax {
+			lim.Max = old.Max
+		}
+		if err := unix.Prlimit(pid, r.resource, &lim, nil); err != nil {
+			return fmt.Errorf("set %s on the sandbox's init: %w", rlimitNames[r.resource], err)
+		}
+	}
+	return nil
+}
+
+// setRlimitsAs is setRlimits from uid and gid, the user the sandbox runs
+// as. The kernel lets a process set another's limits when both are the
+// same user, or with CAP_SYS_RESOURCE, which a root cordon may lack (in a
+// container, say) when it runs the command as run_as. Then a thread of
+// its own takes run_as's ids (the raw system calls change this thread
+// only) and, still locked to its goroutine, ends with it.
+func setRlimitsAs(pid, uid, gid int, rs []rlimit) error {
+	if uid == os.Getuid() && gid == os.Getgid() {
+		return setRlimits(pid, rs)
+	}
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); e != 0 {
+			done <- fmt.Errorf("take gid %d to set the sandbox's limits: %w", gid, e)
+			return
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
+			done <- fmt.Errorf("take uid %d to set the sandbox's limits: %w", uid, e)
+			return
+		}
+		done <- setRlimits(pid, rs)
+	}()
+	return <-done
 }
 
 // describe says how the plan enforces the limits, for doctor.

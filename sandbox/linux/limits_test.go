@@ -4,9 +4,13 @@ package linux
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/policy"
 )
@@ -73,5 +77,72 @@ func TestPlanLimitsOnThisMachine(t *testing.T) {
 	}
 	if !strings.Contains(p.describe(), "100") {
 		t.Fatalf("describe: %q", p.describe())
+	}
+}
+
+// TestRlimits: core dumps always off (soft 0), the plan's data and process
+// limits as hard limits, and room for the init's one fork.
+func TestRlimits(t *testing.T) {
+	core := rlimit{resource: unix.RLIMIT_CORE, keepMax: true}
+	tests := []struct {
+		plan limitPlan
+		want []rlimit
+	}{
+		{limitPlan{}, []rlimit{core}},
+		{limitPlan{data: 1 << 20, nproc: 50}, []rlimit{core,
+			{resource: unix.RLIMIT_DATA, cur: 1 << 20, max: 1 << 20},
+			{resource: unix.RLIMIT_NPROC, cur: 50, max: 50}}},
+		{limitPlan{nproc: 1}, []rlimit{core, {resource: unix.RLIMIT_NPROC, cur: 2, max: 2}}},
+		{limitPlan{cgroupParent: "/sys/fs/cgroup/x", memory: 1 << 30, pids: 10}, []rlimit{core}},
+	}
+	for _, tt := range tests {
+		if got := tt.plan.rlimits(); !slices.Equal(got, tt.want) {
+			t.Errorf("%+v: rlimits %+v, want %+v", tt.plan, got, tt.want)
+		}
+	}
+}
+
+// TestSetRlimits puts limits on a real process and reads them back: a
+// hard limit it cannot raise is lowered to the one it has.
+func TestSetRlimits(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	var nofileHard unix.Rlimit
+	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &nofileHard); err != nil {
+		t.Fatal(err)
+	}
+	big := nofileHard.Max + 1000
+	if err := setRlimits(pid, []rlimit{
+		{resource: unix.RLIMIT_CORE, keepMax: true},
+		{resource: unix.RLIMIT_DATA, cur: 1 << 30, max: 1 << 30},
+		{resource: unix.RLIMIT_NOFILE, cur: big, max: big},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		resource int
+		want     unix.Rlimit
+	}{
+		{unix.RLIMIT_DATA, unix.Rlimit{Cur: 1 << 30, Max: 1 << 30}},
+		{unix.RLIMIT_NOFILE, unix.Rlimit{Cur: nofileHard.Max, Max: nofileHard.Max}},
+	} {
+		var got unix.Rlimit
+		if err := unix.Prlimit(pid, c.resource, nil, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("resource %d: %+v, want %+v", c.resource, got, c.want)
+		}
+	}
+	var got unix.Rlimit
+	if err := unix.Prlimit(pid, unix.RLIMIT_CORE, nil, &got); err != nil || got.Cur != 0 {
+		t.Errorf("core: %+v %v, want a soft limit of 0", got, err)
+	}
+	if err := setRlimits(1<<22+12345, []rlimit{{resource: unix.RLIMIT_CORE, keepMax: true}}); err == nil {
+		t.Error("limits on a process that does not exist: no error")
 	}
 }

@@ -4,11 +4,16 @@ package linux
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxShebang bounds how much of a script is read to find its interpreter.
@@ -87,6 +92,77 @@ func (r resolver) lookup(argv0 string) (command, error) {
 		}
 	}
 	return c, nil
+}
+
+// execFailure is a command that cannot be executed, answered as a shell
+// answers: 127 not found, 126 found but not executable.
+type execFailure struct {
+	code int
+	msg  string
+}
+
+// unrunnable says why argv0, resolved as c, cannot be executed by uid and
+// gid; nil when it can. The host's view is the sandbox's: the command, its
+// directory and its #! interpreter sit at the same paths in both, and a
+// relative command is in the workspace, bound at its real path.
+func (r resolver) unrunnable(argv0 string, c command, uid, gid int) *execFailure {
+	path := c.Exe
+	switch {
+	case path != "":
+	case filepath.IsAbs(argv0):
+		path = argv0
+	case strings.Contains(argv0, "/"):
+		path = filepath.Join(r.workdir, argv0)
+	default:
+		if path = r.search(argv0); path == "" {
+			return &execFailure{127, argv0 + ": command not found"}
+		}
+	}
+	if f := canExec(path, uid, gid); f != nil {
+		return &execFailure{f.code, argv0 + ": " + f.msg}
+	}
+	if interp := shebang(path); interp != nil {
+		if f := canExec(interp[0], uid, gid); f != nil {
+			return &execFailure{f.code, fmt.Sprintf("%s: bad interpreter %s: %s", argv0, interp[0], f.msg)}
+		}
+	}
+	return nil
+}
+
+// canExec says why uid and gid cannot execute path; nil when they can.
+func canExec(path string, uid, gid int) *execFailure {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.ELOOP):
+		return &execFailure{127, "no such file"}
+	case err != nil:
+		return &execFailure{126, "cannot reach it: " + err.Error()}
+	case fi.IsDir():
+		return &execFailure{126, "is a directory"}
+	case !fi.Mode().IsRegular():
+		return &execFailure{126, "not a regular file"}
+	}
+	if uid == os.Geteuid() && gid == os.Getegid() {
+		// The kernel's own answer: groups, ACLs and noexec mounts count.
+		if err := unix.Faccessat(unix.AT_FDCWD, path, unix.X_OK, unix.AT_EACCESS); err != nil {
+			return &execFailure{126, "permission denied (not executable)"}
+		}
+		return nil
+	}
+	// A root cordon runs the command as run_as, with no supplementary group.
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	bit := fs.FileMode(0o001)
+	switch {
+	case !ok:
+	case int(st.Uid) == uid:
+		bit = 0o100
+	case int(st.Gid) == gid:
+		bit = 0o010
+	}
+	if fi.Mode().Perm()&bit == 0 {
+		return &execFailure{126, "permission denied (not executable)"}
+	}
+	return nil
 }
 
 // exe is the path to execute: the one found on PATH when its directory is

@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -178,5 +179,84 @@ func TestShebang(t *testing.T) {
 		if got := shebang(p); !slices.Equal(got, tt.want) {
 			t.Errorf("shebang(%q) = %q, want %q", tt.body, got, tt.want)
 		}
+	}
+}
+
+// TestUnrunnable: a command that cannot be executed is answered as a shell
+// answers, 127 not found and 126 not executable, from the host's view.
+func TestUnrunnable(t *testing.T) {
+	const nobody = 65534
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, f fixture) (argv0 string)
+		// uid runs the command; 0 means cordon's own.
+		uid  int
+		code int
+		msg  string
+	}{
+		{name: "system command", setup: func(t *testing.T, f fixture) string { return "sh" }},
+		{name: "not on PATH", setup: func(t *testing.T, f fixture) string { return "no-such-command-xyz" },
+			code: 127, msg: "no-such-command-xyz: command not found"},
+		{name: "relative and missing", setup: func(t *testing.T, f fixture) string { return "./build.sh" },
+			code: 127, msg: "./build.sh: no such file"},
+		{name: "relative and executable", setup: func(t *testing.T, f fixture) string {
+			writeFile(t, filepath.Join(f.ws, "build.sh"), "#!/bin/sh\n", 0o755)
+			return "./build.sh"
+		}},
+		{name: "not executable", setup: func(t *testing.T, f fixture) string {
+			writeFile(t, filepath.Join(f.ws, "notes.txt"), "hello\n", 0o644)
+			return "./notes.txt"
+		}, code: 126, msg: "./notes.txt: permission denied (not executable)"},
+		{name: "a directory", setup: func(t *testing.T, f fixture) string {
+			mkdirs(t, filepath.Join(f.ws, "src"))
+			return filepath.Join(f.ws, "src")
+		}, code: 126, msg: "is a directory"},
+		{name: "missing interpreter", setup: func(t *testing.T, f fixture) string {
+			writeFile(t, filepath.Join(f.ws, "run"), "#!/nonexistent/python9\n", 0o755)
+			return "./run"
+		}, code: 127, msg: "./run: bad interpreter /nonexistent/python9: no such file"},
+		{name: "dangling symlink", setup: func(t *testing.T, f fixture) string {
+			symlink(t, filepath.Join(f.root, "gone"), filepath.Join(f.ws, "tool"))
+			return filepath.Join(f.ws, "tool")
+		}, code: 127, msg: "no such file"},
+		{name: "run_as without the owner's bit", setup: func(t *testing.T, f fixture) string {
+			writeFile(t, filepath.Join(f.root, "apps", "mine"), "\x7fELF", 0o700)
+			return "mine"
+		}, uid: nobody, code: 126, msg: "mine: permission denied (not executable)"},
+		{name: "run_as with the others' bit", setup: func(t *testing.T, f fixture) string {
+			writeFile(t, filepath.Join(f.root, "apps", "shared"), "\x7fELF", 0o755)
+			return "shared"
+		}, uid: nobody},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			argv0 := tt.setup(t, f)
+			r := resolver{
+				path:      strings.Join([]string{filepath.Join(f.root, "apps"), "/usr/bin", "/bin"}, ":"),
+				workdir:   f.ws,
+				workspace: f.ws,
+				guard:     newGuard([]string{f.home}, f.audit),
+				visible:   func(p string) bool { return within(p, "/usr") || within(p, "/bin") || within(p, f.ws) },
+			}
+			c, err := r.lookup(argv0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			uid, gid := os.Geteuid(), os.Getegid()
+			if tt.uid != 0 {
+				uid, gid = tt.uid, tt.uid
+			}
+			got := r.unrunnable(argv0, c, uid, gid)
+			switch {
+			case tt.code == 0 && got != nil:
+				t.Fatalf("refused: %d %s", got.code, got.msg)
+			case tt.code == 0:
+			case got == nil:
+				t.Fatalf("accepted; want %d", tt.code)
+			case got.code != tt.code || !strings.Contains(got.msg, tt.msg):
+				t.Fatalf("got %d %q, want %d %q", got.code, got.msg, tt.code, tt.msg)
+			}
+		})
 	}
 }

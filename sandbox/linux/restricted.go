@@ -105,8 +105,11 @@ func (r *Restricted) start(h hostInfo) (*held, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, os.Stderr
-	// /dev/null holds 3 to 6, bwrap's numbers, until the launch.
-	cmd.ExtraFiles = []*os.File{null, null, null, null, theirs}
+	// /dev/null holds bwrap's numbers, 3 to holder.LastLaunchFD, until the launch.
+	for range holder.LastLaunchFD - 2 {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, null)
+	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, theirs)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid: true, Pdeathsig: syscall.SIGKILL,
 		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,

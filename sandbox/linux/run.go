@@ -67,7 +67,26 @@ func (b *Backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 	if err != nil {
 		return sandbox.Result{ExitCode: ExitLaunchFailed}, &StartError{Code: ExitLaunchFailed, Reason: err.Error()}
 	}
+	if l.cannot != nil {
+		// As a shell answers: the launch is recorded, the box not built.
+		if err := commit(s); err != nil {
+			return sandbox.Result{ExitCode: ExitLaunchFailed}, err
+		}
+		fmt.Fprintf(s.Stderr, "cordon: %s\n", l.cannot.msg)
+		return sandbox.Result{ExitCode: l.cannot.code}, nil
+	}
 	return b.launch(ctx, s, h, l, nil)
+}
+
+// commit runs s.Commit, if any.
+func commit(s *sandbox.Spec) error {
+	if s.Commit == nil {
+		return nil
+	}
+	if err := s.Commit(); err != nil {
+		return &StartError{Code: ExitLaunchFailed, Reason: err.Error()}
+	}
+	return nil
 }
 
 // launch runs a built launch. With probe set, the self-test's findings
@@ -113,8 +132,8 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 			return fail(err)
 		}
 		defer done()
-		passed := []int{fdStatus, fdSeccomp, fdArgs}
-		files := []*os.File{fds.statusW, fds.seccomp, fds.args}
+		passed := []int{fdStatus, fdSeccomp, fdArgs, fdBlock}
+		files := []*os.File{fds.statusW, fds.seccomp, fds.args, fds.block}
 		if probe != nil {
 			passed, files = append(passed, fdProbe), append(files, fds.probeW)
 		}
@@ -134,7 +153,7 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = s.Stdin, s.Stdout, s.Stderr
 		// A nil entry (the probe's descriptor, in a run) is closed in
 		// bwrap, so the command inherits nothing but its stdio.
-		cmd.ExtraFiles = []*os.File{fds.statusW, fds.seccomp, fds.probeW, fds.args}
+		cmd.ExtraFiles = []*os.File{fds.statusW, fds.seccomp, fds.probeW, fds.args, fds.block}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if h.uid != os.Getuid() {
 			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(h.uid), Gid: uint32(h.gid), Groups: []uint32{}}
@@ -154,7 +173,7 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	cmd, waited := c.cmd, c.done
 	fds.closeChildEnds()
 
-	st := &statusReader{}
+	st := newStatusReader()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); st.readBwrap(fds.statusR) }()
@@ -164,6 +183,9 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	}
 	ended := make(chan struct{})
 	defer close(ended)
+	released := make(chan error, 1)
+	go func() { released <- release(s, h, l, st, fds.goAhead) }()
+	var startErr error
 	watched := make(chan *process)
 	go func() {
 		c := st.findCommand(ended)
@@ -201,6 +223,12 @@ loop:
 		case <-waited:
 			waitErr = c.err
 			break loop
+		case err := <-released:
+			released = nil
+			if err != nil {
+				startErr = err
+				kill()
+			}
 		case running = <-found:
 			// The command runs, so bwrap has made every mount: the
 			// scratch files are no longer needed, and a killed cordon
@@ -236,6 +264,12 @@ loop:
 		}
 	}
 	wg.Wait()
+	if released != nil {
+		// bwrap ended first; its stream is closed, so release returns.
+		if err := <-released; err != nil && startErr == nil {
+			startErr = err
+		}
+	}
 	res := sandbox.Result{Duration: time.Since(begin)}
 	if probe != nil {
 		*probe = st.probe
@@ -244,11 +278,14 @@ loop:
 	case timedOut:
 		res.TimedOut, res.ExitCode, res.Signal = true, ExitTimeout, "SIGKILL"
 		return res, nil
-	case st.exit != nil:
+	case st.exit != nil && startErr == nil:
 		res.ExitCode, res.Signal = *st.exit, exitSignal(*st.exit)
 		return res, nil
 	}
 	res.ExitCode = ExitLaunchFailed
+	if startErr != nil {
+		return res, startErr
+	}
 	reason := "the sandbox did not start"
 	if waitErr != nil {
 		reason += " (" + waitErr.Error() + ")"
@@ -257,6 +294,33 @@ loop:
 		reason += ": " + msg
 	}
 	return res, &StartError{Code: ExitLaunchFailed, Reason: reason + "; bwrap's own message, if any, is printed above"}
+}
+
+// release lets the built sandbox start the command: the launch is
+// recorded (s.Commit), the rlimits go on the sandbox's init (the command
+// inherits them when the init forks it), and then one byte on goAhead,
+// bwrap's --block-fd, where bwrap holds the command back until then. The
+// sandbox's end of that pipe is open for reading and writing, so it never
+// reads an end of file: if cordon dies first, the command never starts,
+// and the sandbox dies with cordon (--die-with-parent). A nil error with
+// no byte sent means bwrap ended before it made the sandbox.
+func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, goAhead *os.File) error {
+	if err := commit(s); err != nil {
+		return err
+	}
+	if len(l.rlimits) > 0 {
+		pid := st.waitInit()
+		if pid == 0 {
+			return nil
+		}
+		if err := setRlimitsAs(pid, h.uid, h.gid, l.rlimits); err != nil {
+			return &StartError{Code: ExitLaunchFailed, Reason: err.Error()}
+		}
+	}
+	if _, err := goAhead.Write([]byte{1}); err != nil {
+		return &StartError{Code: ExitLaunchFailed, Reason: fmt.Sprintf("let the sandbox start the command: %v", err)}
+	}
+	return nil
 }
 
 // child is a started process. Pdeathsig follows the thread that forked,
@@ -389,6 +453,9 @@ type launchFiles struct {
 	statusR, statusW *os.File
 	probeR, probeW   *os.File
 	seccomp, args    *os.File
+	// block is the sandbox's end of the go-ahead pipe (--block-fd), open
+	// for reading and writing; goAhead is cordon's.
+	block, goAhead *os.File
 }
 
 // newLaunchFiles creates bwrap's status pipe, the self-test's pipe (probe
@@ -420,13 +487,35 @@ func newLaunchFiles(l *launch, probe bool) (*launchFiles, error) {
 		f.close()
 		return nil, err
 	}
+	if f.block, f.goAhead, err = goAheadPipe(); err != nil {
+		f.close()
+		return nil, err
+	}
 	return f, nil
+}
+
+// goAheadPipe makes the go-ahead pipe: w for cordon, and rw, its read
+// end reopened for reading and writing, for the sandbox. A holder of rw
+// is a writer too, so its reads wait for data however the other ends
+// close.
+func goAheadPipe() (rw, w *os.File, err error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("create the go-ahead pipe: %w", err)
+	}
+	defer r.Close()
+	rw, err = os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", r.Fd()), os.O_RDWR, 0)
+	if err != nil {
+		w.Close()
+		return nil, nil, fmt.Errorf("reopen the go-ahead pipe: %w", err)
+	}
+	return rw, w, nil
 }
 
 // closeChildEnds drops cordon's copies of what only the child uses, so the
 // pipes reach EOF when the sandbox ends.
 func (f *launchFiles) closeChildEnds() {
-	for _, c := range []**os.File{&f.statusW, &f.probeW, &f.seccomp, &f.args} {
+	for _, c := range []**os.File{&f.statusW, &f.probeW, &f.seccomp, &f.args, &f.block} {
 		if *c != nil {
 			(*c).Close()
 			*c = nil
@@ -436,7 +525,7 @@ func (f *launchFiles) closeChildEnds() {
 
 func (f *launchFiles) close() {
 	f.closeChildEnds()
-	for _, c := range []*os.File{f.statusR, f.probeR} {
+	for _, c := range []*os.File{f.statusR, f.probeR, f.goAhead} {
 		if c != nil {
 			c.Close()
 		}
@@ -466,15 +555,21 @@ type statusReader struct {
 	mu sync.Mutex
 	// pid is bwrap's init (pid 1 inside), as the host sees it.
 	pid int
+	// reported is closed once pid is known, or bwrap's stream has ended.
+	reported chan struct{}
+	once     sync.Once
 	// exit is the command's exit code, reported only for a command that
 	// bwrap got as far as executing.
 	exit  *int
 	probe []probeResult
 }
 
+func newStatusReader() *statusReader { return &statusReader{reported: make(chan struct{})} }
+
 // readBwrap reads bwrap's --json-status-fd stream: {"child-pid": N}, then
 // {"exit-code": N} when the command ends.
 func (r *statusReader) readBwrap(f io.Reader) {
+	defer r.once.Do(func() { close(r.reported) })
 	dec := json.NewDecoder(f)
 	for {
 		var m map[string]any
@@ -482,8 +577,9 @@ func (r *statusReader) readBwrap(f io.Reader) {
 			return
 		}
 		r.mu.Lock()
-		if v, ok := m["child-pid"].(float64); ok {
+		if v, ok := m["child-pid"].(float64); ok && r.pid == 0 {
 			r.pid = int(v)
+			r.once.Do(func() { close(r.reported) })
 		}
 		if v, ok := m["exit-code"].(float64); ok {
 			code := int(v)
@@ -502,6 +598,12 @@ func (r *statusReader) readProbe(f io.Reader) {
 	r.mu.Lock()
 	r.probe = found
 	r.mu.Unlock()
+}
+
+// waitInit waits for bwrap to report its init; 0 if it ended first.
+func (r *statusReader) waitInit() int {
+	<-r.reported
+	return r.initPid()
 }
 
 func (r *statusReader) initPid() int {

@@ -9,25 +9,31 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStatusReader(t *testing.T) {
-	var r statusReader
+	r := newStatusReader()
 	r.readBwrap(strings.NewReader(`{ "child-pid": 4242, "mnt-namespace": 1 }
 { "exit-code": 3 }`))
 	if r.initPid() != 4242 || r.exit == nil || *r.exit != 3 {
 		t.Fatalf("bwrap status: pid %d exit %v", r.pid, r.exit)
 	}
-	var started statusReader
+	started := newStatusReader()
 	started.readBwrap(strings.NewReader(`{ "child-pid": 7 }`))
-	if started.initPid() != 7 || started.exit != nil {
+	if started.waitInit() != 7 || started.exit != nil {
 		t.Fatalf("a sandbox that never ran its command has exit %v", started.exit)
+	}
+	failed := newStatusReader()
+	failed.readBwrap(strings.NewReader(""))
+	if failed.waitInit() != 0 {
+		t.Fatal("a bwrap that reported nothing has an init")
 	}
 	r.readProbe(strings.NewReader(`[{"name":"a","ok":true},{"name":"b","ok":false,"detail":"x"}]`))
 	if len(r.probe) != 2 || !r.probe[0].OK || r.probe[1].Detail != "x" {
 		t.Fatalf("probe: %+v", r.probe)
 	}
-	var bad statusReader
+	bad := newStatusReader()
 	bad.readProbe(strings.NewReader("not json"))
 	if bad.probe != nil {
 		t.Fatalf("unreadable probe output became %+v", bad.probe)
@@ -121,5 +127,61 @@ func TestStdioFilesSharedWriter(t *testing.T) {
 	done()
 	if o.String() != "o" || e.String() != "e" {
 		t.Fatalf("stdout %q, stderr %q", o.String(), e.String())
+	}
+}
+
+// TestGoAheadWithheld: bwrap holds the command back until the go-ahead
+// byte, and a go-ahead pipe whose outside end is gone (cordon died) never
+// lets it start; the sandbox keeps waiting until it is killed.
+func TestGoAheadWithheld(t *testing.T) {
+	bw, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Fatal("bubblewrap is needed: ", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		allow bool
+	}{{"withheld", false}, {"given", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			marker := dir + "/ran"
+			rw, w, err := goAheadPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(bw, "--ro-bind", "/", "/", "--bind", dir, dir, "--unshare-pid", "--die-with-parent",
+				"--block-fd", "3", "--", "/bin/sh", "-c", "echo > "+marker)
+			cmd.ExtraFiles = []*os.File{rw}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			rw.Close()
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			if tc.allow {
+				if _, err := w.Write([]byte{1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.Close() // as when cordon dies: its end closes
+			select {
+			case err := <-exited:
+				if !tc.allow {
+					t.Fatalf("bwrap went on without the go-ahead: %v", err)
+				}
+				if _, err := os.Stat(marker); err != nil {
+					t.Fatalf("the command did not run after the go-ahead: %v", err)
+				}
+			case <-time.After(500 * time.Millisecond):
+				cmd.Process.Kill()
+				<-exited
+				if tc.allow {
+					t.Fatal("the go-ahead did not start the command")
+				}
+				if _, err := os.Stat(marker); err == nil {
+					t.Fatal("the command ran without the go-ahead")
+				}
+			}
+		})
 	}
 }

@@ -38,16 +38,15 @@ func newFixture(t *testing.T) fixture {
 
 func (f fixture) host() hostInfo {
 	return hostInfo{
-		env:     []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "SECRET_TOKEN=s3cr3t", "TERM=xterm"},
-		home:    f.home,
-		user:    "tester",
-		uid:     1000,
-		gid:     1000,
-		guard:   newGuard([]string{f.home}, f.audit),
-		self:    "/opt/cordon/bin/cordon",
-		bwrap:   "/usr/bin/bwrap",
-		prlimit: "/usr/bin/prlimit",
-		goarch:  "amd64",
+		env:    []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "SECRET_TOKEN=s3cr3t", "TERM=xterm"},
+		home:   f.home,
+		user:   "tester",
+		uid:    1000,
+		gid:    1000,
+		guard:  newGuard([]string{f.home}, f.audit),
+		self:   "/opt/cordon/bin/cordon",
+		bwrap:  "/usr/bin/bwrap",
+		goarch: "amd64",
 	}
 }
 

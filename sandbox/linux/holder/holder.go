@@ -46,19 +46,24 @@ var Network = Rules{Gateway: Gateway, ProxyPort: ProxyPort, RelayPort: RelayPort
 // namespace or start bwrap: cordon's "the sandbox never started".
 const ExitFailed = 125
 
+// LastLaunchFD is the highest of the numbers bwrap gets the launcher's
+// descriptors under, from 3.
+const LastLaunchFD = 7
+
 // SocketsFD is where the holder finds its end of a socket pair with the
-// launcher. The launcher starts it with /dev/null on 0, 1 and 3 to 6
-// (holding those numbers for what comes later) and its own stderr on 2.
-// Over the pair the holder sends the network's sockets (see SocketCount),
-// and then receives one Launch with the descriptors it names.
-const SocketsFD = 7
+// launcher. The launcher starts it with /dev/null on 0, 1 and 3 to
+// LastLaunchFD (holding those numbers for what comes later) and its own
+// stderr on 2. Over the pair the holder sends the network's sockets (see
+// SocketCount), and then receives one Launch with the descriptors it
+// names.
+const SocketsFD = LastLaunchFD + 1
 
 // Launch is what the launcher sends once the run's launch line is
 // written: bwrap's command line, and with it (SCM_RIGHTS) the command's
 // stdin, stdout and stderr, then one descriptor for each of LaunchFDs.
 type Launch struct {
 	Argv []string `json:"argv"`
-	// LaunchFDs are the numbers (of 3 to 6) bwrap gets the launcher's
+	// LaunchFDs are the numbers (of 3 to LastLaunchFD) bwrap gets the launcher's
 	// descriptors under; the others are closed there. The holder's own
 	// descriptors may take the free numbers, and must never reach the
 	// sandbox.
@@ -115,11 +120,11 @@ func Run() int {
 			return fail(fmt.Errorf("place descriptor %d: %w", targets[i], err))
 		}
 	}
-	// bwrap gets those and no other: a number of 3 to 6 the launcher did
+	// bwrap gets those and no other: a number of 3 to LastLaunchFD the launcher did
 	// not name stays closed, whatever the holder opened under it (a
 	// netlink socket of this namespace's root would be a way out).
 	for fd := 3; fd <= SocketsFD; fd++ {
-		if fd > 6 || !slices.Contains(l.LaunchFDs, fd) {
+		if fd > LastLaunchFD || !slices.Contains(l.LaunchFDs, fd) {
 			unix.CloseOnExec(fd)
 		}
 	}
@@ -210,7 +215,7 @@ func ReceiveSockets(f *os.File, deadline time.Time) ([]*os.File, error) {
 // closed its end first.
 func receiveLaunch(fd int) (*Launch, []int, error) {
 	buf := make([]byte, MaxLaunch)
-	oob := make([]byte, unix.CmsgSpace(7*4))
+	oob := make([]byte, unix.CmsgSpace((LastLaunchFD+1)*4))
 	n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
 		return nil, nil, fmt.Errorf("wait for the launch: %w", err)
@@ -238,8 +243,8 @@ func receiveLaunch(fd int) (*Launch, []int, error) {
 		return nil, nil, errors.New("the launch names no command")
 	}
 	for _, fd := range l.LaunchFDs {
-		if fd < 3 || fd > 6 {
-			return nil, nil, fmt.Errorf("the launch names descriptor %d; bwrap's are 3 to 6", fd)
+		if fd < 3 || fd > LastLaunchFD {
+			return nil, nil, fmt.Errorf("the launch names descriptor %d; bwrap's are 3 to %d", fd, LastLaunchFD)
 		}
 	}
 	return &l, fds, nil

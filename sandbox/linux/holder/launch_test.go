@@ -3,6 +3,7 @@
 package holder
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -82,7 +83,7 @@ func TestLaunchRefusals(t *testing.T) {
 	}{
 		{"no command", Launch{LaunchFDs: []int{3}}, "names no command"},
 		{"stdio's number", Launch{Argv: []string{"bwrap"}, LaunchFDs: []int{2}}, "descriptor 2"},
-		{"past bwrap's", Launch{Argv: []string{"bwrap"}, LaunchFDs: []int{7}}, "descriptor 7"},
+		{"past bwrap's", Launch{Argv: []string{"bwrap"}, LaunchFDs: []int{SocketsFD}}, fmt.Sprintf("descriptor %d", SocketsFD)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, h := pair(t)

@@ -303,7 +303,8 @@ loop:
 // sandbox's end of that pipe is open for reading and writing, so it never
 // reads an end of file: if cordon dies first, the command never starts,
 // and the sandbox dies with cordon (--die-with-parent). A nil error with
-// no byte sent means bwrap ended before it made the sandbox.
+// no byte sent means bwrap ended before it made the sandbox (or its init
+// died first).
 func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, goAhead *os.File) error {
 	if err := commit(s); err != nil {
 		return err
@@ -313,7 +314,11 @@ func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, goAhead *
 		if pid == 0 {
 			return nil
 		}
-		if err := setRlimitsAs(pid, h.uid, h.gid, l.rlimits); err != nil {
+		err := setRlimitsAs(pid, h.uid, h.gid, l.rlimits)
+		switch {
+		case errors.Is(err, unix.ESRCH):
+			return nil // the init is gone: bwrap failed, and Run says why
+		case err != nil:
 			return &StartError{Code: ExitLaunchFailed, Reason: err.Error()}
 		}
 	}

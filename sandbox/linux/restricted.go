@@ -178,13 +178,19 @@ func (hd *held) attach(ctx context.Context, n *sandbox.Network) error {
 	return nil
 }
 
+// kill ends the holder, or the bwrap it became, and waits for it: a
+// launched sandbox that never got the go-ahead has run nothing.
+func (hd *held) kill() {
+	_ = hd.child.cmd.Process.Kill()
+	hd.child.wait()
+}
+
 // close ends a holder that was never launched (its socket closes, and it
 // exits), and lets go of what it held.
 func (hd *held) close() {
 	hd.sock.Close()
 	if hd.child != nil && !hd.launched {
-		_ = hd.child.cmd.Process.Kill()
-		hd.child.wait()
+		hd.kill()
 	}
 	if hd.cg != nil && !hd.launched {
 		hd.cg.remove()

@@ -124,9 +124,6 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 			}
 		}
 		defer hd.close()
-		if err := hd.attach(ctx, s.Network); err != nil {
-			return fail(fmt.Errorf("start the restricted network: %w", err))
-		}
 		stdio, done, err := stdioFiles(s.Stdin, s.Stdout, s.Stderr)
 		if err != nil {
 			return fail(err)
@@ -137,8 +134,16 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		if probe != nil {
 			passed, files = append(passed, fdProbe), append(files, fds.probeW)
 		}
+		// The launch goes first: the holder execs bwrap as soon as the
+		// network is up, and the box is built while cordon takes the
+		// network's sockets; the command waits for the go-ahead.
 		if err := hd.launch(argv, stdio, files, passed); err != nil {
-			return fail(err)
+			// A holder that failed has said why on stderr.
+			return fail(fmt.Errorf("start the restricted network: the holder did not take the launch: %w", err))
+		}
+		if err := hd.attach(ctx, s.Network); err != nil {
+			hd.kill()
+			return fail(fmt.Errorf("start the restricted network: %w", err))
 		}
 		c, cg = hd.child, hd.cg
 		if cg != nil {

@@ -125,6 +125,10 @@ func (r resolver) unrunnable(argv0 string, c command, uid, gid int) *execFailure
 		if f := canExec(interp[0], uid, gid); f != nil {
 			return &execFailure{f.code, fmt.Sprintf("%s: bad interpreter %s: %s", argv0, interp[0], f.msg)}
 		}
+		// A script in the workspace brings no mount for its interpreter.
+		if real, err := filepath.EvalSymlinks(interp[0]); err == nil && !r.covered(real, c.Mounts) {
+			return &execFailure{127, fmt.Sprintf("%s: bad interpreter %s: not in the sandbox; expose its directory (expose: in the config, or --allow-path)", argv0, interp[0])}
+		}
 	}
 	return nil
 }

@@ -215,6 +215,11 @@ func TestUnrunnable(t *testing.T) {
 			writeFile(t, filepath.Join(f.ws, "run"), "#!/nonexistent/python9\n", 0o755)
 			return "./run"
 		}, code: 127, msg: "./run: bad interpreter /nonexistent/python9: no such file"},
+		{name: "workspace script whose interpreter the sandbox lacks", setup: func(t *testing.T, f fixture) string {
+			writeFile(t, filepath.Join(f.root, "pyenv", "python"), "\x7fELF", 0o755)
+			writeFile(t, filepath.Join(f.ws, "tool.py"), "#!"+filepath.Join(f.root, "pyenv", "python")+"\n", 0o755)
+			return "./tool.py"
+		}, code: 127, msg: "not in the sandbox; expose its directory"},
 		{name: "dangling symlink", setup: func(t *testing.T, f fixture) string {
 			symlink(t, filepath.Join(f.root, "gone"), filepath.Join(f.ws, "tool"))
 			return filepath.Join(f.ws, "tool")

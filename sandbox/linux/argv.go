@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"io/fs"
 	"os"
@@ -230,9 +231,17 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		dsts = append(dsts, dst)
 	}
 	sort.Strings(dsts)
-	for i, dst := range dsts {
-		src := filepath.Join(scratch, "file-"+strconv.Itoa(i))
-		l.files[src] = s.Files[dst]
+	// One scratch file per distinct content: the trust bundle, say, is
+	// placed at several paths.
+	srcs := map[[sha256.Size]byte]string{}
+	for _, dst := range dsts {
+		sum := sha256.Sum256(s.Files[dst])
+		src, ok := srcs[sum]
+		if !ok {
+			src = filepath.Join(scratch, "file-"+strconv.Itoa(len(srcs)))
+			srcs[sum] = src
+			l.files[src] = s.Files[dst]
+		}
 		a = append(a, "--ro-bind", src, dst)
 	}
 

@@ -299,3 +299,37 @@ func TestBuildSystemEntries(t *testing.T) {
 		}
 	}
 }
+
+// Files with the same contents share one scratch file; each is bound at
+// its own path.
+func TestBuildFilesShareScratch(t *testing.T) {
+	f := newFixture(t)
+	s := f.spec(&policy.Policy{Network: policy.NetOff}, "true")
+	bundle := []byte("-----BEGIN CERTIFICATE-----\n")
+	s.Files = map[string][]byte{
+		"/run/cordon/ca-bundle.pem":          bundle,
+		"/etc/ssl/certs/ca-certificates.crt": append([]byte{}, bundle...),
+		"/etc/hosts":                         []byte("127.0.0.1 localhost\n"),
+	}
+	l, err := build(s, f.host(), f.scratch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs := map[string]string{}
+	for i := 0; i+2 < len(l.argv); i++ {
+		if l.argv[i] == "--ro-bind" && strings.HasPrefix(l.argv[i+1], f.scratch+"/file-") {
+			srcs[l.argv[i+2]] = l.argv[i+1]
+		}
+	}
+	if len(srcs) != 3 {
+		t.Fatalf("binds of scratch files: %v", srcs)
+	}
+	if srcs["/run/cordon/ca-bundle.pem"] != srcs["/etc/ssl/certs/ca-certificates.crt"] || srcs["/etc/hosts"] == srcs["/run/cordon/ca-bundle.pem"] {
+		t.Fatalf("scratch files by destination: %v", srcs)
+	}
+	for dst, src := range srcs {
+		if string(l.files[src]) != string(s.Files[dst]) {
+			t.Errorf("%s would read %q, want %q", dst, l.files[src], s.Files[dst])
+		}
+	}
+}

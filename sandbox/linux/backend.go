@@ -108,6 +108,7 @@ func (b *Backend) Plan(s *sandbox.Spec) (*sandbox.Plan, error) {
 	}
 	plan.Files[l.emptyDir+"/"] = ""
 	plan.Files["fd "+strconv.Itoa(fdSeccomp)] = seccompListing(h.goarch, l.seccomp)
+	plan.Files["fd "+strconv.Itoa(fdBlock)] = goAheadText(l)
 	if s.Policy.Network == policy.NetRestricted && b.opts.Holder != nil {
 		plan.Files["network namespace"] = planText()
 	}

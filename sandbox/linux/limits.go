@@ -95,6 +95,15 @@ func (p limitPlan) rlimits() []rlimit {
 	return rs
 }
 
+// String says the limit for --dry-run: "RLIMIT_DATA soft N hard N".
+func (r rlimit) String() string {
+	hard := strconv.FormatUint(r.max, 10)
+	if r.keepMax {
+		hard = "(unchanged)"
+	}
+	return fmt.Sprintf("%s soft %d hard %s", rlimitNames[r.resource], r.cur, hard)
+}
+
 // rlimitNames name the resources rlimits sets, for errors.
 var rlimitNames = map[int]string{unix.RLIMIT_CORE: "RLIMIT_CORE", unix.RLIMIT_DATA: "RLIMIT_DATA", unix.RLIMIT_NPROC: "RLIMIT_NPROC"}
 

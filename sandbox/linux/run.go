@@ -333,6 +333,23 @@ func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, goAhead *
 	return nil
 }
 
+// goAheadText says, for --dry-run, what happens before the go-ahead.
+func goAheadText(l *launch) string {
+	var b strings.Builder
+	b.WriteString("the go-ahead pipe (bwrap --block-fd): bwrap builds the box, then waits; cordon fsyncs the launch line")
+	if len(l.rlimits) > 0 {
+		b.WriteString(", sets these limits on the sandbox's init (the command inherits them):\n")
+		for _, r := range l.rlimits {
+			fmt.Fprintf(&b, "  %s\n", r)
+		}
+		b.WriteString("and")
+	} else {
+		b.WriteString(" and")
+	}
+	b.WriteString(" writes one byte; then the init starts the command\n")
+	return b.String()
+}
+
 // child is a started process. Pdeathsig follows the thread that forked,
 // so its start and its wait share one locked thread.
 type child struct {

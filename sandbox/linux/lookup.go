@@ -104,10 +104,13 @@ type execFailure struct {
 // unrunnable says why argv0, resolved as c, cannot be executed by uid and
 // gid; nil when it can. The host's view is the sandbox's: the command, its
 // directory and its #! interpreter sit at the same paths in both, and a
-// relative command is in the workspace, bound at its real path.
+// relative command is in the workspace, bound at its real path. The one
+// command only the sandbox has is cordon's own binary, at selfPath.
 func (r resolver) unrunnable(argv0 string, c command, uid, gid int) *execFailure {
 	path := c.Exe
 	switch {
+	case argv0 == selfPath:
+		return nil // cordon's own binary, which only the sandbox has there
 	case path != "":
 	case filepath.IsAbs(argv0):
 		path = argv0

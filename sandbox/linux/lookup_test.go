@@ -195,6 +195,7 @@ func TestUnrunnable(t *testing.T) {
 		msg  string
 	}{
 		{name: "system command", setup: func(t *testing.T, f fixture) string { return "sh" }},
+		{name: "cordon's own binary in the sandbox", setup: func(t *testing.T, f fixture) string { return selfPath }},
 		{name: "not on PATH", setup: func(t *testing.T, f fixture) string { return "no-such-command-xyz" },
 			code: 127, msg: "no-such-command-xyz: command not found"},
 		{name: "relative and missing", setup: func(t *testing.T, f fixture) string { return "./build.sh" },

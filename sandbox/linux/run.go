@@ -336,17 +336,10 @@ func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, goAhead *
 // goAheadText says, for --dry-run, what happens before the go-ahead.
 func goAheadText(l *launch) string {
 	var b strings.Builder
-	b.WriteString("the go-ahead pipe (bwrap --block-fd): bwrap builds the box, then waits; cordon fsyncs the launch line")
-	if len(l.rlimits) > 0 {
-		b.WriteString(", sets these limits on the sandbox's init (the command inherits them):\n")
-		for _, r := range l.rlimits {
-			fmt.Fprintf(&b, "  %s\n", r)
-		}
-		b.WriteString("and")
-	} else {
-		b.WriteString(" and")
+	b.WriteString("the go-ahead pipe (bwrap --block-fd): bwrap builds the box and waits here; cordon fsyncs the launch line, sets these limits on the sandbox's init, then writes one byte, and the init starts the command, which inherits them:\n")
+	for _, r := range l.rlimits {
+		fmt.Fprintf(&b, "  %s\n", r)
 	}
-	b.WriteString(" writes one byte; then the init starts the command\n")
 	return b.String()
 }
 

@@ -229,9 +229,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		t.release()
 		return
 	}
-	if !s.track(client, t.upstream) {
-		client.Close()
-		t.release()
+	if !s.track(client, t) {
 		return
 	}
 	defer s.untrack(client)
@@ -437,19 +435,24 @@ func (s *Server) endTunnels() {
 	s.upstreams.close()
 }
 
-// track registers a tunnel; false means the proxy is stopping.
-func (s *Server) track(c, up net.Conn) bool {
+// track registers t, carried for the client c, so that Close can end it.
+// When the proxy is stopping it closes c, lets t go and returns false.
+func (s *Server) track(c net.Conn, t *tunnel) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopping {
-		return false
+	ok := !s.stopping
+	if ok {
+		if s.tunnels == nil {
+			s.tunnels = map[net.Conn]net.Conn{}
+		}
+		s.tunnels[c] = t.upstream
+		s.active.Add(1)
 	}
-	if s.tunnels == nil {
-		s.tunnels = map[net.Conn]net.Conn{}
+	s.mu.Unlock()
+	if !ok {
+		c.Close()
+		t.release()
 	}
-	s.tunnels[c] = up
-	s.active.Add(1)
-	return true
+	return ok
 }
 
 func (s *Server) untrack(c net.Conn) {

@@ -62,9 +62,7 @@ func (s *Server) serveRedirected(ctx context.Context, c net.Conn, dest func(net.
 		c.Close()
 		return
 	}
-	if !s.track(c, t.upstream) {
-		c.Close()
-		t.release()
+	if !s.track(c, t) {
 		return
 	}
 	defer s.untrack(c)

@@ -23,21 +23,27 @@ func pair(t *testing.T) (launcher, holder int) {
 	return sp[0], sp[1]
 }
 
+// pipes makes n pipes, closed when the test ends, and returns their read
+// and write ends.
+func pipes(t *testing.T, n int) (r, w []*os.File) {
+	t.Helper()
+	for range n {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pr.Close(); pw.Close() })
+		r, w = append(r, pr), append(w, pw)
+	}
+	return r, w
+}
+
 // TestLaunchRoundTrip: what SendLaunch sends, receiveLaunch reads back:
 // the command line, and the descriptors in order (stdio, then one for each
 // named number), each a fresh close-on-exec copy of the file sent.
 func TestLaunchRoundTrip(t *testing.T) {
 	l, h := pair(t)
-	var files []*os.File
-	for range 6 {
-		r, w, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		defer w.Close()
-		files = append(files, w)
-	}
+	_, files := pipes(t, 6)
 	sent := Launch{Argv: []string{"/usr/bin/bwrap", "--args", "6", "--", "true"}, LaunchFDs: []int{3, 4, 6}}
 	if err := SendLaunch(l, sent, [3]*os.File(files[:3]), files[3:]); err != nil {
 		t.Fatal(err)
@@ -114,16 +120,7 @@ func TestLaunchRefusals(t *testing.T) {
 // descriptors; a message with another count, or a holder that ended
 // first, is an error that says so.
 func TestReceiveSockets(t *testing.T) {
-	var files []*os.File
-	for range SocketCount {
-		r, w, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		defer w.Close()
-		files = append(files, r)
-	}
+	files, _ := pipes(t, SocketCount)
 	deadline := time.Now().Add(5 * time.Second)
 	for _, tc := range []struct {
 		name string

@@ -37,7 +37,8 @@ type Backend struct {
 	opts Options
 
 	mu       sync.Mutex
-	prepared map[*sandbox.Spec]*held // holders started by Prepare
+	prepared map[*sandbox.Spec]*held       // holders started by Prepare
+	hosts    map[*policy.Policy]hostAnswer // host's answers
 }
 
 // Prepare starts a restricted run's holder ahead of Run, so that its
@@ -115,8 +116,29 @@ func (b *Backend) Plan(s *sandbox.Spec) (*sandbox.Plan, error) {
 	return plan, nil
 }
 
-// host gathers what the builder needs about this machine for policy p.
+// host gathers what the builder needs about this machine for policy p,
+// once per policy: a restricted run's Prepare and Run ask for the same.
 func (b *Backend) host(p *policy.Policy) (hostInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if got, ok := b.hosts[p]; ok {
+		return got.h, got.err
+	}
+	h, err := b.gatherHost(p)
+	if b.hosts == nil {
+		b.hosts = map[*policy.Policy]hostAnswer{}
+	}
+	b.hosts[p] = hostAnswer{h, err}
+	return h, err
+}
+
+// hostAnswer is one answer of host.
+type hostAnswer struct {
+	h   hostInfo
+	err error
+}
+
+func (b *Backend) gatherHost(p *policy.Policy) (hostInfo, error) {
 	if p == nil {
 		return hostInfo{}, fmt.Errorf("no policy")
 	}

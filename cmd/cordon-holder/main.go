@@ -10,6 +10,7 @@ package main
 import (
 	"os"
 
+	_ "github.com/cordon-sandbox/cordon/internal/prefault" // start-up's page faults, taken in bulk
 	"github.com/cordon-sandbox/cordon/sandbox/linux/holder"
 )
 

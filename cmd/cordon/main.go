@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	_ "github.com/cordon-sandbox/cordon/internal/prefault" // start-up's page faults, taken in bulk
 )
 
 func main() {

@@ -53,17 +53,25 @@ func TestFormatRatio(t *testing.T) {
 		name     string
 		num, den cell
 		target   float64
+		atMost   bool
 		want     string
 	}{
-		{"met", cell{samples: []float64{90, 95, 100}}, cell{samples: []float64{100, 100, 100}}, 0.9, "0.95 [0.90–1.00] ≥ 0.9 met"},
-		{"paired by round", cell{samples: []float64{50, 100, 200}}, cell{samples: []float64{50, 100, 250}}, 0.9, "1.00 [0.80–1.00] ≥ 0.9 met"},
-		{"missed", cell{samples: []float64{40, 50}}, cell{samples: []float64{100, 100}}, 0.8, "**0.45** [0.40–0.50] ≥ 0.8 **MISSED**"},
-		{"no target", cell{samples: []float64{300}}, cell{samples: []float64{100}}, 0, "3.00 [3.00–3.00]"},
-		{"failed", cell{err: errors.New("refused")}, cell{samples: []float64{100}}, 0.5, "no figure (≥ 0.5 not judged)"},
-		{"skipped", cell{skip: true}, cell{samples: []float64{100}}, 0.5, "n/a"},
+		{"met", cell{samples: []float64{90, 95, 100}}, cell{samples: []float64{100, 100, 100}}, 0.9, false, "0.95 [0.90–1.00] ≥ 0.9 met"},
+		{"paired by round", cell{samples: []float64{50, 100, 200}}, cell{samples: []float64{50, 100, 250}}, 0.9, false, "1.00 [0.80–1.00] ≥ 0.9 met"},
+		{"missed", cell{samples: []float64{40, 50}}, cell{samples: []float64{100, 100}}, 0.8, false, "**0.45** [0.40–0.50] ≥ 0.8 **MISSED**"},
+		{"no target", cell{samples: []float64{300}}, cell{samples: []float64{100}}, 0, false, "3.00 [3.00–3.00]"},
+		{"failed", cell{err: errors.New("refused")}, cell{samples: []float64{100}}, 0.5, false, "no figure (≥ 0.5 not judged)"},
+		{"skipped", cell{skip: true}, cell{samples: []float64{100}}, 0.5, false, "n/a"},
+		{"at most, met", cell{samples: []float64{40, 45, 60}}, cell{samples: []float64{20, 25, 20}}, 2, true, "2.00 [1.80–3.00] ≤ 2.0 met"},
+		{"at most, missed", cell{samples: []float64{50, 45}}, cell{samples: []float64{20, 20}}, 2, true, "**2.38** [2.25–2.50] ≤ 2.0 **MISSED**"},
+		{"at most, failed", cell{samples: []float64{50}}, cell{err: errors.New("no bwrap")}, 2, true, "no figure (≤ 2.0 not judged)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := formatRatio(&tc.num, &tc.den, tc.target); got != tc.want {
+			got := formatRatio(&tc.num, &tc.den, tc.target)
+			if tc.atMost {
+				got = formatRatioAtMost(&tc.num, &tc.den, tc.target)
+			}
+			if got != tc.want {
 				t.Errorf("formatRatio = %q, want %q", got, tc.want)
 			}
 		})

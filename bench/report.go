@@ -146,10 +146,25 @@ func formatCell(c *cell) string {
 
 // formatRatio is the median over rounds of num/den measured in the same
 // round (the two paths ran close together, so load that drifts between
-// rounds cancels), with its range, judged against target.
+// rounds cancels), with its range, judged against target: at least it,
+// when target is not zero.
 func formatRatio(num, den *cell, target float64) string {
+	return formatJudged(num, den, target, false)
+}
+
+// formatRatioAtMost is formatRatio for a ratio that must stay at most
+// limit.
+func formatRatioAtMost(num, den *cell, limit float64) string {
+	return formatJudged(num, den, limit, true)
+}
+
+func formatJudged(num, den *cell, target float64, atMost bool) string {
 	if num.skip || den.skip {
 		return "n/a"
+	}
+	sign := "≥"
+	if atMost {
+		sign = "≤"
 	}
 	var qs []float64
 	if num.err == nil && den.err == nil {
@@ -161,7 +176,7 @@ func formatRatio(num, den *cell, target float64) string {
 	}
 	if len(qs) == 0 {
 		if target > 0 {
-			return fmt.Sprintf("no figure (≥ %.1f not judged)", target)
+			return fmt.Sprintf("no figure (%s %.1f not judged)", sign, target)
 		}
 		return "no figure"
 	}
@@ -170,10 +185,10 @@ func formatRatio(num, den *cell, target float64) string {
 	switch {
 	case target == 0:
 		return fmt.Sprintf("%.2f %s", q, spread)
-	case q >= target:
-		return fmt.Sprintf("%.2f %s ≥ %.1f met", q, spread, target)
+	case atMost && q <= target, !atMost && q >= target:
+		return fmt.Sprintf("%.2f %s %s %.1f met", q, spread, sign, target)
 	default:
-		return fmt.Sprintf("**%.2f** %s ≥ %.1f **MISSED**", q, spread, target)
+		return fmt.Sprintf("**%.2f** %s %s %.1f **MISSED**", q, spread, sign, target)
 	}
 }
 

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -39,4 +40,41 @@ func runTable(w io.Writer, ls []*launch) {
 			fmt.Sprintf("%.1f–%.1f", slices.Min(ms), slices.Max(ms)),
 			fmt.Sprintf("%.1f (%.1f)", median(mib), slices.Max(mib)))
 	}
+}
+
+// cell is l's wall times in milliseconds, one sample per run.
+func (l *launch) cell() *cell {
+	if l.unavailable != "" {
+		return &cell{err: errors.New(l.unavailable)}
+	}
+	c := &cell{}
+	for _, d := range l.walls {
+		c.samples = append(c.samples, float64(d.Microseconds())/1000)
+	}
+	return c
+}
+
+// Targets of the cordon run section: --net off at most twice bare bwrap,
+// restricted at most 40 ms.
+const (
+	maxOffOverBwrap = 2
+	maxRestrictedMS = 40
+)
+
+// runRatios writes each cordon run's wall time over bare bwrap's from the
+// same round, and restricted's median against its target.
+func runRatios(w io.Writer, bwrap, off, restricted *launch) {
+	fmt.Fprintf(w, "\n")
+	row(w, "ratio to bare bwrap, same round", "median [range]")
+	row(w, separator(2)...)
+	row(w, off.name, formatRatioAtMost(off.cell(), bwrap.cell(), maxOffOverBwrap))
+	row(w, restricted.name, formatRatio(restricted.cell(), bwrap.cell(), 0))
+	verdict := "no figure"
+	if c := restricted.cell(); len(c.samples) > 0 {
+		verdict = fmt.Sprintf("%.1f ms ≤ %d met", c.median(), maxRestrictedMS)
+		if c.median() > maxRestrictedMS {
+			verdict = fmt.Sprintf("**%.1f ms** ≤ %d **MISSED**", c.median(), maxRestrictedMS)
+		}
+	}
+	fmt.Fprintf(w, "\n%s, median wall time: %s.\n", restricted.name, verdict)
 }

@@ -27,8 +27,9 @@ const timeBin = "/usr/bin/time"
 const runTimeout = 30 * time.Second
 
 // cordonRunSection times bare bwrap against cordon run with the network
-// off and restricted, n runs each after one warm-up, interleaved, as the
-// unprivileged test user when running as root.
+// off and restricted (and plain true, the runner's own share), n runs each
+// after one warm-up, interleaved, as the unprivileged test user when
+// running as root.
 func cordonRunSection(w io.Writer, bin string, n int, progress io.Writer) {
 	fmt.Fprintf(w, "\n## cordon run start-up\n\n")
 	bin, err := filepath.Abs(bin)
@@ -52,9 +53,10 @@ func cordonRunSection(w io.Writer, bin string, n int, progress io.Writer) {
 			argv: []string{"bwrap", "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"}},
 		cordon("off"),
 		cordon("restricted"),
+		{name: "true", argv: []string{"true"}}, // the runner's own share of every figure
 	}
 	if err := ensureBinary(bin); err != nil {
-		for _, l := range ls[1:] {
+		for _, l := range ls[1:3] {
 			l.unavailable = err.Error()
 		}
 	}
@@ -70,7 +72,7 @@ func cordonRunSection(w io.Writer, bin string, n int, progress io.Writer) {
 			l.unavailable = err.Error()
 		}
 	}
-	fmt.Fprintf(w, "Each command ran %d times after one warm-up, the three interleaved (the first rotates), as %s, with a fresh HOME and an empty workspace directory; the cordon runs write their audit log outside it (--audit). Wall time is from starting the command to reaping it. Peak RSS is the wait4 ru_maxrss of the command's process, which also covers the descendants it reaped (the largest one counts). It is read by GNU time (%s), whose fork starts from a 1 MiB process: a child forked straight from this benchmark inherits the benchmark's own RSS high-water mark at exec and would report that instead. Its start adds about a millisecond to every wall time alike.\n\n", n, who, timeBin)
+	fmt.Fprintf(w, "Each command ran %d times after one warm-up, the four interleaved (the first rotates), as %s, with a fresh HOME and an empty workspace directory; the cordon runs write their audit log outside it (--audit). Wall time is from starting the command to reaping it. Peak RSS is the wait4 ru_maxrss of the command's process, which also covers the descendants it reaped (the largest one counts). It is read by GNU time (%s), whose fork starts from a 1 MiB process: a child forked straight from this benchmark inherits the benchmark's own RSS high-water mark at exec and would report that instead. GNU time's own start and exit count in every wall time alike: the last row, plain `true`, is that share.\n\n", n, who, timeBin)
 	for _, l := range ls {
 		if l.unavailable != "" {
 			continue
@@ -97,6 +99,7 @@ func cordonRunSection(w io.Writer, bin string, n int, progress io.Writer) {
 		}
 	}
 	runTable(w, ls)
+	runRatios(w, ls[0], ls[1], ls[2])
 }
 
 // ensureBinary builds cordon at bin if nothing is there.

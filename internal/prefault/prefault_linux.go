@@ -13,8 +13,10 @@ const heapAhead = 1 << 20
 const (
 	madvPopulateRead  = 22 // MADV_POPULATE_READ, Linux 5.14
 	madvPopulateWrite = 23 // MADV_POPULATE_WRITE, Linux 5.14
-	pageSize          = 4096
 )
+
+// pageSize is the kernel's: 4 KiB on amd64, up to 64 KiB on arm64.
+var pageSize = uintptr(syscall.Getpagesize())
 
 // mark is the first heap allocation made here: the heap grows upwards
 // from it, so the pages that follow are the ones about to be used.
@@ -47,9 +49,10 @@ func mappingOf(addr uintptr) (lo, hi uintptr, ok bool) {
 		return 0, 0, false
 	}
 	defer syscall.Close(fd)
-	// The executable's own mappings come first; a page of lines is
-	// plenty, and a later read would only see later mappings.
-	var buf [pageSize]byte
+	// The lines are in address order, and a Go program maps little below
+	// its code: 4 KiB of them is plenty. Code not among them is left as
+	// it is.
+	var buf [4096]byte
 	n, err := syscall.Read(fd, buf[:])
 	if err != nil || n <= 0 {
 		return 0, 0, false

@@ -128,7 +128,9 @@ func Run() int {
 			unix.CloseOnExec(fd)
 		}
 	}
-	err = syscall.Exec(l.Argv[0], l.Argv, os.Environ())
+	// bwrap gets no environment either: it stays in the box as pid 1,
+	// whose environ the command can read.
+	err = syscall.Exec(l.Argv[0], l.Argv, []string{})
 	return fail(fmt.Errorf("exec %s: %w", l.Argv[0], err))
 }
 

@@ -30,18 +30,29 @@ const maxBundleFile = 16 << 20
 
 // WriteBundle writes to path (mode 0644) the trust bundle for sandboxed
 // clients: the system's roots, the certificates in extraCAFiles, and ca's
-// certificate, each once, as PEM CERTIFICATE blocks and nothing else.
-func WriteBundle(path string, ca *CA, extraCAFiles []string) error {
+// certificate, each once, as PEM CERTIFICATE blocks and nothing else. With
+// cacheDir set, a bundle built before from the same inputs is reused from
+// there (see cachedBundle).
+func WriteBundle(path string, ca *CA, extraCAFiles []string, cacheDir string) error {
+	data, err := cachedBundle(cacheDir, ca, extraCAFiles)
+	if err != nil {
+		return fmt.Errorf("write trust bundle %s: %w", path, err)
+	}
+	return replaceFile(path, data, 0o644)
+}
+
+// buildBundle builds the bundle WriteBundle writes.
+func buildBundle(ca *CA, extraCAFiles []string) ([]byte, error) {
 	// The system's certificates are copied, not parsed (parsing them all
 	// takes longer than the rest of a session's start): their readers
 	// parse them.
 	sys, err := systemBundleDER()
 	if err != nil {
-		return fmt.Errorf("write trust bundle %s: %w", path, err)
+		return nil, err
 	}
 	extra, err := readExtraCAs(extraCAFiles)
 	if err != nil {
-		return fmt.Errorf("write trust bundle %s: %w", path, err)
+		return nil, err
 	}
 	for _, c := range extra {
 		sys = append(sys, c.Raw)
@@ -63,7 +74,7 @@ func WriteBundle(path string, ca *CA, extraCAFiles []string) error {
 		seen[sum] = true
 		buf = appendPEM(buf, der)
 	}
-	return replaceFile(path, buf, 0o644)
+	return buf, nil
 }
 
 // UpstreamPool returns the roots that upstream servers' certificates are

@@ -331,7 +331,13 @@ func newTerminator(o Options, bundle string, aw *audit.Writer, creds *credinject
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := certs.WriteBundle(bundle, ca, o.Policy.ExtraCA); err != nil {
+	// A lasting CA's bundle is kept between sessions; an ephemeral CA's
+	// would never be asked for again.
+	cacheDir := ""
+	if d, err := os.UserCacheDir(); err == nil && !o.EphemeralCA {
+		cacheDir = filepath.Join(d, "cordon", "bundles")
+	}
+	if err := certs.WriteBundle(bundle, ca, o.Policy.ExtraCA, cacheDir); err != nil {
 		return nil, nil, err
 	}
 	tt, err := tlsterm.New(tlsterm.Config{

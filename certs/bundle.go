@@ -32,13 +32,13 @@ const maxBundleFile = 16 << 20
 // clients: the system's roots, the certificates in extraCAFiles, and ca's
 // certificate, each once, as PEM CERTIFICATE blocks and nothing else. With
 // cacheDir set, a bundle built before from the same inputs is reused from
-// there (see cachedBundle).
-func WriteBundle(path string, ca *CA, extraCAFiles []string, cacheDir string) error {
+// there (see cachedBundle). It returns the bundle it wrote.
+func WriteBundle(path string, ca *CA, extraCAFiles []string, cacheDir string) ([]byte, error) {
 	data, err := cachedBundle(cacheDir, ca, extraCAFiles)
 	if err != nil {
-		return fmt.Errorf("write trust bundle %s: %w", path, err)
+		return nil, fmt.Errorf("write trust bundle %s: %w", path, err)
 	}
-	return replaceFile(path, data, 0o644)
+	return data, replaceFile(path, data, 0o644)
 }
 
 // buildBundle builds the bundle WriteBundle writes.

@@ -55,6 +55,12 @@ func readBundle(t *testing.T, path string) []*x509.Certificate {
 	return certs
 }
 
+// writeBundle is WriteBundle for a test that only needs its error.
+func writeBundle(path string, ca *CA, extraCAFiles []string, cacheDir string) error {
+	_, err := WriteBundle(path, ca, extraCAFiles, cacheDir)
+	return err
+}
+
 func hasCert(certs []*x509.Certificate, want *x509.Certificate) bool {
 	return slices.ContainsFunc(certs, want.Equal)
 }
@@ -70,7 +76,7 @@ func TestWriteBundle(t *testing.T) {
 
 	out := filepath.Join(dir, "bundle.pem")
 	must(t, os.WriteFile(out, []byte("stale"), 0o600))
-	if err := WriteBundle(out, ca, []string{extra, again}, ""); err != nil {
+	if err := writeBundle(out, ca, []string{extra, again}, ""); err != nil {
 		t.Fatal(err)
 	}
 	got := readBundle(t, out)
@@ -128,7 +134,7 @@ func TestWriteBundleErrors(t *testing.T) {
 			t.Setenv("SSL_CERT_FILE", tt.system)
 			extra := writeTestFile(t, t.TempDir(), "site.pem", tt.extra)
 			out := filepath.Join(t.TempDir(), "bundle.pem")
-			checkErr(t, WriteBundle(out, ca, []string{extra}, ""), tt.wantErr)
+			checkErr(t, writeBundle(out, ca, []string{extra}, ""), tt.wantErr)
 			if _, err := os.Stat(out); err == nil {
 				t.Error("a bundle was written despite the error")
 			}
@@ -136,14 +142,14 @@ func TestWriteBundleErrors(t *testing.T) {
 	}
 	t.Run("extra missing", func(t *testing.T) {
 		t.Setenv("SSL_CERT_FILE", goodSystem)
-		checkErr(t, WriteBundle(filepath.Join(dir, "b.pem"), ca, []string{filepath.Join(dir, "nope.pem")}, ""), "nope.pem")
+		checkErr(t, writeBundle(filepath.Join(dir, "b.pem"), ca, []string{filepath.Join(dir, "nope.pem")}, ""), "nope.pem")
 	})
 	t.Run("extra too large", func(t *testing.T) {
 		t.Setenv("SSL_CERT_FILE", goodSystem)
 		huge := filepath.Join(dir, "huge.pem")
 		must(t, os.WriteFile(huge, nil, 0o644))
 		must(t, os.Truncate(huge, maxBundleFile+1))
-		checkErr(t, WriteBundle(filepath.Join(dir, "b.pem"), ca, []string{huge}, ""), "too large")
+		checkErr(t, writeBundle(filepath.Join(dir, "b.pem"), ca, []string{huge}, ""), "too large")
 	})
 }
 

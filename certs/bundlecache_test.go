@@ -27,9 +27,13 @@ func TestBundleCache(t *testing.T) {
 	out := filepath.Join(dir, "bundle.pem")
 	write := func(ca *CA) []byte {
 		t.Helper()
-		must(t, WriteBundle(out, ca, []string{extra}, cache))
+		got, err := WriteBundle(out, ca, []string{extra}, cache)
+		must(t, err)
 		data, err := os.ReadFile(out)
 		must(t, err)
+		if !bytes.Equal(got, data) {
+			t.Fatal("WriteBundle returned other bytes than it wrote")
+		}
 		return data
 	}
 	marker := pemOf(other.cert)
@@ -95,7 +99,7 @@ func TestBundleCache(t *testing.T) {
 	// A cache that cannot be made is passed over.
 	blocked := filepath.Join(dir, "blocked")
 	must(t, os.WriteFile(blocked, nil, 0o600))
-	must(t, WriteBundle(out, ca, []string{extra}, filepath.Join(blocked, "cache")))
+	must(t, writeBundle(out, ca, []string{extra}, filepath.Join(blocked, "cache")))
 	if got := readBundle(t, out); len(got) != 3 || !hasCert(got, ca.cert) {
 		t.Error("an unusable cache directory changed the bundle")
 	}

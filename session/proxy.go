@@ -75,6 +75,8 @@ type Proxy struct {
 	// network (Options.InSandbox).
 	DNS *fakedns.Resolver
 
+	// bundle is what Bundle holds.
+	bundle []byte
 	// tmpDir holds a bundle this session created; removed on Close.
 	tmpDir   string
 	ownAudit bool
@@ -188,7 +190,18 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		}
 		fakeName = dns.NameFor
 	}
-	tt, ca, err := newTerminator(o, bundle, aw, creds, roots)
+	ca, err := loadCA(o)
+	if err != nil {
+		return fail(err)
+	}
+	bundleData, err := writeBundle(o, bundle, ca)
+	if err != nil {
+		return fail(err)
+	}
+	tt, err := tlsterm.New(tlsterm.Config{
+		Leaves: certs.NewLeafCache(ca, certs.DefaultLeafCacheSize), Roots: roots, Audit: aw, Creds: creds,
+		ErrorLog: log.New(os.Stderr, "", 0),
+	})
 	if err != nil {
 		return fail(err)
 	}
@@ -219,7 +232,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		return fail(err)
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	px := &Proxy{tmpDir: tmpDir, Addr: self, Token: token, Audit: aw, Rules: rules, Bundle: bundle, CA: ca, Creds: creds, DNS: dns, ownAudit: ownAudit, srv: srv, ctx: sctx, cancel: cancel}
+	px := &Proxy{tmpDir: tmpDir, Addr: self, Token: token, Audit: aw, Rules: rules, Bundle: bundle, bundle: bundleData, CA: ca, Creds: creds, DNS: dns, ownAudit: ownAudit, srv: srv, ctx: sctx, cancel: cancel}
 	if ln != nil {
 		px.serve(func() error { return srv.Serve(sctx, ln) })
 	}
@@ -312,39 +325,30 @@ func parseResolve(entries []string) (map[string][]netip.Addr, error) {
 	return out, nil
 }
 
-// newTerminator loads (or creates) the CA, writes the session's trust
-// bundle at bundle and builds the TLS terminator.
-func newTerminator(o Options, bundle string, aw *audit.Writer, creds *credinject.Set, upstreamRoots func() (*x509.CertPool, error)) (*tlsterm.Terminator, *certs.CA, error) {
-	var ca *certs.CA
-	var err error
+// loadCA loads (or creates) the session's CA, or makes an ephemeral one.
+func loadCA(o Options) (*certs.CA, error) {
 	if o.EphemeralCA {
-		ca, err = certs.NewEphemeral()
-	} else {
-		dir := o.CADir
-		if dir == "" {
-			if dir, err = certs.DefaultDir(); err != nil {
-				return nil, nil, err
-			}
+		return certs.NewEphemeral()
+	}
+	dir := o.CADir
+	if dir == "" {
+		var err error
+		if dir, err = certs.DefaultDir(); err != nil {
+			return nil, err
 		}
-		ca, err = certs.LoadOrCreate(dir)
 	}
-	if err != nil {
-		return nil, nil, err
-	}
-	// A lasting CA's bundle is kept between sessions; an ephemeral CA's
-	// would never be asked for again.
+	return certs.LoadOrCreate(dir)
+}
+
+// writeBundle writes the session's trust bundle at path and returns it. A
+// lasting CA's bundle is kept between sessions; an ephemeral CA's would
+// never be asked for again.
+func writeBundle(o Options, path string, ca *certs.CA) ([]byte, error) {
 	cacheDir := ""
 	if d, err := os.UserCacheDir(); err == nil && !o.EphemeralCA {
 		cacheDir = filepath.Join(d, "cordon", "bundles")
 	}
-	if err := certs.WriteBundle(bundle, ca, o.Policy.ExtraCA, cacheDir); err != nil {
-		return nil, nil, err
-	}
-	tt, err := tlsterm.New(tlsterm.Config{
-		Leaves: certs.NewLeafCache(ca, certs.DefaultLeafCacheSize), Roots: upstreamRoots, Audit: aw, Creds: creds,
-		ErrorLog: log.New(os.Stderr, "", 0),
-	})
-	return tt, ca, err
+	return certs.WriteBundle(path, ca, o.Policy.ExtraCA, cacheDir)
 }
 
 // terminatePredicate says which allowed tunnels are terminated: all but

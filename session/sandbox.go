@@ -46,10 +46,7 @@ func (p *Proxy) Sandbox(in Inside) (*sandbox.Network, []string, map[string][]byt
 	case in.Resolver != "" && !in.OwnNetwork:
 		return nil, nil, nil, fmt.Errorf("session: only a sandbox with a network of its own can capture DNS")
 	}
-	bundle, err := os.ReadFile(p.Bundle)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read the trust bundle: %w", err)
-	}
+	bundle := p.bundle
 	port := in.ProxyPort
 	if port == 0 {
 		port = int(p.Addr.Port())

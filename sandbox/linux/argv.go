@@ -232,15 +232,29 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	}
 	sort.Strings(dsts)
 	// One scratch file per distinct content: the trust bundle, say, is
-	// placed at several paths.
+	// placed at several paths, usually as the very same slice, which is
+	// known without hashing it again.
 	srcs := map[[sha256.Size]byte]string{}
+	type slice struct {
+		first *byte
+		n     int
+	}
+	same := map[slice]string{}
 	for _, dst := range dsts {
-		sum := sha256.Sum256(s.Files[dst])
-		src, ok := srcs[sum]
+		data := s.Files[dst]
+		id := slice{n: len(data)}
+		if len(data) > 0 {
+			id.first = &data[0]
+		}
+		src, ok := same[id]
 		if !ok {
-			src = filepath.Join(scratch, "file-"+strconv.Itoa(len(srcs)))
-			srcs[sum] = src
-			l.files[src] = s.Files[dst]
+			sum := sha256.Sum256(data)
+			if src, ok = srcs[sum]; !ok {
+				src = filepath.Join(scratch, "file-"+strconv.Itoa(len(srcs)))
+				srcs[sum] = src
+				l.files[src] = data
+			}
+			same[id] = src
 		}
 		a = append(a, "--ro-bind", src, dst)
 	}

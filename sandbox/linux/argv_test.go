@@ -308,7 +308,9 @@ func TestBuildFilesShareScratch(t *testing.T) {
 	bundle := []byte("-----BEGIN CERTIFICATE-----\n")
 	s.Files = map[string][]byte{
 		"/run/cordon/ca-bundle.pem":          bundle,
-		"/etc/ssl/certs/ca-certificates.crt": append([]byte{}, bundle...),
+		"/etc/ssl/certs/ca-certificates.crt": append([]byte{}, bundle...), // equal content
+		"/etc/ssl/cert.pem":                  bundle,                      // the same slice
+		"/etc/ssl/short.pem":                 bundle[:5],                  // the same first byte, other content
 		"/etc/hosts":                         []byte("127.0.0.1 localhost\n"),
 	}
 	l, err := build(s, f.host(), f.scratch, nil)
@@ -321,11 +323,19 @@ func TestBuildFilesShareScratch(t *testing.T) {
 			srcs[l.argv[i+2]] = l.argv[i+1]
 		}
 	}
-	if len(srcs) != 3 {
+	if len(srcs) != 5 {
 		t.Fatalf("binds of scratch files: %v", srcs)
 	}
-	if srcs["/run/cordon/ca-bundle.pem"] != srcs["/etc/ssl/certs/ca-certificates.crt"] || srcs["/etc/hosts"] == srcs["/run/cordon/ca-bundle.pem"] {
+	b := srcs["/run/cordon/ca-bundle.pem"]
+	if srcs["/etc/ssl/certs/ca-certificates.crt"] != b || srcs["/etc/ssl/cert.pem"] != b || srcs["/etc/hosts"] == b || srcs["/etc/ssl/short.pem"] == b {
 		t.Fatalf("scratch files by destination: %v", srcs)
+	}
+	distinct := map[string]bool{}
+	for _, src := range srcs {
+		distinct[src] = true
+	}
+	if len(distinct) != 3 {
+		t.Errorf("%d scratch files for %d destinations, want 3 (the bundle, its first five bytes, hosts)", len(distinct), len(srcs))
 	}
 	for dst, src := range srcs {
 		if string(l.files[src]) != string(s.Files[dst]) {

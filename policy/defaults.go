@@ -44,6 +44,7 @@ var defaultDenyRead = []string{
 	"~/.vault-token",
 	"~/.config/cordon",
 	"~/.local/share/cordon",
+	"~/.cache/cordon",
 }
 
 // Defaults returns a fresh copy of the policy that applies before any file:

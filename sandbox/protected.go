@@ -2,7 +2,8 @@ package sandbox
 
 // ProtectedHome lists, relative to the home directory, the stores no
 // policy may open to a command on any platform: keys, cloud and cluster
-// credentials, and cordon's own configuration, CA and state. Backends add
+// credentials, and cordon's own configuration, CA, state and cache (whose
+// kept trust bundles sandboxes are given to trust). Backends add
 // their platform's own (the macOS login keychain).
 var ProtectedHome = []string{
 	".ssh",
@@ -13,5 +14,6 @@ var ProtectedHome = []string{
 	".config/gh",
 	".config/cordon",
 	".local/share/cordon",
+	".cache/cordon",
 	".local/share/keyrings",
 }

@@ -35,8 +35,9 @@ type Machine struct {
 }
 
 // protectedHome are, below the home directory, the stores no policy can
-// open to a command: the platform-wide list and the login keychain's files.
-var protectedHome = append(append([]string(nil), sandbox.ProtectedHome...), "Library/Keychains")
+// open to a command: the platform-wide list, the login keychain's files,
+// and cordon's cache where macOS keeps caches.
+var protectedHome = append(append([]string(nil), sandbox.ProtectedHome...), "Library/Keychains", "Library/Caches/cordon")
 
 // sharedDirs are directories every process on a Mac writes to. A workspace
 // or TMPDIR that is or contains one would share it with the host.

@@ -188,7 +188,7 @@ func TestBuildAuditDirMasked(t *testing.T) {
 	f.audit = filepath.Join(f.ws, "logs", "audit.jsonl")
 	mkdirs(t, filepath.Dir(f.audit))
 	h := f.host()
-	h.guard = newGuard([]string{f.home}, f.audit)
+	h.guard = newGuard([]string{f.home}, f.audit, "")
 	l, err := build(f.spec(&policy.Policy{Network: policy.NetOff}, "true"), h, f.scratch, nil)
 	if err != nil {
 		t.Fatal(err)

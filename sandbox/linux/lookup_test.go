@@ -126,7 +126,7 @@ func TestLookup(t *testing.T) {
 				path:      strings.Join([]string{"relative/bin", filepath.Join(f.root, "links"), filepath.Join(f.root, "opt", "go", "bin"), filepath.Join(f.root, "opt", "node", "bin"), filepath.Join(f.root, "apps"), "/usr/bin", "/bin"}, ":"),
 				workdir:   f.ws,
 				workspace: f.ws,
-				guard:     newGuard([]string{f.home}, f.audit),
+				guard:     newGuard([]string{f.home}, f.audit, ""),
 				visible: func(p string) bool {
 					return within(p, "/usr") || within(p, "/bin") || within(p, f.ws)
 				},
@@ -242,7 +242,7 @@ func TestUnrunnable(t *testing.T) {
 				path:      strings.Join([]string{filepath.Join(f.root, "apps"), "/usr/bin", "/bin"}, ":"),
 				workdir:   f.ws,
 				workspace: f.ws,
-				guard:     newGuard([]string{f.home}, f.audit),
+				guard:     newGuard([]string{f.home}, f.audit, ""),
 				visible:   func(p string) bool { return within(p, "/usr") || within(p, "/bin") || within(p, f.ws) },
 			}
 			c, err := r.lookup(argv0)

@@ -31,12 +31,20 @@ type guard struct {
 	// homes are the invoking user's home directory in every spelling found
 	// ($HOME, the password database, each with symlinks resolved).
 	homes []string
-	// auditDir is the directory holding the audit log.
-	auditDir string
+	// own are cordon's own directories, wherever they are: the audit
+	// log's and the cache's.
+	own []ownDir
 }
 
-// newGuard builds a guard for the given home spellings and audit log path.
-func newGuard(homes []string, auditPath string) guard {
+// ownDir is one of cordon's own directories, and why the sandbox must not
+// reach it.
+type ownDir struct {
+	path, name, why string
+}
+
+// newGuard builds a guard for the given home spellings, audit log path and
+// cache directory (either may be empty).
+func newGuard(homes []string, auditPath, cacheDir string) guard {
 	var g guard
 	for _, h := range homes {
 		if h == "" || !filepath.IsAbs(h) {
@@ -47,13 +55,20 @@ func newGuard(homes []string, auditPath string) guard {
 			g.homes = appendNew(g.homes, r)
 		}
 	}
-	if auditPath != "" {
-		d := filepath.Dir(filepath.Clean(auditPath))
+	add := func(dir, name, why string) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			return
+		}
+		d := filepath.Clean(dir)
 		if r, err := filepath.EvalSymlinks(d); err == nil {
 			d = r
 		}
-		g.auditDir = d
+		g.own = append(g.own, ownDir{d, name, why})
 	}
+	if auditPath != "" {
+		add(filepath.Dir(filepath.Clean(auditPath)), "the audit log directory", "the sandbox must not touch its own audit trail")
+	}
+	add(cacheDir, "cordon's cache directory", "it keeps the trust bundles sandboxes are given")
 	return g
 }
 
@@ -66,8 +81,8 @@ func (g guard) protected() []string {
 			out = append(out, filepath.Join(h, d))
 		}
 	}
-	if g.auditDir != "" {
-		out = append(out, g.auditDir)
+	for _, o := range g.own {
+		out = append(out, o.path)
 	}
 	return out
 }
@@ -96,8 +111,10 @@ func (g guard) check(what, path string) error {
 				}
 			}
 		}
-		if g.auditDir != "" && within(p, g.auditDir) {
-			return fmt.Errorf("%s %s: refusing the audit log directory %s: the sandbox must not touch its own audit trail", what, path, g.auditDir)
+		for _, o := range g.own {
+			if within(p, o.path) {
+				return fmt.Errorf("%s %s: refusing %s %s: %s", what, path, o.name, o.path, o.why)
+			}
 		}
 	}
 	return nil

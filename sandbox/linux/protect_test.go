@@ -11,7 +11,8 @@ import (
 func TestGuardCheck(t *testing.T) {
 	f := newFixture(t)
 	symlink(t, f.home, filepath.Join(f.root, "home-link"))
-	g := newGuard([]string{filepath.Join(f.root, "home-link"), ""}, f.audit)
+	cache := filepath.Join(f.root, "xdg-cache", "cordon")
+	g := newGuard([]string{filepath.Join(f.root, "home-link"), ""}, f.audit, cache)
 	tests := []struct {
 		path string
 		want string // "" means allowed
@@ -29,6 +30,11 @@ func TestGuardCheck(t *testing.T) {
 		{filepath.Join(f.home, ".config", "gh"), "holds credentials"},
 		{filepath.Join(f.home, ".config", "cordon", "config.yaml"), "holds credentials"},
 		{filepath.Join(f.home, ".local", "share", "keyrings"), "holds credentials"},
+		{filepath.Join(f.home, ".cache", "cordon", "bundles"), "holds credentials"},
+		{filepath.Join(f.home, ".cache"), ""},
+		{cache, "cordon's cache directory"},
+		{filepath.Join(cache, "bundles", "x.pem"), "cordon's cache directory"},
+		{filepath.Dir(cache), ""},
 		{filepath.Dir(f.audit), "audit log directory"},
 		{f.audit, "audit log directory"},
 		{filepath.Join(f.home, ".config"), ""},

@@ -43,7 +43,7 @@ func (f fixture) host() hostInfo {
 		user:   "tester",
 		uid:    1000,
 		gid:    1000,
-		guard:  newGuard([]string{f.home}, f.audit),
+		guard:  newGuard([]string{f.home}, f.audit, ""),
 		self:   "/opt/cordon/bin/cordon",
 		bwrap:  "/usr/bin/bwrap",
 		goarch: "amd64",

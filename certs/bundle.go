@@ -38,7 +38,10 @@ func WriteBundle(path string, ca *CA, extraCAFiles []string, cacheDir string) ([
 	if err != nil {
 		return nil, fmt.Errorf("write trust bundle %s: %w", path, err)
 	}
-	return data, replaceFile(path, data, 0o644)
+	if err := replaceFile(path, data, 0o644); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // buildBundle builds the bundle WriteBundle writes.

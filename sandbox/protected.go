@@ -1,5 +1,20 @@
 package sandbox
 
+import (
+	"os"
+	"path/filepath"
+)
+
+// CacheDir is cordon's cache directory (its kept trust bundles and probe
+// results), in the user's cache directory; "" when there is none.
+func CacheDir() string {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "cordon")
+}
+
 // ProtectedHome lists, relative to the home directory, the stores no
 // policy may open to a command on any platform: keys, cloud and cluster
 // credentials, and cordon's own configuration, CA, state and cache (whose

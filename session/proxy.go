@@ -345,8 +345,8 @@ func loadCA(o Options) (*certs.CA, error) {
 // never be asked for again.
 func writeBundle(o Options, path string, ca *certs.CA) ([]byte, error) {
 	cacheDir := ""
-	if d, err := os.UserCacheDir(); err == nil && !o.EphemeralCA {
-		cacheDir = filepath.Join(d, "cordon", "bundles")
+	if d := sandbox.CacheDir(); d != "" && !o.EphemeralCA {
+		cacheDir = filepath.Join(d, "bundles")
 	}
 	return certs.WriteBundle(path, ca, o.Policy.ExtraCA, cacheDir)
 }

@@ -162,11 +162,7 @@ func (b *Backend) gatherHost(p *policy.Policy) (hostInfo, error) {
 		return h, fmt.Errorf("cannot find your home directory: set $HOME")
 	}
 	h.home = filepath.Clean(h.home)
-	cache, _ := os.UserCacheDir()
-	if cache != "" {
-		cache = filepath.Join(cache, "cordon")
-	}
-	h.guard = newGuard([]string{h.home, me.HomeDir}, b.opts.AuditPath, cache)
+	h.guard = newGuard([]string{h.home, me.HomeDir}, b.opts.AuditPath, sandbox.CacheDir())
 	h.uid, h.gid, h.user = os.Getuid(), os.Getgid(), me.Username
 	if os.Geteuid() == 0 {
 		ra, err := runAs(p.RunAs)

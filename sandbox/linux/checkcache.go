@@ -102,11 +102,11 @@ func memoPath(key string) string {
 	if key == "" {
 		return ""
 	}
-	base, err := os.UserCacheDir()
-	if err != nil {
+	base := sandbox.CacheDir()
+	if base == "" {
 		return ""
 	}
-	dir := filepath.Join(base, "cordon", "probes")
+	dir := filepath.Join(base, "probes")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return ""
 	}

@@ -68,8 +68,12 @@ func bundleKey(ca *CA, extraCAFiles []string) (string, bool) {
 	return hex.EncodeToString(h.Sum(nil)), true
 }
 
-// readKept reads a kept bundle, refusing anything that is not one.
+// readKept reads a kept bundle, refusing anything that is not one, or
+// that someone else could have written.
 func readKept(path string) ([]byte, error) {
+	if fi, err := os.Lstat(path); err != nil || !privateToMe(fi) {
+		return nil, fmt.Errorf("%s is not a kept bundle of this user's", path)
+	}
 	data, err := readBounded(path)
 	if err != nil {
 		return nil, err

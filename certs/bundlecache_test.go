@@ -96,6 +96,15 @@ func TestBundleCache(t *testing.T) {
 		t.Errorf("a junk kept file was returned: %q", got)
 	}
 
+	// A kept file others could have written is built again.
+	tamper()
+	for _, p := range kept(t, cache) {
+		must(t, os.Chmod(p, 0o622))
+	}
+	if got := write(other); bytes.Equal(got, marker) {
+		t.Error("a group-writable kept bundle was reused")
+	}
+
 	// A cache that cannot be made is passed over.
 	blocked := filepath.Join(dir, "blocked")
 	must(t, os.WriteFile(blocked, nil, 0o600))

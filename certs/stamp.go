@@ -15,3 +15,10 @@ func fileStamp(fi os.FileInfo) string {
 	}
 	return fmt.Sprintf("%d %d %d", st.Dev, st.Ino, changeTime(st))
 }
+
+// privateToMe says whether fi is a regular file of this user's that no one
+// else can write.
+func privateToMe(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && fi.Mode().IsRegular() && fi.Mode().Perm()&0o022 == 0 && int(st.Uid) == os.Getuid()
+}

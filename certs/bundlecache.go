@@ -84,8 +84,8 @@ func readKept(path string) ([]byte, error) {
 	return data, nil
 }
 
-// pruneBundles removes the oldest kept bundles beyond bundleCacheSize,
-// never keep.
+// pruneBundles removes the oldest kept bundles beyond bundleCacheSize, but
+// never keep, the one just written.
 func pruneBundles(dir, keep string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {

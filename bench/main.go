@@ -23,7 +23,7 @@ func main() {
 	dur := flag.Duration("dur", 500*time.Millisecond, "time bound of one measurement (each also has a request cap)")
 	bulkMiB := flag.Int64("bulk-mib", 64, "size of the bulk download in MiB")
 	originH2 := flag.Bool("origin-h2", true, "let the HTTPS origin offer HTTP/2 (cordon MITM then speaks h2 upstream for h2 clients); false leaves it HTTP/1.1 only, without the h2 column")
-	runs := flag.Int("runs", 20, "timed runs of each cordon run command")
+	runs := flag.Int("runs", 40, "timed runs of each cordon run command")
 	only := flag.String("only", "", "measure one section only: proxy, sandbox or run (default: all three)")
 	bin := flag.String("cordon", "bin/cordon", "cordon binary for the cordon run timings and the sandbox section; built from ./cmd/cordon if missing")
 	client := flag.String("client", "", "act as the sandbox section's client instead: "+modeProxyEnv+" or "+modeTransparent+" (see runClient)")

@@ -345,6 +345,7 @@ func TestEscapeCorpus(t *testing.T) {
 		"{origin_ip_octal}": fmt.Sprintf("0%o.0%o.0%o.0%o", ip[0], ip[1], ip[2], ip[3]),
 		"{origin_ptr}":      fmt.Sprintf("%d.%d.%d.%d.in-addr.arpa", ip[3], ip[2], ip[1], ip[0]),
 		"{origin_udp_port}": strconv.Itoa(udpPort), "{real_home}": env.realHome, "{real_key}": realKey,
+		"{own_ip}": ownInterfaceAddr(t).String(),
 	}
 	runs := 0
 	for _, g := range groups {
@@ -937,6 +938,40 @@ func tokenSeen(token string, prefixes ...string) []string {
 		return true
 	})
 	return got
+}
+
+// ownInterfaceAddr is an IPv4 address of one of this host's own
+// interfaces that is not loopback, preferring one on a non-loopback
+// interface: what invariant 11 calls "this host's own addresses".
+func ownInterfaceAddr(t *testing.T) netip.Addr {
+	t.Helper()
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatalf("list this host's interfaces: %v", err)
+	}
+	var fallback netip.Addr
+	for _, ifc := range ifs {
+		addrs, err := ifc.Addrs()
+		if err != nil || ifc.Flags&net.FlagUp == 0 {
+			continue
+		}
+		for _, a := range addrs {
+			p, err := netip.ParsePrefix(a.String())
+			if err != nil || !p.Addr().Is4() || p.Addr().IsLoopback() || p.Addr().IsLinkLocalUnicast() {
+				continue
+			}
+			if ifc.Flags&net.FlagLoopback == 0 {
+				return p.Addr()
+			}
+			if !fallback.IsValid() {
+				fallback = p.Addr()
+			}
+		}
+	}
+	if !fallback.IsValid() {
+		t.Fatal("this host has no IPv4 address besides loopback, so invariant 11's own-address attack cannot run; give it one (any interface)")
+	}
+	return fallback
 }
 
 func fileExists(p string) bool {

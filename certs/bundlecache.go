@@ -30,8 +30,11 @@ const bundleCacheSize = 8
 // modification and change times: a file that changes in any way gives
 // another bundle. A cache that cannot be read or written is passed over.
 func cachedBundle(dir string, ca *CA, extraCAFiles []string) ([]byte, error) {
+	if dir == "" {
+		return buildBundle(ca, extraCAFiles)
+	}
 	key, ok := bundleKey(ca, extraCAFiles)
-	if dir == "" || !ok {
+	if !ok {
 		return buildBundle(ca, extraCAFiles)
 	}
 	path := filepath.Join(dir, key+".pem")

@@ -113,6 +113,15 @@ type Spec struct {
 	Stdout, Stderr io.Writer
 }
 
+// Committed runs s.Commit, when set: backends call it once, just before
+// the command starts.
+func (s *Spec) Committed() error {
+	if s.Commit == nil {
+		return nil
+	}
+	return s.Commit()
+}
+
 // Plan is the exact launch a Spec turns into, for --dry-run.
 type Plan struct {
 	Argv  []string          `json:"argv"`

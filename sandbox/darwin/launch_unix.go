@@ -50,10 +50,8 @@ func launch(ctx context.Context, s *sandbox.Spec, plan *sandbox.Plan) (sandbox.R
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 
-	if s.Commit != nil {
-		if err := s.Commit(); err != nil {
-			return sandbox.Result{ExitCode: exitLaunch}, err
-		}
+	if err := s.Committed(); err != nil {
+		return sandbox.Result{ExitCode: exitLaunch}, err
 	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

@@ -78,12 +78,9 @@ func (b *Backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 	return b.launch(ctx, s, h, l, nil)
 }
 
-// commit runs s.Commit, if any.
+// commit is s.Committed, a failure of which is a start failure.
 func commit(s *sandbox.Spec) error {
-	if s.Commit == nil {
-		return nil
-	}
-	if err := s.Commit(); err != nil {
+	if err := s.Committed(); err != nil {
 		return &StartError{Code: ExitLaunchFailed, Reason: err.Error()}
 	}
 	return nil

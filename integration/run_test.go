@@ -295,7 +295,17 @@ func TestRunKilledCordonEndsTheTree(t *testing.T) {
 	b := newBox(t)
 	marker := uniqueSleep()
 	tmp := userDir(t, "cordon-it-tmp-")
-	cmd := cordonIn(t, b.ws, b.env("TMPDIR="+tmp), "run", "--audit", b.audit, "--net", "off", "--", "sh", "-c", daemonScript(marker))
+	// A denied file and directory are masked with scratch files, which the
+	// run creates under TMPDIR (a run with nothing to mask creates none).
+	b.file(filepath.Join(b.ws, ".env"), "API_KEY=secret-env")
+	b.file(filepath.Join(b.ws, "secrets", "db.txt"), "secret-dir")
+	cfg := b.config(fmt.Sprintf("network: off\ndeny_read:\n  - %s\n  - %s\n", filepath.Join(b.ws, ".env"), filepath.Join(b.ws, "secrets")))
+	args := []string{"run", "--audit", b.audit, "--config", cfg, "--", "sh", "-c", daemonScript(marker)}
+	plan, err := cordonIn(t, b.ws, b.env("TMPDIR="+tmp), append([]string{args[0], "--dry-run"}, args[1:]...)...).CombinedOutput()
+	if err != nil || !strings.Contains(string(plan), "== "+tmp+"/cordon-run-") {
+		t.Fatalf("the plan has no scratch files under %s (%v):\n%s", tmp, err, plan)
+	}
+	cmd := cordonIn(t, b.ws, b.env("TMPDIR="+tmp), args...)
 	scratchLeft := func() bool {
 		left, _ := filepath.Glob(filepath.Join(tmp, "cordon-*"))
 		return len(left) > 0

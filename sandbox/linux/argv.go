@@ -77,11 +77,13 @@ type launch struct {
 	argv []string
 	// sep indexes the "--" that ends bwrap's options in argv.
 	sep int
-	// scratch is the host directory holding files the mounts come from.
+	// scratch is the host directory holding files the mounts come from;
+	// empty when no mount needs one.
 	scratch string
 	// files are the scratch files to create: path to contents.
 	files map[string][]byte
-	// emptyDir is the scratch directory bound over denied directories.
+	// emptyDir is the scratch directory bound over denied directories;
+	// empty when none is denied.
 	emptyDir string
 	seccomp  []bpf.RawInstruction
 	// rlimits go on the sandbox's init before it starts the command.
@@ -98,7 +100,7 @@ type probeMode struct {
 }
 
 // build renders s for bwrap, using scratch (not created here) for the
-// files mounts are made from. With probe set, cordon's self-test runs
+// files mounts are made from, when any is. With probe set, cordon's self-test runs
 // instead of s.Argv.
 //
 // bwrap's own init is pid 1 of the sandbox's pid namespace: it reaps
@@ -116,13 +118,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	if probe == nil && len(s.Argv) == 0 {
 		return nil, fmt.Errorf("no command to run: put it after --")
 	}
-	l := &launch{
-		scratch:  scratch,
-		files:    map[string][]byte{},
-		emptyDir: filepath.Join(scratch, "empty.d"),
-	}
-	empty := filepath.Join(scratch, "empty")
-	l.files[empty] = nil
+	l := &launch{files: map[string][]byte{}}
 
 	ws, workdir, err := workspaceOf(s, h.guard)
 	if err != nil {
@@ -264,11 +260,17 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		return nil, err
 	}
 	for _, m := range masks {
-		src := empty
+		src := filepath.Join(scratch, "empty")
 		if m.dir {
-			src = l.emptyDir
+			src = filepath.Join(scratch, "empty.d")
+			l.emptyDir = src
+		} else {
+			l.files[src] = nil
 		}
 		a = append(a, "--ro-bind", src, m.path)
+	}
+	if len(l.files) > 0 || l.emptyDir != "" {
+		l.scratch = scratch
 	}
 	a = append(a, "--remount-ro", "/", "--chdir", workdir, "--clearenv")
 	env, err := environment(p.Env, h.env, h.home, h.user, s.Env)

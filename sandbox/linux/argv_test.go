@@ -158,10 +158,33 @@ func TestBuildArgv(t *testing.T) {
 					}
 				}
 			}
-			if _, ok := l.files[filepath.Join(f.scratch, "empty")]; !ok {
-				t.Errorf("no empty mask file among %v", l.files)
-			}
+			checkScratch(t, l, f.scratch)
 		})
+	}
+}
+
+// checkScratch fails t unless every mount from scratch has its source
+// among the launch's scratch files (or is its empty directory), and the
+// launch has a scratch directory exactly when a mount needs one.
+func checkScratch(t *testing.T, l *launch, scratch string) {
+	t.Helper()
+	used := false
+	for i := 0; i+1 < len(l.argv); i++ {
+		src := l.argv[i+1]
+		if l.argv[i] != "--ro-bind" || !strings.HasPrefix(src, scratch+"/") {
+			continue
+		}
+		used = true
+		if _, ok := l.files[src]; !ok && src != l.emptyDir {
+			t.Errorf("%s is mounted but not among the scratch files %v or the empty directory %q", src, l.files, l.emptyDir)
+		}
+	}
+	want := ""
+	if used {
+		want = scratch
+	}
+	if l.scratch != want {
+		t.Errorf("scratch directory %q, want %q (mounts from it: %v)", l.scratch, want, used)
 	}
 }
 
@@ -317,6 +340,7 @@ func TestBuildFilesShareScratch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkScratch(t, l, f.scratch)
 	srcs := map[string]string{}
 	for i := 0; i+2 < len(l.argv); i++ {
 		if l.argv[i] == "--ro-bind" && strings.HasPrefix(l.argv[i+1], f.scratch+"/file-") {

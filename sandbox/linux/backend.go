@@ -107,7 +107,9 @@ func (b *Backend) Plan(s *sandbox.Spec) (*sandbox.Plan, error) {
 	for p, data := range l.files {
 		plan.Files[p] = string(data)
 	}
-	plan.Files[l.emptyDir+"/"] = ""
+	if l.emptyDir != "" {
+		plan.Files[l.emptyDir+"/"] = ""
+	}
 	plan.Files["fd "+strconv.Itoa(fdSeccomp)] = seccompListing(h.goarch, l.seccomp)
 	plan.Files["fd "+strconv.Itoa(fdBlock)] = goAheadText(l)
 	if s.Policy.Network == policy.NetRestricted && b.opts.Holder != nil {
@@ -241,8 +243,11 @@ func scratchName() string {
 }
 
 // writeScratch creates the launch's scratch directory and files, readable
-// by uid (the account bwrap runs as).
+// by uid (the account bwrap runs as). A launch without one needs none.
 func writeScratch(l *launch, uid, gid int) error {
+	if l.scratch == "" {
+		return nil
+	}
 	if err := os.Mkdir(l.scratch, 0o700); err != nil {
 		return fmt.Errorf("create scratch directory: %w", err)
 	}
@@ -251,8 +256,10 @@ func writeScratch(l *launch, uid, gid int) error {
 			return fmt.Errorf("hand the scratch directory to uid %d: %w", uid, err)
 		}
 	}
-	if err := os.Mkdir(l.emptyDir, 0o555); err != nil {
-		return fmt.Errorf("create scratch directory: %w", err)
+	if l.emptyDir != "" {
+		if err := os.Mkdir(l.emptyDir, 0o555); err != nil {
+			return fmt.Errorf("create scratch directory: %w", err)
+		}
 	}
 	paths := make([]string, 0, len(l.files))
 	for p := range l.files {

@@ -95,7 +95,9 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	if err := writeScratch(l, h.uid, h.gid); err != nil {
 		return fail(err)
 	}
-	defer os.RemoveAll(l.scratch)
+	if l.scratch != "" {
+		defer os.RemoveAll(l.scratch)
+	}
 
 	fds, err := newLaunchFiles(l, probe != nil)
 	if err != nil {
@@ -188,16 +190,22 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	released := make(chan error, 1)
 	go func() { released <- release(s, h, l, st, fds.goAhead) }()
 	var startErr error
-	watched := make(chan *process)
-	go func() {
-		c := st.findCommand(ended)
-		select {
-		case watched <- c:
-		case <-ended:
-			c.close()
-		}
-	}()
-	found := watched
+	// With scratch files, a watcher finds the command as soon as it runs,
+	// so they go early; otherwise the command is looked up when a signal
+	// is to be relayed.
+	var found chan *process
+	if l.scratch != "" {
+		watched := make(chan *process)
+		go func() {
+			c := st.findCommand(ended)
+			select {
+			case watched <- c:
+			case <-ended:
+				c.close()
+			}
+		}()
+		found = watched
+	}
 
 	var deadline <-chan time.Time
 	if s.Timeout > 0 {
@@ -239,8 +247,9 @@ loop:
 			found = nil
 		case sig := <-sigs:
 			if running == nil {
-				// The watcher may not have looked since the command started.
-				if running = commandOf(st.initPid()); running != nil {
+				// The watcher, if any, may not have looked since the
+				// command started.
+				if running = commandOf(st.initPid()); running != nil && found != nil {
 					_ = os.RemoveAll(l.scratch)
 					found = nil
 				}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -106,9 +107,13 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	defer fds.close()
 
 	argv := append([]string{l.argv[0], "--args", fmt.Sprint(fdArgs)}, l.argv[l.sep:]...)
+	// Notify starts the threads that take signals, about a millisecond
+	// here, so it runs beside the set-up below; the go-ahead waits for it.
+	// A signal that arrives before the loop below waits in sigs.
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, relayedSignals...)
-	defer signal.Stop(sigs)
+	notified := make(chan struct{})
+	go func() { signal.Notify(sigs, relayedSignals...); close(notified) }()
+	defer func() { <-notified; signal.Stop(sigs) }()
 	var c *child
 	var cg *runCgroup
 	begin := time.Now()
@@ -176,6 +181,7 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	}
 	cmd, waited := c.cmd, c.done
 	fds.closeChildEnds()
+	<-notified
 
 	st := newStatusReader()
 	var wg sync.WaitGroup
@@ -452,7 +458,12 @@ func sameWriter(a, b io.Writer) (same bool) {
 // opens its own so, but one it inherited open (from a shell, a terminal
 // multiplexer, an agent's launcher) would otherwise pass through bwrap to
 // the command. The launch's own descriptors are handed over explicitly.
+// One close_range call does it (Linux 5.11); older kernels have each
+// descriptor in /proc/self/fd marked.
 func closeInherited() {
+	if unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
 	entries, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -445,6 +446,60 @@ func TestRunWithoutBwrapIsBlocked(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(b.ws, "ran")); err == nil {
 		t.Fatal("the command ran without bwrap")
+	}
+}
+
+// The capability check runs while the box is being built: a BLOCKED
+// verdict that arrives then still starts nothing. Here the verdict comes
+// from the probe memo, made by a first run and then marked BLOCKED (the
+// memo is the user's own file, which cordon trusts).
+func TestRunBlockedVerdictStartsNothing(t *testing.T) {
+	b := newBox(t)
+	expectCode(t, b.run("--net", "off", "--", "true"), 0)
+	memos, _ := filepath.Glob(filepath.Join(b.home, ".cache", "cordon", "probes", "*.json"))
+	const forged = "forged by the test: the box is not safe here"
+	marked := 0
+	for _, path := range memos {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		caps, _ := m["caps"].([]any)
+		for _, c := range caps {
+			if c := c.(map[string]any); c["name"] == "filesystem box" {
+				c["status"], c["reason"], c["fix"] = "BLOCKED", forged, "none"
+				marked++
+			}
+		}
+		if data, err = json.Marshal(m); err != nil {
+			t.Fatal(err)
+		}
+		writeUserFile(t, path, data)
+	}
+	if marked != 1 {
+		t.Fatalf("%d memos of the box probe among %v, want 1", marked, memos)
+	}
+	r := b.run("--net", "off", "--", "/usr/bin/touch", "ran")
+	expectCode(t, r, 125)
+	if !strings.Contains(r.stderr, forged) {
+		t.Errorf("the refusal does not give the verdict:\n%s", r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(b.ws, "ran")); err == nil {
+		t.Fatal("the command ran although a capability was BLOCKED")
+	}
+	recs := b.records()
+	last := recs[len(recs)-1]
+	if last.Type != audit.TypeBlock || last.Reason != "capability_blocked" || !strings.Contains(last.Detail, forged) {
+		t.Errorf("the last audit line is %+v, want the capability_blocked refusal", last)
+	}
+	for _, rec := range recs {
+		if rec.Type == audit.TypeLaunch && slices.Contains(rec.Command, "/usr/bin/touch") {
+			t.Errorf("the refused command has a launch line: %+v", rec)
+		}
 	}
 }
 

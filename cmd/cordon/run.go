@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -236,10 +237,20 @@ type runState struct {
 	cwd    string
 	errw   io.Writer
 	stdout io.Writer
+	// verdict, once the capability check has started, waits for it and
+	// returns its first BLOCKED capability.
+	verdict func() (sandbox.Capability, bool)
 }
 
-// refuse records and reports a run that starts nothing.
+// refuse records and reports a run that starts nothing. Once the
+// capability check has started, a BLOCKED capability is the reason given,
+// whatever else failed: it is what to fix first.
 func (r *runState) refuse(reason, detail, fix string) error {
+	if r.verdict != nil {
+		if c, blocked := r.verdict(); blocked {
+			reason, detail, fix = "capability_blocked", c.Name+": "+c.Reason, c.Fix
+		}
+	}
 	r.out.Outcome.Kind = "blocked"
 	r.out.Outcome.Reason, r.out.Outcome.Fix = detail, fix
 	if r.w != nil {
@@ -301,20 +312,30 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		return r.refuse("deny_command", m.String(), "run a command that is not on deny_commands; only the global config can remove one")
 	}
 
-	rep := backend.Check(ctx, s.Policy)
-	r.out.Sandbox.Version = rep.Version
-	if c, blocked := rep.Blocked(); blocked {
-		return r.refuse("capability_blocked", c.Name+": "+c.Reason, c.Fix)
-	}
 	if len(f.pf.credentials) > 0 && s.Policy.Network != policy.NetRestricted {
 		return r.refuse("policy", "--credential needs --net restricted: only the proxy can put a credential on a request", "add --net restricted")
 	}
+	// The capability check (a memo read, or a probe sandbox) runs beside
+	// the set-up below, which starts nothing of the command: the proxy
+	// and the launch wait for its verdict (the latter in s.Commit), and
+	// refuse gives a BLOCKED capability as the reason.
+	checked := make(chan sandbox.Report, 1)
+	go func() { checked <- backend.Check(ctx, s.Policy) }()
+	r.verdict = sync.OnceValues(func() (sandbox.Capability, bool) {
+		rep := <-checked
+		r.out.Sandbox.Version = rep.Version
+		return rep.Blocked()
+	})
 	if p, ok := backend.(sandbox.Preparer); ok {
 		// The restricted network's holder sets up while the proxy starts.
 		release := p.Prepare(s)
 		defer release()
 	}
 	if s.Policy.Network == policy.NetRestricted {
+		// A session starts only for a launch that may go ahead.
+		if c, blocked := r.verdict(); blocked {
+			return r.refuse("capability_blocked", c.Name+": "+c.Reason, c.Fix)
+		}
 		px, err := session.StartProxy(ctx, session.Options{Policy: s.Policy, Audit: r.w, InSandbox: sandboxInside.OwnNetwork,
 			Credentials: f.pf.credentials, EphemeralCA: f.pf.ephemeralCA})
 		if err != nil {
@@ -359,12 +380,18 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	// starts nothing.
 	var commitErr error
 	s.Commit = func() error {
+		if c, blocked := r.verdict(); blocked {
+			return fmt.Errorf("%s is blocked", c.Name)
+		}
 		commitErr = r.w.Sync(audit.Record{Type: audit.TypeLaunch, Command: argv, Workdir: s.Workdir,
 			Network: string(s.Policy.Network)})
 		return commitErr
 	}
 
 	res, runErr := backend.Run(ctx, s)
+	if c, blocked := r.verdict(); blocked {
+		return r.refuse("capability_blocked", c.Name+": "+c.Reason, c.Fix)
+	}
 	if commitErr != nil {
 		r.out.Outcome.Kind = "failed_to_start"
 		r.out.Outcome.Reason = commitErr.Error()

@@ -316,9 +316,9 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		return r.refuse("policy", "--credential needs --net restricted: only the proxy can put a credential on a request", "add --net restricted")
 	}
 	// The capability check (a memo read, or a probe sandbox) runs beside
-	// the set-up below, which starts nothing of the command: the proxy
-	// and the launch wait for its verdict (the latter in s.Commit), and
-	// refuse gives a BLOCKED capability as the reason.
+	// the set-up below, which starts nothing of the command: the
+	// restricted network and the launch wait for its verdict (the latter
+	// in s.Commit), and refuse gives a BLOCKED capability as the reason.
 	checked := make(chan sandbox.Report, 1)
 	go func() { checked <- backend.Check(ctx, s.Policy) }()
 	r.verdict = sync.OnceValues(func() (sandbox.Capability, bool) {
@@ -326,16 +326,20 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		r.out.Sandbox.Version = rep.Version
 		return rep.Blocked()
 	})
+	if s.Policy.Network == policy.NetRestricted {
+		// The holder and the proxy start only for a launch that may go
+		// ahead. (Checking beside them gains nothing: the holder is a
+		// full fork of cordon, which stalls the check's page faults.)
+		if c, blocked := r.verdict(); blocked {
+			return r.refuse("capability_blocked", c.Name+": "+c.Reason, c.Fix)
+		}
+	}
 	if p, ok := backend.(sandbox.Preparer); ok {
 		// The restricted network's holder sets up while the proxy starts.
 		release := p.Prepare(s)
 		defer release()
 	}
 	if s.Policy.Network == policy.NetRestricted {
-		// A session starts only for a launch that may go ahead.
-		if c, blocked := r.verdict(); blocked {
-			return r.refuse("capability_blocked", c.Name+": "+c.Reason, c.Fix)
-		}
 		px, err := session.StartProxy(ctx, session.Options{Policy: s.Policy, Audit: r.w, InSandbox: sandboxInside.OwnNetwork,
 			Credentials: f.pf.credentials, EphemeralCA: f.pf.ephemeralCA})
 		if err != nil {

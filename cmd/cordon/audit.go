@@ -18,7 +18,7 @@ import (
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
-func init() { subcommands = append(subcommands, newAuditCmd) }
+func init() { register("audit", newAuditCmd) }
 
 // auditFlags are the flags of `cordon audit`, as typed.
 type auditFlags struct {

@@ -9,7 +9,7 @@ import (
 	"github.com/cordon-sandbox/cordon/certs"
 )
 
-func init() { subcommands = append(subcommands, newCACmd) }
+func init() { register("ca", newCACmd) }
 
 func newCACmd() *cobra.Command {
 	var dir string

@@ -14,10 +14,11 @@ import (
 func runCA(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	root := newRootCmd()
+	args = append([]string{"ca"}, args...)
+	root := newRootCmd(args)
 	root.SetOut(&out)
 	root.SetErr(&errOut)
-	root.SetArgs(append([]string{"ca"}, args...))
+	root.SetArgs(args)
 	err = root.Execute()
 	return out.String(), errOut.String(), err
 }

@@ -14,7 +14,7 @@ import (
 func runCordon(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	root := newRootCmd()
+	root := newRootCmd(args)
 	root.SetOut(&out)
 	root.SetErr(&out)
 	root.SetArgs(args)

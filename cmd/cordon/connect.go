@@ -17,7 +17,7 @@ import (
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
-func init() { subcommands = append(subcommands, newConnectCmd) }
+func init() { register("connect", newConnectCmd) }
 
 func newConnectCmd() *cobra.Command {
 	var proxy string

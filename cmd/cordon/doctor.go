@@ -14,7 +14,7 @@ import (
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
-func init() { subcommands = append(subcommands, newDoctorCmd) }
+func init() { register("doctor", newDoctorCmd) }
 
 // exitDoctorBlocked is cordon doctor's exit code when the policy cannot run.
 const exitDoctorBlocked = 1

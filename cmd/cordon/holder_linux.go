@@ -8,7 +8,7 @@ import (
 	"github.com/cordon-sandbox/cordon/sandbox/linux/holder"
 )
 
-func init() { subcommands = append(subcommands, newHolderCmd) }
+func init() { register("__holder", newHolderCmd) }
 
 // newHolderCmd is the hidden command that sets up a restricted run's
 // network namespace (addresses, nftables, the proxy's and resolver's

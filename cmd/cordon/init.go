@@ -8,7 +8,7 @@ import (
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
-func init() { subcommands = append(subcommands, newConfigInitCmd) }
+func init() { register("init", newConfigInitCmd) }
 
 func newConfigInitCmd() *cobra.Command {
 	var (

@@ -11,7 +11,7 @@ import (
 )
 
 func main() {
-	err := newRootCmd().Execute()
+	err := newRootCmd(os.Args[1:]).Execute()
 	if err == nil {
 		return
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/cordon-sandbox/cordon/session"
 )
 
-func init() { subcommands = append(subcommands, newNetProbeCmd) }
+func init() { register(session.NetProbeCommand, newNetProbeCmd) }
 
 // newNetProbeCmd is the hidden command doctor's restricted-network probe
 // runs inside its box.

@@ -8,7 +8,7 @@ import (
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
-func init() { subcommands = append(subcommands, newNetworkCmd) }
+func init() { register("network", newNetworkCmd) }
 
 func newNetworkCmd() *cobra.Command {
 	var config string

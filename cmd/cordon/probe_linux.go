@@ -8,7 +8,7 @@ import (
 	"github.com/cordon-sandbox/cordon/sandbox/linux"
 )
 
-func init() { subcommands = append(subcommands, newProbeCmd) }
+func init() { register(linux.ProbeCommand, newProbeCmd) }
 
 // newProbeCmd is the hidden self-test cordon runs inside a probe sandbox.
 func newProbeCmd() *cobra.Command {

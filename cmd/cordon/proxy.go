@@ -14,7 +14,7 @@ import (
 	"github.com/cordon-sandbox/cordon/session"
 )
 
-func init() { subcommands = append(subcommands, newProxyCmd) }
+func init() { register("proxy", newProxyCmd) }
 
 func newProxyCmd() *cobra.Command {
 	var (

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"runtime/debug"
+	"slices"
 
 	"github.com/spf13/cobra"
 )
@@ -10,7 +12,7 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-func newRootCmd() *cobra.Command {
+func newRootCmd(args []string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "cordon",
 		Short: "Run an agent or a command in a sandbox whose only network is an auditing egress proxy",
@@ -22,15 +24,30 @@ toward the hosts they belong to, and logs every decision.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd())
-	for _, add := range subcommands {
-		root.AddCommand(add())
+	// When args start with a command's name, that command is all that is
+	// built, without the completion command it cannot reach: building
+	// every command and its flags is about a millisecond of a cold start.
+	// Anything else (help, completion, a name to suggest a fix for) gets
+	// them all.
+	if len(args) > 0 {
+		if add, ok := subcommands[args[0]]; ok {
+			root.CompletionOptions.DisableDefaultCmd = true
+			root.AddCommand(add())
+			return root
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(subcommands)) {
+		root.AddCommand(subcommands[name]())
 	}
 	return root
 }
 
-// subcommands are registered by the files that define them, one per command.
-var subcommands []func() *cobra.Command
+// subcommands are registered by the files that define them, one per
+// command, under the name that invokes it.
+var subcommands = map[string]func() *cobra.Command{"version": newVersionCmd}
+
+// register adds a command; name must be the one its Use gives.
+func register(name string, newCmd func() *cobra.Command) { subcommands[name] = newCmd }
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{

@@ -21,7 +21,7 @@ import (
 	"github.com/cordon-sandbox/cordon/session"
 )
 
-func init() { subcommands = append(subcommands, newRunCmd) }
+func init() { register("run", newRunCmd) }
 
 // exitRefused is cordon run's exit code when nothing was started: a
 // refusal, a missing mechanism or an unwritable audit log.

@@ -60,6 +60,11 @@ func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, visible func(
 	seen := map[string]bool{}
 	var out []mask
 	for _, c := range cands {
+		// Most candidates (the protected paths) do not exist: one Lstat
+		// says so, where resolving would stat each of their parents too.
+		if _, err := os.Lstat(c); err != nil {
+			continue
+		}
 		real, err := filepath.EvalSymlinks(c)
 		if err != nil || seen[real] || !visible(real) {
 			continue

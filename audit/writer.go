@@ -31,6 +31,9 @@ type Writer struct {
 	buf     []byte      // the lines being written, under mu
 	later   []byte      // lines queued by Later, under mu
 	timer   *time.Timer // writes later's lines after laterDelay
+	// unsynced says lines were written since the last fsync, under mu.
+	unsynced bool
+	fsync    func(*os.File) error
 }
 
 // DefaultPath is $CORDON_AUDIT, else $XDG_STATE_HOME/cordon/audit.jsonl,
@@ -59,7 +62,7 @@ func Open(path, session string) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open audit log %s: %w", path, err)
 	}
-	return &Writer{f: f, session: session, now: time.Now}, nil
+	return &Writer{f: f, session: session, now: time.Now, fsync: (*os.File).Sync}, nil
 }
 
 // NewSessionID returns a fresh random session id.
@@ -140,6 +143,19 @@ func (w *Writer) flushLocked(line []byte) error {
 		w.err = fmt.Errorf("audit log %s: %w", w.f.Name(), err)
 		return w.err
 	}
+	w.unsynced = true
+	return nil
+}
+
+// syncLocked fsyncs the lines written since the last fsync.
+func (w *Writer) syncLocked() error {
+	if !w.unsynced {
+		return nil
+	}
+	if err := w.fsync(w.f); err != nil {
+		return fmt.Errorf("audit log %s: fsync: %w", w.f.Name(), err)
+	}
+	w.unsynced = false
 	return nil
 }
 
@@ -158,15 +174,17 @@ func (w *Writer) write(r Record, sync bool) error {
 		return err
 	}
 	if sync {
-		if err := w.f.Sync(); err != nil {
-			w.err = fmt.Errorf("audit log %s: fsync: %w", w.f.Name(), err)
+		if err := w.syncLocked(); err != nil {
+			w.err = err
 			return w.err
 		}
 	}
 	return nil
 }
 
-// Close writes what Later queued, syncs and closes the file.
+// Close writes what Later queued, fsyncs what is not yet (a log whose
+// last record went out with Sync needs no second fsync) and closes the
+// file.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -176,7 +194,7 @@ func (w *Writer) Close() error {
 	if w.err == nil && len(w.later) > 0 {
 		w.flushLocked(nil)
 	}
-	if err := w.f.Sync(); err != nil && w.err == nil {
+	if err := w.syncLocked(); err != nil && w.err == nil {
 		w.err = err
 	}
 	return w.f.Close()

@@ -68,3 +68,50 @@ func TestWriterLater(t *testing.T) {
 	}
 	want(paths(), "/1", "/2", "/3", "/4", "/5")
 }
+
+// TestWriterSyncs: Sync fsyncs its record and Close fsyncs whatever was
+// written since the last fsync, and nothing twice.
+func TestWriterSyncs(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		calls string // w: Write, s: Sync, l: Later
+		want  int    // fsyncs, Close's included
+	}{
+		{"nothing", "", 0},
+		{"write", "w", 1},
+		{"sync", "s", 1},
+		{"sync then write", "sw", 2},
+		{"write then sync", "ws", 1},
+		{"later", "l", 1},
+		{"sync then later", "sl", 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, err := Open(filepath.Join(t.TempDir(), "audit.jsonl"), "s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fsyncs := 0
+			w.fsync = func(f *os.File) error { fsyncs++; return f.Sync() }
+			for _, op := range c.calls {
+				r := Record{Type: TypeDecision, Path: "/" + string(op)}
+				switch op {
+				case 'w':
+					err = w.Write(r)
+				case 's':
+					err = w.Sync(r)
+				case 'l':
+					w.Later(r)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if fsyncs != c.want {
+				t.Errorf("%d fsyncs, want %d", fsyncs, c.want)
+			}
+		})
+	}
+}

@@ -108,6 +108,11 @@ type Spec struct {
 	// sandbox may be built by then); an error stops the run before
 	// anything of the command runs. cordon run records the launch here.
 	Commit func() error
+	// Exited, when set, may be called once with Run's result as soon as
+	// the command's end is known, while the sandbox is still being torn
+	// down; Run then returns the same result. cordon run records the exit
+	// here, beside the teardown.
+	Exited func(Result)
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer

@@ -392,6 +392,17 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		return commitErr
 	}
 
+	// The exit is recorded (and fsynced) as soon as the backend knows it,
+	// while the sandbox is torn down; otherwise once Run returns.
+	var exitOnce sync.Once
+	s.Exited = func(res sandbox.Result) {
+		exitOnce.Do(func() {
+			if err := r.w.Sync(r.exitRecord(s, res, nil)); err != nil {
+				fmt.Fprintf(stderr, "cordon: %v\n", err)
+			}
+		})
+	}
+
 	res, runErr := backend.Run(ctx, s)
 	if c, blocked := r.verdict(); blocked {
 		return r.refuse("capability_blocked", c.Name+": "+c.Reason, c.Fix)
@@ -402,9 +413,32 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		r.print()
 		return exitError{code: exitRefused, msg: fmt.Sprintf("the launch could not be recorded, so nothing started: %v", commitErr)}
 	}
+	exitOnce.Do(func() {
+		if err := r.w.Write(r.exitRecord(s, res, runErr)); err != nil {
+			fmt.Fprintf(stderr, "cordon: %v\n", err)
+		}
+	})
+	code := res.ExitCode
+	r.print()
+	msg := ""
+	switch {
+	case runErr != nil:
+		msg = runErr.Error()
+	case res.TimedOut:
+		msg = r.out.Outcome.Reason
+	}
+	if code == 0 && msg == "" {
+		return nil
+	}
+	return exitError{code: code, msg: msg}
+}
+
+// exitRecord sets the outcome of a run that ended with res (runErr, when
+// it never started) and returns its exit line.
+func (r *runState) exitRecord(s *sandbox.Spec, res sandbox.Result, runErr error) audit.Record {
 	r.out.DurationMS = res.Duration.Milliseconds()
 	code := res.ExitCode
-	rec := audit.Record{Type: audit.TypeExit, Command: argv, Workdir: s.Workdir, Network: string(s.Policy.Network),
+	rec := audit.Record{Type: audit.TypeExit, Command: r.argv, Workdir: s.Workdir, Network: string(s.Policy.Network),
 		ExitCode: &code, Signal: res.Signal, DurationMS: res.Duration.Milliseconds()}
 	switch {
 	case runErr != nil:
@@ -419,21 +453,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	}
 	r.out.Outcome.ExitCode, r.out.Outcome.Signal = &code, res.Signal
 	rec.Outcome = r.out.Outcome.Kind
-	if err := r.w.Write(rec); err != nil {
-		fmt.Fprintf(stderr, "cordon: %v\n", err)
-	}
-	r.print()
-	msg := ""
-	switch {
-	case runErr != nil:
-		msg = runErr.Error()
-	case res.TimedOut:
-		msg = r.out.Outcome.Reason
-	}
-	if code == 0 && msg == "" {
-		return nil
-	}
-	return exitError{code: code, msg: msg}
+	return rec
 }
 
 // illustrateSeatbelt fills what a Seatbelt launch decides only at run time

@@ -233,12 +233,25 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	timedOut := false
 	var grace <-chan time.Time
 	var waitErr error
+	// exited is the command's result once bwrap has reported its end;
+	// no deadline or signal changes it after that.
+	var exited *sandbox.Result
+	exitKnown := st.exitKnown
 loop:
 	for {
 		select {
 		case <-waited:
 			waitErr = c.err
 			break loop
+		case <-exitKnown:
+			exitKnown = nil
+			if startErr == nil {
+				res := commandResult(*st.exitCode(), timedOut, time.Since(begin))
+				exited, deadline, grace = &res, nil, nil
+				if s.Exited != nil {
+					s.Exited(res)
+				}
+			}
 		case err := <-released:
 			released = nil
 			if err != nil {
@@ -287,19 +300,18 @@ loop:
 			startErr = err
 		}
 	}
-	res := sandbox.Result{Duration: time.Since(begin)}
 	if probe != nil {
 		*probe = st.probe
 	}
 	switch {
+	case exited != nil:
+		return *exited, nil
 	case timedOut:
-		res.TimedOut, res.ExitCode, res.Signal = true, ExitTimeout, "SIGKILL"
-		return res, nil
-	case st.exit != nil && startErr == nil:
-		res.ExitCode, res.Signal = *st.exit, exitSignal(*st.exit)
-		return res, nil
+		return commandResult(0, true, time.Since(begin)), nil
+	case st.exitCode() != nil && startErr == nil:
+		return commandResult(*st.exitCode(), false, time.Since(begin)), nil
 	}
-	res.ExitCode = ExitLaunchFailed
+	res := sandbox.Result{Duration: time.Since(begin), ExitCode: ExitLaunchFailed}
 	if startErr != nil {
 		return res, startErr
 	}
@@ -596,12 +608,15 @@ type statusReader struct {
 	reported chan struct{}
 	once     sync.Once
 	// exit is the command's exit code, reported only for a command that
-	// bwrap got as far as executing.
-	exit  *int
-	probe []probeResult
+	// bwrap got as far as executing; exitKnown is closed once it is.
+	exit      *int
+	exitKnown chan struct{}
+	probe     []probeResult
 }
 
-func newStatusReader() *statusReader { return &statusReader{reported: make(chan struct{})} }
+func newStatusReader() *statusReader {
+	return &statusReader{reported: make(chan struct{}), exitKnown: make(chan struct{})}
+}
 
 // readBwrap reads bwrap's --json-status-fd stream: {"child-pid": N}, then
 // {"exit-code": N} when the command ends.
@@ -618,9 +633,10 @@ func (r *statusReader) readBwrap(f io.Reader) {
 			r.pid = int(v)
 			r.once.Do(func() { close(r.reported) })
 		}
-		if v, ok := m["exit-code"].(float64); ok {
+		if v, ok := m["exit-code"].(float64); ok && r.exit == nil {
 			code := int(v)
 			r.exit = &code
+			close(r.exitKnown)
 		}
 		r.mu.Unlock()
 	}
@@ -641,6 +657,22 @@ func (r *statusReader) readProbe(f io.Reader) {
 func (r *statusReader) waitInit() int {
 	<-r.reported
 	return r.initPid()
+}
+
+// exitCode is the command's exit code, nil until bwrap has reported it.
+func (r *statusReader) exitCode() *int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.exit
+}
+
+// commandResult is the result of a command that ended with code, or was
+// ended by the deadline.
+func commandResult(code int, timedOut bool, d time.Duration) sandbox.Result {
+	if timedOut {
+		return sandbox.Result{TimedOut: true, ExitCode: ExitTimeout, Signal: "SIGKILL", Duration: d}
+	}
+	return sandbox.Result{ExitCode: code, Signal: exitSignal(code), Duration: d}
 }
 
 func (r *statusReader) initPid() int {

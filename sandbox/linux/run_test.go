@@ -24,6 +24,21 @@ func TestStatusReader(t *testing.T) {
 	if started.waitInit() != 7 || started.exit != nil {
 		t.Fatalf("a sandbox that never ran its command has exit %v", started.exit)
 	}
+	for _, c := range []struct {
+		r     *statusReader
+		known bool
+	}{{r, true}, {started, false}} {
+		select {
+		case <-c.r.exitKnown:
+			if !c.known {
+				t.Error("exitKnown is closed without an exit code")
+			}
+		default:
+			if c.known {
+				t.Error("exitKnown is open after the exit code")
+			}
+		}
+	}
 	failed := newStatusReader()
 	failed.readBwrap(strings.NewReader(""))
 	if failed.waitInit() != 0 {

@@ -184,16 +184,9 @@ func delegatedCgroup(need []string) (string, error) {
 	return checkDelegated(base, need)
 }
 
-// ownCgroup is this process's cgroup v2 directory; it is read once.
+// ownCgroup is this process's cgroup v2 directory; it is read once. The
+// root cgroup is refused before the mount table is read.
 var ownCgroup = sync.OnceValues(func() (string, error) {
-	mi, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return "", err
-	}
-	mount, err := cgroup2Mount(mi)
-	if err != nil {
-		return "", err
-	}
 	self, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return "", err
@@ -202,8 +195,23 @@ var ownCgroup = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if own == "/" {
+		return "", errRootCgroup
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	mount, err := cgroup2Mount(mi)
+	if err != nil {
+		return "", err
+	}
 	return filepath.Join(mount, own), nil
 })
+
+// errRootCgroup says cordon runs in the root cgroup, whose parent there is
+// none to create a run's cgroup in.
+var errRootCgroup = errors.New("cordon runs in the root cgroup")
 
 // cgroup2Mount finds the cgroup v2 mount point in /proc/self/mountinfo.
 func cgroup2Mount(mountinfo []byte) (string, error) {
@@ -235,7 +243,7 @@ func unifiedPath(cgroup []byte) (string, error) {
 func checkDelegated(own string, need []string) (string, error) {
 	parent := filepath.Dir(own)
 	if parent == own || filepath.Dir(parent) == parent {
-		return "", errors.New("cordon runs in the root cgroup")
+		return "", errRootCgroup
 	}
 	ctl, err := os.ReadFile(filepath.Join(parent, "cgroup.subtree_control"))
 	if err != nil {

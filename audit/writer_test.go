@@ -3,6 +3,7 @@ package audit
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -113,5 +114,20 @@ func TestWriterSyncs(t *testing.T) {
 				t.Errorf("%d fsyncs, want %d", fsyncs, c.want)
 			}
 		})
+	}
+}
+
+// TestNewSessionID: ids are 16 hex digits and do not repeat.
+func TestNewSessionID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id := NewSessionID()
+		if len(id) != 16 || strings.Trim(id, "0123456789abcdef") != "" {
+			t.Fatalf("session id %q is not 16 hex digits", id)
+		}
+		if seen[id] {
+			t.Fatalf("session id %q repeated", id)
+		}
+		seen[id] = true
 	}
 }

@@ -52,7 +52,11 @@ func runResult(t testing.TB, timeout time.Duration, cmd *exec.Cmd) result {
 	case err = <-done:
 	case <-ctx.Done():
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s %q did not finish within %s, and processes it left still hold its output after it was killed; stderr:\n%s", cmd.Path, cmd.Args[1:], timeout, stderr.String())
+		}
 		t.Fatalf("%s %q did not finish within %s; stderr:\n%s", cmd.Path, cmd.Args[1:], timeout, stderr.String())
 	}
 	r := result{stdout: stdout.String(), stderr: stderr.String()}

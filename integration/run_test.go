@@ -483,12 +483,18 @@ func TestRunBlockedVerdictStartsNothing(t *testing.T) {
 	if marked != 1 {
 		t.Fatalf("%d memos of the box probe among %v, want 1", marked, memos)
 	}
-	r := b.run("--net", "off", "--", "/usr/bin/touch", "ran")
+	marker := "ran-" + uniqueSleep()
+	r := b.run("--net", "off", "--", "/usr/bin/touch", marker)
 	expectCode(t, r, 125)
+	// The box may have been built while the verdict came: nothing of it
+	// is left (a sandbox child still waiting for the go-ahead would be).
+	if !eventually(5*time.Second, func() bool { return len(procsRunning("bwrap", "--args", "6", "--", "/usr/bin/touch", marker)) == 0 }) {
+		t.Errorf("the refused launch left bwrap processes: %v", procsRunning("bwrap", "--args", "6", "--", "/usr/bin/touch", marker))
+	}
 	if !strings.Contains(r.stderr, forged) {
 		t.Errorf("the refusal does not give the verdict:\n%s", r.stderr)
 	}
-	if _, err := os.Stat(filepath.Join(b.ws, "ran")); err == nil {
+	if _, err := os.Stat(filepath.Join(b.ws, marker)); err == nil {
 		t.Fatal("the command ran although a capability was BLOCKED")
 	}
 	recs := b.records()

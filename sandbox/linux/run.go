@@ -223,6 +223,12 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		if pid := st.initPid(); pid > 0 {
 			_ = unix.Kill(pid, unix.SIGKILL)
 		}
+		// bwrap leads its own process group, and its sandbox child stays
+		// in it until the go-ahead. That child has no parent-death signal
+		// yet (bwrap's init sets one only once it runs), so a box killed
+		// before it reports its pid is ended through the group: it would
+		// otherwise wait for the go-ahead forever.
+		_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
 		_ = cmd.Process.Kill()
 		if cg != nil {
 			cg.kill()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -167,9 +168,14 @@ func TestGoAheadWithheld(t *testing.T) {
 			cmd := exec.Command(bw, "--ro-bind", "/", "/", "--bind", dir, dir, "--unshare-pid", "--die-with-parent",
 				"--block-fd", "3", "--", "/bin/sh", "-c", "echo > "+marker)
 			cmd.ExtraFiles = []*os.File{rw}
+			// Its own process group, which its sandbox child shares until
+			// the go-ahead: killing bwrap alone would leave that child
+			// waiting.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
+			defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			rw.Close()
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
@@ -188,7 +194,7 @@ func TestGoAheadWithheld(t *testing.T) {
 					t.Fatalf("the command did not run after the go-ahead: %v", err)
 				}
 			case <-time.After(500 * time.Millisecond):
-				cmd.Process.Kill()
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 				<-exited
 				if tc.allow {
 					t.Fatal("the go-ahead did not start the command")

@@ -24,31 +24,17 @@ var mark *[64]byte
 
 func init() {
 	mark = new([64]byte)
-	var buf [4096]byte
-	maps := readMaps(buf[:])
-	lo, hi := heapRange(maps, uintptr(unsafe.Pointer(mark)))
-	madvise(lo, hi-lo, madvPopulateWrite)
+	start := (uintptr(unsafe.Pointer(mark)) + pageSize - 1) &^ (pageSize - 1)
+	// The advice stops, harmlessly, where the heap's usable mapping
+	// ends; what lies before that is populated.
+	madvise(start, heapAhead, madvPopulateWrite)
+
 	var pc [1]uintptr
 	if runtime.Callers(1, pc[:]) == 1 {
-		if lo, hi, ok := findMapping(maps, pc[0]); ok {
+		if lo, hi, ok := mappingOf(pc[0]); ok {
 			madvise(lo, hi-lo, madvPopulateRead)
 		}
 	}
-}
-
-// heapRange is the part of the heap populated: from the start of the
-// mapping that holds at (below at lie spans already handed out, whose
-// untouched pages are used next, as much as the ones above) to heapAhead
-// past at, within the mapping. Without the mapping, it is heapAhead
-// from the page after at; the advice then stops, harmlessly, where the
-// heap's usable mapping ends, and what lies before that is populated.
-func heapRange(maps []byte, at uintptr) (lo, hi uintptr) {
-	start := (at + pageSize - 1) &^ (pageSize - 1)
-	lo, hi, ok := findMapping(maps, at)
-	if !ok {
-		return start, start + heapAhead
-	}
-	return lo, min(start+heapAhead, hi)
 }
 
 // madvise gives the advice; a kernel without it refuses, and that is all.
@@ -56,21 +42,22 @@ func madvise(addr, length, advice uintptr) {
 	syscall.Syscall(syscall.SYS_MADVISE, addr, length, advice)
 }
 
-// readMaps reads the start of /proc/self/maps into buf. The lines are in
-// address order, and a Go program maps little below its code and its
-// heap: 4 KiB of them is plenty. A mapping not among them is left as it
-// is.
-func readMaps(buf []byte) []byte {
+// mappingOf finds, in /proc/self/maps, the mapping that holds addr.
+func mappingOf(addr uintptr) (lo, hi uintptr, ok bool) {
 	fd, err := syscall.Open("/proc/self/maps", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil
+		return 0, 0, false
 	}
 	defer syscall.Close(fd)
-	n, err := syscall.Read(fd, buf)
+	// The lines are in address order, and a Go program maps little below
+	// its code: 4 KiB of them is plenty. Code not among them is left as
+	// it is.
+	var buf [4096]byte
+	n, err := syscall.Read(fd, buf[:])
 	if err != nil || n <= 0 {
-		return nil
+		return 0, 0, false
 	}
-	return buf[:n]
+	return findMapping(buf[:n], addr)
 }
 
 // findMapping finds the line "lo-hi ..." of a /proc/self/maps text with

@@ -242,6 +242,15 @@ type runState struct {
 	verdict func() (sandbox.Capability, bool)
 }
 
+// refuseBlocked waits for the capability check and refuses the run when
+// it found a BLOCKED capability; nil means the run may go on.
+func (r *runState) refuseBlocked() error {
+	if _, blocked := r.verdict(); blocked {
+		return r.refuse("capability_blocked", "", "")
+	}
+	return nil
+}
+
 // refuse records and reports a run that starts nothing. Once the
 // capability check has started, a BLOCKED capability is the reason given,
 // whatever else failed: it is what to fix first.
@@ -330,8 +339,8 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		// The holder and the proxy start only for a launch that may go
 		// ahead. (Checking beside them gains nothing: the holder is a
 		// full fork of cordon, which stalls the check's page faults.)
-		if c, blocked := r.verdict(); blocked {
-			return r.refuse("capability_blocked", c.Name+": "+c.Reason, c.Fix)
+		if err := r.refuseBlocked(); err != nil {
+			return err
 		}
 	}
 	if p, ok := backend.(sandbox.Preparer); ok {
@@ -395,17 +404,18 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	// The exit is recorded (and fsynced) as soon as the backend knows it,
 	// while the sandbox is torn down; otherwise once Run returns.
 	var exitOnce sync.Once
-	s.Exited = func(res sandbox.Result) {
+	recordExit := func(res sandbox.Result, runErr error) {
 		exitOnce.Do(func() {
-			if err := r.w.Sync(r.exitRecord(s, res, nil)); err != nil {
+			if err := r.w.Sync(r.exitRecord(s, res, runErr)); err != nil {
 				fmt.Fprintf(stderr, "cordon: %v\n", err)
 			}
 		})
 	}
+	s.Exited = func(res sandbox.Result) { recordExit(res, nil) }
 
 	res, runErr := backend.Run(ctx, s)
-	if c, blocked := r.verdict(); blocked {
-		return r.refuse("capability_blocked", c.Name+": "+c.Reason, c.Fix)
+	if err := r.refuseBlocked(); err != nil {
+		return err
 	}
 	if commitErr != nil {
 		r.out.Outcome.Kind = "failed_to_start"
@@ -413,11 +423,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		r.print()
 		return exitError{code: exitRefused, msg: fmt.Sprintf("the launch could not be recorded, so nothing started: %v", commitErr)}
 	}
-	exitOnce.Do(func() {
-		if err := r.w.Write(r.exitRecord(s, res, runErr)); err != nil {
-			fmt.Fprintf(stderr, "cordon: %v\n", err)
-		}
-	})
+	recordExit(res, runErr)
 	code := res.ExitCode
 	r.print()
 	msg := ""

@@ -100,8 +100,8 @@ type probeMode struct {
 }
 
 // build renders s for bwrap, using scratch (not created here) for the
-// files mounts are made from, when any is. With probe set, cordon's self-test runs
-// instead of s.Argv.
+// files mounts are made from, when any is. With probe set, cordon's
+// self-test runs instead of s.Argv.
 //
 // bwrap's own init is pid 1 of the sandbox's pid namespace: it reaps
 // orphans and reports the command's exit. The command is pid 2, which the

@@ -112,14 +112,51 @@ func (c *corkConn) CloseWrite() error {
 }
 
 // drainConn is an upstream connection that remembers whether its last read
-// emptied what the kernel held.
+// emptied what the kernel held. A read smaller than readAhead is served
+// from a read-ahead buffer filled by one larger read: TLS asks for about a
+// record at a time, and a system call per record costs more than a copy.
 type drainConn struct {
 	net.Conn
-	drained bool
+	short bool    // the last read from the kernel did not fill its buffer
+	ahead *[]byte // read-ahead, pooled; nil when empty
+	r, w  int     // the unread bytes of ahead
+	err   error   // of the read that filled ahead, due once it is read
 }
 
+// readAhead is the size of a drainConn's read-ahead buffer.
+const readAhead = 128 << 10
+
+var aheadBuffers = sync.Pool{New: func() any { b := make([]byte, readAhead); return &b }}
+
 func (d *drainConn) Read(p []byte) (int, error) {
-	n, err := d.Conn.Read(p)
-	d.drained = n < len(p)
-	return n, err
+	if d.ahead == nil {
+		if d.err != nil {
+			err := d.err
+			d.err = nil
+			return 0, err
+		}
+		if len(p) >= readAhead {
+			n, err := d.Conn.Read(p)
+			d.short = n < len(p)
+			return n, err
+		}
+		d.ahead = aheadBuffers.Get().(*[]byte)
+		n, err := d.Conn.Read(*d.ahead)
+		d.short = n < readAhead
+		d.r, d.w, d.err = 0, n, err
+	}
+	n := copy(p, (*d.ahead)[d.r:d.w])
+	d.r += n
+	if d.r == d.w {
+		aheadBuffers.Put(d.ahead)
+		d.ahead = nil
+	}
+	return n, nil
 }
+
+// drained says whether the last read emptied what the kernel held, and
+// nothing read ahead is left.
+func (d *drainConn) drained() bool { return d.short && d.ahead == nil }
+
+// buffered says whether read-ahead bytes wait to be read.
+func (d *drainConn) buffered() bool { return d.ahead != nil }

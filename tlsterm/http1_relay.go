@@ -52,7 +52,7 @@ func (h *conn1) relayBody(src io.Reader, chunked bool) (n int64, rerr, werr erro
 				if werr = h.bw.Flush(); werr != nil {
 					return n, nil, werr
 				}
-				if h.up == nil || h.up.raw == nil || h.up.raw.drained {
+				if h.up == nil || h.up.raw == nil || h.up.raw.drained() {
 					werr = h.cork.flush()
 				} else {
 					h.cork.wait() // the upstream has more at hand

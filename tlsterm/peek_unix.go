@@ -14,6 +14,9 @@ func peekIdle(c net.Conn) idleState {
 		c = nc.NetConn()
 	}
 	if d, ok := c.(*drainConn); ok {
+		if d.buffered() {
+			return idleData
+		}
 		c = d.Conn
 	}
 	sc, ok := c.(syscall.Conn)

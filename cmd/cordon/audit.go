@@ -41,7 +41,7 @@ JSON lines (--json), or totalled per host (--summary).`,
 		Example: `  cordon audit --decision deny --since 1h
   cordon audit --host '*.github.com' --summary
   cordon audit --session 3f2a --json | jq .`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runAudit(cmd.OutOrStdout(), cmd.ErrOrStderr(), f, time.Now())
 		},

@@ -321,7 +321,7 @@ func TestAuditErrors(t *testing.T) {
 		{"bad wildcard", []string{"--file", good, "--host", "*."}, "", []string{"--host"}},
 		{"bare star", []string{"--file", good, "--host", "*"}, "", []string{"--host"}},
 		{"json and summary", []string{"--file", good, "--json", "--summary"}, "", []string{"json", "summary"}},
-		{"stray argument", []string{"--file", good, "deny"}, "", []string{"unknown command"}},
+		{"stray argument", []string{"--file", good, "deny"}, "", []string{`takes no arguments, got "deny"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -39,7 +39,7 @@ are pointed at it automatically; trust it elsewhere only if you want to.`,
 	cmd.AddCommand(&cobra.Command{
 		Use:   "path",
 		Short: "Print the path of the CA certificate, creating the CA on first use",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := caDir()
 			if err != nil {
@@ -54,7 +54,7 @@ are pointed at it automatically; trust it elsewhere only if you want to.`,
 	}, &cobra.Command{
 		Use:   "export",
 		Short: "Print the CA certificate (PEM), creating the CA on first use",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := caDir()
 			if err != nil {
@@ -73,7 +73,7 @@ are pointed at it automatically; trust it elsewhere only if you want to.`,
 		Long: `rotate replaces the CA with a new key and certificate. Certificates signed by
 the old CA stop verifying: give the new certificate to anything you had made
 trust the old one, and restart running cordon sessions.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := caDir()
 			if err != nil {

@@ -113,7 +113,7 @@ func TestCACommandErrors(t *testing.T) {
 	}{
 		{"relative XDG_CONFIG_HOME", "relative/cfg", []string{"path"}, "not an absolute path"},
 		{"unknown subcommand", "", []string{"frobnicate"}, `unknown subcommand "frobnicate"`},
-		{"extra argument", "", []string{"path", "x"}, "unknown command"},
+		{"extra argument", "", []string{"path", "x"}, `takes no arguments, got "x"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -32,7 +32,7 @@ ProxyCommand reach allowed hosts:
   GIT_SSH_COMMAND="ssh -o ProxyCommand='cordon connect %h %p'" git clone ssh://...
 
 Inside a restricted sandbox, GIT_SSH_COMMAND is already set this way.`,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs(2, "a HOST and a PORT", "cordon connect github.com 22"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if proxy == "" {
 				proxy = os.Getenv("HTTPS_PROXY")

@@ -48,7 +48,7 @@ its workspace must fail), the system call filter, the network mode, the audit
 log and the limits. Each is READY, DEGRADED or BLOCKED, with the reason and
 the fix. cordon run calls the same check and refuses what doctor calls
 BLOCKED. Exits 1 when the policy is BLOCKED.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var o policy.Overrides
 			if net != "" {

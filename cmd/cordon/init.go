@@ -22,7 +22,7 @@ func newConfigInitCmd() *cobra.Command {
 $CORDON_CONFIG or --config) with the defaults: network restricted, an empty
 allowlist, and every other key shown commented out with an example. The file
 is mode 0600 in a 0700 directory. An existing file is kept unless --force.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path, err := globalConfigFile(config)
 			if err != nil {

@@ -26,7 +26,7 @@ cordon init template when missing):
 A project's .cordon.yaml may choose a narrower mode; cordon run --net
 changes it for one run.`,
 		ValidArgs: []string{string(policy.NetOff), string(policy.NetRestricted), string(policy.NetOpen)},
-		Args:      cobra.ExactArgs(1),
+		Args:      exactArgs(1, "one network mode (off, restricted or open)", "cordon network restricted"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mode, err := policy.ParseNetMode(args[0])
 			if err != nil {

@@ -31,7 +31,7 @@ carries a fresh session token), then serves until SIGINT or SIGTERM:
   eval "$(cordon proxy --allow api.example.com &)"
 
 Every connection is judged against the allowlist and logged to the audit log.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, _, err := pf.loadFrom(policy.LoadOptions{OptionalWorkspace: true})
 			if err != nil {

@@ -41,3 +41,35 @@ func TestRootBuildsTheCommandAsked(t *testing.T) {
 		t.Errorf("cordon rnu: %v, want an unknown command suggesting run", err)
 	}
 }
+
+// A command given the wrong arguments says what it takes and shows it.
+func TestArgumentErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"run"}, []string{"no command to run", "cordon run --net off -- make test"}},
+		{[]string{"run", "--net", "off"}, []string{"no command to run"}},
+		{[]string{"network"}, []string{"network takes one network mode (off, restricted or open), got 0", "cordon network restricted"}},
+		{[]string{"network", "off", "open"}, []string{"got 2"}},
+		{[]string{"connect", "example.com"}, []string{"connect takes a HOST and a PORT, got 1", "cordon connect github.com 22"}},
+		{[]string{"doctor", "now"}, []string{`doctor takes no arguments, got "now"`, "cordon doctor --help"}},
+		{[]string{"ca", "path", "x"}, []string{`ca path takes no arguments, got "x"`, "cordon ca path --help"}},
+		{[]string{"audit", "today"}, []string{`audit takes no arguments, got "today"`}},
+		{[]string{"version", "2"}, []string{`version takes no arguments`}},
+	} {
+		_, err := runCordon(t, tc.args...)
+		if err == nil {
+			t.Errorf("cordon %s: no error", strings.Join(tc.args, " "))
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("cordon %s: %q, want it to say %q", strings.Join(tc.args, " "), err, w)
+			}
+		}
+		if strings.HasPrefix(err.Error(), "cordon ") {
+			t.Errorf("cordon %s: %q repeats the program's name that every error is printed after", strings.Join(tc.args, " "), err)
+		}
+	}
+}

@@ -56,7 +56,7 @@ uncontained; cordon doctor shows why.
 Exit status: the command's; 124 when --timeout ended it; 125 when nothing
 started (refused, blocked, or the sandbox failed); 126 not executable; 127
 not found.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: commandArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 0 {
 				return fmt.Errorf("put the command after --, as in: cordon run --net off -- make test")

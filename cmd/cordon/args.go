@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Checks of positional arguments whose errors say what a command takes,
+// with an example, where cobra's own only count them.
+
+// noArgs refuses any positional argument.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s takes no arguments, got %q; see %s --help", sub(cmd), args[0], cmd.CommandPath())
+}
+
+// exactArgs wants n positional arguments, what they are, as in example.
+func exactArgs(n int, what, example string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == n {
+			return nil
+		}
+		return fmt.Errorf("%s takes %s, got %d argument(s); for example: %s", sub(cmd), what, len(args), example)
+	}
+}
+
+// commandArgs wants a command to run.
+func commandArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return nil
+	}
+	return fmt.Errorf("no command to run: put it after --, as in: %s --net off -- make test", cmd.CommandPath())
+}
+
+// sub is cmd's path below cordon itself, whose name every error already
+// starts with.
+func sub(cmd *cobra.Command) string {
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+}

@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -19,6 +22,7 @@ func init() { register("proxy", newProxyCmd) }
 func newProxyCmd() *cobra.Command {
 	var (
 		listen, auditPath string
+		nonlocal          bool
 		pf                policyFlags
 	)
 	cmd := &cobra.Command{
@@ -33,13 +37,17 @@ carries a fresh session token), then serves until SIGINT or SIGTERM:
 Every connection is judged against the allowlist and logged to the audit log.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			addr, err := listenAddr(listen, nonlocal)
+			if err != nil {
+				return err
+			}
 			p, _, err := pf.loadFrom(policy.LoadOptions{OptionalWorkspace: true})
 			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			px, err := session.StartProxy(ctx, session.Options{Policy: p, Listen: listen, AuditPath: auditPath, EphemeralCA: pf.ephemeralCA, Credentials: pf.credentials})
+			px, err := session.StartProxy(ctx, session.Options{Policy: p, Listen: addr, AuditPath: auditPath, EphemeralCA: pf.ephemeralCA, Credentials: pf.credentials})
 			if err != nil {
 				return err
 			}
@@ -50,10 +58,41 @@ Every connection is judged against the allowlist and logged to the audit log.`,
 			return px.Close()
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address to listen on")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address to listen on: a loopback IP and a port (0 picks a free one)")
+	cmd.Flags().BoolVar(&nonlocal, "listen-nonlocal", false, "let --listen name an address other machines reach; they would send the session's token in clear")
 	cmd.Flags().StringVar(&auditPath, "audit", "", "audit log file (default $CORDON_AUDIT or ~/.local/state/cordon/audit.jsonl)")
 	pf.register(cmd)
 	return cmd
+}
+
+// listenAddr checks a --listen address: an IP address (or localhost) and a
+// port, on the loopback unless nonlocal. A client on another machine
+// would send the session's token in clear, and through the proxy it
+// could spend the session's credentials.
+func listenAddr(addr string, nonlocal bool) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--listen %q: %v; write an address and a port, such as 127.0.0.1:3128 or [::1]:0", addr, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", fmt.Errorf("--listen %q: port %q is not a number from 0 to 65535 (0 picks a free one)", addr, port)
+	}
+	if host == "localhost" {
+		host = "127.0.0.1"
+	}
+	ip, err := netip.ParseAddr(host)
+	switch {
+	case host == "":
+		// All of the machine's addresses, as 0.0.0.0 and [::].
+	case err != nil:
+		return "", fmt.Errorf("--listen %q: %q is not an IP address; the proxy listens on an address, not a name, such as 127.0.0.1", addr, host)
+	case ip.IsLoopback():
+		return net.JoinHostPort(ip.String(), port), nil
+	}
+	if !nonlocal {
+		return "", fmt.Errorf("--listen %q: not a loopback address, so other machines could reach the proxy, send the session's token in clear and spend its credentials; listen on 127.0.0.1 or [::1], or pass --listen-nonlocal if that is what you want", addr)
+	}
+	return net.JoinHostPort(host, port), nil
 }
 
 // printExports writes NAME=value pairs as shell export lines, single-quoted.

@@ -225,6 +225,52 @@ func TestRunRefusesProtectedPathsAndHome(t *testing.T) {
 	}
 }
 
+// TestRunAuditLogSymlinkedIntoWorkspace: an audit log named outside the
+// workspace but symlinked into it is written inside it. A run refuses a
+// workspace that is the log's real directory; when the log lies deeper,
+// its directory is masked, and the command cannot add a line to it.
+func TestRunAuditLogSymlinkedIntoWorkspace(t *testing.T) {
+	b := newBox(t)
+	uid, gid, _ := testUser(t)
+	logs := filepath.Join(b.ws, "logs")
+	b.file(filepath.Join(logs, "keep"), "")
+	linkDir := userDir(t, "cordon-it-auditlink-")
+	for _, tc := range []struct {
+		name, target string
+		code         int    // 125: refused; 2: sh could not open the log
+		stderr       string // what stderr says
+	}{
+		{"into the workspace's root", filepath.Join(b.ws, "audit.jsonl"), 125, "audit log directory"},
+		{"into a directory of the workspace", filepath.Join(logs, "audit.jsonl"), 2, "cannot create"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			link := filepath.Join(linkDir, strings.ReplaceAll(tc.name, " ", "-")+".jsonl")
+			if err := os.Symlink(tc.target, link); err != nil {
+				t.Fatal(err)
+			}
+			os.Lchown(link, int(uid), int(gid))
+			forge := fmt.Sprintf(`echo '{"type":"decision","decision":"allow","detail":"FORGED"}' >> %s && echo APPENDED`, tc.target)
+			r := runResult(t, runTimeout, cordonIn(t, b.ws, b.env(), "run", "--audit", link, "--net", "off", "--", "sh", "-c", forge))
+			expectCode(t, r, tc.code)
+			if !strings.Contains(r.stderr, tc.stderr) {
+				t.Fatalf("stderr does not say %q:\n%s", tc.stderr, r.stderr)
+			}
+			if strings.Contains(r.stdout, "APPENDED") {
+				t.Fatalf("the command appended to the audit log it runs under")
+			}
+			recs := readAudit(t, tc.target)
+			if len(recs) == 0 {
+				t.Fatalf("cordon wrote nothing at %s, where the log points", tc.target)
+			}
+			for _, rec := range recs {
+				if rec.Detail == "FORGED" {
+					t.Fatalf("the log holds a line the command wrote: %+v", rec)
+				}
+			}
+		})
+	}
+}
+
 // seccompProbe asks the kernel for what the filter must deny, through
 // python3's ctypes, and prints NAME=ERRNO per call.
 const seccompProbe = `

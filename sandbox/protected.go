@@ -32,3 +32,32 @@ var ProtectedHome = []string{
 	".cache/cordon",
 	".local/share/keyrings",
 }
+
+// AuditDirs are the directories a command must not reach for the audit
+// log at path to be safe from it: the one it is named in and, when the log
+// is a symlink, the one it is written in (whether or not the file is there
+// yet). Each is as written; a backend resolves them further.
+func AuditDirs(path string) []string {
+	stated := filepath.Clean(path)
+	dirs := []string{filepath.Dir(stated)}
+	if real := filepath.Dir(finalTarget(stated)); real != dirs[0] {
+		dirs = append(dirs, real)
+	}
+	return dirs
+}
+
+// finalTarget follows path while it is a symlink (at most 40 times, as
+// the kernel does) and returns where it ends, which need not exist.
+func finalTarget(path string) string {
+	for range 40 {
+		target, err := os.Readlink(path)
+		if err != nil {
+			return path
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(path), target)
+		}
+		path = filepath.Clean(target)
+	}
+	return path
+}

@@ -14,16 +14,16 @@ import (
 
 // targetBackend returns the backend --target names, for --dry-run; the
 // Linux launch can only be planned on Linux.
-func targetBackend(target, _ string) (sandbox.Backend, error) {
+func targetBackend(target, auditPath string) (sandbox.Backend, error) {
 	switch target {
 	case "", "darwin":
-		return darwin.New(), nil
+		return darwin.New(auditPath), nil
 	}
 	return nil, fmt.Errorf("--target %q: this build renders darwin only (run the dry run on Linux for the bwrap launch)", target)
 }
 
-// newBackend returns this platform's sandbox.
-func newBackend(string) sandbox.Backend { return darwin.New() }
+// newBackend returns this platform's sandbox, guarding auditPath.
+func newBackend(auditPath string) sandbox.Backend { return darwin.New(auditPath) }
 
 // sandboxInside is where a Seatbelt sandbox finds cordon's pieces: the
 // proxy on the loopback, the bundle where the session wrote it, no DNS

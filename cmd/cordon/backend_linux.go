@@ -20,7 +20,7 @@ func targetBackend(target, auditPath string) (sandbox.Backend, error) {
 	case "", "linux":
 		return newBackend(auditPath), nil
 	case "darwin":
-		return darwin.New(), nil
+		return darwin.New(auditPath), nil
 	}
 	return nil, fmt.Errorf("--target %q: use linux or darwin", target)
 }

@@ -31,15 +31,17 @@ const nestedProbe = "(version 1)(allow default)"
 // backend is the Seatbelt backend. Its fields are fixed by New; tests
 // point them at a stand-in launcher.
 type backend struct {
-	exe  string     // the sandbox-exec binary
-	goos string     // the OS Check and Plan believe they run on
-	euid func() int // the effective user id
+	exe   string     // the sandbox-exec binary
+	goos  string     // the OS Check and Plan believe they run on
+	euid  func() int // the effective user id
+	audit string     // the audit log the profile keeps out of reach
 }
 
-// New returns the Seatbelt backend. It plans on every OS; anywhere but
-// macOS, Check reports BLOCKED and Run refuses.
-func New() sandbox.Backend {
-	return &backend{exe: sandboxExec, goos: runtime.GOOS, euid: os.Geteuid}
+// New returns the Seatbelt backend, keeping the audit log at auditPath
+// ("" for the default) out of the command's reach. It plans on every OS;
+// anywhere but macOS, Check reports BLOCKED and Run refuses.
+func New(auditPath string) sandbox.Backend {
+	return &backend{exe: sandboxExec, goos: runtime.GOOS, euid: os.Geteuid, audit: auditPath}
 }
 
 // Name is the backend's name in reports.
@@ -61,7 +63,7 @@ func (b *backend) Plan(s *sandbox.Spec) (*sandbox.Plan, error) {
 	if s == nil || len(s.Argv) == 0 || s.Argv[0] == "" {
 		return nil, &launchError{exitLaunch, errors.New("seatbelt: no command given")}
 	}
-	m, err := Detect(s)
+	m, err := Detect(s, b.audit)
 	if err != nil {
 		return nil, &launchError{exitLaunch, err}
 	}
@@ -224,7 +226,7 @@ func probeProfile(p *policy.Policy) (string, error) {
 	if p.Network == policy.NetRestricted {
 		s.Network = &sandbox.Network{ProxyPort: 1}
 	}
-	m, err := Detect(s)
+	m, err := Detect(s, "")
 	if err != nil {
 		return "", err
 	}

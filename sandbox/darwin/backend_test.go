@@ -175,6 +175,46 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// The audit log the run writes is denied to the command, wherever --audit
+// puts it: in the workspace, or symlinked into it.
+func TestPlanProtectsTheAuditLog(t *testing.T) {
+	s := session(t, &policy.Policy{Network: policy.NetOff}, "sh")
+	logs := filepath.Join(s.Workspace, "logs")
+	if err := os.Mkdir(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := os.Symlink(filepath.Join(logs, "audit.jsonl"), link); err != nil {
+		t.Fatal(err)
+	}
+	protects := func(auditPath, dir string) bool {
+		t.Helper()
+		b := &backend{exe: sandboxExec, goos: "linux", euid: os.Geteuid, audit: auditPath}
+		plan, err := b.Plan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := plan.Argv[2][strings.LastIndex(plan.Argv[2], "Protected whatever the policy says"):]
+		c, err := canonical(dir) // as macOS names it: /tmp is /private/tmp
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(last, `(subpath "`+c+`")`)
+	}
+	if protects("", logs) {
+		t.Fatalf("%s is denied with the default audit log: the test proves nothing", logs)
+	}
+	if !protects(filepath.Join(logs, "audit.jsonl"), logs) {
+		t.Errorf("--audit %s/audit.jsonl: the profile does not deny %s", logs, logs)
+	}
+	if !protects(link, logs) {
+		t.Errorf("--audit %s, a symlink into %s: the profile does not deny %s", link, logs, logs)
+	}
+	if !protects(link, filepath.Dir(link)) {
+		t.Errorf("--audit %s: the profile does not deny the directory it is named in", link)
+	}
+}
+
 func TestRun(t *testing.T) {
 	b := fakeBackend(t, fakeExec)
 	t.Setenv("CORDON_TEST_SECRET", "leaked")

@@ -14,18 +14,20 @@ import (
 const xcodeSelectLink = "/private/var/db/xcode_select_link"
 
 // Detect gathers the Machine for s from this computer: the home directory,
-// the selected Xcode, the audit and configuration directories, and where
-// each path the profile will name really leads.
-func Detect(s *sandbox.Spec) (Machine, error) {
+// the selected Xcode, the directories of the audit log at auditPath ("" for
+// the default) and of the configuration, and where each path the profile
+// will name really leads.
+func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return Machine{}, fmt.Errorf("find the home directory: %w; set $HOME", err)
 	}
-	auditPath, err := audit.DefaultPath()
-	if err != nil {
-		return Machine{}, err
+	if auditPath == "" {
+		if auditPath, err = audit.DefaultPath(); err != nil {
+			return Machine{}, err
+		}
 	}
-	m := Machine{Home: home, Protected: []string{filepath.Dir(auditPath)}}
+	m := Machine{Home: home, Protected: sandbox.AuditDirs(auditPath)}
 	if x := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
 		m.Protected = append(m.Protected, filepath.Join(x, "cordon"))
 	}

@@ -63,10 +63,17 @@ func newGuard(homes []string, auditPath, cacheDir string) guard {
 		if r, err := filepath.EvalSymlinks(d); err == nil {
 			d = r
 		}
+		for _, o := range g.own {
+			if o.path == d {
+				return
+			}
+		}
 		g.own = append(g.own, ownDir{d, name, why})
 	}
 	if auditPath != "" {
-		add(filepath.Dir(filepath.Clean(auditPath)), "the audit log directory", "the sandbox must not touch its own audit trail")
+		for _, d := range sandbox.AuditDirs(auditPath) {
+			add(d, "the audit log directory", "the sandbox must not touch its own audit trail")
+		}
 	}
 	add(cacheDir, "cordon's cache directory", "it keeps the trust bundles sandboxes are given")
 	return g

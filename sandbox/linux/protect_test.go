@@ -4,6 +4,7 @@ package linux
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -51,6 +52,34 @@ func TestGuardCheck(t *testing.T) {
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("check(%s) = %v, want %q", tt.path, err, tt.want)
 		}
+	}
+}
+
+// An audit log that is a symlink is written where it points, so the
+// directory it points into is as protected as the one it is named in.
+func TestGuardFollowsAuditSymlink(t *testing.T) {
+	f := newFixture(t)
+	logs := filepath.Join(f.ws, "logs")
+	mkdirs(t, logs)
+	link := filepath.Join(f.home, "audit-link.jsonl")
+	symlink(t, filepath.Join(logs, "audit.jsonl"), link)
+	g := newGuard([]string{f.home}, link, "")
+	for _, p := range []string{logs, filepath.Join(logs, "audit.jsonl"), f.home} {
+		if err := g.check("expose", p); err == nil {
+			t.Errorf("check(%s) allowed it; the log %s points into %s", p, link, logs)
+		}
+	}
+	if !slices.Contains(g.protected(), logs) {
+		t.Errorf("protected() = %v, want it to hold %s, where the log is written", g.protected(), logs)
+	}
+	if err := g.check("expose", f.ws); err != nil {
+		t.Errorf("check(%s) = %v: the workspace itself stays exposable, with %s masked", f.ws, err, logs)
+	}
+	// A chain, relative at its last hop.
+	chain := filepath.Join(f.root, "chain.jsonl")
+	symlink(t, "home/audit-link.jsonl", chain)
+	if g := newGuard([]string{f.home}, chain, ""); !slices.Contains(g.protected(), logs) {
+		t.Errorf("through %s: protected() = %v, want it to hold %s", chain, g.protected(), logs)
 	}
 }
 

@@ -109,3 +109,42 @@ func TestProxyStopsWithOpenTunnels(t *testing.T) {
 	waitForWithin(t, 10*time.Second, gone, "cordon proxy did not stop within 10s of SIGTERM with a tunnel open")
 	waitRecord(t, p.audit, audit.Record{Type: audit.TypeClose, Host: "127.0.0.1", Port: port})
 }
+
+// TestProxyStopsCleanlyOnSignals: a proxy told to stop, by Ctrl-C, kill,
+// or the hangup of the terminal it was started from in the background,
+// logs its open tunnel's close line and removes its trust bundle.
+func TestProxyStopsCleanlyOnSignals(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepts in the kernel, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			p := startProxy(t, "--allow", fmt.Sprintf("127.0.0.1:%d", port))
+			bundleDir := filepath.Dir(p.env["SSL_CERT_FILE"])
+			if _, err := os.Stat(bundleDir); err != nil {
+				t.Fatalf("no trust bundle while the proxy runs: %v", err)
+			}
+			if _, status := rawConnect(t, p, fmt.Sprintf("127.0.0.1:%d", port)); status != 200 {
+				t.Fatalf("CONNECT: %d", status)
+			}
+			p.cmd.Process.Signal(sig)
+			done := make(chan error, 1)
+			go func() { done <- p.cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("cordon proxy ended with %v after %s, want a clean stop", err, sig)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("cordon proxy did not stop within 10s of %s", sig)
+			}
+			waitRecord(t, p.audit, audit.Record{Type: audit.TypeClose, Host: "127.0.0.1", Port: port})
+			if _, err := os.Stat(bundleDir); !os.IsNotExist(err) {
+				t.Fatalf("the trust bundle %s is left behind after %s (%v)", bundleDir, sig, err)
+			}
+		})
+	}
+}

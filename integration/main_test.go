@@ -25,10 +25,14 @@ import (
 	"time"
 )
 
-// TestMain removes the test host when the tests are done.
+// TestMain removes the test host, and the cordon binaries the tests
+// built, when the tests are done.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	removeOrigin()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
 	os.Exit(code)
 }
 

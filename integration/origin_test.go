@@ -416,4 +416,6 @@ func removeOrigin() {
 	}
 	exec.Command("ip", "netns", "del", originNS).Run()
 	exec.Command("ip", "link", "del", originLink+"a").Run()
+	os.RemoveAll(filepath.Dir(theOrigin.caFile))
+	os.RemoveAll(theOrigin.gitRoot)
 }

@@ -30,7 +30,7 @@ func newProxyCmd() *cobra.Command {
 		Short: "Run the egress proxy on loopback for agents that honour HTTPS_PROXY",
 		Long: `Run cordon's egress proxy on loopback, with no sandbox. When it is ready it
 prints one shell line per variable a proxy-aware client needs (the proxy URL
-carries a fresh session token), then serves until SIGINT or SIGTERM:
+carries a fresh session token), then serves until SIGINT, SIGTERM or SIGHUP:
 
   eval "$(cordon proxy --allow api.example.com &)"
 
@@ -45,7 +45,7 @@ Every connection is judged against the allowlist and logged to the audit log.`,
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			px, err := session.StartProxy(ctx, session.Options{Policy: p, Listen: addr, AuditPath: auditPath, EphemeralCA: pf.ephemeralCA, Credentials: pf.credentials})
 			if err != nil {

@@ -28,15 +28,24 @@ var systemBundlePaths = []string{
 // maxBundleFile bounds how much of one certificate file is read.
 const maxBundleFile = 16 << 20
 
-// WriteBundle writes to path (mode 0644) the trust bundle for sandboxed
-// clients: the system's roots, the certificates in extraCAFiles, and ca's
-// certificate, each once, as PEM CERTIFICATE blocks and nothing else. With
-// cacheDir set, a bundle built before from the same inputs is reused from
-// there (see cachedBundle). It returns the bundle it wrote.
-func WriteBundle(path string, ca *CA, extraCAFiles []string, cacheDir string) ([]byte, error) {
+// Bundle returns the trust bundle for sandboxed clients: the system's
+// roots, the certificates in extraCAFiles, and ca's certificate, each
+// once, as PEM CERTIFICATE blocks and nothing else. With cacheDir set, a
+// bundle built before from the same inputs is reused from there (see
+// cachedBundle).
+func Bundle(ca *CA, extraCAFiles []string, cacheDir string) ([]byte, error) {
 	data, err := cachedBundle(cacheDir, ca, extraCAFiles)
 	if err != nil {
-		return nil, fmt.Errorf("write trust bundle %s: %w", path, err)
+		return nil, fmt.Errorf("trust bundle: %w", err)
+	}
+	return data, nil
+}
+
+// WriteBundle writes Bundle to path (mode 0644) and returns it.
+func WriteBundle(path string, ca *CA, extraCAFiles []string, cacheDir string) ([]byte, error) {
+	data, err := Bundle(ca, extraCAFiles, cacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := replaceFile(path, data, 0o644); err != nil {
 		return nil, err
@@ -44,7 +53,7 @@ func WriteBundle(path string, ca *CA, extraCAFiles []string, cacheDir string) ([
 	return data, nil
 }
 
-// buildBundle builds the bundle WriteBundle writes.
+// buildBundle builds the bundle Bundle returns.
 func buildBundle(ca *CA, extraCAFiles []string) ([]byte, error) {
 	// The system's certificates are copied, not parsed (parsing them all
 	// takes longer than the rest of a session's start): their readers

@@ -215,8 +215,9 @@ func TestRestrictedDiesWithCordon(t *testing.T) {
 	o := testOrigin(t)
 	ws := userDir(t, "cordon-it-ws-")
 	auditDir := userDir(t, "cordon-it-audit-")
+	tmp := userDir(t, "cordon-it-tmp-")
 	marker := fmt.Sprintf("cordon-it-marker-%d", time.Now().UnixNano())
-	cmd := cordonIn(t, ws, nil, "run", "--net", "restricted", "--audit", filepath.Join(auditDir, "a.jsonl"), "--ephemeral-ca",
+	cmd := cordonIn(t, ws, []string{"TMPDIR=" + tmp}, "run", "--net", "restricted", "--audit", filepath.Join(auditDir, "a.jsonl"), "--ephemeral-ca",
 		"--allow", originName+":8443", resolveOrigin, "--extra-ca", o.caFile, "--",
 		"sh", "-c", "(sh -c 'while :; do curl -s -m 2 "+httpsOrigin+"/alive >/dev/null; sleep 0.2; done; : "+marker+"' &) ; sleep 600")
 	if err := cmd.Start(); err != nil {
@@ -238,6 +239,11 @@ func TestRestrictedDiesWithCordon(t *testing.T) {
 			t.Fatal("the sandboxed loop outlived cordon")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// Nothing a killed cordon cannot remove was put on the host's disk:
+	// the box is given its trust bundle's bytes, not a file.
+	if left, _ := filepath.Glob(filepath.Join(tmp, "cordon-*")); len(left) > 0 {
+		t.Fatalf("the killed run left %v in its TMPDIR", left)
 	}
 }
 

@@ -52,7 +52,8 @@ type Options struct {
 	// Credentials names the configured credentials this session uses.
 	Credentials []string
 	// BundlePath is where the session's trust bundle is written; empty
-	// means a file in a fresh temporary directory.
+	// means a file in a fresh temporary directory, or, InSandbox, no file:
+	// the sandbox is given the bundle's bytes (Proxy.Sandbox).
 	BundlePath string
 }
 
@@ -65,7 +66,8 @@ type Proxy struct {
 	Audit *audit.Writer
 	// Rules is the effective allowlist.
 	Rules *policy.Rules
-	// Bundle is the trust bundle: system roots, extra CAs, cordon's CA.
+	// Bundle is the trust bundle's file (system roots, extra CAs,
+	// cordon's CA); empty when no file was written (Options.BundlePath).
 	Bundle string
 	// CA is the certificate authority leaves are minted from.
 	CA *certs.CA
@@ -160,9 +162,10 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		dialer.Self = []netip.AddrPort{self}
 	}
 	// The session writes its trust bundle into a directory of its own
-	// unless told where; that directory goes with the session.
+	// unless told where; that directory goes with the session. A sandbox
+	// with a network of its own is given the bytes, so no file is needed.
 	bundle, tmpDir := o.BundlePath, ""
-	if bundle == "" {
+	if bundle == "" && !o.InSandbox {
 		if tmpDir, err = os.MkdirTemp("", "cordon-bundle-"); err != nil {
 			closeListener()
 			closeAudit()
@@ -340,13 +343,16 @@ func loadCA(o Options) (*certs.CA, error) {
 	return certs.LoadOrCreate(dir)
 }
 
-// writeBundle writes the session's trust bundle at path and returns it. A
-// lasting CA's bundle is kept between sessions; an ephemeral CA's would
-// never be asked for again.
+// writeBundle returns the session's trust bundle, written at path unless
+// path is empty. A lasting CA's bundle is kept between sessions; an
+// ephemeral CA's would never be asked for again.
 func writeBundle(o Options, path string, ca *certs.CA) ([]byte, error) {
 	cacheDir := ""
 	if d := sandbox.CacheDir(); d != "" && !o.EphemeralCA {
 		cacheDir = filepath.Join(d, "bundles")
+	}
+	if path == "" {
+		return certs.Bundle(ca, o.Policy.ExtraCA, cacheDir)
 	}
 	return certs.WriteBundle(path, ca, o.Policy.ExtraCA, cacheDir)
 }

@@ -63,6 +63,9 @@ func (p *Proxy) Sandbox(in Inside) (*sandbox.Network, []string, map[string][]byt
 	if in.Bundle != "" {
 		bundlePath, files[in.Bundle] = in.Bundle, bundle
 	}
+	if bundlePath == "" {
+		return nil, nil, nil, fmt.Errorf("session: the sandbox needs its trust bundle placed (Inside.Bundle): this session wrote no file")
+	}
 	if in.Resolver != "" {
 		files["/etc/resolv.conf"] = []byte("nameserver " + in.Resolver + "\n")
 		files["/etc/hosts"] = []byte("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")

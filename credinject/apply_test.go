@@ -420,3 +420,26 @@ func randomRefusals(t *testing.T, set *Set) []string {
 	}
 	return texts
 }
+
+func TestRedact(t *testing.T) {
+	s := applySet(t)
+	tests := []struct {
+		in, want string
+		vars     []string
+	}{
+		{"curl https://api.example.com", "curl https://api.example.com", nil},
+		{"Authorization: Bearer " + openaiSecret, "Authorization: Bearer [masked:openai]", []string{"OPENAI_API_KEY"}},
+		{anthropicSecret + "," + githubSecret + "," + anthropicSecret, "[masked:anthropic],[masked:github],[masked:anthropic]", []string{"ANTHROPIC_API_KEY", "GH_TOKEN"}},
+		{"key=" + ph(s, "openai"), "key=" + ph(s, "openai"), nil},
+	}
+	for _, tt := range tests {
+		got, vars := s.Redact(tt.in)
+		if got != tt.want || !slices.Equal(vars, tt.vars) {
+			t.Errorf("Redact(%q) = %q, %v; want %q, %v", tt.in, got, vars, tt.want, tt.vars)
+		}
+	}
+	var none *Set
+	if got, vars := none.Redact("x " + openaiSecret); got != "x "+openaiSecret || vars != nil {
+		t.Errorf("a nil set redacted %q to %q, %v", openaiSecret, got, vars)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 )
 
 // matcher finds a fixed set of needles in a byte stream. At each position
@@ -222,10 +223,29 @@ type MaskWriter struct {
 // set; a nil or empty set masks nothing.
 func NewMaskWriter(w io.Writer, set *Set) *MaskWriter {
 	set = set.orEmpty()
+	return &MaskWriter{w: w, st: stream{m: set.secrets, emit: set.maskedName}}
+}
+
+// maskedName is the emit function turning secret k into "[masked:NAME]".
+func (s *Set) maskedName(dst []byte, k int) ([]byte, error) {
+	return append(append(append(dst, "[masked:"...), s.creds[k].name...), ']'), nil
+}
+
+// Redact returns v with every real secret replaced by "[masked:NAME]", as
+// a MaskWriter writes it, and the environment variables that hold the
+// placeholders of the credentials found (sorted, once each), none when v
+// holds no secret.
+func (s *Set) Redact(v string) (string, []string) {
+	s = s.orEmpty()
+	var vars []string
 	emit := func(dst []byte, k int) ([]byte, error) {
-		return append(append(append(dst, "[masked:"...), set.creds[k].name...), ']'), nil
+		vars = append(vars, s.creds[k].env)
+		return s.maskedName(dst, k)
 	}
-	return &MaskWriter{w: w, st: stream{m: set.secrets, emit: emit}}
+	st := stream{m: s.secrets, emit: emit}
+	out, _, _ := st.scan(make([]byte, 0, len(v)), []byte(v), true)
+	slices.Sort(vars)
+	return string(out), slices.Compact(vars)
 }
 
 // Write masks p and writes every byte that can no longer begin a secret.

@@ -5,6 +5,7 @@ package integration
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -192,5 +193,54 @@ echo "echo of the key: $A$B"`))
 		if !strings.Contains(r.stdout, prefix) || strings.Contains(r.stdout, prefix+"\n") {
 			t.Fatalf("missing %q with a placeholder:\n%s", prefix, r.stdout)
 		}
+	}
+}
+
+// TestCredentialNotPassedIntoTheBox: a run whose command line or
+// environment would carry a credential's real value is refused before
+// anything of it starts, and the refusal's audit line does not hold the
+// value either.
+func TestCredentialNotPassedIntoTheBox(t *testing.T) {
+	home := userDir(t, "cordon-it-home-")
+	cfg := home + "/config.yaml"
+	writeUserFile(t, cfg, []byte(providerCredential(originName+":8443")))
+	ws := userDir(t, "cordon-it-ws-")
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		reason string
+	}{
+		{"in the command line", []string{"--", "sh", "-c", "touch ran; echo " + realKey}, "credential_in_command"},
+		{"its source variable passed", []string{"--env", "PROVIDER_REAL_KEY", "--", "touch", "ran"}, "credential_in_environment"},
+		{"another variable holding it", []string{"--env", "COPY_OF_KEY", "--", "touch", "ran"}, "credential_in_environment"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := userDir(t, "cordon-it-audit-") + "/a.jsonl"
+			args := append([]string{"run", "--net", "restricted", "--config", cfg, "--credential", "provider", "--audit", log, "--ephemeral-ca"}, tc.args...)
+			r := runResult(t, 60*time.Second, cordonIn(t, ws, []string{"HOME=" + home, "PROVIDER_REAL_KEY=" + realKey, "COPY_OF_KEY=" + realKey}, args...))
+			expectCode(t, r, 125)
+			if _, err := os.Stat(ws + "/ran"); err == nil {
+				t.Fatal("the command ran")
+			}
+			if !strings.Contains(r.stderr, "$PROVIDER_API_KEY") {
+				t.Errorf("the refusal does not point at the placeholder's variable:\n%s", r.stderr)
+			}
+			data, err := os.ReadFile(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(data), realKey) || strings.Contains(r.stderr+r.stdout, realKey) {
+				t.Fatalf("the real key is in the audit log or cordon's output:\n%s\n%s", data, r.stderr)
+			}
+			recs := readAudit(t, log)
+			if last := recs[len(recs)-1]; last.Type != audit.TypeBlock || last.Reason != tc.reason {
+				t.Fatalf("last audit line %+v, want a block line with reason %s", last, tc.reason)
+			}
+			for _, rec := range recs {
+				if rec.Type == audit.TypeLaunch {
+					t.Fatalf("a launch line was written: %+v", rec)
+				}
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -276,6 +277,41 @@ func (r *runState) refuse(reason, detail, fix string) error {
 	return exitError{code: exitRefused, msg: msg}
 }
 
+// refuseSecretsInBox refuses a run whose command line or environment (env,
+// "NAME=value" lines) holds a credential's real value: the command would
+// read it there, and the audit log would record the command line. The
+// refusal's record shows the command line masked.
+func (r *runState) refuseSecretsInBox(creds *credinject.Set, env []string) error {
+	redacted := make([]string, len(r.argv))
+	var inArgv, inEnv, vars []string
+	for i, a := range r.argv {
+		var held []string
+		if redacted[i], held = creds.Redact(a); len(held) > 0 {
+			inArgv, vars = append(inArgv, a), append(vars, held...)
+		}
+	}
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		if _, held := creds.Redact(value); len(held) > 0 {
+			inEnv, vars = append(inEnv, name), append(vars, held...)
+		}
+	}
+	if len(vars) == 0 {
+		return nil
+	}
+	slices.Sort(vars)
+	use := "$" + strings.Join(slices.Compact(vars), " or $")
+	r.argv = redacted
+	if len(inArgv) > 0 {
+		return r.refuse("credential_in_command",
+			"the command line holds the real value of a credential, which the sandbox must never see (a process reads its own command line)",
+			"write "+use+" instead: it holds the placeholder, which the proxy swaps for the real value on the way to the credential's hosts")
+	}
+	return r.refuse("credential_in_environment",
+		fmt.Sprintf("the sandbox's environment would hold the real value of a credential, in %s, which the sandbox must never see", strings.Join(inEnv, " and ")),
+		"stop passing it (--env, or env: in the config); "+use+" holds the placeholder, which the proxy swaps for the real value on the way to the credential's hosts")
+}
+
 // print writes the --json outcome.
 func (r *runState) print() {
 	if !r.f.json {
@@ -366,6 +402,15 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		masked, err := px.Creds.MaskedFiles()
 		if err != nil {
 			return r.refuse("credentials", err.Error(), "")
+		}
+		boxEnv := slices.Clone(s.Env) // and the host variables the policy passes
+		for _, name := range s.Policy.Env {
+			if v, ok := os.LookupEnv(name); ok {
+				boxEnv = append(boxEnv, name+"="+v)
+			}
+		}
+		if err := r.refuseSecretsInBox(px.Creds, boxEnv); err != nil {
+			return err
 		}
 		for _, m := range []map[string][]byte{files, masked} {
 			for k, v := range m {

@@ -182,6 +182,8 @@ var checks = []check{
 			return fmt.Errorf("limits.timeout: %s is negative; write 0s for no deadline", l.Timeout)
 		case l.Memory < 0:
 			return fmt.Errorf("limits.memory: %d is negative; write 0 for no limit", l.Memory)
+		case l.Memory > 0 && l.Memory < minMemory:
+			return fmt.Errorf("limits.memory: %d bytes is less than any command needs to start (1MiB at least); write a size with its unit, such as 512MiB or 2GiB, or 0 for no limit", l.Memory)
 		case l.Pids < 0:
 			return fmt.Errorf("limits.pids: %d is negative; write 0 for no limit", l.Pids)
 		case l.TmpSize < 0:
@@ -191,6 +193,10 @@ var checks = []check{
 	}},
 	{"credentials", func(p *Policy) error { return checkCredentials(p.Credentials) }},
 }
+
+// minMemory is the smallest memory limit taken: below it nothing starts,
+// and the command dies of it without a word.
+const minMemory = 1 << 20
 
 func checkPatterns(key string, entries []string) error {
 	for _, s := range entries {

@@ -25,7 +25,7 @@ func TestValidate(t *testing.T) {
 			p.AllowPaths = []string{"~/a:rw", "/b:ro", "/c", "/d:e/f"}
 			p.DenyCommands = []string{"sudo"}
 			p.Env = []string{"_X1"}
-			p.Limits = Limits{Timeout: time.Minute, Memory: 1, Pids: 1, TmpSize: 1}
+			p.Limits = Limits{Timeout: time.Minute, Memory: 1 << 20, Pids: 1, TmpSize: 1}
 			p.Credentials = []Credential{{Name: "a", Source: Source{File: "~/k"}, Hosts: []string{"a.example"}, Env: "A_KEY"}}
 		}, ""},
 		{"network", func(p *Policy) { p.Network = "" }, `network: ""`},
@@ -48,6 +48,8 @@ func TestValidate(t *testing.T) {
 		{"run_as", func(p *Policy) { p.RunAs = " " }, "run_as"},
 		{"timeout", func(p *Policy) { p.Limits.Timeout = -1 }, "limits.timeout"},
 		{"memory", func(p *Policy) { p.Limits.Memory = -1 }, "limits.memory"},
+		{"memory without a unit", func(p *Policy) { p.Limits.Memory = 512 }, "such as 512MiB"},
+		{"memory at the floor", func(p *Policy) { p.Limits.Memory = 1 << 20 }, ""},
 		{"tmp_size", func(p *Policy) { p.Limits.TmpSize = -1 }, "limits.tmp_size"},
 		{"credential env", func(p *Policy) {
 			p.Credentials = []Credential{{Name: "a", Source: Source{Command: "pass a"}, Hosts: []string{"a.example"}, Env: "A-KEY"}}

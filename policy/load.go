@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // ProjectFile is the name of the project file at a workspace root.
@@ -64,7 +65,7 @@ func Load(o LoadOptions) (*Policy, Sources, error) {
 		return nil, src, err
 	}
 	src.Global = globalPath
-	global, err := readConfig(globalPath, mustExist)
+	global, err := readConfig(globalPath, mustExist, "")
 	if err != nil {
 		return nil, src, err
 	}
@@ -82,7 +83,7 @@ func Load(o LoadOptions) (*Policy, Sources, error) {
 	case err != nil && !o.OptionalWorkspace:
 		return nil, src, err
 	case err == nil:
-		if project, err = readConfig(filepath.Join(src.Workspace, ProjectFile), false); err != nil {
+		if project, err = readConfig(filepath.Join(src.Workspace, ProjectFile), false, src.Workspace); err != nil {
 			return nil, src, err
 		}
 	}
@@ -163,8 +164,13 @@ func globalConfigPath(explicit, home string) (path string, mustExist bool, err e
 }
 
 // readConfig reads a config file; a missing file is nil unless mustExist.
-func readConfig(path string, mustExist bool) (*configFile, error) {
-	f, err := os.Open(path)
+// It must be a regular file (a FIFO would hold cordon up forever). A
+// project file, whose workspace is given, must also lie in it once its
+// symlinks are resolved: the workspace is the sandboxed side's to write,
+// and a link planted there must not have cordon read, and quote in its
+// errors, a file the sandbox cannot.
+func readConfig(path string, mustExist bool, workspace string) (*configFile, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) && !mustExist {
 		return nil, nil
 	}
@@ -172,6 +178,19 @@ func readConfig(path string, mustExist bool) (*configFile, error) {
 		return nil, fmt.Errorf("read config %s: %w (create it with cordon init, or point --config or CORDON_CONFIG at an existing file)", path, err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("config %s is not a regular file (%s); a cordon config is a short YAML file", path, fi.Mode().Type())
+	}
+	if workspace != "" {
+		real := resolvePath(path)
+		if ri, err := os.Stat(real); err != nil || !os.SameFile(fi, ri) || !isWithin(resolvePath(workspace), real) {
+			return nil, fmt.Errorf("project config %s leads outside the workspace %s (to %s); cordon reads a project file only from the workspace itself: replace the link with the file", path, workspace, real)
+		}
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read config %s: %w", path, err)

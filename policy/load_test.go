@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestConfigErrorsNameKeyAndFile(t *testing.T) {
@@ -289,3 +291,60 @@ func TestProjectPathSymlinks(t *testing.T) {
 		}
 	}
 }
+
+// A project file is the sandboxed side's to write: only a regular file
+// that lies in the workspace is read. A link out of it (say, to a private
+// key) is refused without a byte of its target in the error, and a FIFO
+// cannot hold cordon up.
+func TestProjectFileMustBeARegularFileInTheWorkspace(t *testing.T) {
+	home := fakeHome(t)
+	proj := filepath.Join(home, "proj")
+	mkdirs(t, filepath.Join(proj, ".git"), filepath.Join(proj, "conf"), filepath.Join(home, ".ssh"))
+	const keyText = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"
+	writeFile(t, filepath.Join(home, ".ssh", "id_ed25519"), keyText)
+	writeFile(t, filepath.Join(proj, "conf", "cordon.yaml"), "network: off\n")
+	pf := filepath.Join(proj, ProjectFile)
+	for _, tc := range []struct {
+		name  string
+		plant func() error
+		want  string // "" means read
+	}{
+		{"a link within the workspace", func() error { return os.Symlink("conf/cordon.yaml", pf) }, ""},
+		{"a link out of it", func() error { return os.Symlink(filepath.Join(home, ".ssh", "id_ed25519"), pf) }, "leads outside the workspace"},
+		{"a link to a device", func() error { return os.Symlink("/dev/zero", pf) }, "not a regular file"},
+		{"a FIFO", func() error { return mkfifo(pf) }, "not a regular file"},
+		{"a directory", func() error { return os.Mkdir(pf, 0o755) }, "not a regular file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.RemoveAll(pf)
+			if err := tc.plant(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				p, _, err := Load(LoadOptions{Workdir: proj})
+				if err == nil && p.Network != NetOff {
+					err = errors.New("the linked file's network: off was not read")
+				}
+				done <- err
+			}()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Load did not return within 10s")
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Load: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Load: %v, want an error saying %q", err, tc.want)
+			case err != nil && (strings.Contains(err.Error(), "BEGIN") || strings.Contains(err.Error(), "b3Bl")):
+				t.Fatalf("the error quotes the link's target: %v", err)
+			}
+		})
+	}
+	os.RemoveAll(pf)
+}
+
+func mkfifo(path string) error { return syscall.Mkfifo(path, 0o644) }

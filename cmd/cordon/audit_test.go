@@ -19,12 +19,7 @@ var auditT0 = time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
 func runAuditCmd(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	args = append([]string{"audit"}, args...)
-	root := newRootCmd(args)
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	err = root.Execute()
+	err = execute(&out, &errOut, append([]string{"audit"}, args...)...)
 	return out.String(), errOut.String(), err
 }
 

@@ -14,12 +14,7 @@ import (
 func runCA(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	args = append([]string{"ca"}, args...)
-	root := newRootCmd(args)
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	err = root.Execute()
+	err = execute(&out, &errOut, append([]string{"ca"}, args...)...)
 	return out.String(), errOut.String(), err
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,16 +11,23 @@ import (
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
-// runCordon runs cordon with args in-process and returns stdout.
+// runCordon runs cordon with args in-process and returns what it wrote
+// to stdout and stderr, together.
 func runCordon(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	root := newRootCmd(args)
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.Execute()
+	err := execute(&out, &out, args...)
 	return out.String(), err
+}
+
+// execute runs cordon with args in-process, as main does, writing to
+// stdout and stderr.
+func execute(stdout, stderr io.Writer, args ...string) error {
+	root := newRootCmd(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetArgs(args)
+	return root.Execute()
 }
 
 func TestInitAndNetworkCommands(t *testing.T) {

@@ -197,7 +197,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	if err != nil {
 		return fail(err)
 	}
-	bundleData, err := writeBundle(o, bundle, ca)
+	bundleData, err := trustBundle(o, bundle, ca)
 	if err != nil {
 		return fail(err)
 	}
@@ -343,10 +343,10 @@ func loadCA(o Options) (*certs.CA, error) {
 	return certs.LoadOrCreate(dir)
 }
 
-// writeBundle returns the session's trust bundle, written at path unless
+// trustBundle returns the session's trust bundle, written at path unless
 // path is empty. A lasting CA's bundle is kept between sessions; an
 // ephemeral CA's would never be asked for again.
-func writeBundle(o Options, path string, ca *certs.CA) ([]byte, error) {
+func trustBundle(o Options, path string, ca *certs.CA) ([]byte, error) {
 	cacheDir := ""
 	if d := sandbox.CacheDir(); d != "" && !o.EphemeralCA {
 		cacheDir = filepath.Join(d, "bundles")

@@ -277,11 +277,17 @@ func (r *runState) refuse(reason, detail, fix string) error {
 	return exitError{code: exitRefused, msg: msg}
 }
 
-// refuseSecretsInBox refuses a run whose command line or environment (env,
-// "NAME=value" lines) holds a credential's real value: the command would
-// read it there, and the audit log would record the command line. The
-// refusal's record shows the command line masked.
-func (r *runState) refuseSecretsInBox(creds *credinject.Set, env []string) error {
+// refuseSecretsInBox refuses a run whose command line or environment (s.Env
+// and the host variables the policy passes) holds a credential's real
+// value: the command would read it there, and the audit log would record
+// the command line. The refusal's record shows the command line masked.
+func (r *runState) refuseSecretsInBox(creds *credinject.Set, s *sandbox.Spec) error {
+	env := slices.Clone(s.Env)
+	for _, name := range s.Policy.Env {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
 	redacted := make([]string, len(r.argv))
 	var inArgv, inEnv, vars []string
 	for i, a := range r.argv {
@@ -403,13 +409,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		if err != nil {
 			return r.refuse("credentials", err.Error(), "")
 		}
-		boxEnv := slices.Clone(s.Env) // and the host variables the policy passes
-		for _, name := range s.Policy.Env {
-			if v, ok := os.LookupEnv(name); ok {
-				boxEnv = append(boxEnv, name+"="+v)
-			}
-		}
-		if err := r.refuseSecretsInBox(px.Creds, boxEnv); err != nil {
+		if err := r.refuseSecretsInBox(px.Creds, s); err != nil {
 			return err
 		}
 		for _, m := range []map[string][]byte{files, masked} {

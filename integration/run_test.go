@@ -267,6 +267,9 @@ func TestRunAuditLogSymlinkedIntoWorkspace(t *testing.T) {
 					t.Fatalf("the log holds a line the command wrote: %+v", rec)
 				}
 			}
+			if last := recs[len(recs)-1]; tc.code == 125 && (last.Type != audit.TypeExit || last.Outcome != "failed_to_start" || !strings.Contains(last.Detail, "audit log directory")) {
+				t.Fatalf("the refusal is not the log's last line: %+v", last)
+			}
 		})
 	}
 }

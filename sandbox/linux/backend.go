@@ -86,22 +86,9 @@ var (
 	_ sandbox.Preparer = (*Backend)(nil)
 )
 
-// New returns the Linux backend. It has Go's one-time check before a
-// process's first child (warmProcessStart) made in the background, so the
-// sandbox's start does not wait for it.
+// New returns the Linux backend.
 func New(o Options) *Backend {
-	go warmProcessStart()
 	return &Backend{opts: o}
-}
-
-// warmProcessStart makes the check Go's os package runs once, before the
-// first child process it starts, that pidfds work: among other things it
-// clones a child that exits at once, about half a millisecond here.
-// FindProcess makes the same check.
-func warmProcessStart() {
-	if p, err := os.FindProcess(os.Getpid()); err == nil {
-		p.Release()
-	}
 }
 
 // Name is "bwrap".

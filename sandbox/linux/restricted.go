@@ -102,18 +102,13 @@ func (r *Restricted) start(h hostInfo) (*held, error) {
 	defer theirs.Close()
 
 	bin, args := holderCommand(self)
-	cmd := exec.Command(bin, args...)
-	// One P is all the holder needs. More would only start threads that
-	// compete with cordon and bwrap for the same cores while the run
-	// starts (about 2 ms of a restricted run's start-up on two cores).
-	cmd.Env = []string{"GOMAXPROCS=1"}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, os.Stderr
 	// /dev/null holds bwrap's numbers, 3 to holder.LastLaunchFD, until the launch.
+	files := []*os.File{null, null, os.Stderr}
 	for range holder.LastLaunchFD - 2 {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, null)
+		files = append(files, null)
 	}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, theirs)
-	cmd.SysProcAttr = &syscall.SysProcAttr{
+	files = append(files, theirs)
+	sys := &syscall.SysProcAttr{
 		Setpgid: true, Pdeathsig: syscall.SIGKILL,
 		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: h.uid, Size: 1}},
@@ -127,10 +122,13 @@ func (r *Restricted) start(h hostInfo) (*held, error) {
 			hd.sock.Close()
 			return nil, err
 		}
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(hd.cg.fd.Fd())
+		sys.UseCgroupFD, sys.CgroupFD = true, int(hd.cg.fd.Fd())
 	}
 	closeInherited()
-	if hd.child, err = startChild(cmd); err != nil {
+	// One P is all the holder needs. More would only start threads that
+	// compete with cordon and bwrap for the same cores while the run
+	// starts (about 2 ms of a restricted run's start-up on two cores).
+	if hd.child, err = startChild(append([]string{bin}, args...), []string{"GOMAXPROCS=1"}, files, sys); err != nil {
 		hd.close()
 		return nil, fmt.Errorf("start the holder: %w", err)
 	}
@@ -184,7 +182,7 @@ func (hd *held) attach(ctx context.Context, n *sandbox.Network) error {
 // kill ends the holder, or the bwrap it became, and waits for it: a
 // launched sandbox that never got the go-ahead has run nothing.
 func (hd *held) kill() {
-	_ = hd.child.cmd.Process.Kill()
+	hd.child.signal(unix.SIGKILL)
 	hd.child.wait()
 }
 

@@ -10,9 +10,7 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"os/signal"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,32 +152,34 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 			defer cg.remove()
 		}
 	} else {
-		cmd := exec.Command(argv[0], argv[1:]...)
-		// bwrap gets no environment: the command's is set with --clearenv
-		// and --setenv, and bwrap's own process stays in the sandbox as its
-		// pid 1, whose environ and memory the command can read.
-		cmd.Env = []string{}
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = s.Stdin, s.Stdout, s.Stderr
+		stdio, done, err := stdioFiles(s.Stdin, s.Stdout, s.Stderr)
+		if err != nil {
+			return fail(err)
+		}
+		defer done()
 		// A nil entry (the probe's descriptor, in a run) is closed in
 		// bwrap, so the command inherits nothing but its stdio.
-		cmd.ExtraFiles = []*os.File{fds.statusW, fds.seccomp, fds.probeW, fds.args, fds.block}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		files := append(stdio[:], fds.statusW, fds.seccomp, fds.probeW, fds.args, fds.block)
+		sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if h.uid != os.Getuid() {
-			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(h.uid), Gid: uint32(h.gid), Groups: []uint32{}}
+			sys.Credential = &syscall.Credential{Uid: uint32(h.uid), Gid: uint32(h.gid), Groups: []uint32{}}
 		}
 		if h.limits.cgroupParent != "" {
 			if cg, err = newRunCgroup(h.limits, h.uid, h.gid); err != nil {
 				return fail(err)
 			}
 			defer cg.remove()
-			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.fd.Fd())
+			sys.UseCgroupFD, sys.CgroupFD = true, int(cg.fd.Fd())
 		}
 		closeInherited()
-		if c, err = startChild(cmd); err != nil {
+		// bwrap gets no environment: the command's is set with --clearenv
+		// and --setenv, and bwrap's own process stays in the sandbox as its
+		// pid 1, whose environ and memory the command can read.
+		if c, err = startChild(argv, []string{}, files, sys); err != nil {
 			return fail(fmt.Errorf("start %s: %w", argv[0], err))
 		}
 	}
-	cmd, waited := c.cmd, c.done
+	waited := c.done
 	fds.closeChildEnds()
 	<-notified
 
@@ -228,8 +228,8 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		// yet (bwrap's init sets one only once it runs), so a box killed
 		// before it reports its pid is ended through the group: it would
 		// otherwise wait for the go-ahead forever.
-		_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
-		_ = cmd.Process.Kill()
+		_ = unix.Kill(-c.pid, unix.SIGKILL)
+		c.signal(unix.SIGKILL)
 		if cg != nil {
 			cg.kill()
 		}
@@ -371,40 +371,6 @@ func goAheadText(l *launch) string {
 		fmt.Fprintf(&b, "  %s\n", r)
 	}
 	return b.String()
-}
-
-// child is a started process. Pdeathsig follows the thread that forked,
-// so its start and its wait share one locked thread.
-type child struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when Wait has returned
-	err  error         // Wait's, once done is closed
-}
-
-func startChild(cmd *exec.Cmd) (*child, error) {
-	c := &child{cmd: cmd, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		c.err = cmd.Wait()
-		close(c.done)
-	}()
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// wait waits for the process to end and returns Wait's error.
-func (c *child) wait() error {
-	<-c.done
-	return c.err
 }
 
 // stdioFiles gives the command's stdin, stdout and stderr as files, as

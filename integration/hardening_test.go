@@ -3,7 +3,11 @@
 package integration
 
 import (
+	"fmt"
+	"net"
+	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -89,5 +93,72 @@ func TestRunStopsAfterGrace(t *testing.T) {
 	}
 	if !eventually(5*time.Second, func() bool { return len(procsRunning("sleep", marker)) == 0 }) {
 		t.Fatalf("processes outlived the stop: %v", procsRunning("sleep", marker))
+	}
+}
+
+// abstractProbe connects to the abstract unix socket argv[1] and reports
+// how that went, then checks that an abstract socket of its own, made
+// where it runs, still works.
+const abstractProbe = `
+import socket, sys
+name = sys.argv[1]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect("\0" + name)
+    print("host socket: connected")
+except OSError as e:
+    print("host socket: %s errno %d" % (type(e).__name__, e.errno))
+l = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+l.bind("\0" + name + "-own")
+l.listen(1)
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+c.connect("\0" + name + "-own")
+print("own socket: connected")
+`
+
+// TestRunOpenClosesHostAbstractSockets: --net open shares the host's
+// network namespace, and with it the abstract unix sockets no mount can
+// hide (X11's, containerd shims'). The box must not reach them (Landlock
+// answers EPERM, and the listener never sees a connection), while the
+// same user outside the box does, and the box's own abstract sockets work.
+func TestRunOpenClosesHostAbstractSockets(t *testing.T) {
+	name := fmt.Sprintf("cordon-it-abstract-%d-%d", os.Getpid(), time.Now().UnixNano())
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: "@" + name, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+
+	outside := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/python3", "-c", abstractProbe, name))
+	if !strings.Contains(outside.stdout, "host socket: connected") {
+		t.Fatalf("control: the test user outside the box could not reach the listener, so the test proves nothing:\n%s%s", outside.stdout, outside.stderr)
+	}
+	if !eventually(5*time.Second, func() bool { return accepted.Load() == 1 }) {
+		t.Fatalf("control: the listener accepted %d connections, want 1", accepted.Load())
+	}
+
+	b := newBox(t)
+	r := b.run("--net", "open", "--", "python3", "-c", abstractProbe, name)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "host socket: PermissionError errno 1") {
+		t.Errorf("the box's connect to the host's abstract socket was not refused with EPERM:\n%s%s", r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "own socket: connected") {
+		t.Errorf("the box's own abstract socket did not work:\n%s%s", r.stdout, r.stderr)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("the host's listener accepted %d connections; only the control's should have reached it", n)
 	}
 }

@@ -114,6 +114,9 @@ func (b *Backend) Plan(s *sandbox.Spec) (*sandbox.Plan, error) {
 	}
 	plan.Files["fd "+strconv.Itoa(fdSeccomp)] = seccompListing(h.goarch, l.seccomp)
 	plan.Files["fd "+strconv.Itoa(fdBlock)] = goAheadText(l)
+	if s.Policy.Network == policy.NetOpen {
+		plan.Files["landlock"] = "bwrap, and the command after it, start in a Landlock domain scoped to its own abstract unix sockets (LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, with no_new_privs): the host's, which --net open would otherwise share, answer EPERM\n"
+	}
 	if s.Policy.Network == policy.NetRestricted && b.opts.Holder != nil {
 		plan.Files["network namespace"] = planText()
 	}

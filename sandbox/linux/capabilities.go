@@ -12,7 +12,7 @@ func Capabilities() sandbox.Table {
 			{Capability: sandbox.CapNetOff, Status: sandbox.Ready,
 				Why: "a network namespace of its own, with nothing but its own loopback"},
 			{Capability: sandbox.CapNetOpen, Status: sandbox.Degraded,
-				Why: "no network box: the host's network is shared; the filesystem box is kept"},
+				Why: "no network box: the host's network is shared; the filesystem box is kept, and the host's abstract unix sockets (X11, D-Bus, containerd shims), which no mount hides, are closed by a Landlock scope (Linux 6.12 or newer; on older kernels this mode is BLOCKED)"},
 			{Capability: sandbox.CapNetRestricted, Status: sandbox.Ready,
 				Why: "a private network namespace with no link out and an nftables policy: every TCP connection goes to the egress proxy's sockets inside it, DNS only to cordon's resolver; other UDP, ICMP and IPv6 are refused"},
 			{Capability: sandbox.CapPerHost, Status: sandbox.Ready,

@@ -80,9 +80,7 @@ func (b *Backend) Check(ctx context.Context, p *policy.Policy) sandbox.Report {
 			add(blocked(sandbox.CapNetOff, "not probed: the sandbox did not start", "fix the capabilities above"))
 		}
 	case policy.NetOpen:
-		add(sandbox.Capability{Name: sandbox.CapNetOpen, Status: sandbox.Degraded,
-			Reason: "the command shares the host's network: it reaches any host, loopback services included, and no connection is audited",
-			Fix:    "use --net restricted with an allowlist, or --net off"})
+		add(checkNetOpen(landlockABI()))
 	case policy.NetRestricted:
 		if b.opts.Holder == nil {
 			add(blocked(sandbox.CapNetRestricted, "the restricted network is not available in this build",
@@ -98,6 +96,19 @@ func (b *Backend) Check(ctx context.Context, p *policy.Policy) sandbox.Report {
 	}
 	add(checkLimits(p.Limits))
 	return rep
+}
+
+// checkNetOpen judges --net open on a kernel of Landlock ABI abi: without
+// the scope for abstract unix sockets, the box would reach the host's.
+func checkNetOpen(abi int) sandbox.Capability {
+	if abi < scopeABI {
+		return blocked(sandbox.CapNetOpen,
+			fmt.Sprintf("the command would share the host's network namespace, and with it the host's abstract unix sockets (X11, D-Bus, containerd shims), which no mount hides; this kernel cannot close them (Landlock ABI %d, scoping needs %d)", abi, scopeABI),
+			"use --net restricted with an allowlist, or --net off; --net open needs Linux 6.12 or newer with Landlock enabled (lsm= includes landlock)")
+	}
+	return sandbox.Capability{Name: sandbox.CapNetOpen, Status: sandbox.Degraded,
+		Reason: "the command shares the host's network: it reaches any host, loopback services included, and no connection is audited; the host's abstract unix sockets are closed to it (Landlock scope)",
+		Fix:    "use --net restricted with an allowlist, or --net off"}
 }
 
 // blocked is a BLOCKED capability.

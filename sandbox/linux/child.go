@@ -18,7 +18,8 @@ import (
 // work, by cloning a child that exits at once, and that check alone is
 // about half a millisecond of every run's start here. Pdeathsig follows
 // the thread that forked, so the fork and the wait share one locked
-// thread.
+// thread, which ends with them: the thread may have been confined
+// (see startChild), and no other goroutine may run on it.
 type child struct {
 	pid  int
 	done chan struct{} // closed once the process is reaped
@@ -31,8 +32,10 @@ type child struct {
 }
 
 // startChild starts argv with env, the files as its descriptors 0, 1, 2
-// and on (a nil file is closed in the child), and sys.
-func startChild(argv, env []string, files []*os.File, sys *syscall.SysProcAttr) (*child, error) {
+// and on (a nil file is closed in the child), and sys. confine, when set,
+// runs first on the thread that forks, and what it confines (a Landlock
+// domain, say) the child inherits; if it fails, nothing starts.
+func startChild(argv, env []string, files []*os.File, sys *syscall.SysProcAttr, confine func() error) (*child, error) {
 	fds := make([]uintptr, len(files))
 	for i, f := range files {
 		fds[i] = ^uintptr(0)
@@ -43,8 +46,14 @@ func startChild(argv, env []string, files []*os.File, sys *syscall.SysProcAttr) 
 	c := &child{done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
+		// Never unlocked: the thread exits with this goroutine.
 		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+		if confine != nil {
+			if err := confine(); err != nil {
+				started <- err
+				return
+			}
+		}
 		pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{Env: env, Files: fds, Sys: sys})
 		runtime.KeepAlive(files)
 		if err != nil {

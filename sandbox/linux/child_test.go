@@ -28,7 +28,7 @@ func TestChild(t *testing.T) {
 		{"killed", []string{"/bin/sh", "-c", "sleep 30"}, true, "signal: killed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ch, err := startChild(c.argv, nil, stdio, &syscall.SysProcAttr{Setpgid: true})
+			ch, err := startChild(c.argv, nil, stdio, &syscall.SysProcAttr{Setpgid: true}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,7 +54,7 @@ func TestChild(t *testing.T) {
 			ch.signal(unix.SIGKILL) // must not panic or reach anyone
 		})
 	}
-	if _, err := startChild([]string{"/nonexistent/cordon-child"}, nil, stdio, nil); err == nil {
+	if _, err := startChild([]string{"/nonexistent/cordon-child"}, nil, stdio, nil, nil); err == nil {
 		t.Error("startChild of a missing program succeeded")
 	}
 }

@@ -128,7 +128,7 @@ func (r *Restricted) start(h hostInfo) (*held, error) {
 	// One P is all the holder needs. More would only start threads that
 	// compete with cordon and bwrap for the same cores while the run
 	// starts (about 2 ms of a restricted run's start-up on two cores).
-	if hd.child, err = startChild(append([]string{bin}, args...), []string{"GOMAXPROCS=1"}, files, sys); err != nil {
+	if hd.child, err = startChild(append([]string{bin}, args...), []string{"GOMAXPROCS=1"}, files, sys, nil); err != nil {
 		hd.close()
 		return nil, fmt.Errorf("start the holder: %w", err)
 	}

@@ -175,7 +175,13 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		// bwrap gets no environment: the command's is set with --clearenv
 		// and --setenv, and bwrap's own process stays in the sandbox as its
 		// pid 1, whose environ and memory the command can read.
-		if c, err = startChild(argv, []string{}, files, sys); err != nil {
+		var confine func() error
+		if s.Policy.Network == policy.NetOpen {
+			// The host's network namespace comes with its abstract
+			// unix sockets, which only Landlock closes.
+			confine = scopeAbstractUnix
+		}
+		if c, err = startChild(argv, []string{}, files, sys, confine); err != nil {
 			return fail(fmt.Errorf("start %s: %w", argv[0], err))
 		}
 	}

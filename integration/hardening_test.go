@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -160,5 +161,63 @@ func TestRunOpenClosesHostAbstractSockets(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if n := accepted.Load(); n != 1 {
 		t.Errorf("the host's listener accepted %d connections; only the control's should have reached it", n)
+	}
+}
+
+// TestRunGuardsTheRepository: a box that could write the workspace's git
+// config or hooks would run code on the host the next time anyone (or a
+// shell prompt) ran git there. The box's attempts fail: appending
+// core.fsmonitor, writing a hook, git config, and renaming .git away to
+// plant another; the host's repository is unchanged after. Commits and
+// branches still work in the box.
+func TestRunGuardsTheRepository(t *testing.T) {
+	b := newBox(t)
+	git := func(args ...string) result {
+		cmd := asUser(t, nil, "/usr/bin/git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = b.ws
+		r := runResult(t, runTimeout, cmd)
+		if r.code != 0 {
+			t.Fatalf("git %q: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		return r
+	}
+	git("init", "-q", ".")
+	git("commit", "-q", "--allow-empty", "-m", "first")
+	configBefore, err := os.ReadFile(filepath.Join(b.ws, ".git", "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const script = `
+printf '[core]\n\tfsmonitor = touch %s/pwned\n' "$PWD" >> .git/config 2>/dev/null && echo "ESCAPED: config appended"
+printf '#!/bin/sh\ntouch %s/pwned\n' "$PWD" > .git/hooks/post-commit 2>/dev/null && echo "ESCAPED: hook written"
+git config core.hooksPath "$PWD" 2>/dev/null && echo "ESCAPED: git config"
+mv .git .git-away 2>/dev/null && echo "ESCAPED: .git renamed"
+rm -rf .git/hooks 2>/dev/null; test -d .git/hooks || echo "ESCAPED: hooks removed"
+echo data > tracked && git add tracked && git -c user.name=t -c user.email=t@example.com commit -qm second && echo "committed"
+git checkout -qb feature && echo "branched"
+`
+	r := b.run("--net", "off", "--", "sh", "-c", script)
+	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, "ESCAPED") {
+		t.Errorf("the box changed the repository's config or hooks:\n%s%s", r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "committed\nbranched\n") {
+		t.Errorf("git commit or branch failed in the box:\n%s%s", r.stdout, r.stderr)
+	}
+	configAfter, _ := os.ReadFile(filepath.Join(b.ws, ".git", "config"))
+	if string(configAfter) != string(configBefore) {
+		t.Errorf("the repository's config changed:\n%s", configAfter)
+	}
+	if _, err := os.Stat(filepath.Join(b.ws, ".git", "hooks", "post-commit")); err == nil {
+		t.Error("a hook was planted in the repository")
+	}
+	if log := git("log", "--format=%s", "feature").stdout; log != "second\nfirst\n" {
+		t.Errorf("the box's commit is not on the host's branch feature: %q", log)
+	}
+	// The host's git runs no hook and no fsmonitor of the box's.
+	git("status", "--short")
+	git("commit", "-q", "--allow-empty", "-m", "third")
+	if _, err := os.Stat(filepath.Join(b.ws, "pwned")); err == nil {
+		t.Error("the host's git ran a command the box planted")
 	}
 }

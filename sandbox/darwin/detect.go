@@ -15,8 +15,8 @@ const xcodeSelectLink = "/private/var/db/xcode_select_link"
 
 // Detect gathers the Machine for s from this computer: the home directory,
 // the selected Xcode, the directories of the audit log at auditPath ("" for
-// the default) and of the configuration, and where each path the profile
-// will name really leads.
+// the default) and of the configuration, the workspace's git repository,
+// and where each path the profile will name really leads.
 func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 	home, err := os.UserHomeDir()
 	if err != nil {
@@ -36,6 +36,13 @@ func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 		env = s.Env
 	}
 	m.Xcode = selectedXcode(env)
+	if s != nil && s.Workspace != "" {
+		if ws, err := filepath.EvalSymlinks(s.Workspace); err == nil {
+			if m.Repo, err = sandbox.GuardRepo(ws); err != nil {
+				return Machine{}, err
+			}
+		}
+	}
 	m.RealPaths = map[string]string{}
 	// The layout walks every path the profile names; resolving each one on
 	// the way fills RealPaths. Its errors are Render's to report.

@@ -32,6 +32,9 @@ type Machine struct {
 	// names to where it resolves on disk, when that differs. Seatbelt
 	// matches resolved paths, so every rule names both.
 	RealPaths map[string]string
+	// Repo is how the workspace's git repository is guarded, as
+	// sandbox.GuardRepo finds it; empty when the workspace is none.
+	Repo []sandbox.RepoPath
 }
 
 // protectedHome are, below the home directory, the stores no policy can
@@ -85,6 +88,9 @@ type layout struct {
 	tmpdir    []string
 	denyRead  []string // deny_read and credential source files
 	protected []string
+	// The workspace's repository: files and trees not written, git
+	// directories neither renamed nor removed.
+	repoFiles, repoTrees, repoDirs []string
 }
 
 func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
@@ -133,6 +139,18 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 		}
 		if !slices.ContainsFunc(wd, inside) {
 			return nil, fmt.Errorf("workdir %s is not inside the workspace %s; run cordon from inside the project", wd[0], ws[0])
+		}
+	}
+	for _, r := range m.Repo {
+		list := &l.repoFiles
+		switch {
+		case r.Guard == sandbox.Pinned:
+			list = &l.repoDirs
+		case r.Dir:
+			list = &l.repoTrees
+		}
+		if *list, err = l.add(*list, r.Path); err != nil {
+			return nil, fmt.Errorf("the workspace's repository: %w", err)
 		}
 	}
 	tmp, ok := lookupEnv(s.Env, "TMPDIR")
@@ -354,6 +372,14 @@ func (l *layout) rules() profile {
 		pr = append(pr, rule{comment: "deny_read and the files credentials are read from: neither read nor written.",
 			ops: []string{"file-read*", "file-write*"}, filters: pathFilters(l.denyRead)})
 	}
+	if len(l.repoDirs) > 0 {
+		trees := append(pathFilters(l.repoTrees), literals(l.repoFiles)...)
+		pr = append(pr, rule{comment: "The workspace's git repository: git runs on the host what its config and hooks name,\n" +
+			"so they are not written, and its git directories are neither renamed nor removed\n" +
+			"(the box could swap in a repository of its own). What else is in them stays writable.",
+			ops: []string{"file-write*"}, filters: trees},
+			rule{ops: []string{"file-write-unlink"}, filters: literals(l.repoDirs)})
+	}
 	pr = append(pr, rule{comment: "Protected whatever the policy says: credential stores, cordon's configuration,\n" +
 		"CA and audit trail. Last, so they win over every grant above.",
 		ops: []string{"file-read*", "file-write*"}, filters: pathFilters(l.protected)})
@@ -402,13 +428,19 @@ func (l *layout) ancestors() []filter {
 		dirs = append(dirs, d)
 	}
 	slices.Sort(dirs)
-	out := make([]filter, len(dirs))
-	for i, d := range dirs {
-		out[i] = literal(d)
+	return literals(dirs)
+}
+
+// literals returns literal filters for paths.
+func literals(paths []string) []filter {
+	out := make([]filter, len(paths))
+	for i, p := range paths {
+		out[i] = literal(p)
 	}
 	return out
 }
 
+// pathFilters returns subpath filters for paths.
 func pathFilters(paths []string) []filter {
 	out := make([]filter, len(paths))
 	for i, p := range paths {

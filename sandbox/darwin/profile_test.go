@@ -57,6 +57,17 @@ func TestGoldenProfiles(t *testing.T) {
 		"/Users/alice/.aws":    "/Volumes/Keys/aws",
 	}
 
+	withRepo := alice
+	g := "/Users/alice/src/app/.git"
+	withRepo.Repo = []sandbox.RepoPath{
+		{Path: g, Guard: sandbox.Pinned, Dir: true},
+		{Path: g + "/config", Guard: sandbox.ReadOnly},
+		{Path: g + "/hooks", Guard: sandbox.ReadOnly, Dir: true},
+		{Path: g + "/modules/lib", Guard: sandbox.Pinned, Dir: true},
+		{Path: g + "/modules/lib/config", Guard: sandbox.AbsentFile},
+		{Path: g + "/modules/lib/hooks", Guard: sandbox.AbsentDir, Dir: true},
+	}
+
 	cases := []struct {
 		name string
 		s    *sandbox.Spec
@@ -78,6 +89,7 @@ func TestGoldenProfiles(t *testing.T) {
 		{"odd-paths", odd, alice},
 		{"aliases", aliased, aliasedMachine},
 		{"no-xcode", spec(&policy.Policy{Network: policy.NetOff}), Machine{Home: "/Users/alice"}},
+		{"repository", spec(&policy.Policy{Network: policy.NetOff}), withRepo},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -217,6 +217,11 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		}
 		a = append(a, op, b.path, b.path)
 	}
+	guards, err := repoGuardArgs(ws)
+	if err != nil {
+		return nil, err
+	}
+	a = append(a, guards...)
 	a = append(a, "--ro-bind", h.self, selfPath)
 
 	dsts := make([]string, 0, len(s.Files))

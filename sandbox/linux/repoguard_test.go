@@ -1,0 +1,48 @@
+//go:build linux
+
+package linux
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRepoGuardArgs(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := repoGuardArgs(ws); err != nil || a != nil {
+		t.Fatalf("no repository: %q, %v; want nothing", a, err)
+	}
+	// A repository with no config and no hooks directory: every kind of guard.
+	if err := os.MkdirAll(filepath.Join(ws, ".git", "modules", "m"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{".git/HEAD", ".git/modules/m/HEAD", ".git/modules/m/config"} {
+		if err := os.WriteFile(filepath.Join(ws, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(ws, ".git", "modules", "m", "hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a, err := repoGuardArgs(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := filepath.Join(ws, ".git")
+	want := strings.Join([]string{
+		"--bind", g, g,
+		"--ro-bind", "/dev/null", g + "/config",
+		"--perms", "0555", "--tmpfs", g + "/hooks", "--remount-ro", g + "/hooks",
+		"--bind", g + "/modules/m", g + "/modules/m",
+		"--ro-bind", g + "/modules/m/config", g + "/modules/m/config",
+		"--ro-bind", g + "/modules/m/hooks", g + "/modules/m/hooks",
+	}, " ")
+	if got := strings.Join(a, " "); got != want {
+		t.Errorf("repoGuardArgs =\n%s\nwant\n%s", got, want)
+	}
+}

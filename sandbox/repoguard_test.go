@@ -1,0 +1,98 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestGuardRepo(t *testing.T) {
+	type tree map[string]string // path -> contents; "dir/" a directory, "@target" a link
+	for _, c := range []struct {
+		name    string
+		tree    tree
+		want    []string // each a guarded path, as kind and path
+		wantErr string
+	}{
+		{name: "not a repository", tree: tree{"src/": ""}, want: nil},
+		{name: "repository", tree: tree{".git/config": "", ".git/hooks/": "", ".git/HEAD": ""},
+			want: []string{"pinned {ws}/.git", "read-only {ws}/.git/config", "read-only {ws}/.git/hooks"}},
+		{name: "no hooks, no config", tree: tree{".git/HEAD": ""},
+			want: []string{"pinned {ws}/.git", "absent-file {ws}/.git/config", "absent-dir {ws}/.git/hooks"}},
+		{name: "worktree config", tree: tree{".git/config": "", ".git/hooks/": "", ".git/config.worktree": "", ".git/worktrees/w/config.worktree": ""},
+			want: []string{"read-only {ws}/.git/config.worktree", "read-only {ws}/.git/worktrees/w/config.worktree"}},
+		{name: "submodules", tree: tree{".git/config": "", ".git/hooks/": "",
+			".git/modules/a/HEAD": "", ".git/modules/a/config": "", ".git/modules/a/hooks/": "",
+			".git/modules/lib/b/HEAD": "", ".git/modules/lib/b/config": "",
+			".git/modules/a/modules/x/HEAD": "", ".git/modules/a/modules/x/config": ""},
+			want: []string{"pinned {ws}/.git/modules/a", "read-only {ws}/.git/modules/a/config", "read-only {ws}/.git/modules/a/hooks",
+				"pinned {ws}/.git/modules/a/modules/x", "read-only {ws}/.git/modules/a/modules/x/config",
+				"pinned {ws}/.git/modules/lib/b", "absent-dir {ws}/.git/modules/lib/b/hooks"}},
+		{name: "modules too deep", tree: tree{".git/config": "", ".git/hooks/": "", ".git/modules/1/2/3/4/5/6/7/8/9/HEAD": ""},
+			wantErr: "too many submodules, or nested too deep"},
+		{name: "linked config", tree: tree{".git/config": "@../cfg", "cfg": "", ".git/hooks/": ""}, wantErr: "config is a symbolic link"},
+		{name: "linked hooks", tree: tree{".git/config": "", ".git/hooks": "@../h", "h/": ""}, wantErr: "hooks is a symbolic link"},
+		{name: "linked .git", tree: tree{".git": "@real", "real/config": ""}, wantErr: ".git is a symbolic link"},
+		{name: "gitdir file inside", tree: tree{".git": "gitdir: meta\n", "meta/config": "", "meta/hooks/": ""},
+			want: []string{"read-only {ws}/.git", "pinned {ws}/meta", "read-only {ws}/meta/config"}},
+		{name: "gitdir file outside", tree: tree{".git": "gitdir: /nonexistent/elsewhere\n"},
+			want: []string{"read-only {ws}/.git"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws, err := filepath.EvalSymlinks(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for p, data := range c.tree {
+				full := filepath.Join(ws, p)
+				if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case strings.HasSuffix(p, "/"):
+					err = os.MkdirAll(full, 0o755)
+				case strings.HasPrefix(data, "@"):
+					err = os.Symlink(data[1:], full)
+				default:
+					err = os.WriteFile(full, []byte(data), 0o644)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			paths, err := GuardRepo(ws)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("GuardRepo = %v, %v; want an error with %q", paths, err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range paths {
+				got = append(got, []string{"pinned", "read-only", "absent-file", "absent-dir"}[p.Guard]+" "+p.Path)
+			}
+			if c.want == nil && got != nil {
+				t.Errorf("GuardRepo = %q; want nothing", got)
+			}
+			for _, w := range c.want {
+				if w = strings.ReplaceAll(w, "{ws}", ws); !slices.Contains(got, w) {
+					t.Errorf("GuardRepo lacks %q:\n%s", w, strings.Join(got, "\n"))
+				}
+			}
+			// A git directory comes before what is inside it: a bind
+			// mount of it would cover mounts made earlier.
+			for i, p := range paths {
+				for _, q := range paths[i+1:] {
+					if q.Guard == Pinned && pathWithin(p.Path, q.Path) {
+						t.Errorf("%s comes before its git directory %s", p.Path, q.Path)
+					}
+				}
+			}
+		})
+	}
+}

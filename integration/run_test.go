@@ -398,15 +398,19 @@ func TestRunExitCodes(t *testing.T) {
 		argv   []string
 		code   int
 		stderr string
+		quiet  bool // stderr must be empty
 	}{
-		{[]string{"true"}, 0, ""},
-		{[]string{"false"}, 1, ""},
-		{[]string{"sh", "-c", "exit 125"}, 125, ""},
-		{[]string{"./not-executable"}, 126, "./not-executable: permission denied"},
-		{[]string{"./subdir"}, 126, "./subdir: is a directory"},
-		{[]string{"no-such-command-cordon"}, 127, "no-such-command-cordon: command not found"},
-		{[]string{"./orphan-script"}, 127, "bad interpreter /nonexistent/interpreter"},
-		{[]string{"sh", "-c", "kill -TERM $$"}, 128 + 15, ""},
+		{[]string{"true"}, 0, "", true},
+		{[]string{"false"}, 1, "", true},
+		{[]string{"sh", "-c", "exit 125"}, 125, "", true},
+		{[]string{"./not-executable"}, 126, "./not-executable: permission denied", false},
+		{[]string{"./subdir"}, 126, "./subdir: is a directory", false},
+		{[]string{"no-such-command-cordon"}, 127, "no-such-command-cordon: command not found", false},
+		{[]string{"./orphan-script"}, 127, "bad interpreter /nonexistent/interpreter", false},
+		{[]string{"sh", "-c", "kill -TERM $$"}, 128 + 15, "cordon: the command was ended by SIGTERM (exit status 143)", false},
+		{[]string{"sh", "-c", "kill -SEGV $$"}, 128 + 11, "cordon: the command was ended by SIGSEGV (exit status 139)", false},
+		{[]string{"sh", "-c", "kill -INT $$"}, 128 + 2, "", true},
+		{[]string{"sh", "-c", "kill -PIPE $$"}, 128 + 13, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.argv, " "), func(t *testing.T) {
@@ -414,6 +418,9 @@ func TestRunExitCodes(t *testing.T) {
 			expectCode(t, r, tt.code)
 			if !strings.Contains(r.stderr, tt.stderr) {
 				t.Fatalf("stderr %q does not say %q", r.stderr, tt.stderr)
+			}
+			if tt.quiet && r.stderr != "" {
+				t.Fatalf("stderr %q; want nothing", r.stderr)
 			}
 		})
 	}

@@ -477,11 +477,29 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		msg = runErr.Error()
 	case res.TimedOut:
 		msg = r.out.Outcome.Reason
+	default:
+		msg = signalMessage(res.Signal, code, s.Policy.Limits.Memory)
 	}
 	if code == 0 && msg == "" {
 		return nil
 	}
 	return exitError{code: code, msg: msg}
+}
+
+// signalMessage says, as a shell would, that the command was ended by
+// signal sig (as bwrap reports it: exit status 128+N); nothing for none,
+// and nothing for SIGINT and SIGPIPE, which the user or a closed pipe
+// sent. A run with a memory limit is told what SIGKILL may mean.
+func signalMessage(sig string, code int, memory int64) string {
+	switch sig {
+	case "", "SIGINT", "SIGPIPE":
+		return ""
+	}
+	msg := fmt.Sprintf("the command was ended by %s (exit status %d)", sig, code)
+	if sig == "SIGKILL" && memory > 0 {
+		msg += "; a command over the run's memory limit (--memory) is ended this way"
+	}
+	return msg
 }
 
 // exitRecord sets the outcome of a run that ended with res (runErr, when

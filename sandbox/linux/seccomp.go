@@ -36,8 +36,11 @@ type syscallNr struct {
 }
 
 // deniedIoctls are terminal requests that inject input or reach the
-// console: TIOCSTI and TIOCLINUX (the same numbers on amd64 and arm64).
-var deniedIoctls = []uint32{0x5412, 0x541C}
+// console, TIOCSTI and TIOCLINUX, and TIOCSETD, which attaches a line
+// discipline to a terminal the box opens (a pty of its own): the route of
+// the n_gsm and n_hdlc kernel exploits, and nothing a program in the box
+// needs (the same numbers on amd64 and arm64).
+var deniedIoctls = []uint32{0x5412, 0x541C, 0x5423}
 
 // seccomp return values and the layout of struct seccomp_data.
 const (
@@ -151,7 +154,7 @@ func seccompListing(goarch string, prog []bpf.RawInstruction) string {
 	for i, sc := range deniedSyscalls {
 		names[i] = sc.name
 	}
-	fmt.Fprintf(&b, "seccomp filter for %s: EPERM for %s and ioctl TIOCSTI/TIOCLINUX; ENOSYS for other ABIs\n", goarch, strings.Join(names, ", "))
+	fmt.Fprintf(&b, "seccomp filter for %s: EPERM for %s and ioctl TIOCSTI/TIOCLINUX/TIOCSETD; ENOSYS for other ABIs\n", goarch, strings.Join(names, ", "))
 	for i, in := range prog {
 		fmt.Fprintf(&b, "%3d: %v\n", i, in.Disassemble())
 	}

@@ -89,6 +89,8 @@ func TestSeccompProgram(t *testing.T) {
 				{"ioctl TCGETS", seccompData(nr("ioctl"), native, 0x5401), retAllow},
 				{"ioctl TIOCSTI", seccompData(nr("ioctl"), native, 0x5412), eperm},
 				{"ioctl TIOCLINUX", seccompData(nr("ioctl"), native, 0x541C), eperm},
+				{"ioctl TIOCSETD", seccompData(nr("ioctl"), native, 0x5423), eperm},
+				{"ioctl TIOCGETD", seccompData(nr("ioctl"), native, 0x5424), retAllow},
 				{"ioctl TIOCSTI with high bits set", seccompData(nr("ioctl"), native, 0xdead_0000_0000_5412), eperm},
 				{"other arch", seccompData(nr("read"), uint32(arch.I386.ID), 0), enosys},
 			}

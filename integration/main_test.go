@@ -214,6 +214,11 @@ func startProxyEnv(t testing.TB, env []string, args ...string) *proxyProc {
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
+		// A proxy a test killed (SIGKILL) could not remove its
+		// session's trust bundle.
+		if b := p.env["SSL_CERT_FILE"]; strings.HasPrefix(filepath.Base(filepath.Dir(b)), "cordon-bundle-") {
+			os.RemoveAll(filepath.Dir(b))
+		}
 	})
 	lines := make(chan string)
 	go func() {

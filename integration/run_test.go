@@ -618,8 +618,12 @@ func TestRunJSONOutcome(t *testing.T) {
 
 func TestRunDryRunRunsNothing(t *testing.T) {
 	b := newBox(t)
-	r := b.run("--net", "off", "--dry-run", "--", "touch", "ran")
+	cmd := cordonIn(t, b.ws, b.env("CORDON_IT_TOKEN=dry-run-secret-5c1e"), "run", "--audit", b.audit, "--net", "off", "--env", "CORDON_IT_TOKEN", "--dry-run", "--", "touch", "ran")
+	r := runResult(t, runTimeout, cmd)
 	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, "dry-run-secret-5c1e") || !strings.Contains(r.stdout, "[value of $CORDON_IT_TOKEN, 19 bytes, not shown]") {
+		t.Errorf("the plan shows the value of a variable passed with --env, or does not say it is hidden:\n%s", r.stdout)
+	}
 	for _, want := range []string{"bwrap", "'--unshare-net'", "'--seccomp'", "'" + b.ws + "'", "/touch'", "seccomp filter for"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("dry run lacks %s:\n%s", want, r.stdout)

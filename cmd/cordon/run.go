@@ -173,6 +173,7 @@ func (f *runFlags) plan(out io.Writer, argv []string) error {
 	if err != nil {
 		return exitError{code: exitRefused, msg: err.Error()}
 	}
+	hidePassedValues(plan.Argv, s.Policy.Env)
 	if f.json {
 		return json.NewEncoder(out).Encode(plan)
 	}
@@ -201,6 +202,23 @@ func (f *runFlags) plan(out io.Writer, argv []string) error {
 		}
 	}
 	return nil
+}
+
+// hidePassedValues replaces, in a launcher argv, the values of the host
+// variables passed by name (env:, --env), which may be secrets, with their
+// length: a plan is for reading and pasting. Options are read in turn from
+// the one that clears the environment, so no other argument is taken for
+// a --setenv.
+func hidePassedValues(argv, names []string) {
+	i := slices.Index(argv, "--clearenv")
+	if i < 0 {
+		return
+	}
+	for i++; i+2 < len(argv) && argv[i] == "--setenv"; i += 3 {
+		if name := argv[i+1]; slices.Contains(names, name) {
+			argv[i+2] = fmt.Sprintf("[value of $%s, %d bytes, not shown]", name, len(argv[i+2]))
+		}
+	}
 }
 
 // outcome is the --json object cordon run prints when it is done.

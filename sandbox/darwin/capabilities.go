@@ -14,7 +14,7 @@ func Capabilities() sandbox.Table {
 		Platform: "macOS (Seatbelt)",
 		Rows: []sandbox.Row{
 			{Capability: sandbox.CapFilesystem, Status: sandbox.Ready,
-				Why: "a Seatbelt profile: the workspace and a per-session TMPDIR read-write, the system and exposed paths read-only, credential stores and the audit trail denied; deny_read paths fail with EPERM instead of reading empty, and /tmp is the host's, so it is not writable"},
+				Why: "a Seatbelt profile: the workspace (but for its git repository's config and hooks) and a per-session TMPDIR read-write, the system and exposed paths read-only, credential stores and the audit trail denied; deny_read paths fail with EPERM instead of reading empty, and /tmp is the host's, so it is not writable"},
 			{Capability: sandbox.CapNetOff, Status: sandbox.Ready,
 				Why: "no network rule: every connection is refused, the host's loopback and unix sockets included"},
 			{Capability: sandbox.CapNetOpen, Status: sandbox.Degraded,

@@ -8,7 +8,7 @@ func Capabilities() sandbox.Table {
 		Platform: "Linux (bubblewrap)",
 		Rows: []sandbox.Row{
 			{Capability: sandbox.CapFilesystem, Status: sandbox.Ready,
-				Why: "bubblewrap mount namespace: the workspace read-write, the system and exposed paths read-only, credential stores and the audit trail hidden"},
+				Why: "bubblewrap mount namespace: the workspace read-write but for its git repository's config and hooks, the system and exposed paths read-only, credential stores and the audit trail hidden"},
 			{Capability: sandbox.CapNetOff, Status: sandbox.Ready,
 				Why: "a network namespace of its own, with nothing but its own loopback"},
 			{Capability: sandbox.CapNetOpen, Status: sandbox.Degraded,

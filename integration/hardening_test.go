@@ -221,3 +221,38 @@ git checkout -qb feature && echo "branched"
 		t.Error("the host's git ran a command the box planted")
 	}
 }
+
+// TestRunReadOnlyPaths: read_only paths, here from the project's own
+// .cordon.yaml (it narrows, so a project file may add them), cannot be
+// written, removed, or renamed away with a directory above them and
+// replaced; the rest of the workspace stays writable.
+func TestRunReadOnlyPaths(t *testing.T) {
+	b := newBox(t)
+	b.file(filepath.Join(b.ws, ".vscode", "settings.json"), "{}\n")
+	b.file(filepath.Join(b.ws, ".github", "workflows", "ci.yml"), "on: push\n")
+	b.file(filepath.Join(b.ws, ".cordon.yaml"), "read_only:\n  - .vscode\n  - .github/workflows\n")
+	const script = `
+echo '{"python.defaultInterpreterPath": "./evil"}' > .vscode/settings.json 2>/dev/null && echo "ESCAPED: settings written"
+rm -rf .vscode 2>/dev/null; test -f .vscode/settings.json || echo "ESCAPED: .vscode removed"
+echo 'on: push' > .github/workflows/evil.yml 2>/dev/null && echo "ESCAPED: workflow added"
+mv .github .github-away 2>/dev/null && echo "ESCAPED: .github renamed"
+mv .vscode .vscode-away 2>/dev/null && echo "ESCAPED: .vscode renamed"
+echo ok > notes.txt && mkdir -p .github/other && echo ok > .github/other/f && echo "writable elsewhere"
+`
+	r := b.run("--net", "off", "--", "sh", "-c", script)
+	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, "ESCAPED") {
+		t.Errorf("a read_only path was changed:\n%s%s", r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "writable elsewhere") {
+		t.Errorf("the rest of the workspace was not writable:\n%s%s", r.stdout, r.stderr)
+	}
+	if got, _ := os.ReadFile(filepath.Join(b.ws, ".vscode", "settings.json")); string(got) != "{}\n" {
+		t.Errorf(".vscode/settings.json changed: %q", got)
+	}
+	for _, p := range []string{".github/workflows/evil.yml", ".github-away", ".vscode-away"} {
+		if _, err := os.Lstat(filepath.Join(b.ws, p)); err == nil {
+			t.Errorf("%s exists after the run", p)
+		}
+	}
+}

@@ -63,11 +63,15 @@ func (b *box) run(args ...string) result {
 func (b *box) file(path, data string) {
 	b.t.Helper()
 	uid, gid, _ := testUser(b.t)
+	var missing []string // innermost first
 	for d := filepath.Dir(path); !strings.HasPrefix(b.ws, d) && !strings.HasPrefix(b.home, d); d = filepath.Dir(d) {
 		if _, err := os.Stat(d); err == nil {
 			break
 		}
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		missing = append(missing, d)
+	}
+	for _, d := range slices.Backward(missing) {
+		if err := os.Mkdir(d, 0o755); err != nil {
 			b.t.Fatal(err)
 		}
 		os.Chown(d, int(uid), int(gid))

@@ -69,7 +69,7 @@ func noWider(p, base *Policy) error {
 	for _, d := range []struct {
 		key       string
 		base, got []string
-	}{{"deny", base.Deny, p.Deny}, {"deny_read", base.DenyRead, p.DenyRead}, {"deny_commands", base.DenyCommands, p.DenyCommands}} {
+	}{{"deny", base.Deny, p.Deny}, {"deny_read", base.DenyRead, p.DenyRead}, {"read_only", base.ReadOnly, p.ReadOnly}, {"deny_commands", base.DenyCommands, p.DenyCommands}} {
 		for _, s := range d.base {
 			if !slices.Contains(d.got, s) {
 				return fmt.Errorf("%s %q dropped", d.key, s)

@@ -58,6 +58,9 @@ allow: []
 # deny_read:         # read as empty; added to the defaults:
 #   # %s
 #   - ~/.config/private
+# read_only:         # in the workspace, from its root: readable, not
+#   - .vscode        # writable, renamable or removable (if they exist
+#   - .github/workflows  # when the run starts)
 # deny_commands:     # refused by name or by same file
 #   - sudo
 

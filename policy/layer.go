@@ -184,10 +184,12 @@ func (p *Policy) widenWith(l *layer) {
 	p.setLimits(l)
 }
 
-// appendDenies adds a layer's deny lists: no layer ever removes a deny.
+// appendDenies adds a layer's deny lists (and read_only, which denies
+// writes): no layer ever removes a deny.
 func (p *Policy) appendDenies(l *layer) {
 	p.Deny = appendUnique(p.Deny, l.p.Deny...)
 	p.DenyRead = appendUnique(p.DenyRead, l.p.DenyRead...)
+	p.ReadOnly = appendUnique(p.ReadOnly, l.p.ReadOnly...)
 	p.DenyCommands = appendUnique(p.DenyCommands, l.p.DenyCommands...)
 }
 
@@ -211,7 +213,7 @@ func (p *Policy) setLimits(l *layer) {
 // Policy is refused in project files until it is handled and listed here.
 var projectKeys = []string{
 	"network", "allow", "deny", "deny_private", "terminate", "exclude", "resolve", "extra_ca",
-	"expose", "allow_paths", "deny_read", "deny_commands", "env", "run_as", "limits", "credentials",
+	"expose", "allow_paths", "deny_read", "read_only", "deny_commands", "env", "run_as", "limits", "credentials",
 }
 
 // narrowWith applies a project file, refusing any key that would widen p.

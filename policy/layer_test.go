@@ -80,6 +80,9 @@ func TestProjectNarrows(t *testing.T) {
 		{"deny_read appended", "", "deny_read: [~/notes]", func(p *Policy) bool {
 			return slices.Contains(p.DenyRead, testHome+"/notes") && slices.Contains(p.DenyRead, testHome+"/private") && slices.Contains(p.DenyRead, testHome+"/.ssh")
 		}},
+		{"read_only appended", "read_only: [.vscode]", "read_only: [.github/workflows]", func(p *Policy) bool {
+			return slices.Equal(p.ReadOnly, []string{".vscode", ".github/workflows"})
+		}},
 		{"deny_commands appended", "", "deny_commands: [curl]", func(p *Policy) bool { return slices.Equal(p.DenyCommands, []string{"sudo", "curl"}) }},
 		{"deny_private on", "deny_private: false", "deny_private: true", func(p *Policy) bool { return p.DenyPrivate }},
 		{"deny_private off when off", "deny_private: false", "deny_private: false", func(p *Policy) bool { return !p.DenyPrivate }},

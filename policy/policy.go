@@ -41,6 +41,9 @@ type Policy struct {
 	AllowPaths []string `mapstructure:"allow_paths" yaml:"allow_paths" json:"allow_paths"`
 	// DenyRead lists paths that read as empty inside the sandbox.
 	DenyRead []string `mapstructure:"deny_read" yaml:"deny_read" json:"deny_read"`
+	// ReadOnly lists paths in the workspace, relative to its root, that the
+	// command may read but not write, rename or remove.
+	ReadOnly []string `mapstructure:"read_only" yaml:"read_only" json:"read_only"`
 	// DenyCommands lists commands refused by name or by same file.
 	DenyCommands []string `mapstructure:"deny_commands" yaml:"deny_commands" json:"deny_commands"`
 	// Env lists host variables passed into the sandbox by name.

@@ -153,6 +153,14 @@ var checks = []check{
 		return nil
 	}},
 	{"deny_read", func(p *Policy) error { return checkPaths("deny_read", p.DenyRead) }},
+	{"read_only", func(p *Policy) error {
+		for _, s := range p.ReadOnly {
+			if err := checkWorkspacePath(s); err != nil {
+				return fmt.Errorf("read_only: %w", err)
+			}
+		}
+		return nil
+	}},
 	{"deny_commands", func(p *Policy) error {
 		for _, s := range p.DenyCommands {
 			if strings.TrimSpace(s) == "" {
@@ -212,6 +220,20 @@ func checkPaths(key string, paths []string) error {
 		if err := checkPath(s); err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}
+	}
+	return nil
+}
+
+// checkWorkspacePath accepts a path relative to the workspace's root that
+// stays inside it.
+func checkWorkspacePath(s string) error {
+	switch {
+	case s == "":
+		return errors.New("empty path; write a path relative to the workspace's root, such as .vscode")
+	case filepath.IsAbs(s) || strings.HasPrefix(s, "~"):
+		return fmt.Errorf("path %q is not relative to the workspace; write it from the workspace's root, such as .vscode (outside the workspace, nothing is writable anyway)", s)
+	case filepath.Clean(s) == "." || filepath.Clean(s) == ".." || strings.HasPrefix(filepath.Clean(s), "../"):
+		return fmt.Errorf("path %q is not inside the workspace; name something in it, such as .vscode", s)
 	}
 	return nil
 }

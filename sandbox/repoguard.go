@@ -25,15 +25,15 @@ const (
 	maxRepoModuleEntries = 10_000
 )
 
-// RepoGuard says how a backend guards one path of the repository.
-type RepoGuard int
+// Guard says how a backend guards one path of the workspace.
+type Guard int
 
 const (
 	// Pinned is a git directory: it stays where it is, while what is in it
 	// stays writable (but for the read-only paths listed after it).
-	Pinned RepoGuard = iota
-	// ReadOnly is an existing config, hooks directory or .git file, with
-	// everything under it.
+	Pinned Guard = iota
+	// ReadOnly is an existing file or directory (a config, a hooks
+	// directory, a .git file, a read_only path), with everything under it.
 	ReadOnly
 	// AbsentFile is a config that does not exist: it is to read as
 	// empty, and the box must not create it.
@@ -43,12 +43,70 @@ const (
 	AbsentDir
 )
 
-// RepoPath is one guarded path of the workspace's repository.
-type RepoPath struct {
+// GuardedPath is one guarded path of the workspace.
+type GuardedPath struct {
 	Path  string
-	Guard RepoGuard
+	Guard Guard
 	// Dir says the path is (or, absent, is to be) a directory.
 	Dir bool
+}
+
+// GuardWorkspace lists how to guard the workspace ws (a real path): its
+// git repository (GuardRepo), then the read_only paths (relative to ws)
+// that exist, each with the directories between ws and it pinned, so that
+// none can be renamed away with it and replaced. A path already listed
+// is not listed again.
+func GuardWorkspace(ws string, readOnly []string) ([]GuardedPath, error) {
+	out, err := GuardRepo(ws)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, g := range out {
+		seen[g.Path] = true
+	}
+	for _, rel := range readOnly {
+		more, err := guardReadOnly(ws, rel)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range more {
+			if !seen[g.Path] {
+				seen[g.Path] = true
+				out = append(out, g)
+			}
+		}
+	}
+	return out, nil
+}
+
+// guardReadOnly guards ws/rel, if it exists: read-only, the directories
+// above it up to ws pinned. A symbolic link on the way is refused.
+func guardReadOnly(ws, rel string) ([]GuardedPath, error) {
+	clean := filepath.Clean(rel)
+	if filepath.IsAbs(clean) || clean == "." || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return nil, fmt.Errorf("read_only: %q is not a path inside the workspace", rel)
+	}
+	parts := strings.Split(clean, string(filepath.Separator))
+	var out []GuardedPath
+	p := ws
+	for i, name := range parts {
+		p = filepath.Join(p, name)
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil:
+			return nil, nil // not there: nothing to guard
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return nil, fmt.Errorf("read_only: %s is a symbolic link: cordon cannot keep a link's target read-only (the box could replace the link); name the real path", p)
+		case i == len(parts)-1:
+			out = append(out, GuardedPath{Path: p, Guard: ReadOnly, Dir: fi.IsDir()})
+		case !fi.IsDir():
+			return nil, nil
+		default:
+			out = append(out, GuardedPath{Path: p, Guard: Pinned, Dir: true})
+		}
+	}
+	return out, nil
 }
 
 // GuardRepo lists how to guard the git repository at the workspace root
@@ -59,7 +117,7 @@ type RepoPath struct {
 // too when it is inside the workspace. A guarded path that is a symbolic
 // link is refused: a guard would land on the link's target, and the link
 // itself could be replaced.
-func GuardRepo(ws string) ([]RepoPath, error) {
+func GuardRepo(ws string) ([]GuardedPath, error) {
 	dotgit := filepath.Join(ws, ".git")
 	fi, err := os.Lstat(dotgit)
 	if err != nil {
@@ -72,7 +130,7 @@ func GuardRepo(ws string) ([]RepoPath, error) {
 	case fi.IsDir():
 		return g.dir(dotgit, 0)
 	case fi.Mode().IsRegular():
-		out := []RepoPath{{Path: dotgit, Guard: ReadOnly}}
+		out := []GuardedPath{{Path: dotgit, Guard: ReadOnly}}
 		dir, ok := gitdirOf(dotgit)
 		if !ok || !pathWithin(dir, ws) {
 			return out, nil
@@ -122,8 +180,8 @@ type repoWalk struct {
 
 // dir guards the git directory dir and, under its modules/, the git
 // directories of its submodules (depth counts the nesting).
-func (g *repoWalk) dir(dir string, depth int) ([]RepoPath, error) {
-	out := []RepoPath{{Path: dir, Guard: Pinned, Dir: true}}
+func (g *repoWalk) dir(dir string, depth int) ([]GuardedPath, error) {
+	out := []GuardedPath{{Path: dir, Guard: Pinned, Dir: true}}
 	// config.worktree is read only when the (read-only) config turns
 	// extensions.worktreeConfig on; one that does not exist needs nothing.
 	// A missing config reads as empty to git.
@@ -132,23 +190,23 @@ func (g *repoWalk) dir(dir string, depth int) ([]RepoPath, error) {
 		fi, err := os.Lstat(p)
 		switch {
 		case err != nil && name == "config":
-			out = append(out, RepoPath{Path: p, Guard: AbsentFile})
+			out = append(out, GuardedPath{Path: p, Guard: AbsentFile})
 		case err != nil:
 		case fi.Mode()&fs.ModeSymlink != 0:
 			return nil, linkRefusal(p)
 		default:
-			out = append(out, RepoPath{Path: p, Guard: ReadOnly, Dir: fi.IsDir()})
+			out = append(out, GuardedPath{Path: p, Guard: ReadOnly, Dir: fi.IsDir()})
 		}
 	}
 	hooks := filepath.Join(dir, "hooks")
 	fi, err := os.Lstat(hooks)
 	switch {
 	case err != nil:
-		out = append(out, RepoPath{Path: hooks, Guard: AbsentDir, Dir: true})
+		out = append(out, GuardedPath{Path: hooks, Guard: AbsentDir, Dir: true})
 	case fi.Mode()&fs.ModeSymlink != 0:
 		return nil, linkRefusal(hooks)
 	default:
-		out = append(out, RepoPath{Path: hooks, Guard: ReadOnly, Dir: fi.IsDir()})
+		out = append(out, GuardedPath{Path: hooks, Guard: ReadOnly, Dir: fi.IsDir()})
 	}
 	worktrees, _ := os.ReadDir(filepath.Join(dir, "worktrees"))
 	for _, w := range worktrees {
@@ -157,7 +215,7 @@ func (g *repoWalk) dir(dir string, depth int) ([]RepoPath, error) {
 			if fi.Mode()&fs.ModeSymlink != 0 {
 				return nil, linkRefusal(p)
 			}
-			out = append(out, RepoPath{Path: p, Guard: ReadOnly})
+			out = append(out, GuardedPath{Path: p, Guard: ReadOnly})
 		}
 	}
 	more, err := g.modules(filepath.Join(dir, "modules"), depth)
@@ -167,12 +225,12 @@ func (g *repoWalk) dir(dir string, depth int) ([]RepoPath, error) {
 // modules finds the submodules' git directories under d (a submodule's
 // name may hold slashes, so they can sit at any depth): a directory with
 // a HEAD file is one.
-func (g *repoWalk) modules(d string, depth int) ([]RepoPath, error) {
+func (g *repoWalk) modules(d string, depth int) ([]GuardedPath, error) {
 	entries, err := os.ReadDir(d)
 	if err != nil {
 		return nil, nil
 	}
-	var out []RepoPath
+	var out []GuardedPath
 	for _, e := range entries {
 		if g.entries--; g.entries < 0 || depth >= maxRepoModuleDepth {
 			return nil, fmt.Errorf("the workspace's repository has too many submodules, or nested too deep, to guard (the bound is %d entries, %d levels under .git/modules)", maxRepoModuleEntries, maxRepoModuleDepth)

@@ -96,3 +96,60 @@ func TestGuardRepo(t *testing.T) {
 		})
 	}
 }
+
+func TestGuardWorkspaceReadOnly(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{".git/hooks", ".git/info", ".vscode", ".github/workflows", "real"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{".git/config", "Makefile"} {
+		if err := os.WriteFile(filepath.Join(ws, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("real", filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	list := func(readOnly ...string) ([]string, error) {
+		paths, err := GuardWorkspace(ws, readOnly)
+		var got []string
+		for _, p := range paths {
+			got = append(got, []string{"pinned", "read-only", "absent-file", "absent-dir"}[p.Guard]+" "+strings.TrimPrefix(p.Path, ws+"/"))
+		}
+		return got, err
+	}
+	repo, err := list()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		readOnly []string
+		want     []string // after the repository's own
+		err      string
+	}{
+		{[]string{".vscode", "Makefile"}, []string{"read-only .vscode", "read-only Makefile"}, ""},
+		{[]string{".github/workflows/"}, []string{"pinned .github", "read-only .github/workflows"}, ""},
+		{[]string{".git/info"}, []string{"read-only .git/info"}, ""}, // .git is pinned once
+		{[]string{".vscode", "./.vscode"}, []string{"read-only .vscode"}, ""},
+		{[]string{"missing", "Makefile/x", ".github/none"}, nil, ""},
+		{[]string{"link"}, nil, "link is a symbolic link"},
+		{[]string{"link/x"}, nil, "link is a symbolic link"},
+		{[]string{"../outside"}, nil, "not a path inside the workspace"},
+	} {
+		got, err := list(c.readOnly...)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("read_only %q: %q, %v; want an error with %q", c.readOnly, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, append(slices.Clone(repo), c.want...)) {
+			t.Errorf("read_only %q:\n%q, %v\nwant the repository's, then %q", c.readOnly, got, err, c.want)
+		}
+	}
+}

@@ -15,7 +15,7 @@ const xcodeSelectLink = "/private/var/db/xcode_select_link"
 
 // Detect gathers the Machine for s from this computer: the home directory,
 // the selected Xcode, the directories of the audit log at auditPath ("" for
-// the default) and of the configuration, the workspace's git repository,
+// the default) and of the configuration, the workspace's guarded paths,
 // and where each path the profile will name really leads.
 func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 	home, err := os.UserHomeDir()
@@ -37,8 +37,12 @@ func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 	}
 	m.Xcode = selectedXcode(env)
 	if s != nil && s.Workspace != "" {
+		var readOnly []string
+		if s.Policy != nil {
+			readOnly = s.Policy.ReadOnly
+		}
 		if ws, err := filepath.EvalSymlinks(s.Workspace); err == nil {
-			if m.Repo, err = sandbox.GuardRepo(ws); err != nil {
+			if m.Guarded, err = sandbox.GuardWorkspace(ws, readOnly); err != nil {
 				return Machine{}, err
 			}
 		}

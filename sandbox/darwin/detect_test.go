@@ -25,8 +25,8 @@ func TestDetectFindsTheRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Repo) == 0 || m.Repo[0].Path != filepath.Join(ws, ".git") || m.Repo[0].Guard != sandbox.Pinned {
-		t.Errorf("Detect found the repository as %+v", m.Repo)
+	if len(m.Guarded) == 0 || m.Guarded[0].Path != filepath.Join(ws, ".git") || m.Guarded[0].Guard != sandbox.Pinned {
+		t.Errorf("Detect found the repository as %+v", m.Guarded)
 	}
 	if err := os.Symlink("elsewhere", filepath.Join(ws, ".git", "config")); err != nil {
 		t.Fatal(err)

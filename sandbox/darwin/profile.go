@@ -32,9 +32,9 @@ type Machine struct {
 	// names to where it resolves on disk, when that differs. Seatbelt
 	// matches resolved paths, so every rule names both.
 	RealPaths map[string]string
-	// Repo is how the workspace's git repository is guarded, as
-	// sandbox.GuardRepo finds it; empty when the workspace is none.
-	Repo []sandbox.RepoPath
+	// Guarded is how the workspace is guarded (its git repository and
+	// read_only paths), as sandbox.GuardWorkspace finds it.
+	Guarded []sandbox.GuardedPath
 }
 
 // protectedHome are, below the home directory, the stores no policy can
@@ -88,8 +88,8 @@ type layout struct {
 	tmpdir    []string
 	denyRead  []string // deny_read and credential source files
 	protected []string
-	// The workspace's repository: files and trees not written, git
-	// directories neither renamed nor removed.
+	// The workspace's guarded paths (its git repository, read_only):
+	// files and trees not written, directories neither renamed nor removed.
 	repoFiles, repoTrees, repoDirs []string
 }
 
@@ -141,7 +141,7 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 			return nil, fmt.Errorf("workdir %s is not inside the workspace %s; run cordon from inside the project", wd[0], ws[0])
 		}
 	}
-	for _, r := range m.Repo {
+	for _, r := range m.Guarded {
 		list := &l.repoFiles
 		switch {
 		case r.Guard == sandbox.Pinned:
@@ -150,7 +150,7 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 			list = &l.repoTrees
 		}
 		if *list, err = l.add(*list, r.Path); err != nil {
-			return nil, fmt.Errorf("the workspace's repository: %w", err)
+			return nil, fmt.Errorf("the workspace's guarded paths: %w", err)
 		}
 	}
 	tmp, ok := lookupEnv(s.Env, "TMPDIR")
@@ -374,9 +374,10 @@ func (l *layout) rules() profile {
 	}
 	if len(l.repoDirs) > 0 {
 		trees := append(pathFilters(l.repoTrees), literals(l.repoFiles)...)
-		pr = append(pr, rule{comment: "The workspace's git repository: git runs on the host what its config and hooks name,\n" +
-			"so they are not written, and its git directories are neither renamed nor removed\n" +
-			"(the box could swap in a repository of its own). What else is in them stays writable.",
+		pr = append(pr, rule{comment: "The workspace's git repository, and its read_only paths: git runs on the host what\n" +
+			"the repository's config and hooks name, so they are not written, and the directories\n" +
+			"they are in are neither renamed nor removed (the box could swap in its own).\n" +
+			"What else is in those directories stays writable.",
 			ops: []string{"file-write*"}, filters: trees},
 			rule{ops: []string{"file-write-unlink"}, filters: literals(l.repoDirs)})
 	}

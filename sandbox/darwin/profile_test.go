@@ -59,13 +59,17 @@ func TestGoldenProfiles(t *testing.T) {
 
 	withRepo := alice
 	g := "/Users/alice/src/app/.git"
-	withRepo.Repo = []sandbox.RepoPath{
+	withRepo.Guarded = []sandbox.GuardedPath{
 		{Path: g, Guard: sandbox.Pinned, Dir: true},
 		{Path: g + "/config", Guard: sandbox.ReadOnly},
 		{Path: g + "/hooks", Guard: sandbox.ReadOnly, Dir: true},
 		{Path: g + "/modules/lib", Guard: sandbox.Pinned, Dir: true},
 		{Path: g + "/modules/lib/config", Guard: sandbox.AbsentFile},
 		{Path: g + "/modules/lib/hooks", Guard: sandbox.AbsentDir, Dir: true},
+		{Path: "/Users/alice/src/app/.vscode", Guard: sandbox.ReadOnly, Dir: true},
+		{Path: "/Users/alice/src/app/.github", Guard: sandbox.Pinned, Dir: true},
+		{Path: "/Users/alice/src/app/.github/workflows", Guard: sandbox.ReadOnly, Dir: true},
+		{Path: "/Users/alice/src/app/Makefile", Guard: sandbox.ReadOnly},
 	}
 
 	cases := []struct {

@@ -217,7 +217,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		}
 		a = append(a, op, b.path, b.path)
 	}
-	guards, err := repoGuardArgs(ws)
+	guards, err := guardArgs(ws, p.ReadOnly)
 	if err != nil {
 		return nil, err
 	}

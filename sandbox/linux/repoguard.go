@@ -8,13 +8,14 @@ import (
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
-// repoGuardArgs renders the guard of the workspace's git repository
-// (sandbox.GuardRepo) as bwrap options: a git directory is bound onto
-// itself, a mount point the box can neither rename nor remove; a read-only
-// path is bound onto itself read-only; a missing config is an empty
-// read-only file, a missing hooks directory an empty read-only tmpfs.
-func repoGuardArgs(ws string) ([]string, error) {
-	paths, err := sandbox.GuardRepo(ws)
+// guardArgs renders the guard of the workspace (sandbox.GuardWorkspace:
+// its git repository and the read_only paths) as bwrap options: a pinned
+// directory is bound onto itself, a mount point the box can neither
+// rename nor remove; a read-only path is bound onto itself read-only; a
+// missing config is an empty read-only file, a missing hooks directory
+// an empty read-only tmpfs.
+func guardArgs(ws string, readOnly []string) ([]string, error) {
+	paths, err := sandbox.GuardWorkspace(ws, readOnly)
 	if err != nil {
 		return nil, err
 	}

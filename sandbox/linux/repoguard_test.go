@@ -9,12 +9,12 @@ import (
 	"testing"
 )
 
-func TestRepoGuardArgs(t *testing.T) {
+func TestGuardArgs(t *testing.T) {
 	ws, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, err := repoGuardArgs(ws); err != nil || a != nil {
+	if a, err := guardArgs(ws, nil); err != nil || a != nil {
 		t.Fatalf("no repository: %q, %v; want nothing", a, err)
 	}
 	// A repository with no config and no hooks directory: every kind of guard.
@@ -29,7 +29,7 @@ func TestRepoGuardArgs(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(ws, ".git", "modules", "m", "hooks"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	a, err := repoGuardArgs(ws)
+	a, err := guardArgs(ws, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +43,6 @@ func TestRepoGuardArgs(t *testing.T) {
 		"--ro-bind", g + "/modules/m/hooks", g + "/modules/m/hooks",
 	}, " ")
 	if got := strings.Join(a, " "); got != want {
-		t.Errorf("repoGuardArgs =\n%s\nwant\n%s", got, want)
+		t.Errorf("guardArgs =\n%s\nwant\n%s", got, want)
 	}
 }

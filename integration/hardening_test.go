@@ -196,14 +196,7 @@ rm -rf .git/hooks 2>/dev/null; test -d .git/hooks || echo "ESCAPED: hooks remove
 echo data > tracked && git add tracked && git -c user.name=t -c user.email=t@example.com commit -qm second && echo "committed"
 git checkout -qb feature && echo "branched"
 `
-	r := b.run("--net", "off", "--", "sh", "-c", script)
-	expectCode(t, r, 0)
-	if strings.Contains(r.stdout, "ESCAPED") {
-		t.Errorf("the box changed the repository's config or hooks:\n%s%s", r.stdout, r.stderr)
-	}
-	if !strings.Contains(r.stdout, "committed\nbranched\n") {
-		t.Errorf("git commit or branch failed in the box:\n%s%s", r.stdout, r.stderr)
-	}
+	b.attempts(script, "committed\nbranched\n")
 	configAfter, _ := os.ReadFile(filepath.Join(b.ws, ".git", "config"))
 	if string(configAfter) != string(configBefore) {
 		t.Errorf("the repository's config changed:\n%s", configAfter)
@@ -239,14 +232,7 @@ mv .github .github-away 2>/dev/null && echo "ESCAPED: .github renamed"
 mv .vscode .vscode-away 2>/dev/null && echo "ESCAPED: .vscode renamed"
 echo ok > notes.txt && mkdir -p .github/other && echo ok > .github/other/f && echo "writable elsewhere"
 `
-	r := b.run("--net", "off", "--", "sh", "-c", script)
-	expectCode(t, r, 0)
-	if strings.Contains(r.stdout, "ESCAPED") {
-		t.Errorf("a read_only path was changed:\n%s%s", r.stdout, r.stderr)
-	}
-	if !strings.Contains(r.stdout, "writable elsewhere") {
-		t.Errorf("the rest of the workspace was not writable:\n%s%s", r.stdout, r.stderr)
-	}
+	b.attempts(script, "writable elsewhere")
 	if got, _ := os.ReadFile(filepath.Join(b.ws, ".vscode", "settings.json")); string(got) != "{}\n" {
 		t.Errorf(".vscode/settings.json changed: %q", got)
 	}
@@ -254,5 +240,20 @@ echo ok > notes.txt && mkdir -p .github/other && echo ok > .github/other/f && ec
 		if _, err := os.Lstat(filepath.Join(b.ws, p)); err == nil {
 			t.Errorf("%s exists after the run", p)
 		}
+	}
+}
+
+// attempts runs script in the box (--net off). Each attempt in it prints
+// a line with ESCAPED if it succeeds, and none may; what the box must
+// still be able to do prints want.
+func (b *box) attempts(script, want string) {
+	b.t.Helper()
+	r := b.run("--net", "off", "--", "sh", "-c", script)
+	expectCode(b.t, r, 0)
+	if strings.Contains(r.stdout, "ESCAPED") {
+		b.t.Errorf("an attempt got through:\n%s%s", r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, want) {
+		b.t.Errorf("the box could not do what it must (%q):\n%s%s", want, r.stdout, r.stderr)
 	}
 }

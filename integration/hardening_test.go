@@ -218,7 +218,8 @@ git checkout -qb feature && echo "branched"
 // TestRunReadOnlyPaths: read_only paths, here from the project's own
 // .cordon.yaml (it narrows, so a project file may add them), cannot be
 // written, removed, or renamed away with a directory above them and
-// replaced; the rest of the workspace stays writable.
+// replaced; nor can the project file, or the next run would lose them;
+// the rest of the workspace stays writable.
 func TestRunReadOnlyPaths(t *testing.T) {
 	b := newBox(t)
 	b.file(filepath.Join(b.ws, ".vscode", "settings.json"), "{}\n")
@@ -230,6 +231,8 @@ rm -rf .vscode 2>/dev/null; test -f .vscode/settings.json || echo "ESCAPED: .vsc
 echo 'on: push' > .github/workflows/evil.yml 2>/dev/null && echo "ESCAPED: workflow added"
 mv .github .github-away 2>/dev/null && echo "ESCAPED: .github renamed"
 mv .vscode .vscode-away 2>/dev/null && echo "ESCAPED: .vscode renamed"
+(printf "" > .cordon.yaml) 2>/dev/null && echo "ESCAPED: the project file emptied, dropping read_only for the next run"
+mv .cordon.yaml .cordon.old 2>/dev/null && echo "ESCAPED: the project file moved"
 echo ok > notes.txt && mkdir -p .github/other && echo ok > .github/other/f && echo "writable elsewhere"
 `
 	b.attempts(script, "writable elsewhere")

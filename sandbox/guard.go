@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cordon-sandbox/cordon/policy"
 )
 
 // A git repository holds commands that git runs on the host: its config
@@ -52,14 +54,19 @@ type GuardedPath struct {
 }
 
 // GuardWorkspace lists how to guard the workspace ws (a real path): its
-// git repository (GuardRepo), then the read_only paths (relative to ws)
-// that exist, each with the directories between ws and it pinned, so that
-// none can be renamed away with it and replaced. A path already listed
-// is not listed again.
+// git repository (GuardRepo); its project file, which the next run reads
+// as policy (a regular one: a link could be replaced, and is left as it
+// is); then the read_only paths (relative to ws) that exist, each with
+// the directories between ws and it pinned, so that none can be renamed
+// away with it and replaced. A path already listed is not listed again.
 func GuardWorkspace(ws string, readOnly []string) ([]GuardedPath, error) {
 	out, err := GuardRepo(ws)
 	if err != nil {
 		return nil, err
+	}
+	project := filepath.Join(ws, policy.ProjectFile)
+	if fi, err := os.Lstat(project); err == nil && fi.Mode().IsRegular() {
+		out = append(out, GuardedPath{Path: project, Guard: ReadOnly})
 	}
 	seen := map[string]bool{}
 	for _, g := range out {

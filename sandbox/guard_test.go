@@ -115,6 +115,9 @@ func TestGuardWorkspaceReadOnly(t *testing.T) {
 	if err := os.Symlink("real", filepath.Join(ws, "link")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(ws, ".cordon.yaml"), []byte("read_only: [.vscode]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	list := func(readOnly ...string) ([]string, error) {
 		paths, err := GuardWorkspace(ws, readOnly)
 		var got []string
@@ -126,6 +129,10 @@ func TestGuardWorkspaceReadOnly(t *testing.T) {
 	repo, err := list()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The project file is the next run's policy.
+	if !slices.Contains(repo, "read-only .cordon.yaml") {
+		t.Errorf("the project file is not guarded: %q", repo)
 	}
 	for _, c := range []struct {
 		readOnly []string
@@ -151,5 +158,24 @@ func TestGuardWorkspaceReadOnly(t *testing.T) {
 		if err != nil || !slices.Equal(got, append(slices.Clone(repo), c.want...)) {
 			t.Errorf("read_only %q:\n%q, %v\nwant the repository's, then %q", c.readOnly, got, err, c.want)
 		}
+	}
+}
+
+// TestGuardWorkspaceLinkedProjectFile: a project file that is a link
+// (policy allows one inside the workspace) cannot be guarded, and does
+// not stop the run.
+func TestGuardWorkspaceLinkedProjectFile(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "cordon.yaml"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("cordon.yaml", filepath.Join(ws, ".cordon.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if paths, err := GuardWorkspace(ws, nil); err != nil || len(paths) != 0 {
+		t.Errorf("GuardWorkspace = %v, %v; want nothing", paths, err)
 	}
 }

@@ -23,6 +23,9 @@ const (
 	TypeExit Type = "exit"
 	// TypeSession marks a proxy session's start.
 	TypeSession Type = "session"
+	// TypeBudget says the session's audit budget is spent: every later
+	// connection is denied, unlogged.
+	TypeBudget Type = "budget"
 )
 
 // Kind says which path a decision was taken on.

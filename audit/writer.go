@@ -3,6 +3,7 @@ package audit
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -35,6 +36,40 @@ type Writer struct {
 	// unsynced says lines were written since the last fsync, under mu.
 	unsynced bool
 	fsync    func(*os.File) error
+	// budget bounds the bytes written (0: no bound), spent counts them;
+	// once spent says so, only Sync records are written. Under mu.
+	budget, written int64
+	spent           bool
+	// told says a failure was reported to the operator (Report).
+	told bool
+}
+
+// ErrBudgetSpent is what Write returns once the session's audit budget
+// is spent: the caller denies, as for any failed write.
+var ErrBudgetSpent = errors.New("the session's audit budget is spent: every later connection is denied, unlogged")
+
+// Report says whether err, which a write returned, should be told to the
+// operator: only the first failure is, since every later write fails the
+// same way (a failed log stays failed, a spent budget stays spent) and a
+// command that keeps trying would otherwise flood the terminal.
+func (w *Writer) Report(err error) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil || w.told {
+		return false
+	}
+	w.told = true
+	return true
+}
+
+// SetBudget bounds the bytes the session may write to n (0: no bound).
+// The Write that would pass it writes instead one TypeBudget record, and
+// it and every later Write return ErrBudgetSpent; Sync records (launch
+// and exit lines) are still written, and Later ones dropped.
+func (w *Writer) SetBudget(n int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.budget = n
 }
 
 // DefaultPath is $CORDON_AUDIT, else $XDG_STATE_HOME/cordon/audit.jsonl,
@@ -97,7 +132,7 @@ func (w *Writer) Sync(r Record) error { return w.write(r, true) }
 func (w *Writer) Later(r Record) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err != nil {
+	if w.err != nil || w.spent {
 		return
 	}
 	first := len(w.later) == 0
@@ -117,7 +152,7 @@ func (w *Writer) Later(r Record) {
 func (w *Writer) flushLater() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err == nil && len(w.later) > 0 {
+	if w.err == nil && !w.spent && len(w.later) > 0 {
 		w.flushLocked(nil)
 	}
 }
@@ -147,8 +182,19 @@ func (w *Writer) flushLocked(line []byte) error {
 		w.err = fmt.Errorf("audit log %s: %w", w.f.Name(), err)
 		return w.err
 	}
+	w.written += int64(len(out))
 	w.unsynced = true
 	return nil
+}
+
+// spendLocked writes the TypeBudget record and marks the budget spent.
+func (w *Writer) spendLocked() error {
+	w.spent = true
+	r := w.stamp(Record{Type: TypeBudget, Detail: fmt.Sprintf("this session wrote its budget of %d bytes of audit lines (limits.audit_budget): every later connection is denied, unlogged", w.budget)})
+	if err := w.flushLocked(append(r.appendJSON(nil), '\n')); err != nil {
+		return err
+	}
+	return ErrBudgetSpent
 }
 
 // syncLocked fsyncs the lines written since the last fsync.
@@ -166,13 +212,19 @@ func (w *Writer) syncLocked() error {
 func (w *Writer) write(r Record, sync bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err != nil {
+	switch {
+	case w.err != nil:
 		return w.err
+	case w.spent && !sync:
+		return ErrBudgetSpent
 	}
 	r = w.stamp(r)
 	line := append(r.appendJSON(w.buf[:0]), '\n')
 	if cap(line) <= maxKeptLine {
 		w.buf = line
+	}
+	if !sync && w.budget > 0 && w.written+int64(len(w.later)+len(line)) > w.budget {
+		return w.spendLocked()
 	}
 	if err := w.flushLocked(line); err != nil {
 		return err

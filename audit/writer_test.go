@@ -131,3 +131,68 @@ func TestNewSessionID(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// TestWriterBudget: past its budget a session writes one budget record,
+// every later Write fails (so the caller denies), Later records are
+// dropped, and Sync records (the exit line) still go out.
+func TestWriterBudget(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	w, err := Open(path, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const budget = 2000
+	w.SetBudget(budget)
+	if err := w.Sync(Record{Type: TypeLaunch, Command: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ; n < 100; n++ {
+		w.Later(Record{Type: TypeClose, Host: "a.example", Port: 443})
+		if err := w.Write(Record{Type: TypeDecision, Decision: Deny, Host: "denied.example", Port: 443, Reason: "not_allowlisted"}); err != nil {
+			if err != ErrBudgetSpent {
+				t.Fatalf("write %d: %v, want ErrBudgetSpent", n, err)
+			}
+			break
+		}
+	}
+	if n == 0 || n == 100 {
+		t.Fatalf("the budget was spent after %d writes", n)
+	}
+	if err := w.Write(Record{Type: TypeDecision, Decision: Allow, Host: "x.example"}); err != ErrBudgetSpent {
+		t.Errorf("a write after the budget: %v, want ErrBudgetSpent", err)
+	}
+	if w.Report(nil) || !w.Report(ErrBudgetSpent) || w.Report(ErrBudgetSpent) {
+		t.Error("Report: want true for the first failure only")
+	}
+	w.Later(Record{Type: TypeClose, Host: "late.example"})
+	if err := w.Sync(Record{Type: TypeExit, Command: []string{"true"}}); err != nil {
+		t.Errorf("the exit line after the budget: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _, skipped, _ := readAll(t, string(data))
+	if len(skipped) > 0 {
+		t.Fatalf("unreadable lines: %v", skipped)
+	}
+	var types []string
+	for _, r := range recs {
+		types = append(types, string(r.Type))
+		if r.Host == "late.example" || r.Host == "x.example" {
+			t.Errorf("a record after the budget was written: %+v", r)
+		}
+	}
+	last := strings.Join(types[len(types)-2:], ",")
+	if last != "budget,exit" {
+		t.Errorf("the log ends %s, want budget,exit", last)
+	}
+	exit := len(strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n")[len(recs)-1])
+	if size := len(data) - exit; size > budget+600 {
+		t.Errorf("the session wrote %d bytes before its exit line, over its budget of %d and one budget line", size, budget)
+	}
+}

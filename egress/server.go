@@ -182,10 +182,10 @@ func decisionRecord(kind audit.Kind, client string, d policy.Decision) audit.Rec
 }
 
 // record writes an audit line; the error is returned for callers that must
-// fail closed, and also logged.
+// fail closed, and the first one also logged.
 func (s *Server) record(r audit.Record) error {
 	err := s.cfg.Audit.Write(r)
-	if err != nil {
+	if s.cfg.Audit.Report(err) {
 		s.cfg.ErrorLog.Printf("cordon: %v", err)
 	}
 	return err

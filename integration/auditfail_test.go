@@ -3,8 +3,11 @@
 package integration
 
 import (
+	"bufio"
+	"encoding/base64"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,5 +128,53 @@ func TestProxyStopsCleanlyOnSignals(t *testing.T) {
 				t.Fatalf("the trust bundle %s is left behind after %s (%v)", bundleDir, sig, err)
 			}
 		})
+	}
+}
+
+// TestProxyAuditBudget: a client that floods `cordon proxy` with denied
+// CONNECTs cannot grow the audit log past the session's budget; past it,
+// an allowed host is refused too (unlogged), and cordon says so once.
+func TestProxyAuditBudget(t *testing.T) {
+	const budget = 64 << 10
+	cfg := filepath.Join(userDir(t, "cordon-it-config-"), "config.yaml")
+	writeUserFile(t, cfg, []byte("limits:\n  audit_budget: 64KiB\n"))
+	p := startProxy(t, "--config", cfg, "--allow", originName+":8443", resolveOrigin, "--terminate=none")
+	u, err := url.Parse(p.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass, _ := u.User.Password()
+	auth := base64.StdEncoding.EncodeToString([]byte(u.User.Username() + ":" + pass))
+	connect := func(host string) string {
+		c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", host, host, auth)
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		return line
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; i < 1000 && time.Now().Before(deadline); i++ {
+		connect(fmt.Sprintf("x%d.flood.example:443", i))
+	}
+	if line := connect(fmt.Sprintf("%s:%d", originName, originHTTPS)); strings.Contains(line, " 200 ") {
+		t.Errorf("past the budget an allowed CONNECT went through, unlogged: %q", line)
+	}
+	data, err := os.ReadFile(p.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) > budget+8<<10 {
+		t.Errorf("the session wrote %d bytes of audit lines; its budget is %d", len(data), budget)
+	}
+	recs := readAudit(t, p.audit)
+	if len(recs) == 0 || recs[len(recs)-1].Type != "budget" {
+		t.Errorf("the log does not end with the budget line")
+	}
+	if n := strings.Count(p.stderr.String(), "audit budget is spent"); n != 1 {
+		t.Errorf("cordon said the budget was spent %d times, want once:\n%s", n, p.stderr.String())
 	}
 }

@@ -259,3 +259,54 @@ func processWith(s string) bool {
 	}
 	return false
 }
+
+// TestRestrictedAuditBudget: a command that floods the resolver with
+// denied names cannot grow the host's audit log past the session's
+// budget. Past it: one budget line, every connection denied (unlogged),
+// the run's exit line still written, and one message on cordon's stderr,
+// not one per refusal.
+func TestRestrictedAuditBudget(t *testing.T) {
+	const budget = 64 << 10
+	cfg := filepath.Join(userDir(t, "cordon-it-config-"), "config.yaml")
+	writeUserFile(t, cfg, []byte("limits:\n  audit_budget: 64KiB\n"))
+	script := `python3 - <<'PY'
+import random, socket, struct
+ns = [l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver")][0]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(0.5)
+for i in range(3000):
+    name = b"x%d.flood.example" % random.randrange(1 << 30)
+    q = struct.pack(">HHHHHH", i, 0x0100, 1, 0, 0, 0) + b"".join(bytes([len(p)]) + p for p in name.split(b".")) + b"\0" + struct.pack(">HH", 1, 1)
+    s.sendto(q, (ns, 53))
+    try:
+        s.recv(512)
+    except OSError:
+        pass
+print("flooded")
+PY
+curl -sS --max-time 10 -o /dev/null ` + httpsOrigin + `/ok/after-budget && echo "ESCAPED: a request went through, unlogged"
+echo done`
+	r := runRestrictedIn(t, userDir(t, "cordon-it-ws-"), script, "--config", cfg)
+	r.want(t, "flooded", "done")
+	if strings.Contains(r.res.stdout, "ESCAPED") {
+		t.Errorf("past the budget a request still went out:\n%s", r.res.stdout)
+	}
+	data, err := os.ReadFile(r.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) > budget+8<<10 {
+		t.Errorf("the session wrote %d bytes of audit lines; its budget is %d", len(data), budget)
+	}
+	recs := readAudit(t, r.audit)
+	var types []string
+	for _, rec := range recs {
+		types = append(types, string(rec.Type))
+	}
+	if n := len(types); n < 2 || types[n-2] != "budget" || types[n-1] != "exit" {
+		t.Errorf("the log does not end with the budget line and the exit line: %v", types[max(0, len(types)-4):])
+	}
+	if n := strings.Count(r.res.stderr, "audit budget is spent"); n != 1 {
+		t.Errorf("cordon said the budget was spent %d times, want once:\n%s", n, r.res.stderr)
+	}
+}

@@ -10,6 +10,10 @@ const (
 	DefaultMemory  int64         = 8 << 30 // 8 GiB: enough to link large Rust or C++ builds.
 	DefaultPids    int           = 4096    // room for parallel builds, a wall against fork bombs.
 	DefaultTmpSize int64         = 2 << 30 // 2 GiB of tmpfs at /tmp.
+	// DefaultAuditBudget is 1 GiB of audit lines per session: some 2.5
+	// million decisions, and a bound on what a command can make cordon
+	// write to the host's disk.
+	DefaultAuditBudget int64 = 1 << 30
 )
 
 // DefaultRunAs is the user a root invocation runs the command as.
@@ -59,10 +63,11 @@ func Defaults() *Policy {
 		Env:       append([]string(nil), defaultEnv...),
 		RunAs:     DefaultRunAs,
 		Limits: Limits{
-			Timeout: DefaultTimeout,
-			Memory:  DefaultMemory,
-			Pids:    DefaultPids,
-			TmpSize: DefaultTmpSize,
+			Timeout:     DefaultTimeout,
+			Memory:      DefaultMemory,
+			Pids:        DefaultPids,
+			TmpSize:     DefaultTmpSize,
+			AuditBudget: DefaultAuditBudget,
 		},
 	}
 }

@@ -61,6 +61,7 @@ func noWider(p, base *Policy) error {
 		{"memory", base.Limits.Memory, p.Limits.Memory},
 		{"pids", int64(base.Limits.Pids), int64(p.Limits.Pids)},
 		{"tmp_size", base.Limits.TmpSize, p.Limits.TmpSize},
+		{"audit_budget", base.Limits.AuditBudget, p.Limits.AuditBudget},
 	} {
 		if l.cur != 0 && (l.next == 0 || l.next > l.cur) {
 			return fmt.Errorf("limits.%s %d over %d", l.key, l.next, l.cur)

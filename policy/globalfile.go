@@ -78,6 +78,7 @@ allow: []
 #   memory: %s
 #   pids: %d
 #   tmp_size: %s
+#   audit_budget: %s  # audit lines one session may write; past it, deny
 
 # Masked credentials: the sandbox sees only a placeholder in env; the proxy
 # puts the real secret in the header on requests to the listed hosts.
@@ -88,7 +89,7 @@ allow: []
 #     header: "Authorization: Bearer {}"
 #     env: PROVIDER_API_KEY
 `, d.Terminate, strings.Join(defaultDenyRead, " "), strings.Join(d.Env, " "), d.RunAs,
-		FormatSize(d.Limits.Memory), d.Limits.Pids, FormatSize(d.Limits.TmpSize))
+		FormatSize(d.Limits.Memory), d.Limits.Pids, FormatSize(d.Limits.TmpSize), FormatSize(d.Limits.AuditBudget))
 }
 
 // WriteInitConfig writes InitTemplate to path (mode 0600, its directory

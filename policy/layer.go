@@ -207,6 +207,9 @@ func (p *Policy) setLimits(l *layer) {
 	if l.has("limits.tmp_size") {
 		p.Limits.TmpSize = l.p.Limits.TmpSize
 	}
+	if l.has("limits.audit_budget") {
+		p.Limits.AuditBudget = l.p.Limits.AuditBudget
+	}
 }
 
 // projectKeys are the keys narrowWith knows how to narrow. A key added to
@@ -309,6 +312,7 @@ func (p *Policy) narrowLimits(l *layer, refuse func(key, value, reason string) e
 		{"limits.memory", cur.Memory, next.Memory, FormatSize},
 		{"limits.pids", int64(cur.Pids), int64(next.Pids), func(n int64) string { return strconv.FormatInt(n, 10) }},
 		{"limits.tmp_size", cur.TmpSize, next.TmpSize, FormatSize},
+		{"limits.audit_budget", cur.AuditBudget, next.AuditBudget, FormatSize},
 	} {
 		if l.has(f.key) && f.cur != 0 && (f.next == 0 || f.next > f.cur) {
 			return refuse(f.key, f.show(f.next), fmt.Sprintf("it is above the global limit %s (0 means no limit)", f.show(f.cur)))

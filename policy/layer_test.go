@@ -100,8 +100,8 @@ func TestProjectNarrows(t *testing.T) {
 		{"env subset", "", "env: [PATH, GOPATH]", func(p *Policy) bool { return slices.Equal(p.Env, []string{"PATH", "GOPATH"}) }},
 		{"env none", "", "env: []", func(p *Policy) bool { return len(p.Env) == 0 }},
 		{"run_as same", "", "run_as: builder", func(p *Policy) bool { return p.RunAs == "builder" }},
-		{"limits lower", "", "limits: {timeout: 5m, memory: 1GiB, pids: 50, tmp_size: 1MiB}", func(p *Policy) bool {
-			return p.Limits == Limits{Timeout: 5 * time.Minute, Memory: 1 << 30, Pids: 50, TmpSize: 1 << 20}
+		{"limits lower", "", "limits: {timeout: 5m, memory: 1GiB, pids: 50, tmp_size: 1MiB, audit_budget: 1MiB}", func(p *Policy) bool {
+			return p.Limits == Limits{Timeout: 5 * time.Minute, Memory: 1 << 30, Pids: 50, TmpSize: 1 << 20, AuditBudget: 1 << 20}
 		}},
 		{"limits equal", "", "limits: {timeout: 10m, pids: 100}", func(p *Policy) bool { return p.Limits.Timeout == 10*time.Minute && p.Limits.Pids == 100 }},
 		{"limits below none", unlimited, "limits: {timeout: 1h, memory: 64GiB, pids: 1000000, tmp_size: 1TiB}", func(p *Policy) bool { return p.Limits.Timeout == time.Hour }},
@@ -237,7 +237,7 @@ func TestDefaultsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.Network != NetRestricted || len(p.Allow) != 0 || p.Terminate != TerminateAll || p.RunAs != DefaultRunAs ||
-		p.Limits != (Limits{Memory: DefaultMemory, Pids: DefaultPids, TmpSize: DefaultTmpSize}) {
+		p.Limits != (Limits{Memory: DefaultMemory, Pids: DefaultPids, TmpSize: DefaultTmpSize, AuditBudget: DefaultAuditBudget}) {
 		t.Fatalf("defaults: %+v", p)
 	}
 	for _, s := range p.DenyRead {

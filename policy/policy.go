@@ -64,6 +64,9 @@ type Limits struct {
 	Memory  int64 `mapstructure:"memory" yaml:"memory" json:"memory"`
 	Pids    int   `mapstructure:"pids" yaml:"pids" json:"pids"`
 	TmpSize int64 `mapstructure:"tmp_size" yaml:"tmp_size" json:"tmp_size"`
+	// AuditBudget bounds the bytes one session may append to the audit
+	// log; past it every later connection is denied, unlogged.
+	AuditBudget int64 `mapstructure:"audit_budget" yaml:"audit_budget" json:"audit_budget"`
 }
 
 // Credential binds one secret to the hosts it may be sent to.

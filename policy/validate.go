@@ -196,11 +196,19 @@ var checks = []check{
 			return fmt.Errorf("limits.pids: %d is negative; write 0 for no limit", l.Pids)
 		case l.TmpSize < 0:
 			return fmt.Errorf("limits.tmp_size: %d is negative; write 0 for no limit", l.TmpSize)
+		case l.AuditBudget < 0:
+			return fmt.Errorf("limits.audit_budget: %d is negative; write 0 for no limit", l.AuditBudget)
+		case l.AuditBudget > 0 && l.AuditBudget < minAuditBudget:
+			return fmt.Errorf("limits.audit_budget: %d bytes would not hold a session's first lines (64KiB at least); write a size with its unit, such as 1GiB, or 0 for no limit", l.AuditBudget)
 		}
 		return nil
 	}},
 	{"credentials", func(p *Policy) error { return checkCredentials(p.Credentials) }},
 }
+
+// minAuditBudget is the smallest audit budget taken: a session's first
+// lines must fit.
+const minAuditBudget = 64 << 10
 
 // minMemory is the smallest memory limit taken: below it nothing starts,
 // and the command dies of it without a word.

@@ -57,6 +57,9 @@ func TestValidate(t *testing.T) {
 		{"memory without a unit", func(p *Policy) { p.Limits.Memory = 512 }, "such as 512MiB"},
 		{"memory at the floor", func(p *Policy) { p.Limits.Memory = 1 << 20 }, ""},
 		{"tmp_size", func(p *Policy) { p.Limits.TmpSize = -1 }, "limits.tmp_size"},
+		{"audit_budget", func(p *Policy) { p.Limits.AuditBudget = -1 }, "limits.audit_budget"},
+		{"audit_budget too small", func(p *Policy) { p.Limits.AuditBudget = 4096 }, "64KiB at least"},
+		{"audit_budget off", func(p *Policy) { p.Limits.AuditBudget = 0 }, ""},
 		{"credential env", func(p *Policy) {
 			p.Credentials = []Credential{{Name: "a", Source: Source{Command: "pass a"}, Hosts: []string{"a.example"}, Env: "A-KEY"}}
 		}, `env "A-KEY"`},

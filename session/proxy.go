@@ -126,6 +126,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		if aw, err = audit.Open(path, audit.NewSessionID()); err != nil {
 			return nil, err
 		}
+		aw.SetBudget(p.Limits.AuditBudget)
 		ownAudit = true
 	}
 	closeAudit := func() {

@@ -185,7 +185,7 @@ func (st *stream) record(r audit.Record) error {
 		return nil
 	}
 	err := st.t.cfg.Audit.Write(r)
-	if err != nil {
+	if st.t.cfg.Audit.Report(err) {
 		st.t.cfg.ErrorLog.Printf("cordon: %v", err)
 	}
 	return err

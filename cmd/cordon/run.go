@@ -371,6 +371,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	if err != nil {
 		return r.refuse("policy", err.Error(), "")
 	}
+	r.w.SetBudget(s.Policy.Limits.AuditBudget)
 	r.out.Network.Mode = string(s.Policy.Network)
 	switch s.Policy.Network {
 	case policy.NetOpen:

@@ -173,10 +173,11 @@ func (r *Resolver) record(client string, q dns.Question, d policy.Decision) audi
 	}
 }
 
-// write appends one audit line; a failure is also reported to ErrorLog.
+// write appends one audit line; the first failure is also reported to
+// ErrorLog.
 func (r *Resolver) write(rec audit.Record) error {
 	err := r.cfg.Audit.Write(rec)
-	if err != nil {
+	if r.cfg.Audit.Report(err) {
 		r.cfg.ErrorLog.Printf("cordon: fakedns: %v", err)
 	}
 	return err

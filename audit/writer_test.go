@@ -19,14 +19,7 @@ func TestWriterLater(t *testing.T) {
 	}
 	paths := func() []string {
 		t.Helper()
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs, _, skipped, _ := readAll(t, string(data))
-		if len(skipped) > 0 {
-			t.Fatalf("unreadable lines: %v", skipped)
-		}
+		_, recs := readLog(t, path)
 		var out []string
 		for _, r := range recs {
 			out = append(out, r.Path)
@@ -172,14 +165,7 @@ func TestWriterBudget(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, _, skipped, _ := readAll(t, string(data))
-	if len(skipped) > 0 {
-		t.Fatalf("unreadable lines: %v", skipped)
-	}
+	data, recs := readLog(t, path)
 	var types []string
 	for _, r := range recs {
 		types = append(types, string(r.Type))
@@ -195,4 +181,18 @@ func TestWriterBudget(t *testing.T) {
 	if size := len(data) - exit; size > budget+600 {
 		t.Errorf("the session wrote %d bytes before its exit line, over its budget of %d and one budget line", size, budget)
 	}
+}
+
+// readLog reads the log at path, every line of which must be a record.
+func readLog(t *testing.T, path string) ([]byte, []Record) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _, skipped, _ := readAll(t, string(data))
+	if len(skipped) > 0 {
+		t.Fatalf("unreadable lines: %v", skipped)
+	}
+	return data, recs
 }

@@ -291,22 +291,5 @@ echo done`
 	if strings.Contains(r.res.stdout, "ESCAPED") {
 		t.Errorf("past the budget a request still went out:\n%s", r.res.stdout)
 	}
-	data, err := os.ReadFile(r.audit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(data) > budget+8<<10 {
-		t.Errorf("the session wrote %d bytes of audit lines; its budget is %d", len(data), budget)
-	}
-	recs := readAudit(t, r.audit)
-	var types []string
-	for _, rec := range recs {
-		types = append(types, string(rec.Type))
-	}
-	if n := len(types); n < 2 || types[n-2] != "budget" || types[n-1] != "exit" {
-		t.Errorf("the log does not end with the budget line and the exit line: %v", types[max(0, len(types)-4):])
-	}
-	if n := strings.Count(r.res.stderr, "audit budget is spent"); n != 1 {
-		t.Errorf("cordon said the budget was spent %d times, want once:\n%s", n, r.res.stderr)
-	}
+	budgetSpent(t, r.audit, budget, r.res.stderr, "budget", "exit")
 }

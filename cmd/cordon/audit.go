@@ -223,7 +223,8 @@ func (s *tableSink) flush() error {
 }
 
 // recordDetail is the table's last column: what was asked (method, path,
-// status), what moved (bytes) or what ran (command and outcome).
+// status), what moved (bytes), what ran (command and outcome), or, for a
+// budget line, what it means.
 func recordDetail(r audit.Record) string {
 	var parts []string
 	if r.Method != "" {
@@ -249,6 +250,9 @@ func recordDetail(r audit.Record) string {
 	}
 	if r.Outcome != "" {
 		parts = append(parts, r.Outcome)
+	}
+	if r.Type == audit.TypeBudget {
+		parts = append(parts, r.Detail)
 	}
 	return strings.Join(parts, " ")
 }

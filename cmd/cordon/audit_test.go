@@ -348,3 +348,16 @@ func TestFormatBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditTableBudgetLine: a budget line shows what it means.
+func TestAuditTableBudgetLine(t *testing.T) {
+	path := writeLog(t, []audit.Record{{Time: auditT0, Session: "aaaa1111bbbb2222", Type: audit.TypeBudget,
+		Detail: "this session wrote its budget of 65536 bytes of audit lines (limits.audit_budget): every later connection is denied, unlogged"}})
+	out, _, err := runAuditCmd(t, "--file", path, "--type", "budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "budget") || !strings.Contains(out, "this session wrote its budget of 65536 bytes") {
+		t.Errorf("the budget line does not say what it means:\n%s", out)
+	}
+}

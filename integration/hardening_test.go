@@ -260,3 +260,35 @@ func (b *box) attempts(script, want string) {
 		b.t.Errorf("the box could not do what it must (%q):\n%s%s", want, r.stdout, r.stderr)
 	}
 }
+
+// TestRunIgnoresAPlantedBwrap: cordon runs bubblewrap outside the box, so
+// a "bwrap" in a workspace directory on PATH (a project's virtualenv, which
+// a sandboxed command can write) must never be run: cordon takes the
+// system's, and with no other refuses to start, running neither it nor the
+// command. Without the check, the planted one ran as the user, unsandboxed.
+func TestRunIgnoresAPlantedBwrap(t *testing.T) {
+	b := newBox(t)
+	venv := filepath.Join(b.ws, ".venv", "bin")
+	marker := filepath.Join(b.ws, "planted-bwrap-ran")
+	b.file(filepath.Join(venv, "bwrap"), "#!/bin/sh\ntouch "+marker+"\nexec /usr/bin/bwrap \"$@\"\n")
+	if err := os.Chmod(filepath.Join(venv, "bwrap"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		code int
+	}{
+		{venv + ":/usr/local/bin:/usr/bin:/bin", 0},
+		{venv, 125},
+	} {
+		cmd := cordonIn(t, b.ws, b.env("PATH="+c.path), "run", "--audit", b.audit, "--net", "off", "--", "/usr/bin/true")
+		r := runResult(t, runTimeout, cmd)
+		expectCode(t, r, c.code)
+		if c.code != 0 && !strings.Contains(r.stderr, "not owned by root, or writable by others") {
+			t.Errorf("the refusal does not say why:\n%s", r.stderr)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("with PATH=%s cordon ran the workspace's bwrap, outside the box", c.path)
+		}
+	}
+}

@@ -4,10 +4,10 @@ package linux
 
 import (
 	"crypto/rand"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"runtime"
@@ -188,8 +188,17 @@ func (b *Backend) bwrap() (string, error) {
 	if name == "" {
 		name = "bwrap"
 	}
-	p, err := exec.LookPath(name)
-	if err != nil {
+	if filepath.IsAbs(name) {
+		if !trustedFile(name) {
+			return "", fmt.Errorf("bubblewrap at %s is %w; install it from your distribution: sudo apt-get install bubblewrap", name, errUntrusted)
+		}
+		return name, nil
+	}
+	p, err := lookHelper(name, os.Getenv("PATH"))
+	switch {
+	case errors.Is(err, errUntrusted):
+		return "", fmt.Errorf("bubblewrap: %w; install it from your distribution: sudo apt-get install bubblewrap", err)
+	case err != nil:
 		return "", fmt.Errorf("bubblewrap (%s) is not installed or not on PATH; install it: sudo apt-get install bubblewrap", name)
 	}
 	return p, nil

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -242,7 +241,7 @@ func (r *Restricted) probe(ctx context.Context) error {
 	}
 	bin, _ := holderCommand(self)
 	files := []string{self, bin}
-	if bw, err := exec.LookPath("bwrap"); err == nil {
+	if bw, err := lookHelper("bwrap", os.Getenv("PATH")); err == nil {
 		files = append(files, bw)
 	}
 	var perr error

@@ -60,7 +60,10 @@ func TestCodeResident(t *testing.T) {
 }
 
 // TestHeapAheadResident checks that the heap pages after mark are in
-// memory, up to heapAhead or the end of their mapping.
+// memory, up to heapAhead or the end of their mapping. The runtime's
+// scavenger may have handed a free page or two back to the kernel since
+// init (seen under load), so a few may be missing; without the populate,
+// nearly all would be.
 func TestHeapAheadResident(t *testing.T) {
 	start := (uintptr(unsafe.Pointer(mark)) + pageSize - 1) &^ (pageSize - 1)
 	lo, hi, ok := mappingOf(start)
@@ -78,8 +81,8 @@ func TestHeapAheadResident(t *testing.T) {
 			missing++
 		}
 	}
-	if missing > 0 {
-		t.Errorf("%d of the %d heap pages after %#x are not resident", missing, len(vec), start)
+	if missing > len(vec)/32 {
+		t.Errorf("%d of the %d heap pages after %#x are not resident (the scavenger may account for %d)", missing, len(vec), start, len(vec)/32)
 	}
 }
 

@@ -21,9 +21,19 @@ func TestDoctorRestrictedProbesEndToEnd(t *testing.T) {
 		t.Fatalf("doctor --net restricted: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
-	bin := userDir(t, "cordon-it-bin-")
-	writeUserFile(t, filepath.Join(bin, "bwrap"), []byte("#!/bin/sh\nexec /usr/bin/bwrap --unshare-net \"$@\"\n"))
-	os.Chmod(filepath.Join(bin, "bwrap"), 0o755)
+	// A broken bwrap the operator installed: root's, as cordon takes no
+	// other (TestRunIgnoresAPlantedBwrap).
+	bin, err := os.MkdirTemp("", "cordon-it-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(bin) })
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "bwrap"), []byte("#!/bin/sh\nexec /usr/bin/bwrap --unshare-net \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	env := []string{"PATH=" + bin + ":/usr/local/bin:/usr/bin:/bin"}
 	r = runResult(t, 90*time.Second, cordonIn(t, ws, env, "doctor", "--net", "restricted"))
 	if r.code == 0 || !strings.Contains(r.stdout, "BLOCKED   network restricted: the end-to-end probe failed") {

@@ -224,10 +224,14 @@ func TestRunReadOnlyPaths(t *testing.T) {
 	b := newBox(t)
 	b.file(filepath.Join(b.ws, ".vscode", "settings.json"), "{}\n")
 	b.file(filepath.Join(b.ws, ".github", "workflows", "ci.yml"), "on: push\n")
-	b.file(filepath.Join(b.ws, ".cordon.yaml"), "read_only:\n  - .vscode\n  - .github/workflows\n")
+	b.file(filepath.Join(b.ws, ".vscode", "sub", "deep", "launch.json"), "{}\n")
+	// .vscode/sub/deep under .vscode, listed after it: its parent must not
+	// be bound writable again after .vscode was bound read-only.
+	b.file(filepath.Join(b.ws, ".cordon.yaml"), "read_only:\n  - .vscode\n  - .vscode/sub/deep\n  - .github/workflows\n")
 	const script = `
 echo '{"python.defaultInterpreterPath": "./evil"}' > .vscode/settings.json 2>/dev/null && echo "ESCAPED: settings written"
 rm -rf .vscode 2>/dev/null; test -f .vscode/settings.json || echo "ESCAPED: .vscode removed"
+echo x > .vscode/sub/planted 2>/dev/null && echo "ESCAPED: written under .vscode"
 echo 'on: push' > .github/workflows/evil.yml 2>/dev/null && echo "ESCAPED: workflow added"
 mv .github .github-away 2>/dev/null && echo "ESCAPED: .github renamed"
 mv .vscode .vscode-away 2>/dev/null && echo "ESCAPED: .vscode renamed"

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/policy"
@@ -58,7 +59,7 @@ type GuardedPath struct {
 // as policy (a regular one: a link could be replaced, and is left as it
 // is); then the read_only paths (relative to ws) that exist, each with
 // the directories between ws and it pinned, so that none can be renamed
-// away with it and replaced. A path already listed is not listed again.
+// away with it and replaced. The list is settled: see settle.
 func GuardWorkspace(ws string, readOnly []string) ([]GuardedPath, error) {
 	out, err := GuardRepo(ws)
 	if err != nil {
@@ -68,23 +69,54 @@ func GuardWorkspace(ws string, readOnly []string) ([]GuardedPath, error) {
 	if fi, err := os.Lstat(project); err == nil && fi.Mode().IsRegular() {
 		out = append(out, GuardedPath{Path: project, Guard: ReadOnly})
 	}
-	seen := map[string]bool{}
-	for _, g := range out {
-		seen[g.Path] = true
-	}
 	for _, rel := range readOnly {
 		more, err := guardReadOnly(ws, rel)
 		if err != nil {
 			return nil, err
 		}
-		for _, g := range more {
-			if !seen[g.Path] {
-				seen[g.Path] = true
-				out = append(out, g)
-			}
+		out = append(out, more...)
+	}
+	return settle(out), nil
+}
+
+// settle makes a list of guards one that bind mounts can follow in
+// order: a path under a read-only one is dropped (the read-only one holds
+// it already, and a writable bind made after it would open it again); of
+// a path listed twice, the read-only entry wins; a directory comes before
+// what is under it.
+func settle(in []GuardedPath) []GuardedPath {
+	var readOnly []string
+	for _, g := range in {
+		if g.Guard == ReadOnly {
+			readOnly = append(readOnly, g.Path)
 		}
 	}
-	return out, nil
+	covered := func(p string) bool {
+		for _, r := range readOnly {
+			if p != r && pathWithin(p, r) {
+				return true
+			}
+		}
+		return false
+	}
+	at := map[string]int{}
+	var out []GuardedPath
+	for _, g := range in {
+		switch i, ok := at[g.Path]; {
+		case covered(g.Path):
+		case ok:
+			if g.Guard == ReadOnly {
+				out[i] = g
+			}
+		default:
+			at[g.Path] = len(out)
+			out = append(out, g)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		return strings.Count(out[i].Path, string(filepath.Separator)) < strings.Count(out[j].Path, string(filepath.Separator))
+	})
+	return out
 }
 
 // guardReadOnly guards ws/rel, if it exists: read-only, the directories

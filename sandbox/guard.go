@@ -93,7 +93,7 @@ func settle(in []GuardedPath) []GuardedPath {
 	}
 	covered := func(p string) bool {
 		for _, r := range readOnly {
-			if p != r && pathWithin(p, r) {
+			if p != r && Within(p, r) {
 				return true
 			}
 		}
@@ -171,7 +171,7 @@ func GuardRepo(ws string) ([]GuardedPath, error) {
 	case fi.Mode().IsRegular():
 		out := []GuardedPath{{Path: dotgit, Guard: ReadOnly}}
 		dir, ok := gitdirOf(dotgit)
-		if !ok || !pathWithin(dir, ws) {
+		if !ok || !Within(dir, ws) {
 			return out, nil
 		}
 		more, err := g.dir(dir, 0)
@@ -200,11 +200,6 @@ func gitdirOf(dotgit string) (string, bool) {
 		return "", false
 	}
 	return real, true
-}
-
-// pathWithin reports whether p is dir or lies under it (both clean).
-func pathWithin(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
 }
 
 // linkRefusal is the error for a guarded path that is a symbolic link.

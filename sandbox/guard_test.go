@@ -88,7 +88,7 @@ func TestGuardRepo(t *testing.T) {
 			// mount of it would cover mounts made earlier.
 			for i, p := range paths {
 				for _, q := range paths[i+1:] {
-					if q.Guard == Pinned && pathWithin(p.Path, q.Path) {
+					if q.Guard == Pinned && Within(p.Path, q.Path) {
 						t.Errorf("%s comes before its git directory %s", p.Path, q.Path)
 					}
 				}
@@ -175,7 +175,7 @@ func TestGuardWorkspaceReadOnly(t *testing.T) {
 		// A directory comes before what is under it.
 		for i, g := range got {
 			for _, h := range got[i+1:] {
-				if p, q := strings.Fields(g)[1], strings.Fields(h)[1]; pathWithin(p, q) && p != q {
+				if p, q := strings.Fields(g)[1], strings.Fields(h)[1]; Within(p, q) && p != q {
 					t.Errorf("read_only %q: %s comes before %s, which holds it", c.readOnly, p, q)
 				}
 			}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // CacheDir is cordon's cache directory (its kept trust bundles and probe
@@ -60,4 +61,10 @@ func finalTarget(path string) string {
 		path = filepath.Clean(target)
 	}
 	return path
+}
+
+// Within reports whether p is dir or lies below it; both are absolute and
+// clean.
+func Within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }

@@ -43,3 +43,21 @@ func TestAuditDirs(t *testing.T) {
 		}
 	}
 }
+
+func TestWithin(t *testing.T) {
+	tests := []struct {
+		child, parent string
+		want          bool
+	}{
+		{"/a/b", "/a", true},
+		{"/a", "/a", true},
+		{"/ab", "/a", false},
+		{"/a", "/a/b", false},
+		{"/anything", "/", true},
+	}
+	for _, tt := range tests {
+		if got := Within(tt.child, tt.parent); got != tt.want {
+			t.Errorf("Within(%q, %q) = %v", tt.child, tt.parent, got)
+		}
+	}
+}

@@ -104,7 +104,7 @@ func (l *layout) files(in map[string][]byte) (map[string]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("file %s: %w", p, err)
 		}
-		if !slices.ContainsFunc(l.tmpdir, func(t string) bool { return within(got[0], t) && got[0] != t }) {
+		if !slices.ContainsFunc(l.tmpdir, func(t string) bool { return sandbox.Within(got[0], t) && got[0] != t }) {
 			return nil, fmt.Errorf("file %s: macOS has no private mounts, so cordon writes the sandbox's files on the host; put it under the session's TMPDIR %s", p, l.tmpdir[0])
 		}
 		out[p] = string(data)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 // maxPath is macOS's PATH_MAX: the kernel refuses any longer path, so a
@@ -76,15 +78,10 @@ func expandHome(p, home string) string {
 	return p
 }
 
-// within reports whether p is dir or lies below it; both are canonical.
-func within(p, dir string) bool {
-	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
-}
-
 // withinFold is within for a case-insensitive file system (APFS's default):
 // ~/.SSH names the same directory as ~/.ssh.
 func withinFold(p, dir string) bool {
-	return within(strings.ToLower(p), strings.ToLower(dir))
+	return sandbox.Within(strings.ToLower(p), strings.ToLower(dir))
 }
 
 // ancestors lists the directories above the canonical path p, from "/"

@@ -135,7 +135,7 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 			return nil, fmt.Errorf("workdir: %w", err)
 		}
 		inside := func(n string) bool {
-			return slices.ContainsFunc(ws, func(w string) bool { return within(n, w) })
+			return slices.ContainsFunc(ws, func(w string) bool { return sandbox.Within(n, w) })
 		}
 		if !slices.ContainsFunc(wd, inside) {
 			return nil, fmt.Errorf("workdir %s is not inside the workspace %s; run cordon from inside the project", wd[0], ws[0])
@@ -238,7 +238,7 @@ func (l *layout) place(what, p string) ([]string, error) {
 	}
 	for _, n := range got {
 		for _, d := range sharedDirs {
-			if within(d, n) {
+			if sandbox.Within(d, n) {
 				return nil, fmt.Errorf("%s %s: refusing a directory that is or contains %s, which every process on this Mac shares; use a directory of its own", what, p, d)
 			}
 		}
@@ -537,7 +537,7 @@ func opMatches(ruleOp, op string) bool {
 func (f filter) matches(p string) bool {
 	switch f.kind {
 	case "subpath":
-		return within(p, f.arg)
+		return sandbox.Within(p, f.arg)
 	case "literal":
 		return p == f.arg
 	}

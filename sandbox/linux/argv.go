@@ -167,7 +167,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	}
 	a = append(a, "--perms", "1777", "--tmpfs", "/tmp", "--perms", "0700", "--tmpfs", h.home)
 	if p.Network == policy.NetOpen {
-		if r, err := filepath.EvalSymlinks("/etc/resolv.conf"); err == nil && !within(r, "/etc") && !within(r, "/usr") {
+		if r, err := filepath.EvalSymlinks("/etc/resolv.conf"); err == nil && !sandbox.Within(r, "/etc") && !sandbox.Within(r, "/usr") {
 			a = append(a, "--ro-bind", r, r)
 			roots = append(roots, r)
 		}
@@ -179,12 +179,12 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	}
 	visible := func(q string) bool {
 		for _, r := range roots {
-			if within(q, r) {
+			if sandbox.Within(q, r) {
 				return true
 			}
 		}
 		for _, b := range binds {
-			if within(q, b.path) {
+			if sandbox.Within(q, b.path) {
 				return true
 			}
 		}
@@ -312,7 +312,7 @@ func workspaceOf(s *sandbox.Spec, g guard) (ws, workdir string, err error) {
 		if workdir, err = realPath(s.Workdir); err != nil {
 			return "", "", fmt.Errorf("working directory: %w", err)
 		}
-		if !within(workdir, ws) {
+		if !sandbox.Within(workdir, ws) {
 			return "", "", fmt.Errorf("working directory %s is outside the workspace %s", workdir, ws)
 		}
 	}
@@ -337,7 +337,7 @@ func userBinds(p *policy.Policy, ws string, g guard) ([]bind, error) {
 			b.write = b.write || write
 			return nil
 		}
-		byPath[real] = &bind{path: real, write: write, walk: !within(real, ws)}
+		byPath[real] = &bind{path: real, write: write, walk: !sandbox.Within(real, ws)}
 		order = append(order, real)
 		return nil
 	}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 // maxShebang bounds how much of a script is read to find its interpreter.
@@ -63,7 +65,7 @@ func (r resolver) lookup(argv0 string) (command, error) {
 		return command{}, nil // dangling or unreadable: the sandbox reports 126/127 itself
 	}
 	var c command
-	if within(real, r.workspace) {
+	if sandbox.Within(real, r.workspace) {
 		c.Exe = r.exe(found, real, nil)
 		return c, nil
 	}
@@ -206,7 +208,7 @@ func (r resolver) search(name string) string {
 // directory, or that directory's parent when it is a bin/ directory (so
 // lib/ and share/ beside it come along), unless the sandbox already has it.
 func (r resolver) mountFor(c *command, argv0, real string) error {
-	if within(real, r.workspace) {
+	if sandbox.Within(real, r.workspace) {
 		return nil
 	}
 	dir := filepath.Dir(real)
@@ -232,7 +234,7 @@ func (r resolver) covered(p string, extra []string) bool {
 		return true
 	}
 	for _, m := range extra {
-		if within(p, m) {
+		if sandbox.Within(p, m) {
 			return true
 		}
 	}

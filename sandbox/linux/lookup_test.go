@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 func TestLookup(t *testing.T) {
@@ -128,7 +130,7 @@ func TestLookup(t *testing.T) {
 				workspace: f.ws,
 				guard:     newGuard([]string{f.home}, f.audit, ""),
 				visible: func(p string) bool {
-					return within(p, "/usr") || within(p, "/bin") || within(p, f.ws)
+					return sandbox.Within(p, "/usr") || sandbox.Within(p, "/bin") || sandbox.Within(p, f.ws)
 				},
 			}
 			c, err := r.lookup(argv0)
@@ -243,7 +245,9 @@ func TestUnrunnable(t *testing.T) {
 				workdir:   f.ws,
 				workspace: f.ws,
 				guard:     newGuard([]string{f.home}, f.audit, ""),
-				visible:   func(p string) bool { return within(p, "/usr") || within(p, "/bin") || within(p, f.ws) },
+				visible: func(p string) bool {
+					return sandbox.Within(p, "/usr") || sandbox.Within(p, "/bin") || sandbox.Within(p, f.ws)
+				},
 			}
 			c, err := r.lookup(argv0)
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 // The bound on the search for credential files inside exposed trees: at
@@ -81,7 +82,7 @@ func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, visible func(
 	for _, m := range out {
 		hidden := false
 		for _, k := range kept {
-			if k.dir && within(m.path, k.path) {
+			if k.dir && sandbox.Within(m.path, k.path) {
 				hidden = true
 				break
 			}

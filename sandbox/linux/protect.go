@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -107,33 +106,24 @@ func (g guard) check(what, path string) error {
 			switch {
 			case p == h:
 				return fmt.Errorf("%s %s: refusing your home directory; name the project or tool directory inside it instead", what, path)
-			case within(h, p):
+			case sandbox.Within(h, p):
 				return fmt.Errorf("%s %s: refusing a directory that contains your home directory %s; name a narrower path", what, path, h)
 			}
 		}
 		for _, h := range g.homes {
 			for _, d := range credentialDirs {
-				if c := filepath.Join(h, d); within(p, c) {
+				if c := filepath.Join(h, d); sandbox.Within(p, c) {
 					return fmt.Errorf("%s %s: refusing %s, which holds credentials; cordon never exposes it", what, path, c)
 				}
 			}
 		}
 		for _, o := range g.own {
-			if within(p, o.path) {
+			if sandbox.Within(p, o.path) {
 				return fmt.Errorf("%s %s: refusing %s %s: %s", what, path, o.name, o.path, o.why)
 			}
 		}
 	}
 	return nil
-}
-
-// within reports whether child is parent or lies below it; both are
-// absolute and clean.
-func within(child, parent string) bool {
-	if child == parent || parent == "/" {
-		return true
-	}
-	return strings.HasPrefix(child, parent+"/")
 }
 
 // appendNew appends s unless list already holds it.

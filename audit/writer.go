@@ -36,8 +36,9 @@ type Writer struct {
 	// unsynced says lines were written since the last fsync, under mu.
 	unsynced bool
 	fsync    func(*os.File) error
-	// budget bounds the bytes written (0: no bound), spent counts them;
-	// once spent says so, only Sync records are written. Under mu.
+	// budget bounds the bytes written (0: no bound), written counts them,
+	// and spent says the budget is spent: from then on only Sync records
+	// are written. Under mu.
 	budget, written int64
 	spent           bool
 	// told says a failure was reported to the operator (Report).

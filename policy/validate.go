@@ -155,7 +155,7 @@ var checks = []check{
 	{"deny_read", func(p *Policy) error { return checkPaths("deny_read", p.DenyRead) }},
 	{"read_only", func(p *Policy) error {
 		for _, s := range p.ReadOnly {
-			if err := checkWorkspacePath(s); err != nil {
+			if err := CheckWorkspacePath(s); err != nil {
 				return fmt.Errorf("read_only: %w", err)
 			}
 		}
@@ -232,9 +232,9 @@ func checkPaths(key string, paths []string) error {
 	return nil
 }
 
-// checkWorkspacePath accepts a path relative to the workspace's root that
-// stays inside it.
-func checkWorkspacePath(s string) error {
+// CheckWorkspacePath accepts a path relative to the workspace's root that
+// stays inside it, as read_only entries are.
+func CheckWorkspacePath(s string) error {
 	switch {
 	case s == "":
 		return errors.New("empty path; write a path relative to the workspace's root, such as .vscode")

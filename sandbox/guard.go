@@ -122,11 +122,10 @@ func settle(in []GuardedPath) []GuardedPath {
 // guardReadOnly guards ws/rel, if it exists: read-only, the directories
 // above it up to ws pinned. A symbolic link on the way is refused.
 func guardReadOnly(ws, rel string) ([]GuardedPath, error) {
-	clean := filepath.Clean(rel)
-	if filepath.IsAbs(clean) || clean == "." || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
-		return nil, fmt.Errorf("read_only: %q is not a path inside the workspace", rel)
+	if err := policy.CheckWorkspacePath(rel); err != nil {
+		return nil, fmt.Errorf("read_only: %w", err)
 	}
-	parts := strings.Split(clean, string(filepath.Separator))
+	parts := strings.Split(filepath.Clean(rel), string(filepath.Separator))
 	var out []GuardedPath
 	p := ws
 	for i, name := range parts {
@@ -136,7 +135,7 @@ func guardReadOnly(ws, rel string) ([]GuardedPath, error) {
 		case err != nil:
 			return nil, nil // not there: nothing to guard
 		case fi.Mode()&fs.ModeSymlink != 0:
-			return nil, fmt.Errorf("read_only: %s is a symbolic link: cordon cannot keep a link's target read-only (the box could replace the link); name the real path", p)
+			return nil, fmt.Errorf("read_only: %w", linkRefusal(p))
 		case i == len(parts)-1:
 			out = append(out, GuardedPath{Path: p, Guard: ReadOnly, Dir: fi.IsDir()})
 		case !fi.IsDir():
@@ -202,9 +201,11 @@ func gitdirOf(dotgit string) (string, bool) {
 	return real, true
 }
 
-// linkRefusal is the error for a guarded path that is a symbolic link.
+// linkRefusal is the error for a guarded path that is a symbolic link: a
+// guard would land on the link's target, and the link itself could be
+// replaced.
 func linkRefusal(p string) error {
-	return fmt.Errorf("%s is a symbolic link: cordon keeps a repository's config and hooks read-only in the box, and cannot guard a link (the box could replace it); replace it with what it points to", p)
+	return fmt.Errorf("%s is a symbolic link: cordon keeps it read-only in the box, and cannot guard a link (the box could replace it); replace it with what it points to", p)
 }
 
 // repoWalk walks one repository's git directories within a bound.

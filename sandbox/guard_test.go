@@ -153,7 +153,7 @@ func TestGuardWorkspaceReadOnly(t *testing.T) {
 		{[]string{"missing", "Makefile/x", ".github/none"}, nil, nil, ""},
 		{[]string{"link"}, nil, nil, "link is a symbolic link"},
 		{[]string{"link/x"}, nil, nil, "link is a symbolic link"},
-		{[]string{"../outside"}, nil, nil, "not a path inside the workspace"},
+		{[]string{"../outside"}, nil, nil, "not inside the workspace"},
 	} {
 		got, err := list(c.readOnly...)
 		if c.err != "" {

@@ -23,8 +23,6 @@ import (
 type Options struct {
 	// AuditPath is the audit log; its directory is never exposed.
 	AuditPath string
-	// Bwrap is the bubblewrap binary; empty looks "bwrap" up on PATH.
-	Bwrap string
 	// Self is cordon's own binary, bound into the sandbox for cordon
 	// connect and the self-test; empty means the running executable.
 	Self string
@@ -182,24 +180,14 @@ func (b *Backend) gatherHost(p *policy.Policy) (hostInfo, error) {
 	return h, nil
 }
 
-// bwrap finds the bubblewrap binary.
+// bwrap finds the bubblewrap binary on PATH: a trusted one (lookHelper).
 func (b *Backend) bwrap() (string, error) {
-	name := b.opts.Bwrap
-	if name == "" {
-		name = "bwrap"
-	}
-	if filepath.IsAbs(name) {
-		if !trustedFile(name) {
-			return "", fmt.Errorf("bubblewrap at %s is %w; install it from your distribution: sudo apt-get install bubblewrap", name, errUntrusted)
-		}
-		return name, nil
-	}
-	p, err := lookHelper(name, os.Getenv("PATH"))
+	p, err := lookHelper("bwrap", os.Getenv("PATH"))
 	switch {
 	case errors.Is(err, errUntrusted):
 		return "", fmt.Errorf("bubblewrap: %w; install it from your distribution: sudo apt-get install bubblewrap", err)
 	case err != nil:
-		return "", fmt.Errorf("bubblewrap (%s) is not installed or not on PATH; install it: sudo apt-get install bubblewrap", name)
+		return "", errors.New("bubblewrap (bwrap) is not installed or not on PATH; install it: sudo apt-get install bubblewrap")
 	}
 	return p, nil
 }

@@ -90,7 +90,7 @@ type layout struct {
 	protected []string
 	// The workspace's guarded paths (its git repository, read_only):
 	// files and trees not written, directories neither renamed nor removed.
-	repoFiles, repoTrees, repoDirs []string
+	guardFiles, guardTrees, guardDirs []string
 }
 
 func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
@@ -142,12 +142,12 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 		}
 	}
 	for _, r := range m.Guarded {
-		list := &l.repoFiles
+		list := &l.guardFiles
 		switch {
 		case r.Guard == sandbox.Pinned:
-			list = &l.repoDirs
+			list = &l.guardDirs
 		case r.Dir:
-			list = &l.repoTrees
+			list = &l.guardTrees
 		}
 		if *list, err = l.add(*list, r.Path); err != nil {
 			return nil, fmt.Errorf("the workspace's guarded paths: %w", err)
@@ -372,14 +372,14 @@ func (l *layout) rules() profile {
 		pr = append(pr, rule{comment: "deny_read and the files credentials are read from: neither read nor written.",
 			ops: []string{"file-read*", "file-write*"}, filters: pathFilters(l.denyRead)})
 	}
-	if len(l.repoDirs) > 0 {
-		trees := append(pathFilters(l.repoTrees), literals(l.repoFiles)...)
+	if len(l.guardDirs) > 0 {
+		trees := append(pathFilters(l.guardTrees), literals(l.guardFiles)...)
 		pr = append(pr, rule{comment: "The workspace's git repository, and its read_only paths: git runs on the host what\n" +
 			"the repository's config and hooks name, so they are not written, and the directories\n" +
 			"they are in are neither renamed nor removed (the box could swap in its own).\n" +
 			"What else is in those directories stays writable.",
 			ops: []string{"file-write*"}, filters: trees},
-			rule{ops: []string{"file-write-unlink"}, filters: literals(l.repoDirs)})
+			rule{ops: []string{"file-write-unlink"}, filters: literals(l.guardDirs)})
 	}
 	pr = append(pr, rule{comment: "Protected whatever the policy says: credential stores, cordon's configuration,\n" +
 		"CA and audit trail. Last, so they win over every grant above.",

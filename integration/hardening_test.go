@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/audit"
 )
 
 // TestRunInitHoldsNothing: pid 1 is bwrap's own init, the same user in
@@ -288,8 +290,15 @@ func TestRunIgnoresAPlantedBwrap(t *testing.T) {
 		cmd := cordonIn(t, b.ws, b.env("PATH="+c.path), "run", "--audit", b.audit, "--net", "off", "--", "/usr/bin/true")
 		r := runResult(t, runTimeout, cmd)
 		expectCode(t, r, c.code)
-		if c.code != 0 && !strings.Contains(r.stderr, "not owned by root, or writable by others") {
-			t.Errorf("the refusal does not say why:\n%s", r.stderr)
+		if c.code != 0 {
+			if !strings.Contains(r.stderr, "not owned by root, or writable by others") {
+				t.Errorf("the refusal does not say why:\n%s", r.stderr)
+			}
+			// The refusal is logged, naming the bwrap passed over.
+			recs := b.records()
+			if last := recs[len(recs)-1]; last.Type != audit.TypeBlock || !strings.Contains(last.Detail, filepath.Join(venv, "bwrap")) {
+				t.Errorf("the refusal's audit line: %+v", last)
+			}
 		}
 		if _, err := os.Stat(marker); err == nil {
 			t.Fatalf("with PATH=%s cordon ran the workspace's bwrap, outside the box", c.path)

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -264,6 +265,76 @@ func (b *box) attempts(script, want string) {
 	}
 	if !strings.Contains(r.stdout, want) {
 		b.t.Errorf("the box could not do what it must (%q):\n%s%s", want, r.stdout, r.stderr)
+	}
+}
+
+// TestRunGuardsCordonsOwnFiles: cordon run from a copy inside the
+// workspace (a project that builds cordon, or keeps it in a tools
+// directory). cordon starts cordon-holder from beside its own binary,
+// outside any box, at the next restricted run; without the guard the box
+// replaced it, and the next run ran the box's program with the user's
+// rights, unsandboxed. The box can neither change, remove nor rename away
+// cordon's binary or its holder, nor plant a holder where there is none;
+// the rest of the directory stays writable, and the next restricted run
+// runs no program of the box's.
+func TestRunGuardsCordonsOwnFiles(t *testing.T) {
+	b := newBox(t)
+	tools := filepath.Join(b.ws, "tools")
+	for _, name := range []string{"cordon", "cordon-holder"} {
+		data, err := os.ReadFile(filepath.Join(filepath.Dir(cordonBin(t)), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.file(filepath.Join(tools, name), "")
+		writeUserFile(t, filepath.Join(tools, name), data)
+		if err := os.Chmod(filepath.Join(tools, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pwned := filepath.Join(b.ws, "pwned")
+	run := func(args ...string) result {
+		cmd := asUser(t, b.env(), filepath.Join(tools, "cordon"), append([]string{"run", "--audit", b.audit}, args...)...)
+		cmd.Dir = b.ws
+		return runResult(t, runTimeout, cmd)
+	}
+	attempts := func(script, want string) {
+		t.Helper()
+		r := run("--net", "off", "--", "sh", "-c", script)
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "ESCAPED") {
+			t.Errorf("an attempt got through:\n%s%s", r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the box could not do what it must (%q):\n%s%s", want, r.stdout, r.stderr)
+		}
+	}
+	plant := `printf '#!/bin/sh\ntouch %s\n' > tools/cordon-holder 2>/dev/null && chmod +x tools/cordon-holder 2>/dev/null && echo "ESCAPED: holder planted"
+`
+	plant = fmt.Sprintf(plant, pwned)
+	attempts(plant+`
+printf 'x' >> tools/cordon 2>/dev/null && echo "ESCAPED: cordon changed"
+rm -f tools/cordon-holder 2>/dev/null; test -f tools/cordon-holder || echo "ESCAPED: holder removed"
+mv tools tools-away 2>/dev/null && echo "ESCAPED: tools renamed"
+mv tools/cordon tools/cordon.old 2>/dev/null && echo "ESCAPED: cordon renamed"
+echo ok > tools/notes && echo "writable elsewhere"
+`, "writable elsewhere")
+	for _, name := range []string{"cordon", "cordon-holder"} {
+		got, _ := os.ReadFile(filepath.Join(tools, name))
+		want, _ := os.ReadFile(filepath.Join(filepath.Dir(cordonBin(t)), name))
+		if !bytes.Equal(got, want) {
+			t.Errorf("tools/%s changed in the box", name)
+		}
+	}
+
+	// With no holder beside it, the box must not plant one either.
+	if err := os.Remove(filepath.Join(tools, "cordon-holder")); err != nil {
+		t.Fatal(err)
+	}
+	attempts(plant+"echo tried\n", "tried")
+	r := run("--net", "restricted", "--", "true")
+	expectCode(t, r, 0)
+	if _, err := os.Stat(pwned); err == nil {
+		t.Fatal("the next restricted run ran a holder the box planted, outside the box")
 	}
 }
 

@@ -21,6 +21,11 @@ import (
 // hooks are read-only, and each git directory is pinned (neither renamed
 // nor removed, so the box cannot swap in one of its own). Objects, refs
 // and the index stay writable: git add, commit, branch and merge work.
+//
+// cordon's own binary and its helpers can lie in a directory the box may
+// write, too (a project that builds cordon, or keeps it in a tools
+// directory): cordon runs them outside any box, so they are guarded the
+// same way.
 
 // Bounds on the search for submodules' git directories under modules/.
 const (
@@ -38,15 +43,16 @@ const (
 	// ReadOnly is an existing file or directory (a config, a hooks
 	// directory, a .git file, a read_only path), with everything under it.
 	ReadOnly
-	// AbsentFile is a config that does not exist: it is to read as
-	// empty, and the box must not create it.
+	// AbsentFile is a file that does not exist (a git config, a helper
+	// of cordon's): it is to read as empty, and the box must not create it.
 	AbsentFile
-	// AbsentDir is a hooks directory that does not exist: it is to be an
-	// empty directory the box cannot write.
+	// AbsentDir is a directory that does not exist (a hooks directory):
+	// it is to be an empty directory the box cannot write.
 	AbsentDir
 )
 
-// GuardedPath is one guarded path of the workspace.
+// GuardedPath is one guarded path of the workspace, or of a directory
+// the box may write.
 type GuardedPath struct {
 	Path  string
 	Guard Guard
@@ -54,13 +60,30 @@ type GuardedPath struct {
 	Dir bool
 }
 
-// GuardWorkspace lists how to guard the workspace ws (a real path): its
-// git repository (GuardRepo); its project file, which the next run reads
-// as policy (a regular one: a link could be replaced, and is left as it
-// is); then the read_only paths (relative to ws) that exist, each with
-// the directories between ws and it pinned, so that none can be renamed
-// away with it and replaced. The list is settled: see settle.
-func GuardWorkspace(ws string, readOnly []string) ([]GuardedPath, error) {
+// GuardSpec is what a box's guard covers.
+type GuardSpec struct {
+	// Workspace is the workspace root, a real path.
+	Workspace string
+	// ReadOnly are the policy's read_only paths, relative to Workspace.
+	ReadOnly []string
+	// Own are the files cordon runs on the host, outside any box, as real
+	// paths: its own binary and the helpers it starts from beside it.
+	// Those under Workspace or Writable are guarded.
+	Own []string
+	// Writable are the directories other than Workspace the box may write
+	// (read-write allow_paths), as real paths.
+	Writable []string
+}
+
+// GuardWorkspace lists how to guard the workspace (a real path): its git
+// repository (GuardRepo); its project file, which the next run reads as
+// policy (a regular one: a link could be replaced, and is left as it is);
+// the read_only paths that exist, each with the directories between the
+// workspace and it pinned, so that none can be renamed away with it and
+// replaced; and cordon's own files under a directory the box may write
+// (see guardOwn). The list is settled: see settle.
+func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
+	ws := g.Workspace
 	out, err := GuardRepo(ws)
 	if err != nil {
 		return nil, err
@@ -69,14 +92,51 @@ func GuardWorkspace(ws string, readOnly []string) ([]GuardedPath, error) {
 	if fi, err := os.Lstat(project); err == nil && fi.Mode().IsRegular() {
 		out = append(out, GuardedPath{Path: project, Guard: ReadOnly})
 	}
-	for _, rel := range readOnly {
-		more, err := guardReadOnly(ws, rel)
+	for _, rel := range g.ReadOnly {
+		if err := policy.CheckWorkspacePath(rel); err != nil {
+			return nil, fmt.Errorf("read_only: %w", err)
+		}
+		more, err := guardUnder(ws, rel, false)
+		if err != nil {
+			return nil, fmt.Errorf("read_only: %w", err)
+		}
+		out = append(out, more...)
+	}
+	for _, f := range g.Own {
+		more, err := guardOwn(f, append([]string{ws}, g.Writable...))
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, more...)
 	}
 	return settle(out), nil
+}
+
+// guardOwn guards file, one cordon runs on the host, when it lies under
+// one of the writable roots: the box could otherwise replace it (or, where
+// it is missing, plant it), and cordon would run the box's program
+// outside any box when it next starts. It is read-only, or, missing, an
+// empty file the box cannot create, and the directories between the
+// outermost root holding it and it are pinned.
+func guardOwn(file string, roots []string) ([]GuardedPath, error) {
+	root := ""
+	for _, r := range roots {
+		if file != r && Within(file, r) && (root == "" || Within(root, r)) {
+			root = r
+		}
+	}
+	if root == "" {
+		return nil, nil
+	}
+	rel, err := filepath.Rel(root, file)
+	if err != nil {
+		return nil, err
+	}
+	out, err := guardUnder(root, rel, true)
+	if err != nil {
+		return nil, fmt.Errorf("cordon's own files: %w", err)
+	}
+	return out, nil
 }
 
 // settle makes a list of guards one that bind mounts can follow in
@@ -119,24 +179,29 @@ func settle(in []GuardedPath) []GuardedPath {
 	return out
 }
 
-// guardReadOnly guards ws/rel, if it exists: read-only, the directories
-// above it up to ws pinned. A symbolic link on the way is refused.
-func guardReadOnly(ws, rel string) ([]GuardedPath, error) {
-	if err := policy.CheckWorkspacePath(rel); err != nil {
-		return nil, fmt.Errorf("read_only: %w", err)
-	}
+// guardUnder guards root/rel read-only, with the directories between
+// root and it pinned. A symbolic link on the way is refused. What does not
+// exist is left alone, unless absent is set: then a missing file is to be
+// an empty one, and a missing directory on the way an empty one, that the
+// box cannot create anything in.
+func guardUnder(root, rel string, absent bool) ([]GuardedPath, error) {
 	parts := strings.Split(filepath.Clean(rel), string(filepath.Separator))
 	var out []GuardedPath
-	p := ws
+	p := root
 	for i, name := range parts {
 		p = filepath.Join(p, name)
+		last := i == len(parts)-1
 		fi, err := os.Lstat(p)
 		switch {
-		case err != nil:
+		case err != nil && !absent:
 			return nil, nil // not there: nothing to guard
+		case err != nil && last:
+			return append(out, GuardedPath{Path: p, Guard: AbsentFile}), nil
+		case err != nil:
+			return append(out, GuardedPath{Path: p, Guard: AbsentDir, Dir: true}), nil
 		case fi.Mode()&fs.ModeSymlink != 0:
-			return nil, fmt.Errorf("read_only: %w", linkRefusal(p))
-		case i == len(parts)-1:
+			return nil, linkRefusal(p)
+		case last:
 			out = append(out, GuardedPath{Path: p, Guard: ReadOnly, Dir: fi.IsDir()})
 		case !fi.IsDir():
 			return nil, nil

@@ -119,7 +119,7 @@ func TestGuardWorkspaceReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	list := func(readOnly ...string) ([]string, error) {
-		paths, err := GuardWorkspace(ws, readOnly)
+		paths, err := GuardWorkspace(GuardSpec{Workspace: ws, ReadOnly: readOnly})
 		var got []string
 		for _, p := range paths {
 			got = append(got, []string{"pinned", "read-only", "absent-file", "absent-dir"}[p.Guard]+" "+strings.TrimPrefix(p.Path, ws+"/"))
@@ -183,6 +183,75 @@ func TestGuardWorkspaceReadOnly(t *testing.T) {
 	}
 }
 
+// TestGuardOwnFiles: cordon's own files under a directory the box may
+// write (the workspace, a read-write allow_path) are guarded, read-only
+// or, missing, an empty file the box cannot create, with the directories
+// above them up to that directory pinned; elsewhere they need nothing.
+func TestGuardOwnFiles(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(base, "ws")
+	for _, d := range []string{"ws/tools/bin", "ws/out", "shared/bin", "opt/bin"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"ws/tools/bin/cordon", "shared/bin/cordon", "opt/bin/cordon"} {
+		if err := os.WriteFile(filepath.Join(base, f), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("tools", filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		own      []string
+		writable []string
+		want     []string
+		err      string
+	}{
+		{"in the workspace, with a missing helper", []string{"ws/tools/bin/cordon", "ws/tools/bin/cordon-holder"}, nil,
+			[]string{"pinned ws/tools", "pinned ws/tools/bin", "read-only ws/tools/bin/cordon", "absent-file ws/tools/bin/cordon-holder"}, ""},
+		{"under a read-write allow_path", []string{"shared/bin/cordon"}, []string{"shared"},
+			[]string{"pinned shared/bin", "read-only shared/bin/cordon"}, ""},
+		{"under a read-write allow_path inside the workspace: pinned from the workspace", []string{"ws/tools/bin/cordon"}, []string{"ws/tools"},
+			[]string{"pinned ws/tools", "pinned ws/tools/bin", "read-only ws/tools/bin/cordon"}, ""},
+		{"in a missing directory", []string{"ws/gone/cordon-holder"}, nil, []string{"absent-dir ws/gone"}, ""},
+		{"where the box cannot write", []string{"opt/bin/cordon", "opt/bin/cordon-holder"}, []string{"shared"}, nil, ""},
+		{"behind a symbolic link", []string{"ws/link/bin/cordon"}, nil, nil, "is a symbolic link"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := GuardSpec{Workspace: ws}
+			for _, f := range c.own {
+				g.Own = append(g.Own, filepath.Join(base, f))
+			}
+			for _, w := range c.writable {
+				g.Writable = append(g.Writable, filepath.Join(base, w))
+			}
+			paths, err := GuardWorkspace(g)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("GuardWorkspace = %v, %v; want an error with %q", paths, err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range paths {
+				got = append(got, []string{"pinned", "read-only", "absent-file", "absent-dir"}[p.Guard]+" "+strings.TrimPrefix(p.Path, base+"/"))
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("GuardWorkspace =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+		})
+	}
+}
+
 // TestGuardWorkspaceLinkedProjectFile: a project file that is a link
 // (policy allows one inside the workspace) cannot be guarded, and does
 // not stop the run.
@@ -197,7 +266,7 @@ func TestGuardWorkspaceLinkedProjectFile(t *testing.T) {
 	if err := os.Symlink("cordon.yaml", filepath.Join(ws, ".cordon.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	if paths, err := GuardWorkspace(ws, nil); err != nil || len(paths) != 0 {
+	if paths, err := GuardWorkspace(GuardSpec{Workspace: ws}); err != nil || len(paths) != 0 {
 		t.Errorf("GuardWorkspace = %v, %v; want nothing", paths, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -13,9 +14,29 @@ import (
 // directory.
 const xcodeSelectLink = "/private/var/db/xcode_select_link"
 
+// writableRoots are the real paths of p's read-write allow_paths (those
+// that exist and parse; the profile reports the others).
+func writableRoots(p *policy.Policy, home string) []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range p.AllowPaths {
+		r, err := policy.ParsePathRule(e)
+		if err != nil || !r.Write {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(expandHome(r.Path, home)); err == nil {
+			out = append(out, real)
+		}
+	}
+	return out
+}
+
 // Detect gathers the Machine for s from this computer: the home directory,
 // the selected Xcode, the directories of the audit log at auditPath ("" for
-// the default) and of the configuration, the workspace's guarded paths,
+// the default) and of the configuration, the guarded paths (the
+// workspace's, and cordon's own binary where the box may write),
 // and where each path the profile will name really leads.
 func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 	home, err := os.UserHomeDir()
@@ -42,7 +63,13 @@ func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 			readOnly = s.Policy.ReadOnly
 		}
 		if ws, err := filepath.EvalSymlinks(s.Workspace); err == nil {
-			if m.Guarded, err = sandbox.GuardWorkspace(ws, readOnly); err != nil {
+			g := sandbox.GuardSpec{Workspace: ws, ReadOnly: readOnly, Writable: writableRoots(s.Policy, home)}
+			if self, err := os.Executable(); err == nil {
+				if self, err = filepath.EvalSymlinks(self); err == nil {
+					g.Own = []string{self}
+				}
+			}
+			if m.Guarded, err = sandbox.GuardWorkspace(g); err != nil {
 				return Machine{}, err
 			}
 		}

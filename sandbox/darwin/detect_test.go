@@ -3,9 +3,11 @@ package darwin
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -33,5 +35,41 @@ func TestDetectFindsTheRepository(t *testing.T) {
 	}
 	if _, err := Detect(s, ""); err == nil || !strings.Contains(err.Error(), "symbolic link") {
 		t.Errorf("Detect with a linked config: %v; want a refusal", err)
+	}
+}
+
+// TestDetectGuardsCordonsBinary: where the box may write cordon's own
+// binary (here the test binary stands for it, its directory for a
+// read-write allow_path, then for the workspace), the profile keeps it
+// read-only; elsewhere it names nothing of it.
+func TestDetectGuardsCordonsBinary(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self, err = filepath.EvalSymlinks(self); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	guarded := func(s *sandbox.Spec) bool {
+		t.Helper()
+		m, err := Detect(s, filepath.Join(t.TempDir(), "audit.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(m.Guarded, sandbox.GuardedPath{Path: self, Guard: sandbox.ReadOnly})
+	}
+	if guarded(&sandbox.Spec{Workspace: ws, Policy: &policy.Policy{}}) {
+		t.Error("cordon's binary is guarded where the box cannot write")
+	}
+	rw := &policy.Policy{AllowPaths: []string{filepath.Dir(self) + ":rw"}}
+	if !guarded(&sandbox.Spec{Workspace: ws, Policy: rw}) {
+		t.Error("cordon's binary, under a read-write allow_path, is not guarded")
+	}
+	if !guarded(&sandbox.Spec{Workspace: filepath.Dir(self), Policy: &policy.Policy{}}) {
+		t.Error("cordon's binary, in the workspace, is not guarded")
 	}
 }

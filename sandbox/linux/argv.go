@@ -217,7 +217,14 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		}
 		a = append(a, op, b.path, b.path)
 	}
-	guards, err := guardArgs(ws, p.ReadOnly)
+	var writable []string
+	for _, b := range binds {
+		if b.write && b.path != ws {
+			writable = append(writable, b.path)
+		}
+	}
+	guards, err := guardArgs(sandbox.GuardSpec{Workspace: ws, ReadOnly: p.ReadOnly,
+		Own: []string{h.self, holderPath(h.self)}, Writable: writable})
 	if err != nil {
 		return nil, err
 	}

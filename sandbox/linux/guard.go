@@ -9,13 +9,13 @@ import (
 )
 
 // guardArgs renders the guard of the workspace (sandbox.GuardWorkspace:
-// its git repository and the read_only paths) as bwrap options: a pinned
-// directory is bound onto itself, a mount point the box can neither
-// rename nor remove; a read-only path is bound onto itself read-only; a
-// missing config is an empty read-only file, a missing hooks directory
-// an empty read-only tmpfs.
-func guardArgs(ws string, readOnly []string) ([]string, error) {
-	paths, err := sandbox.GuardWorkspace(ws, readOnly)
+// its git repository, the read_only paths and cordon's own files) as bwrap
+// options: a pinned directory is bound onto itself, a mount point the box
+// can neither rename nor remove; a read-only path is bound onto itself
+// read-only; a missing file is an empty read-only one, a missing
+// directory an empty read-only tmpfs.
+func guardArgs(g sandbox.GuardSpec) ([]string, error) {
+	paths, err := sandbox.GuardWorkspace(g)
 	if err != nil {
 		return nil, err
 	}

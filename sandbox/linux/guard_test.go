@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 func TestGuardArgs(t *testing.T) {
@@ -14,7 +16,7 @@ func TestGuardArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, err := guardArgs(ws, nil); err != nil || a != nil {
+	if a, err := guardArgs(sandbox.GuardSpec{Workspace: ws}); err != nil || a != nil {
 		t.Fatalf("no repository: %q, %v; want nothing", a, err)
 	}
 	// A repository with no config and no hooks directory: every kind of guard.
@@ -29,7 +31,7 @@ func TestGuardArgs(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(ws, ".git", "modules", "m", "hooks"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	a, err := guardArgs(ws, nil)
+	a, err := guardArgs(sandbox.GuardSpec{Workspace: ws})
 	if err != nil {
 		t.Fatal(err)
 	}

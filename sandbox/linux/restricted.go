@@ -143,15 +143,20 @@ func (r *Restricted) self() (string, error) {
 }
 
 // holderCommand is how the holder starts: cordon-holder from beside
-// cordon's binary, a small program that starts in about 60% of the time, or
-// else cordon itself.
+// cordon's binary (holderPath), a small program that starts in about 60%
+// of the time, or else cordon itself.
 func holderCommand(self string) (string, []string) {
-	p := filepath.Join(filepath.Dir(self), "cordon-holder")
+	p := holderPath(self)
 	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
 		return p, nil
 	}
 	return self, []string{"__holder"}
 }
+
+// holderPath is where cordon-holder is looked for: beside cordon's binary
+// self. Every box guards it (sandbox.GuardSpec.Own), so that none can plant
+// a holder there for a later run to start outside any box.
+func holderPath(self string) string { return filepath.Join(filepath.Dir(self), "cordon-holder") }
 
 // launch sends bwrap's command line, with the command's stdio and the
 // launcher's descriptors (files, under the numbers fds), for the holder to

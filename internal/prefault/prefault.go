@@ -1,10 +1,22 @@
+//go:build linux && (amd64 || arm64)
+
 package prefault
+
+// This package imports runtime and unsafe and nothing else (its system
+// calls are its own, in assembly): the Go runtime initialises a package
+// once every package it imports is, taking the ready ones in import path
+// order, so with no other imports it runs among the first, before the
+// packages whose initialisers it is here to spare their page faults.
+// TestImportsNothing holds that.
 
 import (
 	"runtime"
-	"syscall"
 	"unsafe"
 )
+
+// rawSyscall makes a system call of up to three arguments; errno is 0 on
+// success.
+func rawSyscall(trap, a1, a2, a3 uintptr) (r1, errno uintptr)
 
 // heapAhead is how much of the Go heap past the first allocation made here
 // is populated.
@@ -15,8 +27,16 @@ const (
 	madvPopulateWrite = 23 // MADV_POPULATE_WRITE, Linux 5.14
 )
 
-// pageSize is the kernel's: 4 KiB on amd64, up to 64 KiB on arm64.
-var pageSize = uintptr(syscall.Getpagesize())
+// pageAlign is what the heap's start is rounded up to for madvise, which
+// takes page-aligned addresses: 64 KiB, the largest page Linux uses on
+// amd64 or arm64, so it is aligned whatever the kernel's page size.
+const pageAlign = 64 << 10
+
+// atFDCWD and oRdonlyCloexec are openat's AT_FDCWD and O_RDONLY|O_CLOEXEC.
+const (
+	atFDCWD        = ^uintptr(99) // -100
+	oRdonlyCloexec = 0o2000000
+)
 
 // mark is the first heap allocation made here: the heap grows upwards
 // from it, so the pages that follow are the ones about to be used.
@@ -24,7 +44,7 @@ var mark *[64]byte
 
 func init() {
 	mark = new([64]byte)
-	start := (uintptr(unsafe.Pointer(mark)) + pageSize - 1) &^ (pageSize - 1)
+	start := (uintptr(unsafe.Pointer(mark)) + pageAlign - 1) &^ (pageAlign - 1)
 	// The advice stops, harmlessly, where the heap's usable mapping
 	// ends; what lies before that is populated.
 	madvise(start, heapAhead, madvPopulateWrite)
@@ -39,22 +59,23 @@ func init() {
 
 // madvise gives the advice; a kernel without it refuses, and that is all.
 func madvise(addr, length, advice uintptr) {
-	syscall.Syscall(syscall.SYS_MADVISE, addr, length, advice)
+	rawSyscall(sysMadvise, addr, length, advice)
 }
 
 // mappingOf finds, in /proc/self/maps, the mapping that holds addr.
 func mappingOf(addr uintptr) (lo, hi uintptr, ok bool) {
-	fd, err := syscall.Open("/proc/self/maps", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	if err != nil {
+	path := [...]byte{'/', 'p', 'r', 'o', 'c', '/', 's', 'e', 'l', 'f', '/', 'm', 'a', 'p', 's', 0}
+	fd, errno := rawSyscall(sysOpenat, atFDCWD, uintptr(unsafe.Pointer(&path[0])), oRdonlyCloexec)
+	if errno != 0 {
 		return 0, 0, false
 	}
-	defer syscall.Close(fd)
+	defer rawSyscall(sysClose, fd, 0, 0)
 	// The lines are in address order, and a Go program maps little below
 	// its code: 4 KiB of them is plenty. Code not among them is left as
 	// it is.
 	var buf [4096]byte
-	n, err := syscall.Read(fd, buf[:])
-	if err != nil || n <= 0 {
+	n, errno := rawSyscall(sysRead, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+	if errno != 0 || n == 0 {
 		return 0, 0, false
 	}
 	return findMapping(buf[:n], addr)

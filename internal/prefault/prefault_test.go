@@ -1,8 +1,11 @@
+//go:build linux && (amd64 || arm64)
+
 package prefault
 
 import (
 	"bufio"
 	"fmt"
+	"go/build"
 	"os"
 	"runtime"
 	"strings"
@@ -65,7 +68,8 @@ func TestCodeResident(t *testing.T) {
 // init (seen under load), so a few may be missing; without the populate,
 // nearly all would be.
 func TestHeapAheadResident(t *testing.T) {
-	start := (uintptr(unsafe.Pointer(mark)) + pageSize - 1) &^ (pageSize - 1)
+	start := (uintptr(unsafe.Pointer(mark)) + pageAlign - 1) &^ (pageAlign - 1)
+	pageSize := uintptr(os.Getpagesize())
 	lo, hi, ok := mappingOf(start)
 	if !ok || lo > start {
 		t.Fatalf("no mapping holds the heap at %#x", start)
@@ -83,6 +87,21 @@ func TestHeapAheadResident(t *testing.T) {
 	}
 	if missing > len(vec)/32 {
 		t.Errorf("%d of the %d heap pages after %#x are not resident (the scavenger may account for %d)", missing, len(vec), start, len(vec)/32)
+	}
+}
+
+// TestImportsNothing: the package imports only runtime and unsafe, so
+// that the runtime initialises it among the first packages, before the
+// ones whose page faults it is to take in bulk.
+func TestImportsNothing(t *testing.T) {
+	p, err := build.ImportDir(".", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range p.Imports {
+		if imp != "runtime" && imp != "unsafe" {
+			t.Errorf("prefault imports %s: it would be initialised only after it, and after the packages it needs", imp)
+		}
 	}
 }
 

@@ -72,10 +72,7 @@ func TestGuardRepo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for _, p := range paths {
-				got = append(got, []string{"pinned", "read-only", "absent-file", "absent-dir"}[p.Guard]+" "+p.Path)
-			}
+			got := describeGuards(paths, "")
 			if c.want == nil && got != nil {
 				t.Errorf("GuardRepo = %q; want nothing", got)
 			}
@@ -120,10 +117,7 @@ func TestGuardWorkspaceReadOnly(t *testing.T) {
 	}
 	list := func(readOnly ...string) ([]string, error) {
 		paths, err := GuardWorkspace(GuardSpec{Workspace: ws, ReadOnly: readOnly})
-		var got []string
-		for _, p := range paths {
-			got = append(got, []string{"pinned", "read-only", "absent-file", "absent-dir"}[p.Guard]+" "+strings.TrimPrefix(p.Path, ws+"/"))
-		}
+		got := describeGuards(paths, ws)
 		return got, err
 	}
 	repo, err := list()
@@ -241,10 +235,7 @@ func TestGuardOwnFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for _, p := range paths {
-				got = append(got, []string{"pinned", "read-only", "absent-file", "absent-dir"}[p.Guard]+" "+strings.TrimPrefix(p.Path, base+"/"))
-			}
+			got := describeGuards(paths, base)
 			if !slices.Equal(got, c.want) {
 				t.Errorf("GuardWorkspace =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
 			}
@@ -269,4 +260,18 @@ func TestGuardWorkspaceLinkedProjectFile(t *testing.T) {
 	if paths, err := GuardWorkspace(GuardSpec{Workspace: ws}); err != nil || len(paths) != 0 {
 		t.Errorf("GuardWorkspace = %v, %v; want nothing", paths, err)
 	}
+}
+
+// describeGuards renders guards as "KIND PATH" lines, each path relative
+// to base (unless base is "").
+func describeGuards(paths []GuardedPath, base string) []string {
+	var out []string
+	for _, p := range paths {
+		path := p.Path
+		if base != "" {
+			path = strings.TrimPrefix(path, base+"/")
+		}
+		out = append(out, []string{"pinned", "read-only", "absent-file", "absent-dir"}[p.Guard]+" "+path)
+	}
+	return out
 }

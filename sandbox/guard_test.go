@@ -275,3 +275,38 @@ func describeGuards(paths []GuardedPath, base string) []string {
 	}
 	return out
 }
+
+// FuzzGuardRepoDotGitFile: a .git file is the workspace's to write (a
+// cloned project may hold any), and names a git directory. Whatever it
+// says, the guard pins and protects nothing outside the workspace: a
+// pinned directory is bound read-write, so one outside would hand the box
+// a host directory.
+func FuzzGuardRepoDotGitFile(f *testing.F) {
+	for _, s := range []string{"gitdir: inner", "gitdir: /etc", "gitdir: ../outside", "gitdir:inner\n", "gitdir: ./inner/../inner", "gitdir: " + string(make([]byte, 300)), "nonsense"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, content string) {
+		base, err := filepath.EvalSymlinks(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := filepath.Join(base, "ws")
+		for _, d := range []string{"ws/inner/hooks", "outside/hooks"} {
+			if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(ws, ".git"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths, err := GuardRepo(ws)
+		if err != nil {
+			return
+		}
+		for _, p := range paths {
+			if !Within(p.Path, ws) {
+				t.Errorf("the guard of a .git file reading %q reaches outside the workspace: %+v", content, p)
+			}
+		}
+	})
+}

@@ -121,7 +121,7 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 func guardOwn(file string, roots []string) ([]GuardedPath, error) {
 	root := ""
 	for _, r := range roots {
-		if file != r && Within(file, r) && (root == "" || Within(root, r)) {
+		if Within(file, r) && (root == "" || Within(root, r)) {
 			root = r
 		}
 	}

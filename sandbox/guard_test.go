@@ -213,6 +213,8 @@ func TestGuardOwnFiles(t *testing.T) {
 			[]string{"pinned shared/bin", "read-only shared/bin/cordon"}, ""},
 		{"under a read-write allow_path inside the workspace: pinned from the workspace", []string{"ws/tools/bin/cordon"}, []string{"ws/tools"},
 			[]string{"pinned ws/tools", "pinned ws/tools/bin", "read-only ws/tools/bin/cordon"}, ""},
+		{"itself a read-write allow_path", []string{"shared/bin/cordon"}, []string{"shared/bin/cordon"},
+			[]string{"read-only shared/bin/cordon"}, ""},
 		{"in a missing directory", []string{"ws/gone/cordon-holder"}, nil, []string{"absent-dir ws/gone"}, ""},
 		{"where the box cannot write", []string{"opt/bin/cordon", "opt/bin/cordon-holder"}, []string{"shared"}, nil, ""},
 		{"behind a symbolic link", []string{"ws/link/bin/cordon"}, nil, nil, "is a symbolic link"},

@@ -338,6 +338,31 @@ echo ok > tools/notes && echo "writable elsewhere"
 	}
 }
 
+// TestRunFromAToolsDirTheUserCannotWrite: cordon in a workspace directory
+// the user cannot write (root's, say), with no holder beside it. The box
+// cannot plant a holder there either, so no guard is needed, and none is
+// made: bwrap could not create its mount point, and the run would fail.
+func TestRunFromAToolsDirTheUserCannotWrite(t *testing.T) {
+	b := newBox(t)
+	tools := filepath.Join(b.ws, "tools")
+	if err := os.Mkdir(tools, 0o755); err != nil { // root's
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(cordonBin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tools, "cordon"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := asUser(t, b.env(), filepath.Join(tools, "cordon"), "run", "--audit", b.audit, "--net", "off", "--", "true")
+	cmd.Dir = b.ws
+	expectCode(t, runResult(t, runTimeout, cmd), 0)
+	if _, err := os.Lstat(filepath.Join(tools, "cordon-holder")); err == nil {
+		t.Error("a placeholder holder was made where the box could not have written one")
+	}
+}
+
 // TestRunIgnoresAPlantedBwrap: cordon runs bubblewrap outside the box, so
 // a "bwrap" in a workspace directory on PATH (a project's virtualenv, which
 // a sandboxed command can write) must never be run: cordon takes the

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/cordon-sandbox/cordon/policy"
 )
@@ -179,11 +180,14 @@ func settle(in []GuardedPath) []GuardedPath {
 	return out
 }
 
+// accessWrite is access(2)'s W_OK.
+const accessWrite = 2
+
 // guardUnder guards root/rel read-only, with the directories between
 // root and it pinned. A symbolic link on the way is refused. What does not
 // exist is left alone, unless absent is set: then a missing file is to be
 // an empty one, and a missing directory on the way an empty one, that the
-// box cannot create anything in.
+// box cannot create anything in, where the user could create them.
 func guardUnder(root, rel string, absent bool) ([]GuardedPath, error) {
 	parts := strings.Split(filepath.Clean(rel), string(filepath.Separator))
 	var out []GuardedPath
@@ -195,6 +199,10 @@ func guardUnder(root, rel string, absent bool) ([]GuardedPath, error) {
 		switch {
 		case err != nil && !absent:
 			return nil, nil // not there: nothing to guard
+		case err != nil && syscall.Access(filepath.Dir(p), accessWrite) != nil:
+			// Nobody running as this user can make it: it needs no
+			// guard, and bwrap could not make the guard's mount point.
+			return out, nil
 		case err != nil && last:
 			return append(out, GuardedPath{Path: p, Guard: AbsentFile}), nil
 		case err != nil:

@@ -363,6 +363,25 @@ func TestRunFromAToolsDirTheUserCannotWrite(t *testing.T) {
 	}
 }
 
+// TestRunInARepositoryTheUserCannotWrite: a repository whose git
+// directory is root's, with no hooks directory (as some tools make it).
+// The box cannot create hooks there, so no guard is needed, and none is
+// made: bwrap could not make its mount point, and the run would fail.
+func TestRunInARepositoryTheUserCannotWrite(t *testing.T) {
+	b := newBox(t)
+	dotgit := filepath.Join(b.ws, ".git")
+	if err := os.Mkdir(dotgit, 0o755); err != nil { // root's
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dotgit, "config"), []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	expectCode(t, b.run("--net", "off", "--", "true"), 0)
+	if _, err := os.Lstat(filepath.Join(dotgit, "hooks")); err == nil {
+		t.Error("a placeholder hooks directory was made where the box could not have made one")
+	}
+}
+
 // TestRunIgnoresAPlantedBwrap: cordon runs bubblewrap outside the box, so
 // a "bwrap" in a workspace directory on PATH (a project's virtualenv, which
 // a sandboxed command can write) must never be run: cordon takes the

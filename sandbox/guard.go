@@ -180,8 +180,13 @@ func settle(in []GuardedPath) []GuardedPath {
 	return out
 }
 
-// accessWrite is access(2)'s W_OK.
-const accessWrite = 2
+// creatable says whether this user could create the missing path p. A
+// guard of a missing path is only needed where the box could create it,
+// and only possible there: bwrap makes its mount point as the user.
+func creatable(p string) bool {
+	const accessWrite = 2 // access(2)'s W_OK
+	return syscall.Access(filepath.Dir(p), accessWrite) == nil
+}
 
 // guardUnder guards root/rel read-only, with the directories between
 // root and it pinned. A symbolic link on the way is refused. What does not
@@ -199,9 +204,7 @@ func guardUnder(root, rel string, absent bool) ([]GuardedPath, error) {
 		switch {
 		case err != nil && !absent:
 			return nil, nil // not there: nothing to guard
-		case err != nil && syscall.Access(filepath.Dir(p), accessWrite) != nil:
-			// Nobody running as this user can make it: it needs no
-			// guard, and bwrap could not make the guard's mount point.
+		case err != nil && !creatable(p):
 			return out, nil
 		case err != nil && last:
 			return append(out, GuardedPath{Path: p, Guard: AbsentFile}), nil
@@ -298,7 +301,9 @@ func (g *repoWalk) dir(dir string, depth int) ([]GuardedPath, error) {
 		fi, err := os.Lstat(p)
 		switch {
 		case err != nil && name == "config":
-			out = append(out, GuardedPath{Path: p, Guard: AbsentFile})
+			if creatable(p) {
+				out = append(out, GuardedPath{Path: p, Guard: AbsentFile})
+			}
 		case err != nil:
 		case fi.Mode()&fs.ModeSymlink != 0:
 			return nil, linkRefusal(p)
@@ -310,7 +315,9 @@ func (g *repoWalk) dir(dir string, depth int) ([]GuardedPath, error) {
 	fi, err := os.Lstat(hooks)
 	switch {
 	case err != nil:
-		out = append(out, GuardedPath{Path: hooks, Guard: AbsentDir, Dir: true})
+		if creatable(hooks) {
+			out = append(out, GuardedPath{Path: hooks, Guard: AbsentDir, Dir: true})
+		}
 	case fi.Mode()&fs.ModeSymlink != 0:
 		return nil, linkRefusal(hooks)
 	default:

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -92,14 +93,69 @@ func DefaultPath() (string, error) {
 
 // Open opens (creating, mode 0600) the log at path for a new session.
 func Open(path, session string) (*Writer, error) {
+	f, err := openLog(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{f: f, session: session, now: time.Now, fsync: (*os.File).Sync}, nil
+}
+
+// CheckWritable says whether Open would open the log at path (creating it
+// and its directory as Open does), without writing to it.
+func CheckWritable(path string) error {
+	f, err := openLog(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// Fix is what to do when the log at path cannot be opened.
+func Fix(path string) string {
+	return fmt.Sprintf("make %s a regular file you can write, or point --audit or CORDON_AUDIT at one", path)
+}
+
+// openLog opens the log at path for appending, creating it (mode 0600)
+// and its directory (0700). It must be a regular file.
+func openLog(path string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open audit log %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, notRegular(path, fi)
+	}
+	// Non-blocking, so that a FIFO put there after the check fails the
+	// open instead of holding it until a reader comes.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open audit log %s: %w", path, err)
 	}
-	return &Writer{f: f, session: session, now: time.Now, fsync: (*os.File).Sync}, nil
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("open audit log %s: %w", path, err)
+		}
+		return nil, notRegular(path, fi)
+	}
+	return f, nil
+}
+
+// notRegular is the error for an audit log that is not a regular file: a
+// FIFO would hold every run until a reader came, and neither it nor a
+// device can be fsynced, as the launch line must be.
+func notRegular(path string, fi os.FileInfo) error {
+	kind := "not a regular file"
+	switch t := fi.Mode().Type(); {
+	case t&os.ModeNamedPipe != 0:
+		kind = "a named pipe (FIFO)"
+	case t&os.ModeDevice != 0:
+		kind = "a device"
+	case t&os.ModeDir != 0:
+		kind = "a directory"
+	case t&os.ModeSocket != 0:
+		kind = "a socket"
+	}
+	return fmt.Errorf("audit log %s is %s: cordon appends to a regular file and fsyncs the launch line before anything starts", path, kind)
 }
 
 // NewSessionID returns a fresh random session id. It names a session's

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -195,4 +196,42 @@ func readLog(t *testing.T, path string) ([]byte, []Record) {
 		t.Fatalf("unreadable lines: %v", skipped)
 	}
 	return data, recs
+}
+
+// TestOpenRefusesWhatIsNotAFile: the log must be a regular file. A FIFO
+// is refused at once, reader or not (opening one for writing would wait
+// for a reader, and every run with it), as are a device and a directory,
+// which cannot be appended to and fsynced either; CheckWritable, which
+// doctor calls, answers alike.
+func TestOpenRefusesWhatIsNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, want string }{
+		{fifo, "named pipe"},
+		{os.DevNull, "device"},
+		{dir, "directory"},
+	} {
+		done := make(chan error, 2)
+		go func() {
+			_, err := Open(c.path, "s")
+			done <- err
+			done <- CheckWritable(c.path)
+		}()
+		for _, what := range []string{"Open", "CheckWritable"} {
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Errorf("%s(%s) = %v; want a refusal naming %q", what, c.path, err, c.want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s(%s) still waits after 5s", what, c.path)
+			}
+		}
+	}
+	if err := CheckWritable(filepath.Join(dir, "new", "audit.jsonl")); err != nil {
+		t.Errorf("CheckWritable of a new file: %v", err)
+	}
 }

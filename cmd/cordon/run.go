@@ -362,7 +362,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	r.out.Sandbox.Launcher = backend.Name()
 	r.out.Audit = path
 	if r.w, err = audit.Open(path, audit.NewSessionID()); err != nil {
-		return r.refuse("audit_unavailable", err.Error(), fmt.Sprintf("make %s writable, or point --audit or CORDON_AUDIT at a writable file", path))
+		return r.refuse("audit_unavailable", err.Error(), audit.Fix(path))
 	}
 	defer r.w.Close()
 	r.out.Session = r.w.Session()

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -305,16 +306,8 @@ func usernsCapability(failure string) sandbox.Capability {
 
 // checkAudit checks that the audit log can be appended to.
 func checkAudit(path string) sandbox.Capability {
-	fix := fmt.Sprintf("make %s writable by you, or point --audit or CORDON_AUDIT at a writable file", path)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return blocked(CapAudit, fmt.Sprintf("create %s: %v", filepath.Dir(path), err), fix)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return blocked(CapAudit, fmt.Sprintf("open %s for appending: %v", path, err), fix)
-	}
-	if err := f.Close(); err != nil {
-		return blocked(CapAudit, fmt.Sprintf("close %s: %v", path, err), fix)
+	if err := audit.CheckWritable(path); err != nil {
+		return blocked(CapAudit, err.Error(), audit.Fix(path))
 	}
 	return sandbox.Capability{Name: CapAudit, Status: sandbox.Ready, Reason: path + " is writable"}
 }

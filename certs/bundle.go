@@ -259,13 +259,21 @@ func readExtraCAs(files []string) ([]*x509.Certificate, error) {
 	return all, nil
 }
 
-// readBounded reads a certificate file of at most maxBundleFile bytes.
+// readBounded reads a certificate file of at most maxBundleFile bytes. It
+// must be a regular file: a named pipe would hold the read until a writer
+// came (the open does not wait for one).
 func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		if err == nil {
+			err = fmt.Errorf("not a regular file (%s); a certificate file is a PEM file", fi.Mode().Type())
+		}
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
 	data, err := readAtMost(f, maxBundleFile)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -280,6 +281,41 @@ func TestAppendPEMMatchesEncode(t *testing.T) {
 		}
 		if pemSize(n) != len(want) {
 			t.Fatalf("%d bytes of DER: pemSize %d, want %d", n, pemSize(n), len(want))
+		}
+	}
+}
+
+// TestNamedPipesRefused: an extra CA file and the CA's own files must be
+// regular files; a named pipe is refused at once, where reading it would
+// wait for a writer, and with it every session.
+func TestNamedPipesRefused(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "ca.pem")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca-key.pem"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what string
+		f    func() error
+	}{
+		{"an extra CA", func() error { _, err := UpstreamPool([]string{fifo}); return err }},
+		{"the CA's certificate", func() error { _, err := LoadOrCreate(dir); return err }},
+	} {
+		done := make(chan error, 1)
+		go func() { done <- c.f() }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("%s that is a named pipe: %v; want a refusal", c.what, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s that is a named pipe: still waiting after 5s", c.what)
 		}
 	}
 }

@@ -199,7 +199,8 @@ func load(dir string, now time.Time) (*CA, error) {
 // readPrivateFile reads a small regular file without following a symlink,
 // after checking (on the open descriptor) that it is private to the user.
 func readPrivateFile(path, what string, loose fs.FileMode, fixMode string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// Non-blocking: a named pipe is refused below, not waited on.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, syscall.ELOOP) {
 		return nil, fmt.Errorf("%s %s is a symbolic link: replace it with the file itself", what, path)
 	}

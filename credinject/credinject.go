@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"syscall"
 
 	"github.com/cordon-sandbox/cordon/policy"
 )
@@ -125,11 +126,20 @@ func (s *Set) MaskedFiles() (map[string][]byte, error) {
 	out := map[string][]byte{}
 	for _, c := range s.orEmpty().creds {
 		for _, path := range c.files {
-			f, err := os.Open(path)
+			// Non-blocking, and a regular file: a named pipe would hold
+			// the read until a writer came.
+			f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 			if err != nil {
 				return nil, fmt.Errorf("credential %q: files: %w", c.name, err)
 			}
-			b, err := io.ReadAll(io.LimitReader(f, maxMaskedFile+1))
+			var b []byte
+			fi, err := f.Stat()
+			switch {
+			case err == nil && !fi.Mode().IsRegular():
+				err = fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+			case err == nil:
+				b, err = io.ReadAll(io.LimitReader(f, maxMaskedFile+1))
+			}
 			f.Close()
 			switch {
 			case err != nil:

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -291,5 +292,23 @@ func TestMaskedFiles(t *testing.T) {
 		Options{Env: func(string) string { return secret }})
 	if _, err := s2.MaskedFiles(); err == nil || !strings.Contains(err.Error(), "missing") || strings.Contains(err.Error(), secret) {
 		t.Fatalf("missing file: %v", err)
+	}
+	// A named pipe is refused at once, not read until a writer comes.
+	fifo := dir + "/fifo"
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s3, _ := Load([]policy.Credential{{Name: "npm", Source: policy.Source{Env: "NPM_REAL"}, Hosts: []string{"registry.npmjs.org"},
+		Header: "Authorization: Bearer {}", Env: "NPM_TOKEN", Files: []string{fifo}}}, []string{"npm"},
+		Options{Env: func(string) string { return secret }})
+	done := make(chan error, 1)
+	go func() { _, err := s3.MaskedFiles(); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("a named pipe: %v; want a refusal", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("MaskedFiles still waits on a named pipe after 5s")
 	}
 }

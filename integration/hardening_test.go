@@ -167,6 +167,77 @@ func TestRunOpenClosesHostAbstractSockets(t *testing.T) {
 	}
 }
 
+// TestRunHidesHostControlSockets: the user's session bus (here a
+// listener at $XDG_RUNTIME_DIR/bus) reaches the user's systemd, which
+// starts whatever it is asked to, outside the box; the container engines'
+// sockets are the same. Exposing the runtime directory shows the box the
+// rest of it, but the bus is hidden (the listener sees no connection);
+// exposing the socket itself is refused, and the refusal logged. The same
+// user outside reaches it.
+func TestRunHidesHostControlSockets(t *testing.T) {
+	rt := userDir(t, "cordon-it-runtime-")
+	writeUserFile(t, filepath.Join(rt, "notes.txt"), []byte("visible\n"))
+	bus := filepath.Join(rt, "bus")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: bus, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := os.Chmod(bus, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	const probe = `
+import socket, sys
+print(open(sys.argv[1] + "/notes.txt").read().strip())
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1] + "/bus")
+    print("connected")
+except OSError as e:
+    print("refused", e.errno)
+`
+	outside := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/python3", "-c", probe, rt))
+	if !strings.Contains(outside.stdout, "connected") || !eventually(5*time.Second, func() bool { return accepted.Load() == 1 }) {
+		t.Fatalf("control: the test user outside the box could not reach the bus, so the test proves nothing:\n%s%s", outside.stdout, outside.stderr)
+	}
+
+	b := newBox(t)
+	run := func(args ...string) result {
+		cmd := cordonIn(t, b.ws, b.env("XDG_RUNTIME_DIR="+rt), append([]string{"run", "--audit", b.audit, "--net", "off"}, args...)...)
+		return runResult(t, runTimeout, cmd)
+	}
+	r := run("--allow-path", rt, "--", "python3", "-c", probe, rt)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "visible") || !strings.Contains(r.stdout, "refused") {
+		t.Errorf("with the runtime directory exposed, the box should read its files but not reach the bus:\n%s%s", r.stdout, r.stderr)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("the bus accepted %d connections; only the control's should have reached it", n)
+	}
+
+	r = run("--allow-path", bus, "--", "true")
+	expectCode(t, r, 125)
+	if !strings.Contains(r.stderr, "a socket that controls the host") {
+		t.Errorf("the refusal does not say why:\n%s", r.stderr)
+	}
+	recs := b.records()
+	if last := recs[len(recs)-1]; last.Type != audit.TypeBlock || !strings.Contains(last.Detail, bus) {
+		t.Errorf("the refusal's audit line: %+v", last)
+	}
+}
+
 // TestRunGuardsTheRepository: a box that could write the workspace's git
 // config or hooks would run code on the host the next time anyone (or a
 // shell prompt) ran git there. The box's attempts fail: appending

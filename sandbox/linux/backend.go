@@ -176,6 +176,8 @@ func (b *Backend) gatherHost(p *policy.Policy) (hostInfo, error) {
 		}
 		h.uid, h.gid, h.user = ra.uid, ra.gid, ra.name
 	}
+	h.guard.sockets = hostSockets([]string{os.Getenv("XDG_RUNTIME_DIR"),
+		fmt.Sprintf("/run/user/%d", os.Getuid()), fmt.Sprintf("/run/user/%d", h.uid)}, os.Getenv("DOCKER_HOST"))
 	h.limits = planLimits(p.Limits)
 	return h, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -25,6 +26,33 @@ var credentialNames = map[string]bool{
 	".git-credentials": true,
 }
 
+// hostSockets are the sockets through which a process could have the host
+// run commands for it, outside the box: the container engines' APIs, the
+// message buses (the session bus reaches the user's systemd, which starts
+// whatever it is asked to) and systemd's own. runtimeDirs are the users'
+// runtime directories ($XDG_RUNTIME_DIR, /run/user/UID), and dockerHost
+// is $DOCKER_HOST. None is ever exposed; a mount that covers one hides it.
+func hostSockets(runtimeDirs []string, dockerHost string) []string {
+	out := []string{
+		"/run/docker.sock", "/var/run/docker.sock",
+		"/run/containerd/containerd.sock",
+		"/run/podman/podman.sock",
+		"/run/dbus/system_bus_socket", "/var/run/dbus/system_bus_socket",
+		"/run/systemd/private",
+	}
+	for _, d := range runtimeDirs {
+		if filepath.IsAbs(d) {
+			for _, s := range []string{"bus", "systemd/private", "docker.sock", "podman/podman.sock"} {
+				out = appendNew(out, filepath.Join(d, s))
+			}
+		}
+	}
+	if p, ok := strings.CutPrefix(dockerHost, "unix://"); ok && filepath.IsAbs(p) {
+		out = appendNew(out, filepath.Clean(p))
+	}
+	return out
+}
+
 // guard knows which host paths may never be handed to the sandbox.
 type guard struct {
 	// homes are the invoking user's home directory in every spelling found
@@ -33,6 +61,8 @@ type guard struct {
 	// own are cordon's own directories, wherever they are: the audit
 	// log's and the cache's.
 	own []ownDir
+	// sockets are the host's control sockets (hostSockets).
+	sockets []string
 }
 
 // ownDir is one of cordon's own directories, and why the sandbox must not
@@ -90,7 +120,7 @@ func (g guard) protected() []string {
 	for _, o := range g.own {
 		out = append(out, o.path)
 	}
-	return out
+	return append(out, g.sockets...)
 }
 
 // check says why path (absolute, cleaned) may not be exposed to the
@@ -120,6 +150,11 @@ func (g guard) check(what, path string) error {
 		for _, o := range g.own {
 			if sandbox.Within(p, o.path) {
 				return fmt.Errorf("%s %s: refusing %s %s: %s", what, path, o.name, o.path, o.why)
+			}
+		}
+		for _, c := range g.sockets {
+			if p == c {
+				return fmt.Errorf("%s %s: refusing a socket that controls the host: whatever can connect to it can run commands outside the box", what, path)
 			}
 		}
 	}

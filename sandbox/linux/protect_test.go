@@ -100,3 +100,33 @@ func TestEnvironment(t *testing.T) {
 		t.Fatal("an extra entry without = was accepted")
 	}
 }
+
+// TestHostSockets: the host's control sockets are never exposed, under
+// the fixed paths, in each runtime directory, and where $DOCKER_HOST
+// points; a relative runtime directory or a TCP $DOCKER_HOST adds none.
+func TestHostSockets(t *testing.T) {
+	got := hostSockets([]string{"/run/user/1000", "", "relative", "/run/user/1000"}, "unix:///home/u/.docker/run/docker.sock")
+	for _, want := range []string{"/run/docker.sock", "/var/run/docker.sock", "/run/containerd/containerd.sock",
+		"/run/podman/podman.sock", "/run/dbus/system_bus_socket", "/run/systemd/private",
+		"/run/user/1000/bus", "/run/user/1000/systemd/private", "/run/user/1000/docker.sock",
+		"/run/user/1000/podman/podman.sock", "/home/u/.docker/run/docker.sock"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("hostSockets lacks %s", want)
+		}
+	}
+	for _, p := range got {
+		if !filepath.IsAbs(p) || strings.Contains(p, "relative") {
+			t.Errorf("hostSockets holds %q", p)
+		}
+	}
+	if n := len(hostSockets(nil, "tcp://127.0.0.1:2375")); n != len(hostSockets(nil, "")) {
+		t.Errorf("a TCP DOCKER_HOST added %d paths", n-len(hostSockets(nil, "")))
+	}
+	g := guard{sockets: got}
+	if err := g.check("allow_paths", "/run/user/1000/bus"); err == nil || !strings.Contains(err.Error(), "controls the host") {
+		t.Errorf("check of the session bus: %v", err)
+	}
+	if err := g.check("allow_paths", "/run/user/1000"); err != nil {
+		t.Errorf("check of the runtime directory (which is masked, not refused): %v", err)
+	}
+}

@@ -289,6 +289,38 @@ git checkout -qb feature && echo "branched"
 	}
 }
 
+// TestRunGuardsAReadWriteRepository: a read-write allow_path that is a
+// repository (a sibling project the command may edit) has its config and
+// hooks guarded as the workspace's are: the box can change its files, not
+// what the host's git will run there.
+func TestRunGuardsAReadWriteRepository(t *testing.T) {
+	b := newBox(t)
+	lib := userDir(t, "cordon-it-lib-")
+	cmd := asUser(t, nil, "/usr/bin/git", "init", "-q", lib)
+	if r := runResult(t, runTimeout, cmd); r.code != 0 {
+		t.Fatalf("git init: %s%s", r.stdout, r.stderr)
+	}
+	before, err := os.ReadFile(filepath.Join(lib, ".git", "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`
+cd %s
+printf '[core]\n\tfsmonitor = touch pwned\n' >> .git/config 2>/dev/null && echo "ESCAPED: config appended"
+printf '#!/bin/sh\ntouch pwned\n' > .git/hooks/pre-commit 2>/dev/null && echo "ESCAPED: hook written"
+mv .git .git-away 2>/dev/null && echo "ESCAPED: .git renamed"
+echo ok > edited.txt && echo "edited"
+`, lib)
+	r := b.run("--net", "off", "--allow-path", lib+":rw", "--", "sh", "-c", script)
+	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, "ESCAPED") || !strings.Contains(r.stdout, "edited") {
+		t.Errorf("in a read-write repository:\n%s%s", r.stdout, r.stderr)
+	}
+	if after, _ := os.ReadFile(filepath.Join(lib, ".git", "config")); string(after) != string(before) {
+		t.Errorf("the repository's config changed:\n%s", after)
+	}
+}
+
 // TestRunReadOnlyPaths: read_only paths, here from the project's own
 // .cordon.yaml (it narrows, so a project file may add them), cannot be
 // written, removed, or renamed away with a directory above them and

@@ -81,8 +81,10 @@ type GuardSpec struct {
 // policy (a regular one: a link could be replaced, and is left as it is);
 // the read_only paths that exist, each with the directories between the
 // workspace and it pinned, so that none can be renamed away with it and
-// replaced; and cordon's own files under a directory the box may write
-// (see guardOwn). The list is settled: see settle.
+// replaced; the repository of each other directory the box may write,
+// where one is a repository's root; and cordon's own files under a
+// directory the box may write (see guardOwn). The list is settled: see
+// settle.
 func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 	ws := g.Workspace
 	out, err := GuardRepo(ws)
@@ -100,6 +102,13 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 		more, err := guardUnder(ws, rel, false)
 		if err != nil {
 			return nil, fmt.Errorf("read_only: %w", err)
+		}
+		out = append(out, more...)
+	}
+	for _, w := range g.Writable {
+		more, err := GuardRepo(w)
+		if err != nil {
+			return nil, fmt.Errorf("read-write path %s: %w", w, err)
 		}
 		out = append(out, more...)
 	}

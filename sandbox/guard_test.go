@@ -245,6 +245,42 @@ func TestGuardOwnFiles(t *testing.T) {
 	}
 }
 
+// TestGuardWritableRepository: a read-write allow_path that is a
+// repository's root has its git directory guarded as the workspace's is
+// (its config and hooks run on the host when anyone runs git there).
+func TestGuardWritableRepository(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, lib := filepath.Join(base, "ws"), filepath.Join(base, "lib")
+	for _, d := range []string{"ws", "lib/.git/hooks"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(lib, ".git", "config"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	paths, err := GuardWorkspace(GuardSpec{Workspace: ws, Writable: []string{lib}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"pinned lib/.git", "read-only lib/.git/config", "read-only lib/.git/hooks"}
+	if got := describeGuards(paths, base); !slices.Equal(got, want) {
+		t.Errorf("GuardWorkspace =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if err := os.Remove(filepath.Join(lib, ".git", "config")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("elsewhere", filepath.Join(lib, ".git", "config")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := GuardWorkspace(GuardSpec{Workspace: ws, Writable: []string{lib}}); err == nil || !strings.Contains(err.Error(), "read-write path "+lib) {
+		t.Errorf("a linked config in a read-write repository: %v; want a refusal naming the path", err)
+	}
+}
+
 // TestGuardWorkspaceLinkedProjectFile: a project file that is a link
 // (policy allows one inside the workspace) cannot be guarded, and does
 // not stop the run.

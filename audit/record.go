@@ -26,6 +26,10 @@ const (
 	// TypeBudget says the session's audit budget is spent: every later
 	// connection is denied, unlogged.
 	TypeBudget Type = "budget"
+	// TypeRemoved is a file the sandboxed command made that cordon
+	// removed when the run ended (see sandbox.Unmade): Path and Detail
+	// say which and why.
+	TypeRemoved Type = "removed"
 )
 
 // Kind says which path a decision was taken on.

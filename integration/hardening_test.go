@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -269,8 +270,21 @@ mv .git .git-away 2>/dev/null && echo "ESCAPED: .git renamed"
 rm -rf .git/hooks 2>/dev/null; test -d .git/hooks || echo "ESCAPED: hooks removed"
 echo data > tracked && git add tracked && git -c user.name=t -c user.email=t@example.com commit -qm second && echo "committed"
 git checkout -qb feature && echo "branched"
+mkdir -p evil && cp -r .git/. evil/ && printf '[core]\n\tfsmonitor = touch %s/pwned\n' "$PWD" >> evil/config && echo ../evil > .git/commondir
 `
 	b.attempts(script, "committed\nbranched\n")
+	// A commondir points git at another directory's config and hooks. No
+	// mount can forbid making one, so cordon removes it when the run
+	// ends, and logs that.
+	if _, err := os.Lstat(filepath.Join(b.ws, ".git", "commondir")); err == nil {
+		t.Error("the commondir the box made is still there after the run")
+	}
+	recs := b.records()
+	if !slices.ContainsFunc(recs, func(r audit.Record) bool {
+		return r.Type == audit.TypeRemoved && r.Path == filepath.Join(b.ws, ".git", "commondir")
+	}) {
+		t.Error("no audit line records the removal of the commondir the box made")
+	}
 	configAfter, _ := os.ReadFile(filepath.Join(b.ws, ".git", "config"))
 	if string(configAfter) != string(configBefore) {
 		t.Errorf("the repository's config changed:\n%s", configAfter)

@@ -139,6 +139,10 @@ type Result struct {
 	Signal   string
 	TimedOut bool
 	Duration time.Duration
+	// Removed are files the command made that must not exist (Unmade
+	// guards, where the backend cannot forbid them), removed once the
+	// run ended.
+	Removed []string
 }
 
 // Preparer is a Backend that can start setting up a run's sandbox before

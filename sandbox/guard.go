@@ -50,6 +50,13 @@ const (
 	// AbsentDir is a directory that does not exist (a hooks directory):
 	// it is to be an empty directory the box cannot write.
 	AbsentDir
+	// Unmade is a file that does not exist and must not come to: a git
+	// directory's commondir, which would point git's config and hooks at
+	// a directory of the box's choosing. No placeholder can stand in
+	// for it (git refuses an empty one), so a backend that cannot forbid
+	// its creation (a mount cannot) removes one the run made, once the
+	// run has ended, and says so.
+	Unmade
 )
 
 // GuardedPath is one guarded path of the workspace, or of a directory
@@ -320,6 +327,15 @@ func (g *repoWalk) dir(dir string, depth int) ([]GuardedPath, error) {
 			out = append(out, GuardedPath{Path: p, Guard: ReadOnly, Dir: fi.IsDir()})
 		}
 	}
+	commondir := filepath.Join(dir, "commondir")
+	switch fi, err := os.Lstat(commondir); {
+	case err != nil:
+		out = append(out, GuardedPath{Path: commondir, Guard: Unmade})
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, linkRefusal(commondir)
+	default:
+		out = append(out, GuardedPath{Path: commondir, Guard: ReadOnly})
+	}
 	hooks := filepath.Join(dir, "hooks")
 	fi, err := os.Lstat(hooks)
 	switch {
@@ -334,12 +350,16 @@ func (g *repoWalk) dir(dir string, depth int) ([]GuardedPath, error) {
 	}
 	worktrees, _ := os.ReadDir(filepath.Join(dir, "worktrees"))
 	for _, w := range worktrees {
-		p := filepath.Join(dir, "worktrees", w.Name(), "config.worktree")
-		if fi, err := os.Lstat(p); err == nil {
-			if fi.Mode()&fs.ModeSymlink != 0 {
-				return nil, linkRefusal(p)
+		// A linked worktree's commondir names the repository whose config
+		// and hooks git uses there.
+		for _, name := range []string{"config.worktree", "commondir"} {
+			p := filepath.Join(dir, "worktrees", w.Name(), name)
+			if fi, err := os.Lstat(p); err == nil {
+				if fi.Mode()&fs.ModeSymlink != 0 {
+					return nil, linkRefusal(p)
+				}
+				out = append(out, GuardedPath{Path: p, Guard: ReadOnly})
 			}
-			out = append(out, GuardedPath{Path: p, Guard: ReadOnly})
 		}
 	}
 	more, err := g.modules(filepath.Join(dir, "modules"), depth)

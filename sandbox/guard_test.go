@@ -18,7 +18,13 @@ func TestGuardRepo(t *testing.T) {
 	}{
 		{name: "not a repository", tree: tree{"src/": ""}, want: nil},
 		{name: "repository", tree: tree{".git/config": "", ".git/hooks/": "", ".git/HEAD": ""},
-			want: []string{"pinned {ws}/.git", "read-only {ws}/.git/config", "read-only {ws}/.git/hooks"}},
+			want: []string{"pinned {ws}/.git", "read-only {ws}/.git/config", "read-only {ws}/.git/hooks", "unmade {ws}/.git/commondir"}},
+		// A commondir points git's config and hooks elsewhere: one that
+		// is there stays as it is, and none may be made.
+		{name: "commondir", tree: tree{".git/config": "", ".git/hooks/": "", ".git/commondir": "..\n",
+			".git/worktrees/w/commondir": "../..\n", ".git/worktrees/w/gitdir": "/elsewhere/.git\n"},
+			want: []string{"read-only {ws}/.git/commondir", "read-only {ws}/.git/worktrees/w/commondir"}},
+		{name: "linked commondir", tree: tree{".git/config": "", ".git/hooks/": "", ".git/commondir": "@../x"}, wantErr: "commondir is a symbolic link"},
 		{name: "no hooks, no config", tree: tree{".git/HEAD": ""},
 			want: []string{"pinned {ws}/.git", "absent-file {ws}/.git/config", "absent-dir {ws}/.git/hooks"}},
 		{name: "worktree config", tree: tree{".git/config": "", ".git/hooks/": "", ".git/config.worktree": "", ".git/worktrees/w/config.worktree": ""},
@@ -143,7 +149,7 @@ func TestGuardWorkspaceReadOnly(t *testing.T) {
 		{[]string{".github", ".github/workflows"}, []string{"read-only .github"}, nil, ""},
 		{[]string{".github/workflows", ".github"}, []string{"read-only .github"}, nil, ""},
 		{[]string{"deep", "deep/b/c"}, []string{"read-only deep"}, nil, ""}, // not "pinned deep/b"
-		{[]string{".git"}, []string{"read-only .git"}, []string{"pinned .git", "read-only .git/config", "read-only .git/hooks"}, ""},
+		{[]string{".git"}, []string{"read-only .git"}, []string{"pinned .git", "read-only .git/config", "read-only .git/hooks", "unmade .git/commondir"}, ""},
 		{[]string{"missing", "Makefile/x", ".github/none"}, nil, nil, ""},
 		{[]string{"link"}, nil, nil, "link is a symbolic link"},
 		{[]string{"link/x"}, nil, nil, "link is a symbolic link"},
@@ -266,7 +272,7 @@ func TestGuardWritableRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"pinned lib/.git", "read-only lib/.git/config", "read-only lib/.git/hooks"}
+	want := []string{"pinned lib/.git", "read-only lib/.git/config", "unmade lib/.git/commondir", "read-only lib/.git/hooks"}
 	if got := describeGuards(paths, base); !slices.Equal(got, want) {
 		t.Errorf("GuardWorkspace =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -309,7 +315,7 @@ func describeGuards(paths []GuardedPath, base string) []string {
 		if base != "" {
 			path = strings.TrimPrefix(path, base+"/")
 		}
-		out = append(out, []string{"pinned", "read-only", "absent-file", "absent-dir"}[p.Guard]+" "+path)
+		out = append(out, []string{"pinned", "read-only", "absent-file", "absent-dir", "unmade"}[p.Guard]+" "+path)
 	}
 	return out
 }

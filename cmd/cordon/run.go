@@ -488,6 +488,13 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		return exitError{code: exitRefused, msg: fmt.Sprintf("the launch could not be recorded, so nothing started: %v", commitErr)}
 	}
 	recordExit(res, runErr)
+	for _, p := range res.Removed {
+		detail := "the sandboxed command made it; git, run on the host, would take its config and hooks from where it points"
+		if err := r.w.Write(audit.Record{Type: audit.TypeRemoved, Path: p, Detail: detail}); err != nil {
+			fmt.Fprintf(stderr, "cordon: %v\n", err)
+		}
+		fmt.Fprintf(stderr, "cordon: removed %s: %s\n", p, detail)
+	}
 	code := res.ExitCode
 	r.print()
 	msg := ""

@@ -88,6 +88,9 @@ type launch struct {
 	seccomp  []bpf.RawInstruction
 	// rlimits go on the sandbox's init before it starts the command.
 	rlimits []rlimit
+	// unmade are paths the command must not make, to be removed after
+	// the run if it did (see guardArgs).
+	unmade []string
 	// cannot is set when the command cannot be executed: the launch
 	// answers as a shell would, without building the box.
 	cannot *execFailure
@@ -223,12 +226,13 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 			writable = append(writable, b.path)
 		}
 	}
-	guards, err := guardArgs(sandbox.GuardSpec{Workspace: ws, ReadOnly: p.ReadOnly,
+	guards, unmade, err := guardArgs(sandbox.GuardSpec{Workspace: ws, ReadOnly: p.ReadOnly,
 		Own: []string{h.self, holderPath(h.self)}, Writable: writable})
 	if err != nil {
 		return nil, err
 	}
 	a = append(a, guards...)
+	l.unmade = unmade
 	a = append(a, "--ro-bind", h.self, selfPath)
 
 	dsts := make([]string, 0, len(s.Files))

@@ -13,11 +13,13 @@ import (
 // options: a pinned directory is bound onto itself, a mount point the box
 // can neither rename nor remove; a read-only path is bound onto itself
 // read-only; a missing file is an empty read-only one, a missing
-// directory an empty read-only tmpfs.
-func guardArgs(g sandbox.GuardSpec) ([]string, error) {
+// directory an empty read-only tmpfs. A mount cannot forbid making a
+// file (sandbox.Unmade): those are returned, to be removed after the run
+// if the command made them (removeUnmade).
+func guardArgs(g sandbox.GuardSpec) (args, unmade []string, err error) {
 	paths, err := sandbox.GuardWorkspace(g)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var a []string
 	for _, p := range paths {
@@ -30,7 +32,21 @@ func guardArgs(g sandbox.GuardSpec) ([]string, error) {
 			a = append(a, "--ro-bind", os.DevNull, p.Path)
 		case sandbox.AbsentDir:
 			a = append(a, "--perms", "0555", "--tmpfs", p.Path, "--remount-ro", p.Path)
+		case sandbox.Unmade:
+			unmade = append(unmade, p.Path)
 		}
 	}
-	return a, nil
+	return a, unmade, nil
+}
+
+// removeUnmade removes those of paths that exist now: the command made
+// them, since each was missing when its run was built.
+func removeUnmade(paths []string) []string {
+	var removed []string
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err == nil && os.Remove(p) == nil {
+			removed = append(removed, p)
+		}
+	}
+	return removed
 }

@@ -5,6 +5,7 @@ package linux
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,8 +17,8 @@ func TestGuardArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, err := guardArgs(sandbox.GuardSpec{Workspace: ws}); err != nil || a != nil {
-		t.Fatalf("no repository: %q, %v; want nothing", a, err)
+	if a, unmade, err := guardArgs(sandbox.GuardSpec{Workspace: ws}); err != nil || a != nil || unmade != nil {
+		t.Fatalf("no repository: %q, %q, %v; want nothing", a, unmade, err)
 	}
 	// A repository with no config and no hooks directory: every kind of guard.
 	if err := os.MkdirAll(filepath.Join(ws, ".git", "modules", "m"), 0o755); err != nil {
@@ -31,7 +32,7 @@ func TestGuardArgs(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(ws, ".git", "modules", "m", "hooks"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	a, err := guardArgs(sandbox.GuardSpec{Workspace: ws})
+	a, unmade, err := guardArgs(sandbox.GuardSpec{Workspace: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,5 +47,20 @@ func TestGuardArgs(t *testing.T) {
 	}, " ")
 	if got := strings.Join(a, " "); got != want {
 		t.Errorf("guardArgs =\n%s\nwant\n%s", got, want)
+	}
+	// No mount forbids making a commondir: those are to be removed after
+	// the run, if it made them.
+	if wantUnmade := []string{g + "/commondir", g + "/modules/m/commondir"}; !slices.Equal(unmade, wantUnmade) {
+		t.Errorf("guardArgs unmade = %q, want %q", unmade, wantUnmade)
+	}
+	made := filepath.Join(ws, ".git", "commondir")
+	if err := os.WriteFile(made, []byte("../evil\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if removed := removeUnmade(unmade); !slices.Equal(removed, []string{made}) {
+		t.Errorf("removeUnmade = %q, want %q", removed, made)
+	}
+	if _, err := os.Lstat(made); err == nil {
+		t.Error("the commondir the run made is still there")
 	}
 }

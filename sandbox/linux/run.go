@@ -74,7 +74,9 @@ func (b *Backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 		fmt.Fprintf(s.Stderr, "cordon: %s\n", l.cannot.msg)
 		return sandbox.Result{ExitCode: l.cannot.code}, nil
 	}
-	return b.launch(ctx, s, h, l, nil)
+	res, err := b.launch(ctx, s, h, l, nil)
+	res.Removed = removeUnmade(l.unmade)
+	return res, err
 }
 
 // commit is s.Committed, a failure of which is a start failure.

@@ -27,11 +27,13 @@ var credentialNames = map[string]bool{
 }
 
 // hostSockets are the sockets through which a process could have the host
-// run commands for it, outside the box: the container engines' APIs, the
-// message buses (the session bus reaches the user's systemd, which starts
-// whatever it is asked to) and systemd's own. runtimeDirs are the users'
-// runtime directories ($XDG_RUNTIME_DIR, /run/user/UID), and dockerHost
-// is $DOCKER_HOST. None is ever exposed; a mount that covers one hides it.
+// run commands for it, outside the box (the container engines' APIs, the
+// message buses: the session bus reaches the user's systemd, which starts
+// whatever it is asked to; systemd's own) or use the user's keys (the
+// GnuPG agent's and the GNOME keyring's, whose directories are listed).
+// runtimeDirs are the users' runtime directories ($XDG_RUNTIME_DIR,
+// /run/user/UID), and dockerHost is $DOCKER_HOST. None is ever exposed; a
+// mount that covers one hides it.
 func hostSockets(runtimeDirs []string, dockerHost string) []string {
 	out := []string{
 		"/run/docker.sock", "/var/run/docker.sock",
@@ -42,7 +44,7 @@ func hostSockets(runtimeDirs []string, dockerHost string) []string {
 	}
 	for _, d := range runtimeDirs {
 		if filepath.IsAbs(d) {
-			for _, s := range []string{"bus", "systemd/private", "docker.sock", "podman/podman.sock"} {
+			for _, s := range []string{"bus", "systemd/private", "docker.sock", "podman/podman.sock", "gnupg", "keyring"} {
 				out = appendNew(out, filepath.Join(d, s))
 			}
 		}
@@ -153,8 +155,8 @@ func (g guard) check(what, path string) error {
 			}
 		}
 		for _, c := range g.sockets {
-			if p == c {
-				return fmt.Errorf("%s %s: refusing a socket that controls the host: whatever can connect to it can run commands outside the box", what, path)
+			if sandbox.Within(p, c) {
+				return fmt.Errorf("%s %s: refusing %s: whatever can connect to it can run commands outside the box, or use your keys", what, path, c)
 			}
 		}
 	}

@@ -109,7 +109,7 @@ func TestHostSockets(t *testing.T) {
 	for _, want := range []string{"/run/docker.sock", "/var/run/docker.sock", "/run/containerd/containerd.sock",
 		"/run/podman/podman.sock", "/run/dbus/system_bus_socket", "/run/systemd/private",
 		"/run/user/1000/bus", "/run/user/1000/systemd/private", "/run/user/1000/docker.sock",
-		"/run/user/1000/podman/podman.sock", "/home/u/.docker/run/docker.sock"} {
+		"/run/user/1000/podman/podman.sock", "/run/user/1000/gnupg", "/run/user/1000/keyring", "/home/u/.docker/run/docker.sock"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("hostSockets lacks %s", want)
 		}
@@ -123,8 +123,10 @@ func TestHostSockets(t *testing.T) {
 		t.Errorf("a TCP DOCKER_HOST added %d paths", n-len(hostSockets(nil, "")))
 	}
 	g := guard{sockets: got}
-	if err := g.check("allow_paths", "/run/user/1000/bus"); err == nil || !strings.Contains(err.Error(), "controls the host") {
-		t.Errorf("check of the session bus: %v", err)
+	for _, p := range []string{"/run/user/1000/bus", "/run/user/1000/gnupg/S.gpg-agent", "/run/docker.sock"} {
+		if err := g.check("allow_paths", p); err == nil || !strings.Contains(err.Error(), "run commands outside the box, or use your keys") {
+			t.Errorf("check of %s: %v", p, err)
+		}
 	}
 	if err := g.check("allow_paths", "/run/user/1000"); err != nil {
 		t.Errorf("check of the runtime directory (which is masked, not refused): %v", err)

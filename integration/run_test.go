@@ -897,3 +897,42 @@ func TestRunDenyCommands(t *testing.T) {
 		t.Fatalf("%d block and %d launch lines, want %d and 1", blocks, launches, len(tests))
 	}
 }
+
+// ttyProbe runs argv[2:] in directory argv[1] on a new pseudo-terminal
+// that is its controlling terminal (as a shell's foreground job), and
+// prints whether echo and canonical input are on before and after.
+const ttyProbe = `
+import fcntl, os, pty, subprocess, sys, termios
+master, slave = pty.openpty()
+def child():
+    os.setsid()
+    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+def modes():
+    lflag = termios.tcgetattr(slave)[3]
+    return "echo=%d icanon=%d" % (bool(lflag & termios.ECHO), bool(lflag & termios.ICANON))
+before = modes()
+p = subprocess.Popen(sys.argv[2:], stdin=slave, stdout=slave, stderr=slave, cwd=sys.argv[1], preexec_fn=child)
+p.wait()
+print("before", before, "after", modes(), "exit", p.returncode)
+`
+
+// TestRunRestoresTheTerminal: the command can change the terminal's
+// settings through the descriptors it is given, and one ended at its
+// deadline cannot put them back; cordon does, so the user's shell is not
+// left without echo.
+func TestRunRestoresTheTerminal(t *testing.T) {
+	b := newBox(t)
+	for _, c := range []struct {
+		args []string
+		exit string
+	}{
+		{[]string{"--", "sh", "-c", "stty -echo -icanon"}, "exit 0"},
+		{[]string{"--timeout", "1s", "--", "sh", "-c", "stty raw -echo; sleep 30"}, "exit 124"},
+	} {
+		argv := append([]string{"-c", ttyProbe, b.ws, cordonBin(t), "run", "--audit", b.audit, "--net", "off"}, c.args...)
+		r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
+		if want := "before echo=1 icanon=1 after echo=1 icanon=1 " + c.exit; !strings.Contains(r.stdout, want) {
+			t.Errorf("%q: %q; want %q\n%s", c.args, strings.TrimSpace(r.stdout), want, r.stderr)
+		}
+	}
+}

@@ -477,7 +477,9 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	}
 	s.Exited = func(res sandbox.Result) { recordExit(res, nil) }
 
+	restoreTerminal := keepTerminal()
 	res, runErr := backend.Run(ctx, s)
+	restoreTerminal()
 	if err := r.refuseBlocked(); err != nil {
 		return err
 	}

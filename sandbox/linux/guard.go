@@ -39,12 +39,14 @@ func guardArgs(g sandbox.GuardSpec) (args, unmade []string, err error) {
 	return a, unmade, nil
 }
 
-// removeUnmade removes those of paths that exist now: the command made
-// them, since each was missing when its run was built.
+// removeUnmade removes those of paths that exist now (whatever the
+// command made there: a file, a link, a directory), and returns them: the
+// command made them, since each was missing when its run was built, and
+// the run, all of its processes, has ended.
 func removeUnmade(paths []string) []string {
 	var removed []string
 	for _, p := range paths {
-		if _, err := os.Lstat(p); err == nil && os.Remove(p) == nil {
+		if _, err := os.Lstat(p); err == nil && os.RemoveAll(p) == nil {
 			removed = append(removed, p)
 		}
 	}

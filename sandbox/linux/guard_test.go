@@ -63,4 +63,11 @@ func TestGuardArgs(t *testing.T) {
 	if _, err := os.Lstat(made); err == nil {
 		t.Error("the commondir the run made is still there")
 	}
+	// A directory made there would only break git; it goes too.
+	if err := os.MkdirAll(filepath.Join(made, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if removed := removeUnmade(unmade); !slices.Equal(removed, []string{made}) {
+		t.Errorf("removeUnmade of a directory = %q, want %q", removed, made)
+	}
 }

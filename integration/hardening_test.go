@@ -121,6 +121,23 @@ c.connect("\0" + name + "-own")
 print("own socket: connected")
 `
 
+// countAccepts accepts and closes connections on ln until it is closed,
+// counting them.
+func countAccepts(ln net.Listener) *atomic.Int32 {
+	var n atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			c.Close()
+		}
+	}()
+	return &n
+}
+
 // TestRunOpenClosesHostAbstractSockets: --net open shares the host's
 // network namespace, and with it the abstract unix sockets no mount can
 // hide (X11's, containerd shims'). The box must not reach them (Landlock
@@ -133,17 +150,7 @@ func TestRunOpenClosesHostAbstractSockets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	accepted := countAccepts(ln)
 
 	outside := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/python3", "-c", abstractProbe, name))
 	if !strings.Contains(outside.stdout, "host socket: connected") {
@@ -187,17 +194,7 @@ func TestRunHidesHostControlSockets(t *testing.T) {
 	if err := os.Chmod(bus, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	accepted := countAccepts(ln)
 	const probe = `
 import socket, sys
 print(open(sys.argv[1] + "/notes.txt").read().strip())
@@ -455,47 +452,44 @@ echo ok > tools/notes && echo "writable elsewhere"
 	}
 }
 
-// TestRunFromAToolsDirTheUserCannotWrite: cordon in a workspace directory
-// the user cannot write (root's, say), with no holder beside it. The box
-// cannot plant a holder there either, so no guard is needed, and none is
-// made: bwrap could not create its mount point, and the run would fail.
-func TestRunFromAToolsDirTheUserCannotWrite(t *testing.T) {
-	b := newBox(t)
-	tools := filepath.Join(b.ws, "tools")
-	if err := os.Mkdir(tools, 0o755); err != nil { // root's
-		t.Fatal(err)
-	}
+// TestRunNoPlaceholderWhereTheUserCannotWrite: a guarded path that is
+// missing gets a placeholder (an empty read-only file or directory) only
+// where the box could have made it. In a directory the user cannot write
+// (root's, say) the box cannot, so no guard is needed, and none is made:
+// bwrap could not make its mount point, and the run would fail. Here,
+// cordon run from a root-owned tools directory with no holder beside it,
+// and a root-owned git directory with no hooks (as some tools make it).
+func TestRunNoPlaceholderWhereTheUserCannotWrite(t *testing.T) {
 	data, err := os.ReadFile(cordonBin(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(tools, "cordon"), data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := asUser(t, b.env(), filepath.Join(tools, "cordon"), "run", "--audit", b.audit, "--net", "off", "--", "true")
-	cmd.Dir = b.ws
-	expectCode(t, runResult(t, runTimeout, cmd), 0)
-	if _, err := os.Lstat(filepath.Join(tools, "cordon-holder")); err == nil {
-		t.Error("a placeholder holder was made where the box could not have written one")
-	}
-}
-
-// TestRunInARepositoryTheUserCannotWrite: a repository whose git
-// directory is root's, with no hooks directory (as some tools make it).
-// The box cannot create hooks there, so no guard is needed, and none is
-// made: bwrap could not make its mount point, and the run would fail.
-func TestRunInARepositoryTheUserCannotWrite(t *testing.T) {
-	b := newBox(t)
-	dotgit := filepath.Join(b.ws, ".git")
-	if err := os.Mkdir(dotgit, 0o755); err != nil { // root's
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dotgit, "config"), []byte("[core]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	expectCode(t, b.run("--net", "off", "--", "true"), 0)
-	if _, err := os.Lstat(filepath.Join(dotgit, "hooks")); err == nil {
-		t.Error("a placeholder hooks directory was made where the box could not have made one")
+	for _, c := range []struct {
+		dir, file   string
+		data        []byte
+		placeholder string
+	}{
+		{"tools", "cordon", data, "cordon-holder"},
+		{".git", "config", []byte("[core]\n"), "hooks"},
+	} {
+		b := newBox(t)
+		dir := filepath.Join(b.ws, c.dir)
+		if err := os.Mkdir(dir, 0o755); err != nil { // root's
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.file), c.data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		bin := cordonBin(t)
+		if c.file == "cordon" {
+			bin = filepath.Join(dir, "cordon")
+		}
+		cmd := asUser(t, b.env(), bin, "run", "--audit", b.audit, "--net", "off", "--", "true")
+		cmd.Dir = b.ws
+		expectCode(t, runResult(t, runTimeout, cmd), 0)
+		if _, err := os.Lstat(filepath.Join(dir, c.placeholder)); err == nil {
+			t.Errorf("a placeholder %s was made in %s, where the box could not have made one", c.placeholder, c.dir)
+		}
 	}
 }
 

@@ -236,6 +236,35 @@ except OSError as e:
 	}
 }
 
+// TestRunRefusesTheHostsProcesses: the host's /proc (with every process's
+// environment, open files and, through /proc/PID/root, its whole
+// filesystem), its terminals and shared memory are never exposed: naming
+// one is refused, and logged; a wider directory shows them empty.
+func TestRunRefusesTheHostsProcesses(t *testing.T) {
+	b := newBox(t)
+	for _, c := range []struct{ path, why string }{
+		{"/proc", "refusing the host's /proc"},
+		{"/proc/1/root", "refusing the host's /proc"},
+		{"/dev/shm", "refusing the host's /dev/shm"},
+		{"/dev", "refusing the host's /dev"},
+	} {
+		r := b.run("--net", "off", "--allow-path", c.path, "--", "true")
+		expectCode(t, r, 125)
+		if !strings.Contains(r.stderr, c.why) {
+			t.Errorf("--allow-path %s: the refusal does not say why:\n%s", c.path, r.stderr)
+		}
+		recs := b.records()
+		if last := recs[len(recs)-1]; last.Type != audit.TypeBlock || !strings.Contains(last.Detail, c.why) {
+			t.Errorf("--allow-path %s: the refusal's audit line: %+v", c.path, last)
+		}
+	}
+	r := b.run("--net", "off", "--allow-path", "/sys", "--", "sh", "-c", "ls /sys/fs/cgroup | wc -l; test -d /sys/class && echo sysfs")
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "0\nsysfs") {
+		t.Errorf("with /sys exposed, its cgroups should be empty and the rest there:\n%s%s", r.stdout, r.stderr)
+	}
+}
+
 // TestRunGuardsTheRepository: a box that could write the workspace's git
 // config or hooks would run code on the host the next time anyone (or a
 // shell prompt) ran git there. The box's attempts fail: appending

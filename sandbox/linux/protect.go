@@ -26,6 +26,13 @@ var credentialNames = map[string]bool{
 	".git-credentials": true,
 }
 
+// hostViews are the host's views of its processes that no box may be
+// handed (it has its own /proc and /dev): the host's /proc, with every
+// process and its command line; its terminals, whose input a reader
+// steals; its shared memory and message queues; and its cgroups. Each is
+// refused, and hidden inside a wider exposed directory.
+var hostViews = []string{"/proc", "/dev/pts", "/dev/shm", "/dev/mqueue", "/sys/fs/cgroup"}
+
 // hostSockets are the sockets through which a process could have the host
 // run commands for it, outside the box (the container engines' APIs, the
 // message buses: the session bus reaches the user's systemd, which starts
@@ -122,6 +129,7 @@ func (g guard) protected() []string {
 	for _, o := range g.own {
 		out = append(out, o.path)
 	}
+	out = append(out, hostViews...)
 	return append(out, g.sockets...)
 }
 
@@ -152,6 +160,14 @@ func (g guard) check(what, path string) error {
 		for _, o := range g.own {
 			if sandbox.Within(p, o.path) {
 				return fmt.Errorf("%s %s: refusing %s %s: %s", what, path, o.name, o.path, o.why)
+			}
+		}
+		if p == "/dev" {
+			return fmt.Errorf("%s %s: refusing the host's /dev: the box has its own; name the device it needs (/dev/kvm, /dev/dri)", what, path)
+		}
+		for _, v := range hostViews {
+			if sandbox.Within(p, v) {
+				return fmt.Errorf("%s %s: refusing the host's %s: the box has its own, and the host's would show it the host's processes, terminals or shared memory", what, path, v)
 			}
 		}
 		for _, c := range g.sockets {

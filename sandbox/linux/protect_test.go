@@ -43,6 +43,20 @@ func TestGuardCheck(t *testing.T) {
 		{filepath.Join(f.home, ".sshx"), ""},
 		{filepath.Join(f.root, "work"), ""},
 		{"/opt", ""},
+		// The host's views of its processes: the box has its own.
+		{"/proc", "refusing the host's /proc"},
+		{"/proc/1/root", "refusing the host's /proc"},
+		{"/dev", "refusing the host's /dev"},
+		{"/dev/pts/0", "refusing the host's /dev/pts"},
+		{"/dev/shm", "refusing the host's /dev/shm"},
+		{"/sys/fs/cgroup/user.slice", "refusing the host's /sys/fs/cgroup"},
+		{"/dev/kvm", ""},
+		{"/sys", ""}, // its cgroups are hidden in it
+	}
+	for _, v := range hostViews {
+		if !slices.Contains(g.protected(), v) {
+			t.Errorf("%s is refused but not hidden inside a wider exposed directory", v)
+		}
 	}
 	for _, tt := range tests {
 		err := g.check("expose", tt.path)

@@ -372,14 +372,18 @@ func (l *layout) rules() profile {
 		pr = append(pr, rule{comment: "deny_read and the files credentials are read from: neither read nor written.",
 			ops: []string{"file-read*", "file-write*"}, filters: pathFilters(l.denyRead)})
 	}
-	if len(l.guardDirs) > 0 {
-		trees := append(pathFilters(l.guardTrees), literals(l.guardFiles)...)
-		pr = append(pr, rule{comment: "The workspace's git repository, and its read_only paths: git runs on the host what\n" +
-			"the repository's config and hooks name, so they are not written, and the directories\n" +
-			"they are in are neither renamed nor removed (the box could swap in its own).\n" +
+	// A guard may hold no pinned directory (a read_only file at the
+	// workspace's root, cordon's binary there), so each rule stands alone.
+	if trees := append(pathFilters(l.guardTrees), literals(l.guardFiles)...); len(trees) > 0 {
+		pr = append(pr, rule{comment: "The workspace's git repository, its read_only paths and cordon's own files: git runs\n" +
+			"on the host what the repository's config and hooks name, and cordon its own binary,\n" +
+			"so they are not written (nor made, where missing), and the directories they are in\n" +
+			"are neither renamed nor removed (the box could swap in its own).\n" +
 			"What else is in those directories stays writable.",
-			ops: []string{"file-write*"}, filters: trees},
-			rule{ops: []string{"file-write-unlink"}, filters: literals(l.guardDirs)})
+			ops: []string{"file-write*"}, filters: trees})
+	}
+	if len(l.guardDirs) > 0 {
+		pr = append(pr, rule{ops: []string{"file-write-unlink"}, filters: literals(l.guardDirs)})
 	}
 	pr = append(pr, rule{comment: "Protected whatever the policy says: credential stores, cordon's configuration,\n" +
 		"CA and audit trail. Last, so they win over every grant above.",

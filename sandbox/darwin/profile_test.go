@@ -72,6 +72,14 @@ func TestGoldenProfiles(t *testing.T) {
 		{Path: "/Users/alice/src/app/Makefile", Guard: sandbox.ReadOnly},
 	}
 
+	// Guards with no pinned directory: cordon's binary and a read_only
+	// file at the workspace's root, in a workspace that is no repository.
+	rootGuards := alice
+	rootGuards.Guarded = []sandbox.GuardedPath{
+		{Path: "/Users/alice/src/app/Makefile", Guard: sandbox.ReadOnly},
+		{Path: "/Users/alice/src/app/cordon", Guard: sandbox.ReadOnly},
+	}
+
 	cases := []struct {
 		name string
 		s    *sandbox.Spec
@@ -94,6 +102,7 @@ func TestGoldenProfiles(t *testing.T) {
 		{"aliases", aliased, aliasedMachine},
 		{"no-xcode", spec(&policy.Policy{Network: policy.NetOff}), Machine{Home: "/Users/alice"}},
 		{"repository", spec(&policy.Policy{Network: policy.NetOff}), withRepo},
+		{"root-guards", spec(&policy.Policy{Network: policy.NetOff}), rootGuards},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -265,6 +265,62 @@ func TestRunRefusesTheHostsProcesses(t *testing.T) {
 	}
 }
 
+// TestRunGuardsCordonsConfiguration: cordon's configuration (the global
+// config, and the CA with its key) follows $XDG_CONFIG_HOME, --config and
+// $CORDON_CONFIG wherever they point. Where the command may write (the
+// workspace), a run is refused: the box could rewrite the next run's
+// policy, or read the CA key; without the guard it did both. Inside a
+// read-only exposure it reads as empty, and exposing it is refused.
+func TestRunGuardsCordonsConfiguration(t *testing.T) {
+	b := newBox(t)
+	inWorkspace := filepath.Join(b.ws, ".xdg")
+	elsewhere := userDir(t, "cordon-it-xdg-")
+	for _, dir := range []string{inWorkspace, elsewhere} {
+		if dir == inWorkspace {
+			b.file(filepath.Join(dir, "keep"), "")
+		}
+		for _, args := range [][]string{{"init"}, {"ca", "export"}} { // the config, then the CA
+			r := runResult(t, runTimeout, cordonIn(t, b.ws, b.env("XDG_CONFIG_HOME="+dir), args...))
+			expectCode(t, r, 0)
+		}
+	}
+	run := func(xdg string, args ...string) result {
+		cmd := cordonIn(t, b.ws, b.env("XDG_CONFIG_HOME="+xdg), append([]string{"run", "--audit", b.audit, "--net", "off"}, args...)...)
+		return runResult(t, runTimeout, cmd)
+	}
+	const probe = `cat "$1/cordon/ca/ca-key.pem" 2>/dev/null | grep -q PRIVATE && echo "ESCAPED: read the CA key"
+echo "allow: [evil.example]" >> "$1/cordon/config.yaml" 2>/dev/null && echo "ESCAPED: wrote the config"
+echo tried`
+
+	r := run(inWorkspace, "--", "sh", "-c", probe, "sh", inWorkspace)
+	expectCode(t, r, 125)
+	if !strings.Contains(r.stderr, "could rewrite your next run's policy") || strings.Contains(r.stdout, "ESCAPED") {
+		t.Errorf("configuration in the workspace:\n%s%s", r.stdout, r.stderr)
+	}
+	r = run(elsewhere, "--allow-path", elsewhere, "--", "sh", "-c", probe, "sh", elsewhere)
+	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, "ESCAPED") || !strings.Contains(r.stdout, "tried") {
+		t.Errorf("configuration in a read-only exposure:\n%s%s", r.stdout, r.stderr)
+	}
+	r = run(elsewhere, "--allow-path", filepath.Join(elsewhere, "cordon", "ca"), "--", "true")
+	expectCode(t, r, 125)
+	if !strings.Contains(r.stderr, "refusing cordon's configuration") {
+		t.Errorf("exposing the CA directory:\n%s", r.stderr)
+	}
+	// --config names the global config explicitly: the same holds.
+	config := filepath.Join(b.ws, "cordon.yaml")
+	cfg, err := os.ReadFile(filepath.Join(elsewhere, "cordon", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeUserFile(t, config, cfg)
+	r = run(elsewhere, "--config", config, "--", "true")
+	expectCode(t, r, 125)
+	if !strings.Contains(r.stderr, "could rewrite your next run's policy") {
+		t.Errorf("--config in the workspace:\n%s", r.stderr)
+	}
+}
+
 // TestRunGuardsTheRepository: a box that could write the workspace's git
 // config or hooks would run code on the host the next time anyone (or a
 // shell prompt) ran git there. The box's attempts fail: appending

@@ -104,6 +104,11 @@ type Spec struct {
 	Network *Network
 	// Timeout ends the whole process tree; zero means none.
 	Timeout time.Duration
+	// Config are cordon's own configuration paths this run depends on,
+	// wherever they are: the global config file it read and the CA
+	// directory. The command may neither read nor write them (see
+	// CheckConfigOutside).
+	Config []string
 	// Commit, when set, is called once before the command starts (the
 	// sandbox may be built by then); an error stops the run before
 	// anything of the command runs. cordon run records the launch here.

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/certs"
 	"github.com/cordon-sandbox/cordon/credinject"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -134,7 +135,7 @@ func (f *runFlags) auditPath() (string, error) {
 
 // spec loads the policy and finds the workspace.
 func (f *runFlags) spec(argv []string) (*sandbox.Spec, error) {
-	p, err := f.pf.load()
+	p, src, err := f.pf.loadFrom(policy.LoadOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -146,8 +147,14 @@ func (f *runFlags) spec(argv []string) (*sandbox.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The box may neither read nor write cordon's configuration: the
+	// global config this run read, and the CA.
+	config := []string{src.Global}
+	if ca, err := certs.DefaultDir(); err == nil {
+		config = append(config, ca)
+	}
 	return &sandbox.Spec{
-		Policy: p, Argv: argv, Workdir: cwd, Workspace: ws, Timeout: p.Limits.Timeout,
+		Policy: p, Argv: argv, Workdir: cwd, Workspace: ws, Timeout: p.Limits.Timeout, Config: config,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 	}, nil
 }

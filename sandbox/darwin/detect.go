@@ -52,6 +52,9 @@ func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 	if x := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
 		m.Protected = append(m.Protected, filepath.Join(x, "cordon"))
 	}
+	if s != nil {
+		m.Protected = append(m.Protected, s.Config...)
+	}
 	var env []string
 	if s != nil {
 		env = s.Env
@@ -64,6 +67,9 @@ func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 		}
 		if ws, err := filepath.EvalSymlinks(s.Workspace); err == nil {
 			g := sandbox.GuardSpec{Workspace: ws, ReadOnly: readOnly, Writable: writableRoots(s.Policy, home)}
+			if err := sandbox.CheckConfigOutside(s.Config, append([]string{ws}, g.Writable...)); err != nil {
+				return Machine{}, err
+			}
 			if self, err := os.Executable(); err == nil {
 				if self, err = filepath.EvalSymlinks(self); err == nil {
 					g.Own = []string{self}

@@ -73,3 +73,21 @@ func TestDetectGuardsCordonsBinary(t *testing.T) {
 		t.Error("cordon's binary, in the workspace, is not guarded")
 	}
 }
+
+// TestDetectGuardsTheConfiguration: cordon's configuration is denied to
+// the command wherever it is, and refused where the command may write.
+func TestDetectGuardsTheConfiguration(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(t.TempDir(), "cordon", "config.yaml")
+	m, err := Detect(&sandbox.Spec{Workspace: ws, Policy: &policy.Policy{}, Config: []string{elsewhere}}, "")
+	if err != nil || !slices.Contains(m.Protected, elsewhere) {
+		t.Errorf("Detect: protected %q, %v; want %s among them", m.Protected, err, elsewhere)
+	}
+	inside := filepath.Join(ws, ".xdg", "cordon", "config.yaml")
+	if _, err := Detect(&sandbox.Spec{Workspace: ws, Policy: &policy.Policy{}, Config: []string{inside}}, ""); err == nil || !strings.Contains(err.Error(), "rewrite your next run's policy") {
+		t.Errorf("Detect with the configuration in the workspace: %v; want a refusal", err)
+	}
+}

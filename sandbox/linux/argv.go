@@ -122,6 +122,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		return nil, fmt.Errorf("no command to run: put it after --")
 	}
 	l := &launch{files: map[string][]byte{}}
+	h.guard = h.guard.withConfig(s.Config)
 
 	ws, workdir, err := workspaceOf(s, h.guard)
 	if err != nil {
@@ -225,6 +226,9 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		if b.write && b.path != ws {
 			writable = append(writable, b.path)
 		}
+	}
+	if err := sandbox.CheckConfigOutside(s.Config, append([]string{ws}, writable...)); err != nil {
+		return nil, err
 	}
 	guards, unmade, err := guardArgs(sandbox.GuardSpec{Workspace: ws, ReadOnly: p.ReadOnly,
 		Own: []string{h.self, holderPath(h.self)}, Writable: writable})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -93,28 +94,41 @@ func newGuard(homes []string, auditPath, cacheDir string) guard {
 			g.homes = appendNew(g.homes, r)
 		}
 	}
-	add := func(dir, name, why string) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			return
-		}
-		d := filepath.Clean(dir)
-		if r, err := filepath.EvalSymlinks(d); err == nil {
-			d = r
-		}
-		for _, o := range g.own {
-			if o.path == d {
-				return
-			}
-		}
-		g.own = append(g.own, ownDir{d, name, why})
-	}
 	if auditPath != "" {
 		for _, d := range sandbox.AuditDirs(auditPath) {
-			add(d, "the audit log directory", "the sandbox must not touch its own audit trail")
+			g.addOwn(d, "the audit log directory", "the sandbox must not touch its own audit trail")
 		}
 	}
-	add(cacheDir, "cordon's cache directory", "it keeps the trust bundles sandboxes are given")
+	g.addOwn(cacheDir, "cordon's cache directory", "it keeps the trust bundles sandboxes are given")
 	return g
+}
+
+// withConfig returns g guarding cordon's configuration too (Spec.Config):
+// the global config file and the CA directory, wherever they are.
+func (g guard) withConfig(config []string) guard {
+	g.own = slices.Clone(g.own)
+	for _, c := range config {
+		g.addOwn(c, "cordon's configuration", "it holds your runs' policy and the CA key")
+	}
+	return g
+}
+
+// addOwn adds one of cordon's own paths (by its real path, when it
+// resolves), unless it is there already.
+func (g *guard) addOwn(dir, name, why string) {
+	if dir == "" || !filepath.IsAbs(dir) {
+		return
+	}
+	d := filepath.Clean(dir)
+	if r, err := filepath.EvalSymlinks(d); err == nil {
+		d = r
+	}
+	for _, o := range g.own {
+		if o.path == d {
+			return
+		}
+	}
+	g.own = append(g.own, ownDir{d, name, why})
 }
 
 // protected lists every path the guard refuses to expose and masks when a

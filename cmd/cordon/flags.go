@@ -31,13 +31,6 @@ func (f *policyFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.ephemeralCA, "ephemeral-ca", false, "use a CA that lives only for this session instead of ~/.config/cordon/ca")
 }
 
-// load builds the effective policy for a command run in the workspace
-// holding the working directory: config files, then these flags.
-func (f *policyFlags) load() (*policy.Policy, error) {
-	p, _, err := f.loadFrom(policy.LoadOptions{})
-	return p, err
-}
-
 // loadFrom is load with the caller's options (workdir, workspace rules);
 // the flags fill in the config path and the overrides.
 func (f *policyFlags) loadFrom(o policy.LoadOptions) (*policy.Policy, policy.Sources, error) {

@@ -31,8 +31,9 @@ func (f *policyFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.ephemeralCA, "ephemeral-ca", false, "use a CA that lives only for this session instead of ~/.config/cordon/ca")
 }
 
-// loadFrom is load with the caller's options (workdir, workspace rules);
-// the flags fill in the config path and the overrides.
+// loadFrom builds the effective policy (config files, then these flags)
+// with the caller's options (workdir, workspace rules), and says what it
+// read; the flags fill in the config path and the overrides.
 func (f *policyFlags) loadFrom(o policy.LoadOptions) (*policy.Policy, policy.Sources, error) {
 	o.ConfigPath = f.config
 	o.Overrides = f.overrides

@@ -68,8 +68,8 @@ type guard struct {
 	// homes are the invoking user's home directory in every spelling found
 	// ($HOME, the password database, each with symlinks resolved).
 	homes []string
-	// own are cordon's own directories, wherever they are: the audit
-	// log's and the cache's.
+	// own are cordon's own paths, wherever they are: the audit log's and
+	// the cache's directories, and the run's configuration (withConfig).
 	own []ownDir
 	// sockets are the host's control sockets (hostSockets).
 	sockets []string

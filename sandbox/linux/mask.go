@@ -45,7 +45,15 @@ func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, visible func(
 		}
 		cands = append(cands, d)
 	}
-	cands = append(cands, g.protected()...)
+	// The guard's paths are listed in every spelling that matters (homes
+	// as written and resolved, cordon's own resolved, the host's sockets
+	// under /run and /var/run), so one the sandbox cannot see as written
+	// is skipped without a system call: most are nowhere near a mount.
+	for _, c := range g.protected() {
+		if visible(c) {
+			cands = append(cands, c)
+		}
+	}
 	w := walker{limit: maxWalkEntries, deadline: time.Now().Add(maxWalkTime)}
 	for _, b := range binds {
 		if !b.walk {

@@ -34,6 +34,8 @@ type Options struct {
 type Backend struct {
 	opts Options
 
+	lookBwrap func() (string, error) // findBwrap, once
+
 	mu       sync.Mutex
 	prepared map[*sandbox.Spec]*held       // holders started by Prepare
 	hosts    map[*policy.Policy]hostAnswer // host's answers
@@ -86,7 +88,9 @@ var (
 
 // New returns the Linux backend.
 func New(o Options) *Backend {
-	return &Backend{opts: o}
+	b := &Backend{opts: o}
+	b.lookBwrap = sync.OnceValues(b.findBwrap)
+	return b
 }
 
 // Name is "bwrap".
@@ -182,8 +186,12 @@ func (b *Backend) gatherHost(p *policy.Policy) (hostInfo, error) {
 	return h, nil
 }
 
-// bwrap finds the bubblewrap binary on PATH: a trusted one (lookHelper).
-func (b *Backend) bwrap() (string, error) {
+// bwrap is the bubblewrap binary on PATH (findBwrap), looked up once:
+// the launch, the capability check and the probes' memo keys all ask.
+func (b *Backend) bwrap() (string, error) { return b.lookBwrap() }
+
+// findBwrap finds the bubblewrap binary on PATH: a trusted one (lookHelper).
+func (b *Backend) findBwrap() (string, error) {
 	p, err := lookHelper("bwrap", os.Getenv("PATH"))
 	switch {
 	case errors.Is(err, errUntrusted):

@@ -367,6 +367,15 @@ mkdir -p evil && cp -r .git/. evil/ && printf '[core]\n\tfsmonitor = touch %s/pw
 	}) {
 		t.Error("no audit line records the removal of the commondir the box made")
 	}
+	// One left behind (cordon killed before it could remove it) stops the
+	// next run, which names it.
+	writeUserFile(t, filepath.Join(b.ws, ".git", "commondir"), []byte("../evil\n"))
+	r := b.run("--net", "off", "--", "true")
+	expectCode(t, r, 125)
+	if !strings.Contains(r.stderr, "commondir exists") {
+		t.Errorf("a commondir left in the repository:\n%s", r.stderr)
+	}
+	os.Remove(filepath.Join(b.ws, ".git", "commondir"))
 	configAfter, _ := os.ReadFile(filepath.Join(b.ws, ".git", "config"))
 	if string(configAfter) != string(configBefore) {
 		t.Errorf("the repository's config changed:\n%s", configAfter)

@@ -327,15 +327,15 @@ func (g *repoWalk) dir(dir string, depth int) ([]GuardedPath, error) {
 			out = append(out, GuardedPath{Path: p, Guard: ReadOnly, Dir: fi.IsDir()})
 		}
 	}
+	// Only a linked worktree's private directory (under worktrees/) has
+	// a commondir; one here points git's config and hooks elsewhere, and
+	// a box may have left it (cordon removes one a run made, unless
+	// cordon was killed first). The user is to look at it.
 	commondir := filepath.Join(dir, "commondir")
-	switch fi, err := os.Lstat(commondir); {
-	case err != nil:
-		out = append(out, GuardedPath{Path: commondir, Guard: Unmade})
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, linkRefusal(commondir)
-	default:
-		out = append(out, GuardedPath{Path: commondir, Guard: ReadOnly})
+	if _, err := os.Lstat(commondir); err == nil {
+		return nil, fmt.Errorf("%s exists: git takes this repository's config and hooks from where it points, and only a linked worktree's private directory has one; a sandboxed command may have left it (cordon removes one a run makes, unless cordon is killed first): remove it if you did not put it there", commondir)
 	}
+	out = append(out, GuardedPath{Path: commondir, Guard: Unmade})
 	hooks := filepath.Join(dir, "hooks")
 	fi, err := os.Lstat(hooks)
 	switch {

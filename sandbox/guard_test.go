@@ -19,12 +19,17 @@ func TestGuardRepo(t *testing.T) {
 		{name: "not a repository", tree: tree{"src/": ""}, want: nil},
 		{name: "repository", tree: tree{".git/config": "", ".git/hooks/": "", ".git/HEAD": ""},
 			want: []string{"pinned {ws}/.git", "read-only {ws}/.git/config", "read-only {ws}/.git/hooks", "unmade {ws}/.git/commondir"}},
-		// A commondir points git's config and hooks elsewhere: one that
-		// is there stays as it is, and none may be made.
-		{name: "commondir", tree: tree{".git/config": "", ".git/hooks/": "", ".git/commondir": "..\n",
+		// A commondir points git's config and hooks elsewhere: a linked
+		// worktree's stays as it is; one in a repository's own git
+		// directory is refused (a box may have left it), and none may be
+		// made.
+		{name: "worktree commondir", tree: tree{".git/config": "", ".git/hooks/": "",
 			".git/worktrees/w/commondir": "../..\n", ".git/worktrees/w/gitdir": "/elsewhere/.git\n"},
-			want: []string{"read-only {ws}/.git/commondir", "read-only {ws}/.git/worktrees/w/commondir"}},
-		{name: "linked commondir", tree: tree{".git/config": "", ".git/hooks/": "", ".git/commondir": "@../x"}, wantErr: "commondir is a symbolic link"},
+			want: []string{"read-only {ws}/.git/worktrees/w/commondir", "unmade {ws}/.git/commondir"}},
+		{name: "commondir left", tree: tree{".git/config": "", ".git/hooks/": "", ".git/commondir": "../evil\n"}, wantErr: "remove it if you did not put it there"},
+		{name: "linked commondir", tree: tree{".git/config": "", ".git/hooks/": "", ".git/commondir": "@../x"}, wantErr: "remove it if you did not put it there"},
+		{name: "submodule commondir left", tree: tree{".git/config": "", ".git/hooks/": "", ".git/modules/a/HEAD": "", ".git/modules/a/commondir": ".."},
+			wantErr: "modules/a/commondir exists"},
 		{name: "no hooks, no config", tree: tree{".git/HEAD": ""},
 			want: []string{"pinned {ws}/.git", "absent-file {ws}/.git/config", "absent-dir {ws}/.git/hooks"}},
 		{name: "worktree config", tree: tree{".git/config": "", ".git/hooks/": "", ".git/config.worktree": "", ".git/worktrees/w/config.worktree": ""},

@@ -107,7 +107,7 @@ type Spec struct {
 	// Config are cordon's own configuration paths this run depends on,
 	// wherever they are: the global config file it read and the CA
 	// directory. The command may neither read nor write them (see
-	// CheckConfigOutside).
+	// GuardSpec.Config).
 	Config []string
 	// Commit, when set, is called once before the command starts (the
 	// sandbox may be built by then); an error stops the run before

@@ -81,6 +81,9 @@ type GuardSpec struct {
 	// Writable are the directories other than Workspace the box may write
 	// (read-write allow_paths), as real paths.
 	Writable []string
+	// Config is cordon's configuration the run uses (Spec.Config): under
+	// Workspace or Writable, the run is refused (checkConfigOutside).
+	Config []string
 }
 
 // GuardWorkspace lists how to guard the workspace (a real path): its git
@@ -91,9 +94,14 @@ type GuardSpec struct {
 // replaced; the repository of each other directory the box may write,
 // where one is a repository's root; and cordon's own files under a
 // directory the box may write (see guardOwn). The list is settled: see
-// settle.
+// settle. A run whose configuration lies where the box may write is
+// refused (checkConfigOutside).
 func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 	ws := g.Workspace
+	writable := append([]string{ws}, g.Writable...)
+	if err := checkConfigOutside(g.Config, writable); err != nil {
+		return nil, err
+	}
 	out, err := GuardRepo(ws)
 	if err != nil {
 		return nil, err
@@ -120,7 +128,7 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 		out = append(out, more...)
 	}
 	for _, f := range g.Own {
-		more, err := guardOwn(f, append([]string{ws}, g.Writable...))
+		more, err := guardOwn(f, writable)
 		if err != nil {
 			return nil, err
 		}
@@ -154,6 +162,33 @@ func guardOwn(file string, roots []string) ([]GuardedPath, error) {
 		return nil, fmt.Errorf("cordon's own files: %w", err)
 	}
 	return out, nil
+}
+
+// checkConfigOutside refuses a run whose configuration (config, as in
+// Spec.Config) lies under one of the writable directories (the workspace,
+// read-write allow_paths): a box could rewrite the policy of the next run,
+// or read the CA key, and no mount keeps it from renaming a directory
+// above them away and putting its own in their place.
+// Each path is compared as given and, where it resolves, as its real
+// path; the writable directories are real paths.
+func checkConfigOutside(config, writable []string) error {
+	for _, c := range config {
+		if !filepath.IsAbs(c) {
+			continue
+		}
+		names := []string{filepath.Clean(c)}
+		if r, err := filepath.EvalSymlinks(c); err == nil {
+			names = append(names, r)
+		}
+		for _, n := range names {
+			for _, w := range writable {
+				if Within(n, w) {
+					return fmt.Errorf("cordon's configuration %s lies in %s, which the command may write: it could rewrite your next run's policy, or read the CA key; keep cordon's configuration outside (set $XDG_CONFIG_HOME or $CORDON_CONFIG elsewhere)", c, w)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // settle makes a list of guards one that bind mounts can follow in

@@ -359,3 +359,43 @@ func FuzzGuardRepoDotGitFile(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckConfigOutside: cordon's configuration may not lie where the
+// command may write, as written or through a symlink.
+func TestCheckConfigOutside(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, conf := filepath.Join(base, "ws"), filepath.Join(base, "conf")
+	for _, d := range []string{ws, conf} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(ws, "cfg"), filepath.Join(conf, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(ws, "cfg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		config, writable []string
+		refused          bool
+	}{
+		{[]string{filepath.Join(conf, "config.yaml"), filepath.Join(conf, "ca")}, []string{ws}, false},
+		{[]string{filepath.Join(ws, ".xdg", "cordon", "config.yaml")}, []string{ws}, true},
+		{[]string{filepath.Join(conf, "ca")}, []string{ws, conf}, true},
+		{[]string{filepath.Join(conf, "linked")}, []string{ws}, true}, // a link into the workspace
+		{[]string{"relative/config.yaml"}, []string{ws}, false},
+		{nil, []string{ws}, false},
+	} {
+		err := checkConfigOutside(c.config, c.writable)
+		if (err != nil) != c.refused {
+			t.Errorf("checkConfigOutside(%q, %q) = %v, want refused %v", c.config, c.writable, err, c.refused)
+		}
+		if err != nil && !strings.Contains(err.Error(), "rewrite your next run's policy") {
+			t.Errorf("the refusal does not say why: %v", err)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,31 +67,4 @@ func finalTarget(path string) string {
 // clean.
 func Within(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
-}
-
-// CheckConfigOutside refuses a run whose configuration (config, as in
-// Spec.Config) lies under one of the writable directories (the workspace,
-// read-write allow_paths): a box could rewrite the policy of the next run,
-// or read the CA key, and no mount keeps it from renaming a directory
-// above them away and putting its own in their place.
-// Each path is compared as given and, where it resolves, as its real
-// path; the writable directories are real paths.
-func CheckConfigOutside(config, writable []string) error {
-	for _, c := range config {
-		if !filepath.IsAbs(c) {
-			continue
-		}
-		names := []string{filepath.Clean(c)}
-		if r, err := filepath.EvalSymlinks(c); err == nil {
-			names = append(names, r)
-		}
-		for _, n := range names {
-			for _, w := range writable {
-				if Within(n, w) {
-					return fmt.Errorf("cordon's configuration %s lies in %s, which the command may write: it could rewrite your next run's policy, or read the CA key; keep cordon's configuration outside (set $XDG_CONFIG_HOME or $CORDON_CONFIG elsewhere)", c, w)
-				}
-			}
-		}
-	}
-	return nil
 }

@@ -66,10 +66,7 @@ func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 			readOnly = s.Policy.ReadOnly
 		}
 		if ws, err := filepath.EvalSymlinks(s.Workspace); err == nil {
-			g := sandbox.GuardSpec{Workspace: ws, ReadOnly: readOnly, Writable: writableRoots(s.Policy, home)}
-			if err := sandbox.CheckConfigOutside(s.Config, append([]string{ws}, g.Writable...)); err != nil {
-				return Machine{}, err
-			}
+			g := sandbox.GuardSpec{Workspace: ws, ReadOnly: readOnly, Writable: writableRoots(s.Policy, home), Config: s.Config}
 			if self, err := os.Executable(); err == nil {
 				if self, err = filepath.EvalSymlinks(self); err == nil {
 					g.Own = []string{self}

@@ -227,11 +227,8 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 			writable = append(writable, b.path)
 		}
 	}
-	if err := sandbox.CheckConfigOutside(s.Config, append([]string{ws}, writable...)); err != nil {
-		return nil, err
-	}
 	guards, unmade, err := guardArgs(sandbox.GuardSpec{Workspace: ws, ReadOnly: p.ReadOnly,
-		Own: []string{h.self, holderPath(h.self)}, Writable: writable})
+		Own: []string{h.self, holderPath(h.self)}, Writable: writable, Config: s.Config})
 	if err != nil {
 		return nil, err
 	}

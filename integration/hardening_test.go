@@ -297,6 +297,9 @@ echo tried`
 	if !strings.Contains(r.stderr, "could rewrite your next run's policy") || strings.Contains(r.stdout, "ESCAPED") {
 		t.Errorf("configuration in the workspace:\n%s%s", r.stdout, r.stderr)
 	}
+	if recs := b.records(); !strings.Contains(recs[len(recs)-1].Detail, "could rewrite your next run's policy") {
+		t.Errorf("the refusal is not in the audit log: %+v", recs[len(recs)-1])
+	}
 	r = run(elsewhere, "--allow-path", elsewhere, "--", "sh", "-c", probe, "sh", elsewhere)
 	expectCode(t, r, 0)
 	if strings.Contains(r.stdout, "ESCAPED") || !strings.Contains(r.stdout, "tried") {

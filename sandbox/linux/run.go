@@ -113,7 +113,9 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	sigs := make(chan os.Signal, 16)
 	notified := make(chan struct{})
 	go func() { signal.Notify(sigs, relayedSignals...); close(notified) }()
-	defer func() { <-notified; signal.Stop(sigs) }()
+	// Stopping costs as much again, and nothing after the run needs it
+	// done: it goes on beside whatever follows.
+	defer func() { go func() { <-notified; signal.Stop(sigs) }() }()
 	var c *child
 	var cg *runCgroup
 	begin := time.Now()
@@ -251,6 +253,14 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	// no deadline or signal changes it after that.
 	var exited *sandbox.Result
 	exitKnown := st.exitKnown
+	// recorded is closed once s.Exited has returned: it runs (an fsync,
+	// for cordon run) beside bwrap's teardown, and the run waits for it.
+	var recorded chan struct{}
+	defer func() {
+		if recorded != nil {
+			<-recorded
+		}
+	}()
 loop:
 	for {
 		select {
@@ -263,7 +273,8 @@ loop:
 				res := commandResult(*st.exitCode(), timedOut, time.Since(begin))
 				exited, deadline, grace = &res, nil, nil
 				if s.Exited != nil {
-					s.Exited(res)
+					recorded = make(chan struct{})
+					go func() { defer close(recorded); s.Exited(res) }()
 				}
 			}
 		case err := <-released:

@@ -3,13 +3,17 @@
 package linux
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,16 +36,116 @@ const memoTTL = 10 * time.Minute
 // changes within the TTL still fails closed: the run's own launch is the
 // same box, and it refuses to start without its parts.
 type memo struct {
-	Key     string                 `json:"key"`
-	Time    time.Time              `json:"time"`
-	Caps    []sandbox.Capability   `json:"caps"`
-	Results map[string]probeResult `json:"results"`
+	Key     string
+	Time    time.Time
+	Caps    []sandbox.Capability
+	Results map[string]probeResult
+}
+
+// memoHeader starts a memo file. The format is lines of quoted fields,
+// written and read without reflection: every cordon run reads two memos,
+// and encoding/json's first use would cost it about a millisecond here.
+const memoHeader = "cordon probe memo v2\n"
+
+// appendMemo renders m: the header, then "key", "time" (Unix
+// nanoseconds), one "cap" line per capability and one "result" line per
+// probe result, in name order.
+func appendMemo(b []byte, m memo) []byte {
+	b = append(b, memoHeader...)
+	b = fmt.Appendf(b, "key %q\ntime %d\n", m.Key, m.Time.UnixNano())
+	for _, c := range m.Caps {
+		b = fmt.Appendf(b, "cap %q %q %q %q\n", c.Name, c.Status, c.Reason, c.Fix)
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.Results)) {
+		r := m.Results[name]
+		b = fmt.Appendf(b, "result %q %t %q\n", name, r.OK, r.Detail)
+	}
+	return b
+}
+
+// parseMemo reads what appendMemo wrote; anything else is refused.
+func parseMemo(data []byte) (memo, bool) {
+	var m memo
+	rest, ok := bytes.CutPrefix(data, []byte(memoHeader))
+	if !ok {
+		return m, false
+	}
+	seenKey, seenTime := false, false
+	for len(rest) > 0 {
+		line, after, found := bytes.Cut(rest, []byte("\n"))
+		if !found {
+			return m, false
+		}
+		rest = after
+		kind, fields, ok := memoFields(string(line))
+		if !ok {
+			return m, false
+		}
+		switch {
+		case kind == "key" && len(fields) == 1 && !seenKey:
+			m.Key, seenKey = fields[0], true
+		case kind == "time" && len(fields) == 1 && !seenTime:
+			n, err := strconv.ParseInt(fields[0], 10, 64)
+			if err != nil {
+				return m, false
+			}
+			m.Time, seenTime = time.Unix(0, n), true
+		case kind == "cap" && len(fields) == 4:
+			m.Caps = append(m.Caps, sandbox.Capability{Name: fields[0], Status: sandbox.Status(fields[1]), Reason: fields[2], Fix: fields[3]})
+		case kind == "result" && len(fields) == 3:
+			ok, err := strconv.ParseBool(fields[1])
+			if err != nil {
+				return m, false
+			}
+			if m.Results == nil {
+				m.Results = map[string]probeResult{}
+			}
+			m.Results[fields[0]] = probeResult{Name: fields[0], OK: ok, Detail: fields[2]}
+		default:
+			return m, false
+		}
+	}
+	return m, seenKey && seenTime
+}
+
+// memoFields splits a memo line into its kind and its fields: quoted
+// strings, or bare words (a number, true or false).
+func memoFields(line string) (kind string, fields []string, ok bool) {
+	kind, line, _ = strings.Cut(line, " ")
+	for line != "" {
+		var f string
+		if line[0] == '"' {
+			q, err := strconv.QuotedPrefix(line)
+			if err != nil {
+				return "", nil, false
+			}
+			if f, err = strconv.Unquote(q); err != nil {
+				return "", nil, false
+			}
+			line = line[len(q):]
+		} else {
+			end := strings.IndexByte(line, ' ')
+			if end < 0 {
+				end = len(line)
+			}
+			f, line = line[:end], line[end:]
+		}
+		fields = append(fields, f)
+		if line == "" {
+			break
+		}
+		if line[0] != ' ' || len(line) == 1 {
+			return "", nil, false
+		}
+		line = line[1:]
+	}
+	return kind, fields, true
 }
 
 // memoKey hashes what a probe's verdict depends on; "" if it cannot.
 func memoKey(kind string, files []string, extra []byte) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "cordon probe %s v1\nuid %d gid %d\n", kind, os.Getuid(), os.Getgid())
+	fmt.Fprintf(h, "cordon probe %s v2\nuid %d gid %d\n", kind, os.Getuid(), os.Getgid())
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
 		fmt.Fprintf(h, "kernel %s\n", unix.ByteSliceToString(u.Release[:]))
@@ -88,10 +192,11 @@ func memoised(ctx context.Context, key string, add func(sandbox.Capability),
 func (b *Backend) memoBox(ctx context.Context, p *policy.Policy, add func(sandbox.Capability)) map[string]probeResult {
 	self, err1 := b.self()
 	bw, err2 := b.bwrap()
-	pol, err3 := json.Marshal(p)
 	key := ""
-	if err1 == nil && err2 == nil && err3 == nil {
-		key = memoKey("box", []string{self, bw}, pol)
+	if err1 == nil && err2 == nil {
+		// Go syntax covers every field of the policy, and a policy holds
+		// no pointers whose addresses would change from run to run.
+		key = memoKey("box", []string{self, bw}, fmt.Appendf(nil, "%#v", *p))
 	}
 	return memoised(ctx, key, add, func(add func(sandbox.Capability)) map[string]probeResult {
 		return b.checkBox(ctx, p, add)
@@ -110,7 +215,7 @@ func memoPath(key string) string {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return ""
 	}
-	return filepath.Join(dir, key[:32]+".json")
+	return filepath.Join(dir, key[:32]+".memo")
 }
 
 // readMemo trusts only a fresh, regular file of the user's own that nobody
@@ -125,7 +230,11 @@ func readMemo(path, key string) (memo, bool) {
 		return m, false
 	}
 	data, err := os.ReadFile(path)
-	if err != nil || json.Unmarshal(data, &m) != nil || m.Key != key {
+	if err != nil {
+		return m, false
+	}
+	m, ok := parseMemo(data)
+	if !ok || m.Key != key {
 		return m, false
 	}
 	if age := time.Since(m.Time); age < 0 || age > memoTTL {
@@ -137,10 +246,7 @@ func readMemo(path, key string) (memo, bool) {
 // writeMemo records m at path and removes records past their TTL (each
 // new cordon binary or policy leaves one behind).
 func writeMemo(path string, m memo) {
-	data, err := json.Marshal(m)
-	if err != nil {
-		return
-	}
+	data := appendMemo(nil, m)
 	dir := filepath.Dir(path)
 	if entries, err := os.ReadDir(dir); err == nil {
 		for _, e := range entries {

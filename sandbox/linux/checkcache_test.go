@@ -5,6 +5,7 @@ package linux
 import (
 	"context"
 	"os"
+	"reflect"
 	"testing"
 	"time"
 
@@ -76,4 +77,67 @@ func TestWriteMemoPrunes(t *testing.T) {
 	if _, err := os.Stat(fresh); err != nil {
 		t.Errorf("a fresh record was removed: %v", err)
 	}
+}
+
+// A memo reads back as it was written, whatever its strings hold, and
+// anything but a whole record is refused.
+func TestMemoRoundTrip(t *testing.T) {
+	m := memo{Key: "abc", Time: time.Unix(0, 1234567890123),
+		Caps: []sandbox.Capability{
+			{Name: "box", Status: sandbox.Ready, Reason: "works"},
+			{Name: "odd \"name\"", Status: sandbox.Degraded, Reason: "line\nbreak, tab\t, \xff", Fix: "do \\ this"},
+		},
+		Results: map[string]probeResult{
+			"b": {Name: "b", OK: false, Detail: "said \"no\""},
+			"a": {Name: "a", OK: true},
+		}}
+	data := appendMemo(nil, m)
+	got, ok := parseMemo(data)
+	if !ok || !got.Time.Equal(m.Time) {
+		t.Fatalf("parseMemo(%q) = %+v, %v", data, got, ok)
+	}
+	got.Time = m.Time
+	if !reflect.DeepEqual(got, m) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, m)
+	}
+	for name, bad := range map[string]string{
+		"empty":           "",
+		"old json":        `{"key":"abc","time":"2026-11-30T00:00:00Z"}`,
+		"no time":         memoHeader + "key \"abc\"\n",
+		"no key":          memoHeader + "time 1\n",
+		"two keys":        memoHeader + "key \"a\"\nkey \"b\"\ntime 1\n",
+		"cut off":         string(data[:len(data)-1]),
+		"unknown line":    memoHeader + "key \"a\"\ntime 1\nextra \"x\"\n",
+		"short cap":       memoHeader + "key \"a\"\ntime 1\ncap \"x\" \"ready\"\n",
+		"bad bool":        memoHeader + "key \"a\"\ntime 1\nresult \"x\" maybe \"\"\n",
+		"bad time":        memoHeader + "key \"a\"\ntime soon\n",
+		"unquoted string": memoHeader + "key \"a\nb\"\ntime 1\n",
+		"trailing space":  memoHeader + "key \"a\" \ntime 1\n",
+	} {
+		if got, ok := parseMemo([]byte(bad)); ok {
+			t.Errorf("%s: %q was read as %+v", name, bad, got)
+		}
+	}
+}
+
+// Whatever a memo file holds, parseMemo does not panic, and what it
+// accepts renders back to a record it reads the same.
+func FuzzParseMemo(f *testing.F) {
+	f.Add(appendMemo(nil, memo{Key: "k", Time: time.Unix(0, 5), Caps: []sandbox.Capability{{Name: "n", Status: sandbox.Ready}},
+		Results: map[string]probeResult{"r": {Name: "r", OK: true, Detail: "d"}}}))
+	f.Add([]byte(memoHeader + "key \"\\x00\"\ntime -1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, ok := parseMemo(data)
+		if !ok {
+			return
+		}
+		again, ok := parseMemo(appendMemo(nil, m))
+		if !ok || !again.Time.Equal(m.Time) {
+			t.Fatalf("%+v does not read back: %+v, %v", m, again, ok)
+		}
+		again.Time = m.Time
+		if !reflect.DeepEqual(again, m) {
+			t.Fatalf("read back differently:\n got %+v\nwant %+v", again, m)
+		}
+	})
 }

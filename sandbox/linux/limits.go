@@ -5,8 +5,6 @@ package linux
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -272,9 +270,7 @@ type runCgroup struct {
 // newRunCgroup creates the run's cgroup under the plan's parent, with its
 // limits, owned by uid (the account bwrap runs as).
 func newRunCgroup(p limitPlan, uid, gid int) (*runCgroup, error) {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	dir := filepath.Join(p.cgroupParent, "cordon-"+hex.EncodeToString(b[:]))
+	dir := filepath.Join(p.cgroupParent, randomName("cordon-"))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
 	}

@@ -4,7 +4,9 @@ package linux
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"strings"
@@ -54,6 +56,70 @@ func TestStatusReader(t *testing.T) {
 	if bad.probe != nil {
 		t.Fatalf("unreadable probe output became %+v", bad.probe)
 	}
+}
+
+func TestStatusFields(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want map[string]int64 // nil: refused
+	}{
+		{`{ "child-pid": 4242, "cgroup-namespace": 4026531835, "mnt-namespace": 1 }`,
+			map[string]int64{"child-pid": 4242, "cgroup-namespace": 4026531835, "mnt-namespace": 1}},
+		{`{ "exit-code": 0 }`, map[string]int64{"exit-code": 0}},
+		{`{"exit-code":-1}`, map[string]int64{"exit-code": -1}},
+		{"{\t}\r", map[string]int64{}},
+		{`{ "a": 1, "a": 2 }`, map[string]int64{"a": 2}},
+		{``, nil},
+		{`{ "child-pid": 4242`, nil},
+		{`{ "child-pid": "4242" }`, nil},
+		{`{ "child-pid": 4.5 }`, nil},
+		{`{ "child-pid": 1e3 }`, nil},
+		{`{ "child-pid": 012 }`, nil},
+		{`{ "child-pid": - }`, nil},
+		{`{ "child-pid": 99999999999999999999 }`, nil},
+		{`{ "child-pid": 1 } x`, nil},
+		{`{ "child-pid": 1, }`, nil},
+		{`{ "ch\"ild": 1 }`, nil},
+		{`{ child-pid: 1 }`, nil},
+		{`[1]`, nil},
+	} {
+		got, ok := statusFields([]byte(c.line))
+		if ok != (c.want != nil) || (ok && !maps.Equal(got, c.want)) {
+			t.Errorf("statusFields(%q) = %v, %v; want %v", c.line, got, ok, c.want)
+		}
+	}
+}
+
+// What statusFields reads, encoding/json reads the same: it accepts a
+// subset of JSON, never a different meaning.
+func FuzzStatusFields(f *testing.F) {
+	f.Add([]byte(`{ "child-pid": 4242, "cgroup-namespace": 4026531835 }`))
+	f.Add([]byte(`{ "exit-code": 3 }`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		got, ok := statusFields(line)
+		if !ok {
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.UseNumber()
+		var m map[string]json.Number
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("statusFields read %q as %v; encoding/json refuses it: %v", line, got, err)
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			t.Fatalf("statusFields read %q whole; encoding/json finds more after the object", line)
+		}
+		if len(m) != len(got) {
+			t.Fatalf("%q: statusFields %v, encoding/json %v", line, got, m)
+		}
+		for k, n := range m {
+			v, err := n.Int64()
+			if err != nil || got[k] != v {
+				t.Fatalf("%q: %s is %d to statusFields, %s to encoding/json", line, k, got[k], n)
+			}
+		}
+	})
 }
 
 func TestExitSignal(t *testing.T) {

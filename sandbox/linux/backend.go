@@ -36,6 +36,7 @@ type Backend struct {
 	opts Options
 
 	lookBwrap func() (string, error) // findBwrap, once
+	lookSelf  func() (string, error) // findSelf, once
 
 	mu       sync.Mutex
 	prepared map[*sandbox.Spec]*held       // holders started by Prepare
@@ -91,6 +92,7 @@ var (
 func New(o Options) *Backend {
 	b := &Backend{opts: o}
 	b.lookBwrap = sync.OnceValues(b.findBwrap)
+	b.lookSelf = sync.OnceValues(b.findSelf)
 	return b
 }
 
@@ -203,8 +205,13 @@ func (b *Backend) findBwrap() (string, error) {
 	return p, nil
 }
 
-// self finds cordon's own binary.
-func (b *Backend) self() (string, error) {
+// self is cordon's own binary (findSelf), looked up once: the host
+// facts and the probes' memo keys both ask.
+func (b *Backend) self() (string, error) { return b.lookSelf() }
+
+// findSelf resolves cordon's own binary (Options.Self, or the running
+// executable) through its symlinks.
+func (b *Backend) findSelf() (string, error) {
 	p := b.opts.Self
 	if p == "" {
 		var err error

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -144,21 +145,65 @@ func memoFields(line string) (kind string, fields []string, ok bool) {
 
 // memoKey hashes what a probe's verdict depends on; "" if it cannot.
 func memoKey(kind string, files []string, extra []byte) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "cordon probe %s v2\nuid %d gid %d\n", kind, os.Getuid(), os.Getgid())
+	b := append([]byte("cordon probe "), kind...)
+	b = append(b, " v2\nuid "...)
+	b = strconv.AppendInt(b, int64(os.Getuid()), 10)
+	b = append(b, " gid "...)
+	b = strconv.AppendInt(b, int64(os.Getgid()), 10)
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
-		fmt.Fprintf(h, "kernel %s\n", unix.ByteSliceToString(u.Release[:]))
+		b = append(b, "\nkernel "...)
+		b = append(b, unix.ByteSliceToString(u.Release[:])...)
 	}
 	for _, f := range files {
 		fi, err := os.Stat(f)
 		if err != nil {
 			return ""
 		}
-		fmt.Fprintf(h, "%s %d %d\n", f, fi.Size(), fi.ModTime().UnixNano())
+		b = append(b, '\n')
+		b = strconv.AppendQuote(b, f)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, fi.Size(), 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, fi.ModTime().UnixNano(), 10)
 	}
-	h.Write(extra)
-	return hex.EncodeToString(h.Sum(nil))
+	b = append(b, '\n')
+	sum := sha256.Sum256(append(b, extra...))
+	return hex.EncodeToString(sum[:])
+}
+
+// appendKey renders v, a policy or part of one, for a memo key: every
+// field in order, strings quoted, lists bracketed, each value closed by a
+// semicolon, so different values render differently. It is false for a kind a policy
+// does not hold (a map's order, a pointer's address would not do).
+func appendKey(b []byte, v reflect.Value) ([]byte, bool) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			var ok bool
+			if b, ok = appendKey(b, v.Field(i)); !ok {
+				return b, false
+			}
+		}
+	case reflect.Slice:
+		b = append(b, '[')
+		for i := range v.Len() {
+			var ok bool
+			if b, ok = appendKey(append(b, ' '), v.Index(i)); !ok {
+				return b, false
+			}
+		}
+		b = append(b, ']')
+	case reflect.String:
+		b = strconv.AppendQuote(b, v.String())
+	case reflect.Bool:
+		b = strconv.AppendBool(b, v.Bool())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		b = strconv.AppendInt(b, v.Int(), 10)
+	default:
+		return b, false
+	}
+	return append(b, ';'), true
 }
 
 // memoised returns the probe's recorded capabilities and results, running
@@ -192,11 +237,10 @@ func memoised(ctx context.Context, key string, add func(sandbox.Capability),
 func (b *Backend) memoBox(ctx context.Context, p *policy.Policy, add func(sandbox.Capability)) map[string]probeResult {
 	self, err1 := b.self()
 	bw, err2 := b.bwrap()
+	pol, ok := appendKey(nil, reflect.ValueOf(*p))
 	key := ""
-	if err1 == nil && err2 == nil {
-		// Go syntax covers every field of the policy, and a policy holds
-		// no pointers whose addresses would change from run to run.
-		key = memoKey("box", []string{self, bw}, fmt.Appendf(nil, "%#v", *p))
+	if err1 == nil && err2 == nil && ok {
+		key = memoKey("box", []string{self, bw}, pol)
 	}
 	return memoised(ctx, key, add, func(add func(sandbox.Capability)) map[string]probeResult {
 		return b.checkBox(ctx, p, add)

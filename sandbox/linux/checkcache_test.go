@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -140,4 +141,64 @@ func FuzzParseMemo(f *testing.F) {
 			t.Fatalf("read back differently:\n got %+v\nwant %+v", again, m)
 		}
 	})
+}
+
+// Every field of a policy, however deep, changes the box probe's memo
+// key: a policy that differs anywhere is probed anew.
+func TestPolicyKeyCoversEveryField(t *testing.T) {
+	zero, ok := appendKey(nil, reflect.ValueOf(policy.Policy{}))
+	if !ok {
+		t.Fatal("a policy holds a kind appendKey cannot render: the box probe would never be memoised")
+	}
+	seen := map[string]string{string(zero): "the zero policy"}
+	for name, set := range fieldSetters(reflect.TypeFor[policy.Policy](), "Policy") {
+		var p policy.Policy
+		set(reflect.ValueOf(&p).Elem())
+		key, ok := appendKey(nil, reflect.ValueOf(p))
+		if !ok {
+			t.Fatalf("%s: not rendered", name)
+		}
+		if other, dup := seen[string(key)]; dup {
+			t.Errorf("%s renders as %s does: %q", name, other, key)
+		}
+		seen[string(key)] = name
+	}
+	// Lists keep their items apart.
+	a, _ := appendKey(nil, reflect.ValueOf(policy.Policy{Allow: []string{"a", "b"}}))
+	b, _ := appendKey(nil, reflect.ValueOf(policy.Policy{Allow: []string{"a b"}}))
+	c, _ := appendKey(nil, reflect.ValueOf(policy.Policy{Allow: []string{"a"}, Deny: []string{"b"}}))
+	if string(a) == string(b) || string(a) == string(c) || string(b) == string(c) {
+		t.Errorf("different lists render alike: %q, %q, %q", a, b, c)
+	}
+}
+
+// fieldSetters returns, for each leaf field under a value of type typ
+// (named path), a function that sets it, in a value of that type, to
+// something other than its zero.
+func fieldSetters(typ reflect.Type, path string) map[string]func(reflect.Value) {
+	out := map[string]func(reflect.Value){}
+	switch typ.Kind() {
+	case reflect.Struct:
+		for i := range typ.NumField() {
+			for name, set := range fieldSetters(typ.Field(i).Type, path+"."+typ.Field(i).Name) {
+				out[name] = func(v reflect.Value) { set(v.Field(i)) }
+			}
+		}
+	case reflect.Slice:
+		for name, set := range fieldSetters(typ.Elem(), path+"[0]") {
+			out[name] = func(v reflect.Value) {
+				v.Set(reflect.MakeSlice(typ, 1, 1))
+				set(v.Index(0))
+			}
+		}
+	case reflect.String:
+		out[path] = func(v reflect.Value) { v.SetString("x") }
+	case reflect.Bool:
+		out[path] = func(v reflect.Value) { v.SetBool(true) }
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		out[path] = func(v reflect.Value) { v.SetInt(7) }
+	default:
+		out[path] = func(reflect.Value) {} // appendKey refuses it; the test above says so
+	}
+	return out
 }

@@ -34,9 +34,16 @@ const (
 	fdBlock = 7
 )
 
-// selfPath is where cordon's own binary sits inside the sandbox (for
-// cordon connect, and the self-test).
+// selfPath is where cordon's own binary sits inside the sandbox, when it
+// does (boxHoldsSelf).
 const selfPath = "/run/cordon/cordon"
+
+// boxHoldsSelf says whether the box holds cordon's own binary at
+// selfPath: the self-test runs from it, and in restricted mode git's ssh
+// runs cordon connect. Other boxes do without the mount.
+func boxHoldsSelf(p *policy.Policy, probe *probeMode) bool {
+	return probe != nil || p.Network == policy.NetRestricted
+}
 
 // ProbeCommand is the hidden subcommand that runs the self-test inside a
 // sandbox.
@@ -196,7 +203,8 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	}
 	var cmdline []string
 	if probe == nil {
-		res := resolver{path: envValue(h.env, "PATH"), workdir: workdir, workspace: ws, guard: h.guard, visible: visible}
+		res := resolver{path: envValue(h.env, "PATH"), workdir: workdir, workspace: ws, guard: h.guard, visible: visible,
+			self: boxHoldsSelf(p, probe)}
 		cmd, err := res.lookup(s.Argv[0])
 		if err != nil {
 			return nil, err
@@ -234,7 +242,9 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	}
 	a = append(a, guards...)
 	l.unmade = unmade
-	a = append(a, "--ro-bind", h.self, selfPath)
+	if boxHoldsSelf(p, probe) {
+		a = append(a, "--ro-bind", h.self, selfPath)
+	}
 
 	dsts := make([]string, 0, len(s.Files))
 	for dst := range s.Files {

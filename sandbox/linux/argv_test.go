@@ -35,14 +35,23 @@ func TestBuildArgv(t *testing.T) {
 				{"--proc", "/proc", "--dev", "/dev"},
 				{"--perms", "0700", "--tmpfs", "{home}"},
 				{"--bind", "{ws}", "{ws}"},
-				{"--ro-bind", "/opt/cordon/bin/cordon", selfPath},
 				{"--remount-ro", "/", "--chdir", "{ws}", "--clearenv"},
 				{"--setenv", "HOME", "{home}"},
 				{"--setenv", "TMPDIR", "/tmp"},
 				{"--seccomp", "4", "--json-status-fd", "3", "--block-fd", "7", "--", "/usr/bin/true"},
 			},
-			// bwrap's own init is pid 1, not the command.
-			notWant: [][]string{{"--share-net"}, {"--as-pid-1"}},
+			// bwrap's own init is pid 1, not the command, and cordon's
+			// binary is not mounted: nothing in this box has a use for it.
+			notWant: [][]string{{"--share-net"}, {"--as-pid-1"}, {selfPath}},
+		},
+		{
+			name: "network restricted holds cordon, for git's ssh",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) {
+				p.Network = policy.NetRestricted
+			},
+			host: func(h *hostInfo) { h.holderNet = true },
+			argv: []string{"true"},
+			want: [][]string{{"--ro-bind", "/opt/cordon/bin/cordon", selfPath}},
 		},
 		{
 			name: "network open shares the network",

@@ -39,6 +39,8 @@ type resolver struct {
 	workspace string
 	guard     guard
 	visible   func(string) bool
+	// self says the box holds cordon's own binary at selfPath.
+	self bool
 }
 
 // lookup resolves argv0. A command found inside the workspace adds no
@@ -107,11 +109,12 @@ type execFailure struct {
 // gid; nil when it can. The host's view is the sandbox's: the command, its
 // directory and its #! interpreter sit at the same paths in both, and a
 // relative command is in the workspace, bound at its real path. The one
-// command only the sandbox has is cordon's own binary, at selfPath.
+// command only the sandbox has is cordon's own binary, at selfPath, in
+// the boxes that hold it.
 func (r resolver) unrunnable(argv0 string, c command, uid, gid int) *execFailure {
 	path := c.Exe
 	switch {
-	case argv0 == selfPath:
+	case argv0 == selfPath && r.self:
 		return nil // cordon's own binary, which only the sandbox has there
 	case path != "":
 	case filepath.IsAbs(argv0):

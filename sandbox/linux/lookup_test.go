@@ -192,12 +192,16 @@ func TestUnrunnable(t *testing.T) {
 		name  string
 		setup func(t *testing.T, f fixture) (argv0 string)
 		// uid runs the command; 0 means cordon's own.
-		uid  int
+		uid int
+		// self says the box holds cordon's binary at selfPath.
+		self bool
 		code int
 		msg  string
 	}{
 		{name: "system command", setup: func(t *testing.T, f fixture) string { return "sh" }},
-		{name: "cordon's own binary in the sandbox", setup: func(t *testing.T, f fixture) string { return selfPath }},
+		{name: "cordon's own binary in the sandbox", setup: func(t *testing.T, f fixture) string { return selfPath }, self: true},
+		{name: "cordon's own binary where the box has none", setup: func(t *testing.T, f fixture) string { return selfPath },
+			code: 127, msg: selfPath + ": no such file"},
 		{name: "not on PATH", setup: func(t *testing.T, f fixture) string { return "no-such-command-xyz" },
 			code: 127, msg: "no-such-command-xyz: command not found"},
 		{name: "relative and missing", setup: func(t *testing.T, f fixture) string { return "./build.sh" },
@@ -248,6 +252,7 @@ func TestUnrunnable(t *testing.T) {
 				visible: func(p string) bool {
 					return sandbox.Within(p, "/usr") || sandbox.Within(p, "/bin") || sandbox.Within(p, f.ws)
 				},
+				self: tt.self,
 			}
 			c, err := r.lookup(argv0)
 			if err != nil {

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -38,8 +39,8 @@ import (
 // from the pid), so two test runs on one machine do not tear down each
 // other's host.
 var (
-	originNS       = fmt.Sprintf("cordon-it-%d", os.Getpid())
-	originLink     = fmt.Sprintf("cit%d", os.Getpid()%1000000)
+	originNS       = hostNS(os.Getpid())
+	originLink     = hostLink(os.Getpid())
 	originNet      = freeNet(os.Getpid() % 250)
 	originAddr     = fmt.Sprintf("10.231.%d.2", originNet)
 	originHostSide = fmt.Sprintf("10.231.%d.1", originNet)
@@ -105,6 +106,7 @@ func sh(args ...string) error {
 }
 
 func newOrigin() (*origin, error) {
+	removeStaleOrigins()
 	// A namespace left by a crashed run with the same pid is replaced.
 	exec.Command("ip", "netns", "del", originNS).Run()
 	exec.Command("ip", "link", "del", originLink+"a").Run()
@@ -408,6 +410,26 @@ func makeGitRepo() (string, error) {
 	}
 	return root, nil
 }
+
+// removeStaleOrigins deletes the test hosts of test processes that are
+// gone (killed before they could remove theirs): each holds a /30 and a
+// veth pair, and the kernel keeps them until someone deletes them.
+func removeStaleOrigins() {
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "cordon-it-"))
+		if err != nil || e.Name() != hostNS(pid) || unix.Kill(pid, 0) != unix.ESRCH {
+			continue
+		}
+		exec.Command("ip", "netns", "del", hostNS(pid)).Run()
+		exec.Command("ip", "link", "del", hostLink(pid)+"a").Run()
+	}
+}
+
+// hostNS and hostLink name the test host's namespace and veth pair (the
+// link's two ends add "a" and "b") of the test process pid.
+func hostNS(pid int) string   { return fmt.Sprintf("cordon-it-%d", pid) }
+func hostLink(pid int) string { return fmt.Sprintf("cit%d", pid%1000000) }
 
 // removeOrigin deletes this process's test host, if it made one.
 func removeOrigin() {

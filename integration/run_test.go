@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -516,29 +517,23 @@ func TestRunWithoutBwrapIsBlocked(t *testing.T) {
 func TestRunBlockedVerdictStartsNothing(t *testing.T) {
 	b := newBox(t)
 	expectCode(t, b.run("--net", "off", "--", "true"), 0)
-	memos, _ := filepath.Glob(filepath.Join(b.home, ".cache", "cordon", "probes", "*.json"))
+	memos, _ := filepath.Glob(filepath.Join(b.home, ".cache", "cordon", "probes", "*.memo"))
 	const forged = "forged by the test: the box is not safe here"
+	boxLine := "cap " + strconv.Quote("filesystem box") + " "
 	marked := 0
 	for _, path := range memos {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var m map[string]any
-		if err := json.Unmarshal(data, &m); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		caps, _ := m["caps"].([]any)
-		for _, c := range caps {
-			if c := c.(map[string]any); c["name"] == "filesystem box" {
-				c["status"], c["reason"], c["fix"] = "BLOCKED", forged, "none"
+		lines := strings.Split(string(data), "\n")
+		for i, line := range lines {
+			if strings.HasPrefix(line, boxLine) {
+				lines[i] = "cap " + strings.Join([]string{strconv.Quote("filesystem box"), strconv.Quote("BLOCKED"), strconv.Quote(forged), strconv.Quote("none")}, " ")
 				marked++
 			}
 		}
-		if data, err = json.Marshal(m); err != nil {
-			t.Fatal(err)
-		}
-		writeUserFile(t, path, data)
+		writeUserFile(t, path, []byte(strings.Join(lines, "\n")))
 	}
 	if marked != 1 {
 		t.Fatalf("%d memos of the box probe among %v, want 1", marked, memos)

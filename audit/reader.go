@@ -163,7 +163,7 @@ func (f Filter) Match(r Record) bool {
 }
 
 // Types lists every record type, in the order a run writes them.
-var Types = []Type{TypeSession, TypeBlock, TypeLaunch, TypeDecision, TypeInject, TypeClose, TypeBudget, TypeExit, TypeRemoved}
+var Types = []Type{TypeSession, TypeBlock, TypeLaunch, TypeDecision, TypeInject, TypeClose, TypeBudget, TypeExit, TypeRemoved, TypeSetAside}
 
 // ParseType checks a record type named on the command line.
 func ParseType(s string) (Type, error) {

@@ -397,6 +397,66 @@ mkdir -p evil && cp -r .git/. evil/ && printf '[core]\n\tfsmonitor = touch %s/pw
 	}
 }
 
+// TestRunSetsAsidePlantedCheckouts: the host's git status runs git in
+// every submodule checkout the index registers, with that checkout's own
+// config. The index and the workspace are the box's to write, so the box
+// could register a repository of its own (with a core.fsmonitor), or fill
+// a registered but empty checkout, and the user's next git status would
+// run its command. A checkout present when the run is built is guarded
+// (its config read-only, it and its .git pinned); one the run filled or
+// registered is set aside when the run ends, with a set_aside audit line
+// and a warning, and the host's git then runs nothing of the box's.
+func TestRunSetsAsidePlantedCheckouts(t *testing.T) {
+	b := newBox(t)
+	git := func(dir string, args ...string) string {
+		cmd := asUser(t, nil, "/usr/bin/git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = dir
+		r := runResult(t, runTimeout, cmd)
+		if r.code != 0 {
+			t.Fatalf("git %q: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	git(b.ws, "init", "-q", ".")
+	git(b.ws, "commit", "-q", "--allow-empty", "-m", "first")
+	kept := filepath.Join(b.ws, "kept")
+	git(b.ws, "init", "-q", kept)
+	git(kept, "commit", "-q", "--allow-empty", "-m", "kept")
+	head := git(kept, "rev-parse", "HEAD")
+	git(b.ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",kept")
+	git(b.ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",empty")
+	const script = `
+plant() { git init -q "$1" && git -C "$1" config core.fsmonitor "touch $PWD/pwned; true"; }
+git -C kept config core.fsmonitor "touch $PWD/pwned; true" 2>/dev/null && echo "ESCAPED: the kept checkout's config"
+mv kept kept-away 2>/dev/null && echo "ESCAPED: the kept checkout renamed"
+mv kept/.git kept/.git-away 2>/dev/null && echo "ESCAPED: the kept checkout's .git renamed"
+plant planted && git -c user.name=t -c user.email=t@example.com -C planted commit -q --allow-empty -m p &&
+  git update-index --add --cacheinfo "160000,$(git -C planted rev-parse HEAD),planted" && echo registered
+plant empty && echo filled
+git status >/dev/null && test -e pwned && rm pwned && echo "git in the box runs it"
+`
+	b.attempts(script, "registered\nfilled\ngit in the box runs it\n")
+	git(b.ws, "status", "--short")
+	if _, err := os.Stat(filepath.Join(b.ws, "pwned")); err == nil {
+		t.Error("the host's git status ran a command the box planted in a submodule checkout")
+	}
+	if _, err := os.Stat(filepath.Join(kept, ".git")); err != nil {
+		t.Errorf("the guarded checkout is gone: %v", err)
+	}
+	recs := b.records()
+	for _, name := range []string{"planted", "empty"} {
+		prefix := filepath.Join(b.ws, name, ".git.cordon-set-aside-")
+		if !slices.ContainsFunc(recs, func(r audit.Record) bool {
+			return r.Type == audit.TypeSetAside && strings.HasPrefix(r.Path, prefix)
+		}) {
+			t.Errorf("no set_aside audit line for the %s checkout", name)
+		}
+		if m, _ := filepath.Glob(prefix + "*"); len(m) != 1 {
+			t.Errorf("the %s checkout's .git was not set aside: %v", name, m)
+		}
+	}
+}
+
 // TestRunGuardsAReadWriteRepository: a read-write allow_path that is a
 // repository (a sibling project the command may edit) has its config and
 // hooks guarded as the workspace's are: the box can change its files, not

@@ -146,8 +146,19 @@ type Result struct {
 	Duration time.Duration
 	// Removed are files the command made that must not exist (Unmade
 	// guards, where the backend cannot forbid them), removed once the
-	// run ended.
-	Removed []string
+	// run ended; SetAside, the new names of the submodule checkouts it
+	// filled or registered (Checkouts), renamed so git no longer runs in
+	// them (see Aftercare).
+	Removed, SetAside []string
+	// Unchecked are the repositories whose index could not be read after
+	// the run, so that their checkouts went unchecked.
+	Unchecked []Unchecked
+}
+
+// Unchecked is a repository Aftercare could not check, and why.
+type Unchecked struct {
+	Path   string
+	Reason error
 }
 
 // Preparer is a Backend that can start setting up a run's sandbox before

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -57,6 +58,14 @@ const (
 	// its creation (a mount cannot) removes one the run made, once the
 	// run has ended, and says so.
 	Unmade
+	// Checkouts is a repository's worktree (Path) whose submodule
+	// checkouts are checked once the run has ended (Aftercare). Git, run
+	// there on the host (a plain git status does it), runs git in each
+	// checkout a gitlink of its index names, with that checkout's own
+	// config and hooks: a command could otherwise register, or fill, a
+	// checkout of its own making. Those present when the run was built
+	// are guarded as repositories, and pinned where they are.
+	Checkouts
 )
 
 // GuardedPath is one guarded path of the workspace, or of a directory
@@ -214,14 +223,18 @@ func settle(in []GuardedPath) []GuardedPath {
 	at := map[string]int{}
 	var out []GuardedPath
 	for _, g := range in {
-		switch i, ok := at[g.Path]; {
+		key := g.Path
+		if g.Guard == Checkouts {
+			key += "\x00checkouts" // no mount: it stands beside the path's own guard
+		}
+		switch i, ok := at[key]; {
 		case covered(g.Path):
 		case ok:
 			if g.Guard == ReadOnly {
 				out[i] = g
 			}
 		default:
-			at[g.Path] = len(out)
+			at[key] = len(out)
 			out = append(out, g)
 		}
 	}
@@ -283,27 +296,156 @@ func guardUnder(root, rel string, absent bool) ([]GuardedPath, error) {
 // link is refused: a guard would land on the link's target, and the link
 // itself could be replaced.
 func GuardRepo(ws string) ([]GuardedPath, error) {
-	dotgit := filepath.Join(ws, ".git")
+	g := repoWalk{entries: maxRepoModuleEntries, top: ws}
+	return g.repo(ws, 0)
+}
+
+// repo guards the repository whose worktree is root, and its submodule
+// checkouts (see Checkouts).
+func (g *repoWalk) repo(root string, depth int) ([]GuardedPath, error) {
+	dotgit := filepath.Join(root, ".git")
 	fi, err := os.Lstat(dotgit)
 	if err != nil {
 		return nil, nil
 	}
-	g := repoWalk{entries: maxRepoModuleEntries}
+	var out []GuardedPath
+	dir := dotgit
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		return nil, linkRefusal(dotgit)
 	case fi.IsDir():
-		return g.dir(dotgit, 0)
+		if out, err = g.dir(dotgit, depth); err != nil {
+			return nil, err
+		}
 	case fi.Mode().IsRegular():
-		out := []GuardedPath{{Path: dotgit, Guard: ReadOnly}}
-		dir, ok := gitdirOf(dotgit)
-		if !ok || !Within(dir, ws) {
+		out = []GuardedPath{{Path: dotgit, Guard: ReadOnly}}
+		var ok bool
+		if dir, ok = gitdirOf(dotgit); !ok {
 			return out, nil
 		}
-		more, err := g.dir(dir, 0)
-		return append(out, more...), err
+		if Within(dir, g.top) {
+			more, err := g.dir(dir, depth)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, more...)
+		}
+	default:
+		return nil, nil
 	}
-	return nil, nil
+	links, err := repoGitlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read the index of %s, to guard its submodule checkouts: %w", root, err)
+	}
+	out = append(out, GuardedPath{Path: root, Guard: Checkouts, Dir: true})
+	for _, l := range links {
+		checkout := filepath.Join(root, filepath.FromSlash(l))
+		if _, err := os.Lstat(filepath.Join(checkout, ".git")); err != nil {
+			continue // not checked out: Aftercare sees to one the run makes
+		}
+		if g.entries--; g.entries < 0 || depth >= maxRepoModuleDepth {
+			return nil, fmt.Errorf("the workspace's repository has too many submodules, or nested too deep, to guard (the bound is %d entries, %d levels)", maxRepoModuleEntries, maxRepoModuleDepth)
+		}
+		pins, err := pinUnder(root, l)
+		if err != nil {
+			return nil, err
+		}
+		more, err := g.repo(checkout, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(out, pins...), more...)
+	}
+	return out, nil
+}
+
+// pinUnder pins root/rel (slash-separated) and each directory between
+// root and it, refusing a symbolic link on the way: git would follow it.
+func pinUnder(root, rel string) ([]GuardedPath, error) {
+	var out []GuardedPath
+	p := root
+	for _, name := range strings.Split(rel, "/") {
+		p = filepath.Join(p, name)
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil:
+			return nil, err
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return nil, linkRefusal(p)
+		case !fi.IsDir():
+			return nil, fmt.Errorf("%s is a submodule checkout that is not a directory", p)
+		}
+		out = append(out, GuardedPath{Path: p, Guard: Pinned, Dir: true})
+	}
+	return out, nil
+}
+
+// repoGitlinks lists the gitlinks of the index in the git directory dir
+// (and of its shared index, when it is split); none when there is no
+// index.
+func repoGitlinks(dir string) ([]string, error) {
+	index := filepath.Join(dir, "index")
+	data, err := readRegular(index)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	size := hashSizeOf(dir)
+	links, shared, err := gitlinks(data, size)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", index, err)
+	}
+	if shared == "" {
+		return links, nil
+	}
+	sharedPath := filepath.Join(dir, "sharedindex."+shared)
+	if data, err = readRegular(sharedPath); err != nil {
+		return nil, err
+	}
+	more, _, err := gitlinks(data, size)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", sharedPath, err)
+	}
+	return append(links, more...), nil
+}
+
+// readRegular reads the regular file p, refusing anything else (a link,
+// a named pipe that would block).
+func readRegular(p string) ([]byte, error) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", p)
+	}
+	return os.ReadFile(p)
+}
+
+// hashSizeOf is the size of the object names of the repository whose git
+// directory is dir: 32 where its config (a linked worktree's is in the
+// common directory) sets extensions.objectFormat to sha256, else 20.
+func hashSizeOf(dir string) int {
+	configs := []string{filepath.Join(dir, "config")}
+	if c, err := os.ReadFile(filepath.Join(dir, "commondir")); err == nil {
+		common := strings.TrimSpace(string(c))
+		if !filepath.IsAbs(common) {
+			common = filepath.Join(dir, common)
+		}
+		configs = append(configs, filepath.Join(common, "config"))
+	}
+	for _, c := range configs {
+		data, _ := os.ReadFile(c)
+		for _, line := range strings.Split(strings.ToLower(string(data)), "\n") {
+			k, v, ok := strings.Cut(line, "=")
+			if ok && strings.TrimSpace(k) == "objectformat" && strings.TrimSpace(v) == "sha256" {
+				return 32
+			}
+		}
+	}
+	return 20
 }
 
 // gitdirOf reads the git directory a .git file names ("gitdir: PATH",
@@ -337,7 +479,8 @@ func linkRefusal(p string) error {
 
 // repoWalk walks one repository's git directories within a bound.
 type repoWalk struct {
-	entries int // directory entries the modules search may still read
+	entries int    // directory entries the modules search may still read
+	top     string // the outermost worktree, whose git directories are guarded
 }
 
 // dir guards the git directory dir and, under its modules/, the git

@@ -277,7 +277,7 @@ func TestGuardWritableRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"pinned lib/.git", "read-only lib/.git/config", "unmade lib/.git/commondir", "read-only lib/.git/hooks"}
+	want := []string{"checkouts lib", "pinned lib/.git", "read-only lib/.git/config", "unmade lib/.git/commondir", "read-only lib/.git/hooks"}
 	if got := describeGuards(paths, base); !slices.Equal(got, want) {
 		t.Errorf("GuardWorkspace =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -320,7 +320,7 @@ func describeGuards(paths []GuardedPath, base string) []string {
 		if base != "" {
 			path = strings.TrimPrefix(path, base+"/")
 		}
-		out = append(out, []string{"pinned", "read-only", "absent-file", "absent-dir", "unmade"}[p.Guard]+" "+path)
+		out = append(out, []string{"pinned", "read-only", "absent-file", "absent-dir", "unmade", "checkouts"}[p.Guard]+" "+path)
 	}
 	return out
 }

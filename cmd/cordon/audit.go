@@ -251,7 +251,7 @@ func recordDetail(r audit.Record) string {
 	if r.Outcome != "" {
 		parts = append(parts, r.Outcome)
 	}
-	if r.Type == audit.TypeBudget || r.Type == audit.TypeRemoved {
+	if r.Type == audit.TypeBudget || r.Type == audit.TypeRemoved || r.Type == audit.TypeSetAside {
 		parts = append(parts, r.Detail)
 	}
 	return strings.Join(parts, " ")

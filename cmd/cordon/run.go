@@ -497,12 +497,20 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		return exitError{code: exitRefused, msg: fmt.Sprintf("the launch could not be recorded, so nothing started: %v", commitErr)}
 	}
 	recordExit(res, runErr)
-	for _, p := range res.Removed {
-		detail := "the sandboxed command made it; git, run on the host, would take its config and hooks from where it points"
-		if err := r.w.Write(audit.Record{Type: audit.TypeRemoved, Path: p, Detail: detail}); err != nil {
+	after := func(t audit.Type, p, what, detail string) {
+		if err := r.w.Write(audit.Record{Type: t, Path: p, Detail: detail}); err != nil {
 			fmt.Fprintf(stderr, "cordon: %v\n", err)
 		}
-		fmt.Fprintf(stderr, "cordon: removed %s: %s\n", p, detail)
+		fmt.Fprintf(stderr, "cordon: %s%s: %s\n", what, p, detail)
+	}
+	for _, p := range res.Removed {
+		after(audit.TypeRemoved, p, "removed ", "the sandboxed command made it; git, run on the host, would take its config and hooks from where it points")
+	}
+	for _, p := range res.SetAside {
+		after(audit.TypeSetAside, p, "set aside as ", "a submodule checkout the sandboxed command filled or registered: git, run on the host in the repository, would run git there with the checkout's config and hooks, which were the command's to write; look at it before you rename it back")
+	}
+	for _, u := range res.Unchecked {
+		after(audit.TypeSetAside, u.Path, "could not check the submodule checkouts of ", "its index could not be read after the run ("+u.Reason.Error()+"); git, run there on the host, may run git in a checkout the sandboxed command made, with its config and hooks")
 	}
 	code := res.ExitCode
 	r.print()

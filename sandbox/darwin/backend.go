@@ -60,36 +60,42 @@ func (e *launchError) Unwrap() error { return e.err }
 // Plan renders the profile and the sandbox-exec command line. On macOS the
 // command is looked up first, as Run does, so the plan is the launch.
 func (b *backend) Plan(s *sandbox.Spec) (*sandbox.Plan, error) {
+	plan, _, err := b.plan(s)
+	return plan, err
+}
+
+// plan is Plan, with the workspace's guarded paths (for sandbox.Aftercare).
+func (b *backend) plan(s *sandbox.Spec) (*sandbox.Plan, []sandbox.GuardedPath, error) {
 	if s == nil || len(s.Argv) == 0 || s.Argv[0] == "" {
-		return nil, &launchError{exitLaunch, errors.New("seatbelt: no command given")}
+		return nil, nil, &launchError{exitLaunch, errors.New("seatbelt: no command given")}
 	}
 	m, err := Detect(s, b.audit)
 	if err != nil {
-		return nil, &launchError{exitLaunch, err}
+		return nil, nil, &launchError{exitLaunch, err}
 	}
 	l, err := newLayout(s, m, m.names)
 	if err != nil {
-		return nil, &launchError{exitLaunch, err}
+		return nil, nil, &launchError{exitLaunch, err}
 	}
 	pr := l.rules()
 	text, err := pr.render()
 	if err != nil {
-		return nil, &launchError{exitLaunch, err}
+		return nil, nil, &launchError{exitLaunch, err}
 	}
 	files, err := l.files(s.Files)
 	if err != nil {
-		return nil, &launchError{exitLaunch, err}
+		return nil, nil, &launchError{exitLaunch, err}
 	}
 	argv := slices.Clone(s.Argv)
 	if b.goos == "darwin" {
 		if argv[0], err = findCommand(s, pr); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	return &sandbox.Plan{
 		Argv:  append([]string{b.exe, "-p", text, "--"}, argv...),
 		Files: files,
-	}, nil
+	}, m.Guarded, nil
 }
 
 // files checks that each of the Spec's files lies in the session's TMPDIR:
@@ -244,7 +250,7 @@ func (b *backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 	if c, blocked := b.Check(ctx, s.Policy).Blocked(); blocked {
 		return sandbox.Result{ExitCode: exitLaunch}, fmt.Errorf("seatbelt cannot enforce this policy here: %s: %s; fix: %s", c.Name, c.Reason, c.Fix)
 	}
-	plan, err := b.Plan(s)
+	plan, guarded, err := b.plan(s)
 	if err != nil {
 		var le *launchError
 		if errors.As(err, &le) {
@@ -255,7 +261,9 @@ func (b *backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 	if err := placeFiles(s, plan.Files); err != nil {
 		return sandbox.Result{ExitCode: exitLaunch}, err
 	}
-	return launch(ctx, s, plan)
+	res, err := launch(ctx, s, plan)
+	res.Removed, res.SetAside, res.Unchecked = sandbox.Aftercare(guarded)
+	return res, err
 }
 
 // placeFiles creates TMPDIR and writes the Spec's files into it, readable

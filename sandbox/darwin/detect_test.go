@@ -27,7 +27,7 @@ func TestDetectFindsTheRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Guarded) == 0 || m.Guarded[0].Path != filepath.Join(ws, ".git") || m.Guarded[0].Guard != sandbox.Pinned {
+	if !slices.Contains(m.Guarded, sandbox.GuardedPath{Path: filepath.Join(ws, ".git"), Guard: sandbox.Pinned, Dir: true}) {
 		t.Errorf("Detect found the repository as %+v", m.Guarded)
 	}
 	if err := os.Symlink("elsewhere", filepath.Join(ws, ".git", "config")); err != nil {

@@ -95,9 +95,9 @@ type launch struct {
 	seccomp  []bpf.RawInstruction
 	// rlimits go on the sandbox's init before it starts the command.
 	rlimits []rlimit
-	// unmade are paths the command must not make, to be removed after
-	// the run if it did (see guardArgs).
-	unmade []string
+	// guarded are the workspace's guarded paths, for sandbox.Aftercare
+	// once the run has ended.
+	guarded []sandbox.GuardedPath
 	// cannot is set when the command cannot be executed: the launch
 	// answers as a shell would, without building the box.
 	cannot *execFailure
@@ -235,13 +235,13 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 			writable = append(writable, b.path)
 		}
 	}
-	guards, unmade, err := guardArgs(sandbox.GuardSpec{Workspace: ws, ReadOnly: p.ReadOnly,
+	guards, guarded, err := guardArgs(sandbox.GuardSpec{Workspace: ws, ReadOnly: p.ReadOnly,
 		Own: []string{h.self, holderPath(h.self)}, Writable: writable, Config: s.Config})
 	if err != nil {
 		return nil, err
 	}
 	a = append(a, guards...)
-	l.unmade = unmade
+	l.guarded = guarded
 	if boxHoldsSelf(p, probe) {
 		a = append(a, "--ro-bind", h.self, selfPath)
 	}

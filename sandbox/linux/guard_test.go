@@ -17,8 +17,8 @@ func TestGuardArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, unmade, err := guardArgs(sandbox.GuardSpec{Workspace: ws}); err != nil || a != nil || unmade != nil {
-		t.Fatalf("no repository: %q, %q, %v; want nothing", a, unmade, err)
+	if a, paths, err := guardArgs(sandbox.GuardSpec{Workspace: ws}); err != nil || a != nil || paths != nil {
+		t.Fatalf("no repository: %q, %v, %v; want nothing", a, paths, err)
 	}
 	// A repository with no config and no hooks directory: every kind of guard.
 	if err := os.MkdirAll(filepath.Join(ws, ".git", "modules", "m"), 0o755); err != nil {
@@ -32,7 +32,7 @@ func TestGuardArgs(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(ws, ".git", "modules", "m", "hooks"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	a, unmade, err := guardArgs(sandbox.GuardSpec{Workspace: ws})
+	a, paths, err := guardArgs(sandbox.GuardSpec{Workspace: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +50,12 @@ func TestGuardArgs(t *testing.T) {
 	}
 	// No mount forbids making a commondir: those are to be removed after
 	// the run, if it made them.
+	var unmade []string
+	for _, p := range paths {
+		if p.Guard == sandbox.Unmade {
+			unmade = append(unmade, p.Path)
+		}
+	}
 	if wantUnmade := []string{g + "/commondir", g + "/modules/m/commondir"}; !slices.Equal(unmade, wantUnmade) {
 		t.Errorf("guardArgs unmade = %q, want %q", unmade, wantUnmade)
 	}
@@ -57,8 +63,8 @@ func TestGuardArgs(t *testing.T) {
 	if err := os.WriteFile(made, []byte("../evil\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if removed := removeUnmade(unmade); !slices.Equal(removed, []string{made}) {
-		t.Errorf("removeUnmade = %q, want %q", removed, made)
+	if removed, _, _ := sandbox.Aftercare(paths); !slices.Equal(removed, []string{made}) {
+		t.Errorf("Aftercare removed %q, want %q", removed, made)
 	}
 	if _, err := os.Lstat(made); err == nil {
 		t.Error("the commondir the run made is still there")
@@ -67,7 +73,7 @@ func TestGuardArgs(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(made, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if removed := removeUnmade(unmade); !slices.Equal(removed, []string{made}) {
-		t.Errorf("removeUnmade of a directory = %q, want %q", removed, made)
+	if removed, _, _ := sandbox.Aftercare(paths); !slices.Equal(removed, []string{made}) {
+		t.Errorf("Aftercare removed a directory as %q, want %q", removed, made)
 	}
 }

@@ -78,7 +78,7 @@ func (b *Backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 		return sandbox.Result{ExitCode: l.cannot.code}, nil
 	}
 	res, err := b.launch(ctx, s, h, l, nil)
-	res.Removed = removeUnmade(l.unmade)
+	res.Removed, res.SetAside, res.Unchecked = sandbox.Aftercare(l.guarded)
 	return res, err
 }
 

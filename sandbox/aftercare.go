@@ -1,0 +1,101 @@
+package sandbox
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Aftercare does, once a run has ended (every process of it), what no
+// mount or profile rule could do beforehand for the guards of its
+// workspace (GuardWorkspace). It removes each Unmade path the command
+// made. It sets aside each submodule checkout that a Checkouts
+// repository's index names and that was not guarded when the run was
+// built (so the command filled or registered it): the checkout's .git (or
+// the symbolic link on the way to it) is renamed, with a random suffix,
+// and git no longer runs there. It returns what it removed, the new names
+// of what it set aside, and the repositories whose index it could not
+// read.
+func Aftercare(guards []GuardedPath) (removed, setAside []string, unchecked []Unchecked) {
+	guarded := map[string]bool{}
+	for _, g := range guards {
+		if g.Guard == Pinned || g.Guard == ReadOnly {
+			guarded[g.Path] = true
+		}
+	}
+	for _, g := range guards {
+		switch g.Guard {
+		case Unmade:
+			if _, err := os.Lstat(g.Path); err == nil && os.RemoveAll(g.Path) == nil {
+				removed = append(removed, g.Path)
+			}
+		case Checkouts:
+			aside, err := setAsideCheckouts(g.Path, guarded)
+			setAside = append(setAside, aside...)
+			if err != nil {
+				unchecked = append(unchecked, Unchecked{Path: g.Path, Reason: err})
+			}
+		}
+	}
+	return removed, setAside, unchecked
+}
+
+// setAsideCheckouts sets aside the populated checkouts of root's gitlinks
+// whose .git is not among guarded.
+func setAsideCheckouts(root string, guarded map[string]bool) ([]string, error) {
+	dir, ok := repoGitDir(root)
+	if !ok {
+		return nil, nil // no repository any more, so nothing git runs
+	}
+	links, err := repoGitlinks(dir)
+	if err != nil {
+		return nil, err
+	}
+	var aside []string
+	for _, l := range links {
+		dotgit := filepath.Join(root, filepath.FromSlash(l), ".git")
+		if _, err := os.Stat(dotgit); err != nil || guarded[dotgit] {
+			continue // not checked out (git follows links, as Stat does), or guarded
+		}
+		// The first symbolic link on the way is what to move: what it
+		// points at may lie outside anything the box could write.
+		target := dotgit
+		p := root
+		for _, name := range strings.Split(l+"/.git", "/") {
+			p = filepath.Join(p, name)
+			if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+				target = p
+				break
+			}
+		}
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], rand.Uint64())
+		to := target + ".cordon-set-aside-" + hex.EncodeToString(b[:6])
+		if err := os.Rename(target, to); err != nil {
+			return aside, fmt.Errorf("set aside %s: %w", target, err)
+		}
+		aside = append(aside, to)
+	}
+	return aside, nil
+}
+
+// repoGitDir is the git directory of the repository whose worktree is
+// root: its .git directory, or the one its .git file names.
+func repoGitDir(root string) (string, bool) {
+	dotgit := filepath.Join(root, ".git")
+	fi, err := os.Lstat(dotgit)
+	switch {
+	case err != nil:
+		return "", false
+	case fi.IsDir():
+		return dotgit, true
+	case fi.Mode().IsRegular():
+		return gitdirOf(dotgit)
+	}
+	return "", false
+}

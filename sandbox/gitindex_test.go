@@ -1,0 +1,150 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// git runs git in dir, failing the test on an error.
+func git(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.email=t@example.com", "-c", "user.name=t", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A real index of each version and kind git writes, with a gitlink among
+// files, reads as that gitlink.
+func TestGitlinks(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		init  []string
+		setup [][]string
+		hash  int
+	}{
+		{name: "version 2", init: []string{"init", "-q"}, hash: 20},
+		{name: "version 3 (extended flags)", init: []string{"init", "-q"}, setup: [][]string{{"update-index", "--skip-worktree", "b/file"}}, hash: 20},
+		{name: "version 4", init: []string{"init", "-q"}, setup: [][]string{{"update-index", "--index-version", "4"}}, hash: 20},
+		{name: "split", init: []string{"init", "-q"}, setup: [][]string{{"update-index", "--split-index"}, {"update-index", "--add", "--cacheinfo", "160000,{sub},z/late"}}, hash: 20},
+		{name: "sha256", init: []string{"init", "-q", "--object-format=sha256"}, hash: 32},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			repo := t.TempDir()
+			git(t, repo, c.init...)
+			for _, f := range []string{"a/file", "b/file", "c"} {
+				if err := os.MkdirAll(filepath.Join(repo, filepath.Dir(f)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(repo, f), []byte(f), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			git(t, repo, "add", ".")
+			sub := git(t, repo, "hash-object", "-w", "c") // any object name will do
+			git(t, repo, "update-index", "--add", "--cacheinfo", "160000,"+sub+",a/sub")
+			want := []string{"a/sub"}
+			for _, s := range c.setup {
+				for i := range s {
+					s[i] = strings.ReplaceAll(s[i], "{sub}", sub)
+				}
+				git(t, repo, s...)
+				if strings.Contains(strings.Join(s, " "), "z/late") {
+					want = append(want, "z/late")
+				}
+			}
+			dir := filepath.Join(repo, ".git")
+			if got := hashSizeOf(dir); got != c.hash {
+				t.Fatalf("hashSizeOf = %d, want %d", got, c.hash)
+			}
+			got, err := repoGitlinks(dir)
+			slices.Sort(got)
+			if err != nil || !slices.Equal(got, want) {
+				t.Fatalf("repoGitlinks = %q, %v; want %q", got, err, want)
+			}
+		})
+	}
+}
+
+func TestGitlinksRefuses(t *testing.T) {
+	entry := func(mode uint32, name string) []byte {
+		e := make([]byte, 62)
+		e[24], e[25], e[26], e[27] = byte(mode>>24), byte(mode>>16), byte(mode>>8), byte(mode)
+		e[60], e[61] = 0, byte(len(name))
+		e = append(e, name...)
+		for len(e)%8 != 0 || len(e) == 62+len(name) {
+			e = append(e, 0)
+		}
+		return e
+	}
+	index := func(version, count byte, entries ...[]byte) []byte {
+		b := []byte{'D', 'I', 'R', 'C', 0, 0, 0, version, 0, 0, 0, count}
+		for _, e := range entries {
+			b = append(b, e...)
+		}
+		return append(b, make([]byte, 20)...)
+	}
+	good := index(2, 1, entry(modeGitlink, "ok/sub"))
+	if links, _, err := gitlinks(good, 20); err != nil || !slices.Equal(links, []string{"ok/sub"}) {
+		t.Fatalf("a well-formed index: %q, %v", links, err)
+	}
+	for name, data := range map[string][]byte{
+		"empty":            nil,
+		"not an index":     []byte("PACK\x00\x00\x00\x02\x00\x00\x00\x00"),
+		"version 5":        index(5, 0),
+		"too many entries": index(2, 200, entry(modeGitlink, "a")),
+		"cut off":          good[:40],
+		"parent path":      index(2, 1, entry(modeGitlink, "../outside")),
+		"absolute path":    index(2, 1, entry(modeGitlink, "/etc")),
+		".git in the path": index(2, 1, entry(modeGitlink, "a/.GIT/x")),
+		"unclean path":     index(2, 1, entry(modeGitlink, "a//b")),
+	} {
+		if links, _, err := gitlinks(data, 20); err == nil {
+			t.Errorf("%s: read as %q", name, links)
+		}
+	}
+}
+
+// Whatever the box writes as an index, reading it neither panics nor
+// yields a path outside the worktree.
+func FuzzGitlinks(f *testing.F) {
+	repo := f.TempDir()
+	git(f, repo, "init", "-q")
+	if err := os.WriteFile(filepath.Join(repo, "c"), []byte("c"), 0o644); err != nil {
+		f.Fatal(err)
+	}
+	git(f, repo, "add", "c")
+	git(f, repo, "update-index", "--add", "--cacheinfo", "160000,"+git(f, repo, "hash-object", "-w", "c")+",a/sub")
+	data, err := os.ReadFile(filepath.Join(repo, ".git", "index"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data, 20)
+	git(f, repo, "update-index", "--index-version", "4")
+	if data, err = os.ReadFile(filepath.Join(repo, ".git", "index")); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data, 20)
+	f.Fuzz(func(t *testing.T, data []byte, hash int) {
+		if hash != 20 && hash != 32 {
+			return
+		}
+		links, _, err := gitlinks(data, hash)
+		if err != nil {
+			return
+		}
+		for _, l := range links {
+			if !cleanWorktreePath(l) {
+				t.Fatalf("gitlink %q is no path in a worktree", l)
+			}
+		}
+	})
+}

@@ -30,10 +30,11 @@ const (
 	// removed when the run ended (see sandbox.Unmade): Path and Detail
 	// say which and why.
 	TypeRemoved Type = "removed"
-	// TypeSetAside is a submodule checkout the sandboxed command filled or
-	// registered, whose .git cordon renamed when the run ended (see
-	// sandbox.Checkouts), or a repository whose index cordon could not
-	// read then: Path and Detail say which and why.
+	// TypeSetAside is the .git of a repository the sandboxed command made
+	// at a guarded root, or of a submodule checkout it filled or
+	// registered, which cordon renamed when the run ended (see
+	// sandbox.Unborn, sandbox.Checkouts), or a repository whose index
+	// cordon could not read then: Path and Detail say which and why.
 	TypeSetAside Type = "set_aside"
 )
 

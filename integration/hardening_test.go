@@ -457,6 +457,38 @@ git status >/dev/null && test -e pwned && rm pwned && echo "git in the box runs 
 	}
 }
 
+// TestRunSetsAsideARepositoryTheBoxMade: in a workspace that is no
+// repository, the box may git init one, with a core.fsmonitor of its own;
+// a shell prompt that shows the branch would run it at the user's next
+// cd. The repository is set aside when the run ends (its .git renamed,
+// nothing lost), with a set_aside audit line, and the host's git then
+// finds no repository there.
+func TestRunSetsAsideARepositoryTheBoxMade(t *testing.T) {
+	b := newBox(t)
+	b.attempts(`git init -q . && git config core.fsmonitor "touch $PWD/pwned; true" && echo x > f && git add f &&
+git -c user.name=t -c user.email=t@example.com commit -qm mine && echo committed
+rm -f pwned # git in the box ran it: that is the box's own business`, "committed\n")
+	cmd := asUser(t, nil, "/usr/bin/git", "status", "--short")
+	cmd.Dir = b.ws
+	r := runResult(t, runTimeout, cmd)
+	if r.code == 0 {
+		t.Errorf("the host's git still finds the box's repository:\n%s", r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(b.ws, "pwned")); err == nil {
+		t.Error("the host's git ran the command the box planted in its repository")
+	}
+	aside, _ := filepath.Glob(filepath.Join(b.ws, ".git.cordon-set-aside-*"))
+	if len(aside) != 1 {
+		t.Fatalf("the box's repository was not set aside: %v", aside)
+	}
+	if _, err := os.Stat(filepath.Join(aside[0], "HEAD")); err != nil {
+		t.Errorf("the set-aside repository lost its contents: %v", err)
+	}
+	if !slices.ContainsFunc(b.records(), func(r audit.Record) bool { return r.Type == audit.TypeSetAside && r.Path == aside[0] }) {
+		t.Error("no set_aside audit line for the box's repository")
+	}
+}
+
 // TestRunGuardsAReadWriteRepository: a read-write allow_path that is a
 // repository (a sibling project the command may edit) has its config and
 // hooks guarded as the workspace's are: the box can change its files, not

@@ -14,14 +14,16 @@ import (
 // Aftercare does, once a run has ended (every process of it), what no
 // mount or profile rule could do beforehand for the guards of its
 // workspace (GuardWorkspace). It removes each Unmade path the command
-// made. It sets aside each submodule checkout that a Checkouts
+// made. It sets aside (renames, with a random suffix) a repository the
+// command made where an Unborn guard stands, and each submodule checkout
+// that a Checkouts
 // repository's index names and that was not guarded when the run was
 // built (so the command filled or registered it): the checkout's .git (or
 // the symbolic link on the way to it) is renamed, with a random suffix,
 // and git no longer runs there. It returns what it removed, the new names
 // of what it set aside, and the repositories whose index it could not
 // read.
-func Aftercare(guards []GuardedPath) (removed, setAside []string, unchecked []Unchecked) {
+func Aftercare(guards []GuardedPath) (removed, aside []string, unchecked []Unchecked) {
 	guarded := map[string]bool{}
 	for _, g := range guards {
 		if g.Guard == Pinned || g.Guard == ReadOnly {
@@ -34,15 +36,24 @@ func Aftercare(guards []GuardedPath) (removed, setAside []string, unchecked []Un
 			if _, err := os.Lstat(g.Path); err == nil && os.RemoveAll(g.Path) == nil {
 				removed = append(removed, g.Path)
 			}
+		case Unborn:
+			if _, err := os.Lstat(g.Path); err == nil {
+				to, err := setAside(g.Path)
+				if err != nil {
+					unchecked = append(unchecked, Unchecked{Path: filepath.Dir(g.Path), Reason: err})
+					continue
+				}
+				aside = append(aside, to)
+			}
 		case Checkouts:
-			aside, err := setAsideCheckouts(g.Path, guarded)
-			setAside = append(setAside, aside...)
+			more, err := setAsideCheckouts(g.Path, guarded)
+			aside = append(aside, more...)
 			if err != nil {
 				unchecked = append(unchecked, Unchecked{Path: g.Path, Reason: err})
 			}
 		}
 	}
-	return removed, setAside, unchecked
+	return removed, aside, unchecked
 }
 
 // setAsideCheckouts sets aside the populated checkouts of root's gitlinks
@@ -73,15 +84,25 @@ func setAsideCheckouts(root string, guarded map[string]bool) ([]string, error) {
 				break
 			}
 		}
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], rand.Uint64())
-		to := target + ".cordon-set-aside-" + hex.EncodeToString(b[:6])
-		if err := os.Rename(target, to); err != nil {
-			return aside, fmt.Errorf("set aside %s: %w", target, err)
+		to, err := setAside(target)
+		if err != nil {
+			return aside, err
 		}
 		aside = append(aside, to)
 	}
 	return aside, nil
+}
+
+// setAside renames p with a random suffix (the box cannot have made the
+// new name ready), and returns the new name.
+func setAside(p string) (string, error) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
+	to := p + ".cordon-set-aside-" + hex.EncodeToString(b[:6])
+	if err := os.Rename(p, to); err != nil {
+		return "", fmt.Errorf("set aside %s: %w", p, err)
+	}
+	return to, nil
 }
 
 // repoGitDir is the git directory of the repository whose worktree is

@@ -66,6 +66,12 @@ const (
 	// checkout of its own making. Those present when the run was built
 	// are guarded as repositories, and pinned where they are.
 	Checkouts
+	// Unborn is the .git of a workspace root (or a read-write allow_path)
+	// that is no repository when the run is built. A repository the run
+	// makes there has config and hooks of the box's writing, which git run
+	// there on the host (a shell prompt that shows the branch does it at
+	// every cd) would run: Aftercare sets it aside.
+	Unborn
 )
 
 // GuardedPath is one guarded path of the workspace, or of a directory
@@ -306,6 +312,9 @@ func (g *repoWalk) repo(root string, depth int) ([]GuardedPath, error) {
 	dotgit := filepath.Join(root, ".git")
 	fi, err := os.Lstat(dotgit)
 	if err != nil {
+		if depth == 0 && errors.Is(err, fs.ErrNotExist) {
+			return []GuardedPath{{Path: dotgit, Guard: Unborn}}, nil
+		}
 		return nil, nil
 	}
 	var out []GuardedPath

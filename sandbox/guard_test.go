@@ -16,7 +16,7 @@ func TestGuardRepo(t *testing.T) {
 		want    []string // each a guarded path, as kind and path
 		wantErr string
 	}{
-		{name: "not a repository", tree: tree{"src/": ""}, want: nil},
+		{name: "not a repository", tree: tree{"src/": ""}, want: []string{"unborn {ws}/.git"}},
 		{name: "repository", tree: tree{".git/config": "", ".git/hooks/": "", ".git/HEAD": ""},
 			want: []string{"pinned {ws}/.git", "read-only {ws}/.git/config", "read-only {ws}/.git/hooks", "unmade {ws}/.git/commondir"}},
 		// A commondir points git's config and hooks elsewhere: a linked
@@ -248,6 +248,9 @@ func TestGuardOwnFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// No directory here is a repository: each root has an
+			// Unborn guard, which TestGuardUnborn covers.
+			paths = slices.DeleteFunc(paths, func(p GuardedPath) bool { return p.Guard == Unborn })
 			got := describeGuards(paths, base)
 			if !slices.Equal(got, c.want) {
 				t.Errorf("GuardWorkspace =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
@@ -277,7 +280,7 @@ func TestGuardWritableRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"checkouts lib", "pinned lib/.git", "read-only lib/.git/config", "unmade lib/.git/commondir", "read-only lib/.git/hooks"}
+	want := []string{"checkouts lib", "unborn ws/.git", "pinned lib/.git", "read-only lib/.git/config", "unmade lib/.git/commondir", "read-only lib/.git/hooks"}
 	if got := describeGuards(paths, base); !slices.Equal(got, want) {
 		t.Errorf("GuardWorkspace =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -306,8 +309,37 @@ func TestGuardWorkspaceLinkedProjectFile(t *testing.T) {
 	if err := os.Symlink("cordon.yaml", filepath.Join(ws, ".cordon.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	if paths, err := GuardWorkspace(GuardSpec{Workspace: ws}); err != nil || len(paths) != 0 {
-		t.Errorf("GuardWorkspace = %v, %v; want nothing", paths, err)
+	want := []GuardedPath{{Path: filepath.Join(ws, ".git"), Guard: Unborn}}
+	if paths, err := GuardWorkspace(GuardSpec{Workspace: ws}); err != nil || !slices.Equal(paths, want) {
+		t.Errorf("GuardWorkspace = %v, %v; want only %v", paths, err, want)
+	}
+}
+
+// A root that is no repository gets an Unborn guard: a repository the
+// run makes there is set aside after it, and one the user makes later is
+// left alone.
+func TestGuardUnborn(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := describeGuards(paths, ws); !slices.Equal(got, []string{"unborn .git"}) {
+		t.Fatalf("GuardWorkspace = %q", got)
+	}
+	if _, aside, _ := Aftercare(paths); aside != nil {
+		t.Fatalf("a run that made no repository set aside %q", aside)
+	}
+	git(t, ws, "init", "-q") // what the run does
+	_, aside, unchecked := Aftercare(paths)
+	if len(aside) != 1 || !strings.HasPrefix(aside[0], filepath.Join(ws, ".git.cordon-set-aside-")) || unchecked != nil {
+		t.Fatalf("Aftercare set aside %q (unchecked %v), want the run's .git", aside, unchecked)
+	}
+	if _, err := os.Stat(filepath.Join(aside[0], "config")); err != nil {
+		t.Errorf("the set-aside repository lost its contents: %v", err)
 	}
 }
 
@@ -320,7 +352,7 @@ func describeGuards(paths []GuardedPath, base string) []string {
 		if base != "" {
 			path = strings.TrimPrefix(path, base+"/")
 		}
-		out = append(out, []string{"pinned", "read-only", "absent-file", "absent-dir", "unmade", "checkouts"}[p.Guard]+" "+path)
+		out = append(out, []string{"pinned", "read-only", "absent-file", "absent-dir", "unmade", "checkouts", "unborn"}[p.Guard]+" "+path)
 	}
 	return out
 }

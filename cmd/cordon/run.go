@@ -507,7 +507,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		after(audit.TypeRemoved, p, "removed ", "the sandboxed command made it; git, run on the host, would take its config and hooks from where it points")
 	}
 	for _, p := range res.SetAside {
-		after(audit.TypeSetAside, p, "set aside as ", "a submodule checkout the sandboxed command filled or registered: git, run on the host in the repository, would run git there with the checkout's config and hooks, which were the command's to write; look at it before you rename it back")
+		after(audit.TypeSetAside, p, "set aside as ", "a repository the sandboxed command made, or a submodule checkout it filled or registered: its config and hooks were the command's to write, and git run on the host (a plain git status, a shell prompt that shows the branch) would run them; look at them before you rename it back")
 	}
 	for _, u := range res.Unchecked {
 		after(audit.TypeSetAside, u.Path, "could not check the submodule checkouts of ", "its index could not be read after the run ("+u.Reason.Error()+"); git, run there on the host, may run git in a checkout the sandboxed command made, with its config and hooks")

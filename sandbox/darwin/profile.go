@@ -144,8 +144,8 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 	for _, r := range m.Guarded {
 		list := &l.guardFiles
 		switch {
-		case r.Guard == sandbox.Checkouts:
-			continue // checked after the run (sandbox.Aftercare), not a rule
+		case r.Guard == sandbox.Checkouts || r.Guard == sandbox.Unborn:
+			continue // seen to after the run (sandbox.Aftercare), not a rule
 		case r.Guard == sandbox.Pinned:
 			list = &l.guardDirs
 		case r.Dir:

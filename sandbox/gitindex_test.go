@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,7 +95,7 @@ func TestGitlinksRefuses(t *testing.T) {
 		return append(b, make([]byte, 20)...)
 	}
 	good := index(2, 1, entry(modeGitlink, "ok/sub"))
-	if links, _, err := gitlinks(good, 20); err != nil || !slices.Equal(links, []string{"ok/sub"}) {
+	if links, _, err := gitlinks(bytes.NewReader(good), int64(len(good)), 20); err != nil || !slices.Equal(links, []string{"ok/sub"}) {
 		t.Fatalf("a well-formed index: %q, %v", links, err)
 	}
 	for name, data := range map[string][]byte{
@@ -107,7 +109,7 @@ func TestGitlinksRefuses(t *testing.T) {
 		".git in the path": index(2, 1, entry(modeGitlink, "a/.GIT/x")),
 		"unclean path":     index(2, 1, entry(modeGitlink, "a//b")),
 	} {
-		if links, _, err := gitlinks(data, 20); err == nil {
+		if links, _, err := gitlinks(bytes.NewReader(data), int64(len(data)), 20); err == nil {
 			t.Errorf("%s: read as %q", name, links)
 		}
 	}
@@ -137,7 +139,7 @@ func FuzzGitlinks(f *testing.F) {
 		if hash != 20 && hash != 32 {
 			return
 		}
-		links, _, err := gitlinks(data, hash)
+		links, _, err := gitlinks(bytes.NewReader(data), int64(len(data)), hash)
 		if err != nil {
 			return
 		}
@@ -147,4 +149,32 @@ func FuzzGitlinks(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkRepoGitlinks reads the index of a repository of 100,000 files,
+// as every run in such a workspace does when it starts and when it ends.
+func BenchmarkRepoGitlinks(b *testing.B) {
+	repo := b.TempDir()
+	git(b, repo, "init", "-q")
+	blob := git(b, repo, "hash-object", "-w", "--stdin")
+	var lines strings.Builder
+	for i := range 100_000 {
+		fmt.Fprintf(&lines, "100644 %s\tdir%03d/sub%02d/file%06d.go\n", blob, i%500, i%37, i)
+	}
+	cmd := exec.Command("git", "update-index", "--add", "--index-info")
+	cmd.Dir, cmd.Stdin = repo, strings.NewReader(lines.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("git update-index: %v: %s", err, out)
+	}
+	dir := filepath.Join(repo, ".git")
+	for _, version := range []string{"2", "4"} {
+		git(b, repo, "update-index", "--index-version", version)
+		b.Run("version "+version, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := repoGitlinks(dir); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

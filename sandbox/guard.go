@@ -393,44 +393,38 @@ func pinUnder(root, rel string) ([]GuardedPath, error) {
 // (and of its shared index, when it is split); none when there is no
 // index.
 func repoGitlinks(dir string) ([]string, error) {
-	index := filepath.Join(dir, "index")
-	data, err := readRegular(index)
+	size := hashSizeOf(dir)
+	links, shared, err := indexGitlinks(filepath.Join(dir, "index"), size)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
+	if err != nil || shared == "" {
+		return links, err
 	}
-	size := hashSizeOf(dir)
-	links, shared, err := gitlinks(data, size)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", index, err)
-	}
-	if shared == "" {
-		return links, nil
-	}
-	sharedPath := filepath.Join(dir, "sharedindex."+shared)
-	if data, err = readRegular(sharedPath); err != nil {
-		return nil, err
-	}
-	more, _, err := gitlinks(data, size)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", sharedPath, err)
-	}
-	return append(links, more...), nil
+	more, _, err := indexGitlinks(filepath.Join(dir, "sharedindex."+shared), size)
+	return append(links, more...), err
 }
 
-// readRegular reads the regular file p, refusing anything else (a link,
-// a named pipe that would block).
-func readRegular(p string) ([]byte, error) {
-	fi, err := os.Lstat(p)
+// indexGitlinks reads the gitlinks of the index file p (gitlinks), which
+// must be a regular file (not a link, nor a named pipe that would block).
+func indexGitlinks(p string, hashSize int) ([]string, string, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, "", err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", p)
+		return nil, "", fmt.Errorf("%s is not a regular file", p)
 	}
-	return os.ReadFile(p)
+	links, shared, err := gitlinks(f, fi.Size(), hashSize)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", p, err)
+	}
+	return links, shared, nil
 }
 
 // hashSizeOf is the size of the object names of the repository whose git

@@ -35,6 +35,12 @@ const (
 	maxRepoModuleEntries = 10_000
 )
 
+// maxIndexSize bounds the git index cordon reads (the largest real ones,
+// of millions of files, are a few hundred megabytes): the box could
+// otherwise hold cordon's exit for as long as it takes to read a sparse
+// file of any size.
+const maxIndexSize = 1 << 30
+
 // Guard says how a backend guards one path of the workspace.
 type Guard int
 
@@ -419,6 +425,9 @@ func indexGitlinks(p string, hashSize int) ([]string, string, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, "", fmt.Errorf("%s is not a regular file", p)
+	}
+	if fi.Size() > maxIndexSize {
+		return nil, "", fmt.Errorf("%s is %d bytes, more than the %d cordon reads", p, fi.Size(), maxIndexSize)
 	}
 	links, shared, err := gitlinks(f, fi.Size(), hashSize)
 	if err != nil {

@@ -178,3 +178,28 @@ func BenchmarkRepoGitlinks(b *testing.B) {
 		})
 	}
 }
+
+// An index too large to be real is refused unread, and so is one that is
+// no regular file.
+func TestIndexGitlinksBounds(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "index")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(maxIndexSize + 1); err != nil { // sparse: nothing is written
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, _, err := indexGitlinks(big, 20); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("an index of %d bytes: %v", maxIndexSize+1, err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(big, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := indexGitlinks(link, 20); err == nil {
+		t.Error("an index that is a symbolic link was read")
+	}
+}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -63,10 +64,12 @@ func setAsideCheckouts(root string, guarded map[string]bool) ([]string, error) {
 	if !ok {
 		return nil, nil // no repository any more, so nothing git runs
 	}
-	links, err := repoGitlinks(dir)
-	if err != nil {
-		return nil, err
+	links, odd := repoGitlinks(dir)
+	var bad *badGitlinksError
+	if odd != nil && !errors.As(odd, &bad) {
+		return nil, odd
 	}
+	// An odd gitlink is reported once the others are seen to.
 	var aside []string
 	for _, l := range links {
 		dotgit := filepath.Join(root, filepath.FromSlash(l), ".git")
@@ -90,7 +93,7 @@ func setAsideCheckouts(root string, guarded map[string]bool) ([]string, error) {
 		}
 		aside = append(aside, to)
 	}
-	return aside, nil
+	return aside, odd
 }
 
 // setAside renames p with a random suffix (the box cannot have made the

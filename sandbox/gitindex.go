@@ -27,7 +27,9 @@ var errIndexEnds = errors.New("git index ends early")
 // its shared index (hex, "" for none) when it is split: git reads entries
 // from both. It reads versions 2, 3 and 4 of the format, as a stream
 // (an index can be hundreds of megabytes); the index is the box's to
-// write, so a malformed one is an error, never a guess.
+// write, so a malformed one is an error, never a guess. A gitlink at a
+// path no worktree has (absolute, unclean, through a .git) is a
+// *badGitlinksError, returned with the gitlinks read.
 func gitlinks(r io.Reader, size int64, hashSize int) (links []string, shared string, err error) {
 	cr := &countingReader{r: r}
 	br := bufio.NewReaderSize(cr, indexBuffer)
@@ -55,7 +57,8 @@ func gitlinks(r io.Reader, size int64, hashSize int) (links []string, shared str
 	if uint64(count) > uint64(size)/uint64(fixed) {
 		return nil, "", fmt.Errorf("git index claims %d entries in %d bytes", count, size)
 	}
-	var prev []byte // the last entry's path, which version 4 paths build on
+	var prev []byte  // the last entry's path, which version 4 paths build on
+	var bad []string // gitlinks at paths no worktree has
 	for range count {
 		e, err := take(fixed)
 		if err != nil {
@@ -97,7 +100,9 @@ func gitlinks(r io.Reader, size int64, hashSize int) (links []string, shared str
 		}
 		if mode == modeGitlink {
 			if !cleanWorktreePath(string(p)) {
-				return nil, "", fmt.Errorf("git index has a gitlink at %q, which is no path in a worktree", p)
+				// Reading on keeps one odd entry from hiding the others.
+				bad = append(bad, string(p))
+				continue
 			}
 			links = append(links, string(p))
 		}
@@ -127,7 +132,19 @@ func gitlinks(r io.Reader, size int64, hashSize int) (links []string, shared str
 			return nil, "", errIndexEnds
 		}
 	}
+	if bad != nil {
+		return links, shared, &badGitlinksError{bad}
+	}
 	return links, shared, nil
+}
+
+// badGitlinksError names gitlinks at paths that are no paths in a worktree
+// (git itself refuses to write them). It comes with the other gitlinks of
+// the index, which were read.
+type badGitlinksError struct{ paths []string }
+
+func (e *badGitlinksError) Error() string {
+	return fmt.Sprintf("git index has gitlinks at %q, which are no paths in a worktree", e.paths)
 }
 
 // countingReader counts the bytes read from r.

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -97,6 +98,14 @@ func TestGitlinksRefuses(t *testing.T) {
 	good := index(2, 1, entry(modeGitlink, "ok/sub"))
 	if links, _, err := gitlinks(bytes.NewReader(good), int64(len(good)), 20); err != nil || !slices.Equal(links, []string{"ok/sub"}) {
 		t.Fatalf("a well-formed index: %q, %v", links, err)
+	}
+	// An odd gitlink does not hide the others: they are read, and it is
+	// reported.
+	mixed := index(2, 2, entry(modeGitlink, "../outside"), entry(modeGitlink, "ok/sub"))
+	links, _, err := gitlinks(bytes.NewReader(mixed), int64(len(mixed)), 20)
+	var bad *badGitlinksError
+	if !errors.As(err, &bad) || !slices.Equal(bad.paths, []string{"../outside"}) || !slices.Equal(links, []string{"ok/sub"}) {
+		t.Errorf("an index with an odd gitlink: %q, %v", links, err)
 	}
 	for name, data := range map[string][]byte{
 		"empty":            nil,

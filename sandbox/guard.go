@@ -397,18 +397,24 @@ func pinUnder(root, rel string) ([]GuardedPath, error) {
 
 // repoGitlinks lists the gitlinks of the index in the git directory dir
 // (and of its shared index, when it is split); none when there is no
-// index.
+// index. With a *badGitlinksError, the gitlinks it lists are those read.
 func repoGitlinks(dir string) ([]string, error) {
 	size := hashSizeOf(dir)
 	links, shared, err := indexGitlinks(filepath.Join(dir, "index"), size)
-	if errors.Is(err, fs.ErrNotExist) {
+	var bad *badGitlinksError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
-	}
-	if err != nil || shared == "" {
+	case err != nil && !errors.As(err, &bad):
+		return nil, err
+	case shared == "":
 		return links, err
 	}
-	more, _, err := indexGitlinks(filepath.Join(dir, "sharedindex."+shared), size)
-	return append(links, more...), err
+	more, _, err2 := indexGitlinks(filepath.Join(dir, "sharedindex."+shared), size)
+	if err2 != nil && !errors.As(err2, &bad) {
+		return nil, err2
+	}
+	return append(links, more...), errors.Join(err, err2)
 }
 
 // indexGitlinks reads the gitlinks of the index file p (gitlinks), which
@@ -431,7 +437,7 @@ func indexGitlinks(p string, hashSize int) ([]string, string, error) {
 	}
 	links, shared, err := gitlinks(f, fi.Size(), hashSize)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", p, err)
+		return links, shared, fmt.Errorf("%s: %w", p, err)
 	}
 	return links, shared, nil
 }

@@ -457,6 +457,44 @@ git status >/dev/null && test -e pwned && rm pwned && echo "git in the box runs 
 	}
 }
 
+// TestRunGuardsIncludedConfig: a repository's config may include files
+// (include.path, includeIf), which git reads as its config; one in the
+// workspace was the box's to write, so a core.fsmonitor appended there ran
+// at the host's next git status. Included files in the workspace are
+// read-only in the box, and a missing one cannot be made.
+func TestRunGuardsIncludedConfig(t *testing.T) {
+	b := newBox(t)
+	git := func(args ...string) {
+		cmd := asUser(t, nil, "/usr/bin/git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = b.ws
+		if r := runResult(t, runTimeout, cmd); r.code != 0 {
+			t.Fatalf("git %q: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	git("init", "-q", ".")
+	git("commit", "-q", "--allow-empty", "-m", "first")
+	b.file(filepath.Join(b.ws, "team.gitconfig"), "[user]\n\tname = team\n")
+	git("config", "--add", "include.path", "../team.gitconfig")
+	git("config", "--add", "include.path", "../later.gitconfig")
+	b.attempts(`printf '[core]\n\tfsmonitor = touch %s/pwned\n' "$PWD" >> team.gitconfig 2>/dev/null && echo "ESCAPED: included config written"
+printf '[core]\n\tfsmonitor = touch %s/pwned\n' "$PWD" > later.gitconfig && echo "made the missing include"
+rm -f pwned
+echo x > tracked && git add tracked && git -c user.name=t -c user.email=t@example.com commit -qm second && echo committed
+rm -f pwned # git in the box followed the include it made: the box's own business`, "made the missing include\ncommitted\n")
+	if _, err := os.Stat(filepath.Join(b.ws, "later.gitconfig")); err == nil {
+		t.Error("the include the box made is still there after the run")
+	}
+	if !slices.ContainsFunc(b.records(), func(r audit.Record) bool {
+		return r.Type == audit.TypeRemoved && r.Path == filepath.Join(b.ws, "later.gitconfig")
+	}) {
+		t.Error("no removed audit line for the include the box made")
+	}
+	git("status", "--short")
+	if _, err := os.Stat(filepath.Join(b.ws, "pwned")); err == nil {
+		t.Error("the host's git ran a command the box planted in an included config")
+	}
+}
+
 // TestRunSetsAsideARepositoryTheBoxMade: in a workspace that is no
 // repository, the box may git init one, with a core.fsmonitor of its own;
 // a shell prompt that shows the branch would run it at the user's next

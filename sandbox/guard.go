@@ -521,6 +521,30 @@ func (g *repoWalk) dir(dir string, depth int) ([]GuardedPath, error) {
 			return nil, linkRefusal(p)
 		default:
 			out = append(out, GuardedPath{Path: p, Guard: ReadOnly, Dir: fi.IsDir()})
+			// What it includes from where the box may write is git's
+			// config as much as the file itself: read-only, and a
+			// missing one removed after the run if the run made it.
+			for _, inc := range configIncludes(p, os.Getenv("HOME")) {
+				if !Within(inc, g.top) || inc == g.top {
+					continue
+				}
+				if _, err := os.Lstat(inc); errors.Is(err, fs.ErrNotExist) {
+					// A placeholder would not do: git fails on an
+					// include it cannot read. One the run makes is
+					// removed after it.
+					out = append(out, GuardedPath{Path: inc, Guard: Unmade})
+					continue
+				}
+				rel, err := filepath.Rel(g.top, inc)
+				if err != nil {
+					return nil, err
+				}
+				more, err := guardUnder(g.top, rel, false)
+				if err != nil {
+					return nil, fmt.Errorf("%s includes %s: %w", p, inc, err)
+				}
+				out = append(out, more...)
+			}
 		}
 	}
 	// Only a linked worktree's private directory (under worktrees/) has

@@ -17,6 +17,9 @@ func TestGuardRepo(t *testing.T) {
 		wantErr string
 	}{
 		{name: "not a repository", tree: tree{"src/": ""}, want: []string{"unborn {ws}/.git"}},
+		{name: "config includes", tree: tree{".git/hooks/": "", "team.gitconfig": "",
+			".git/config": "[include]\n\tpath = ../team.gitconfig\n[includeIf \"onbranch:x\"]\n\tpath = ../missing.gitconfig\n\tpath = /etc/gitconfig\n"},
+			want: []string{"read-only {ws}/.git/config", "read-only {ws}/team.gitconfig", "unmade {ws}/missing.gitconfig"}},
 		{name: "repository", tree: tree{".git/config": "", ".git/hooks/": "", ".git/HEAD": ""},
 			want: []string{"pinned {ws}/.git", "read-only {ws}/.git/config", "read-only {ws}/.git/hooks", "unmade {ws}/.git/commondir"}},
 		// A commondir points git's config and hooks elsewhere: a linked

@@ -504,7 +504,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		fmt.Fprintf(stderr, "cordon: %s%s: %s\n", what, p, detail)
 	}
 	for _, p := range res.Removed {
-		after(audit.TypeRemoved, p, "removed ", "the sandboxed command made it; git, run on the host, would take its config and hooks from where it points")
+		after(audit.TypeRemoved, p, "removed ", "the sandboxed command made it, and git, run on the host, would have taken config and hooks from it (a git directory's commondir, or a file the repository's config includes)")
 	}
 	for _, p := range res.SetAside {
 		after(audit.TypeSetAside, p, "set aside as ", "a repository the sandboxed command made, or a submodule checkout it filled or registered: its config and hooks were the command's to write, and git run on the host (a plain git status, a shell prompt that shows the branch) would run them; look at them before you rename it back")

@@ -1,0 +1,118 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// maxIncludeDepth is how deep git follows include.path (git's own bound).
+const maxIncludeDepth = 10
+
+// configIncludes lists the files the git config file at path includes
+// (include.path and includeIf.*.path, whatever the condition: a condition
+// may hold on the host), and those they include in turn, as absolute
+// paths: relative ones from the including file's directory, "~/" from
+// home. A file that cannot be read includes nothing.
+func configIncludes(path, home string) []string {
+	var out []string
+	seen := map[string]bool{}
+	var walk func(p string, depth int)
+	walk = func(p string, depth int) {
+		if depth > maxIncludeDepth || seen[p] {
+			return
+		}
+		seen[p] = true
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return
+		}
+		for _, inc := range includePaths(data) {
+			switch {
+			case strings.HasPrefix(inc, "~/"):
+				inc = filepath.Join(home, inc[2:])
+			case !filepath.IsAbs(inc):
+				inc = filepath.Join(filepath.Dir(p), inc)
+			}
+			inc = filepath.Clean(inc)
+			out = append(out, inc)
+			walk(inc, depth+1)
+		}
+	}
+	walk(path, 0)
+	return out
+}
+
+// includePaths reads the path values of a git config's [include] and
+// [includeIf "..."] sections. Section and key names are case-insensitive;
+// a value may be quoted and followed by a comment.
+func includePaths(config []byte) []string {
+	var paths []string
+	section := ""
+	sc := bufio.NewScanner(bytes.NewReader(config))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "[") {
+			end := strings.IndexByte(line, ']')
+			if end < 0 {
+				continue
+			}
+			name := strings.TrimSpace(line[1:end])
+			if i := strings.IndexAny(name, " \t\"."); i >= 0 {
+				name = name[:i]
+			}
+			section = strings.ToLower(name)
+			line = strings.TrimSpace(line[end+1:]) // a key may follow on the line
+		}
+		if section != "include" && section != "includeif" {
+			continue
+		}
+		key, value, ok := strings.Cut(line, "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(key), "path") {
+			continue
+		}
+		if v := configValue(value); v != "" {
+			paths = append(paths, v)
+		}
+	}
+	return paths
+}
+
+// configValue reads a git config value: leading space and unquoted
+// trailing space dropped, double quotes removed (with their backslash
+// escapes), a comment (# or ; outside quotes) dropped.
+func configValue(v string) string {
+	v = strings.TrimLeft(v, " \t")
+	var b strings.Builder
+	keep := 0 // the length of b without its unquoted trailing space
+	quoted := false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '\\' && i+1 < len(v):
+			i++
+			switch v[i] {
+			case 'n':
+				b.WriteByte('\n')
+			case 't':
+				b.WriteByte('\t')
+			default:
+				b.WriteByte(v[i])
+			}
+			keep = b.Len()
+		case c == '"':
+			quoted = !quoted
+		case (c == '#' || c == ';') && !quoted:
+			return b.String()[:keep]
+		default:
+			b.WriteByte(c)
+			if quoted || (c != ' ' && c != '\t') {
+				keep = b.Len()
+			}
+		}
+	}
+	return b.String()[:keep]
+}

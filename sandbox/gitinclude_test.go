@@ -1,0 +1,85 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestIncludePaths(t *testing.T) {
+	config := `[core]
+	path = not-an-include
+[include]
+	path = a.gitconfig
+	PATH = "b c.gitconfig" ; a comment
+[includeIf "gitdir:~/work/"]
+	path = ~/work.gitconfig   # another
+[Include] path = d.gitconfig
+[user]
+	name = "x"
+[includeif "onbranch:main"]
+	path = "e\"q.gitconfig"
+	path=f.gitconfig
+	other = g
+`
+	want := []string{"a.gitconfig", "b c.gitconfig", "~/work.gitconfig", "d.gitconfig", `e"q.gitconfig`, "f.gitconfig"}
+	if got := includePaths([]byte(config)); !slices.Equal(got, want) {
+		t.Errorf("includePaths =\n%q\nwant\n%q", got, want)
+	}
+	for in, want := range map[string]string{
+		` plain `:          "plain",
+		`" spaced "`:       " spaced ",
+		`a\tb`:             "a\tb",
+		`x # comment`:      "x",
+		`"x # not" # is`:   "x # not",
+		`a;b`:              "a",
+		`"unterminated`:    "unterminated",
+		`trailing\`:        `trailing\`,
+		`mixed "q" tail  `: "mixed q tail",
+	} {
+		if got := configValue(in); got != want {
+			t.Errorf("configValue(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Includes are followed from the including file's directory, from home
+// for ~/, to git's depth, and once each.
+func TestConfigIncludes(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "repo", ".git", "config"), "[include]\npath = ../team.gitconfig\npath = ~/mine.gitconfig\n")
+	write(filepath.Join(dir, "repo", "team.gitconfig"), "[include]\npath = sub/more.gitconfig\npath = team.gitconfig\n")
+	got := configIncludes(filepath.Join(dir, "repo", ".git", "config"), home)
+	want := []string{
+		filepath.Join(dir, "repo", "team.gitconfig"),
+		filepath.Join(dir, "repo", "sub", "more.gitconfig"),
+		filepath.Join(dir, "repo", "team.gitconfig"), // listed again, not followed again
+		filepath.Join(home, "mine.gitconfig"),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("configIncludes =\n%q\nwant\n%q", got, want)
+	}
+}
+
+// Whatever a config holds, reading its includes does not panic.
+func FuzzIncludePaths(f *testing.F) {
+	f.Add([]byte("[include]\n\tpath = \"a b\" ; c\n[includeIf \"gitdir:x\"] path=y\n"))
+	f.Fuzz(func(t *testing.T, config []byte) {
+		for _, p := range includePaths(config) {
+			if p == "" {
+				t.Fatalf("an empty include path from %q", config)
+			}
+		}
+	})
+}

@@ -495,6 +495,29 @@ rm -f pwned # git in the box followed the include it made: the box's own busines
 	}
 }
 
+// TestRunRepositoryWithoutConfig: a repository with no .git/config gets
+// an empty read-only one in the box, which git reads as it reads a
+// missing one, and which the box cannot write. The placeholder was
+// /dev/null, which the box's nodev mounts refuse to read, and git in the
+// box failed ("unable to access").
+func TestRunRepositoryWithoutConfig(t *testing.T) {
+	b := newBox(t)
+	cmd := asUser(t, nil, "/usr/bin/git", "init", "-q", b.ws)
+	if r := runResult(t, runTimeout, cmd); r.code != 0 {
+		t.Fatalf("git init: %s%s", r.stdout, r.stderr)
+	}
+	if err := os.Remove(filepath.Join(b.ws, ".git", "config")); err != nil {
+		t.Fatal(err)
+	}
+	b.attempts(`git status --short && echo "git works"
+{ printf '[core]\n\tfsmonitor = touch %s/pwned\n' "$PWD" > .git/config; } 2>/dev/null && echo "ESCAPED: config made"
+true`, "git works\n")
+	// The mount point the placeholder needed stays behind, empty.
+	if data, err := os.ReadFile(filepath.Join(b.ws, ".git", "config")); err == nil && len(data) > 0 {
+		t.Errorf("the box wrote a config the repository did not have:\n%s", data)
+	}
+}
+
 // TestRunSetsAsideARepositoryTheBoxMade: in a workspace that is no
 // repository, the box may git init one, with a core.fsmonitor of its own;
 // a shell prompt that shows the branch would run it at the user's next

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -235,13 +236,17 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 			writable = append(writable, b.path)
 		}
 	}
+	empty := filepath.Join(scratch, "empty")
 	guards, guarded, err := guardArgs(sandbox.GuardSpec{Workspace: ws, ReadOnly: p.ReadOnly,
-		Own: []string{h.self, holderPath(h.self)}, Writable: writable, Config: s.Config})
+		Own: []string{h.self, holderPath(h.self)}, Writable: writable, Config: s.Config}, empty)
 	if err != nil {
 		return nil, err
 	}
 	a = append(a, guards...)
 	l.guarded = guarded
+	if slices.ContainsFunc(guarded, func(g sandbox.GuardedPath) bool { return g.Guard == sandbox.AbsentFile }) {
+		l.files[empty] = nil
+	}
 	if boxHoldsSelf(p, probe) {
 		a = append(a, "--ro-bind", h.self, selfPath)
 	}
@@ -287,7 +292,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		return nil, err
 	}
 	for _, m := range masks {
-		src := filepath.Join(scratch, "empty")
+		src := empty
 		if m.dir {
 			src = filepath.Join(scratch, "empty.d")
 			l.emptyDir = src

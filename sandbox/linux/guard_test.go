@@ -17,7 +17,7 @@ func TestGuardArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, paths, err := guardArgs(sandbox.GuardSpec{Workspace: ws}); err != nil || a != nil || len(paths) != 1 || paths[0].Guard != sandbox.Unborn {
+	if a, paths, err := guardArgs(sandbox.GuardSpec{Workspace: ws}, "/scratch/empty"); err != nil || a != nil || len(paths) != 1 || paths[0].Guard != sandbox.Unborn {
 		t.Fatalf("no repository: %q, %v, %v; want no mount and an Unborn guard", a, paths, err)
 	}
 	// A repository with no config and no hooks directory: every kind of guard.
@@ -32,14 +32,14 @@ func TestGuardArgs(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(ws, ".git", "modules", "m", "hooks"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	a, paths, err := guardArgs(sandbox.GuardSpec{Workspace: ws})
+	a, paths, err := guardArgs(sandbox.GuardSpec{Workspace: ws}, "/scratch/empty")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := filepath.Join(ws, ".git")
 	want := strings.Join([]string{
 		"--bind", g, g,
-		"--ro-bind", "/dev/null", g + "/config",
+		"--ro-bind", "/scratch/empty", g + "/config",
 		"--perms", "0555", "--tmpfs", g + "/hooks", "--remount-ro", g + "/hooks",
 		"--bind", g + "/modules/m", g + "/modules/m",
 		"--ro-bind", g + "/modules/m/config", g + "/modules/m/config",

@@ -31,10 +31,11 @@ const (
 	// say which and why.
 	TypeRemoved Type = "removed"
 	// TypeSetAside is the .git of a repository the sandboxed command made
-	// at a guarded root, or of a submodule checkout it filled or
+	// (at a guarded root, or nested in the workspace), or whose config or
+	// hooks it changed, or of a submodule checkout it filled or
 	// registered, which cordon renamed when the run ended (see
-	// sandbox.Unborn, sandbox.Checkouts), or a repository whose index
-	// cordon could not read then: Path and Detail say which and why.
+	// sandbox.Aftercare); or what cordon could not check then (an index,
+	// a directory): Path and Detail say which and why.
 	TypeSetAside Type = "set_aside"
 )
 

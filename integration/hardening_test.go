@@ -550,6 +550,39 @@ rm -f pwned # git in the box ran it: that is the box's own business`, "committed
 	}
 }
 
+// TestRunSetsAsideNestedRepositories: a repository the box makes in a
+// subdirectory (with a core.fsmonitor of its own) would run at the next
+// git status there: a prompt that shows the branch runs one at the cd,
+// an editor opens the repositories it finds. It is set aside when the run
+// ends, with a set_aside line; so is the user's own nested repository
+// whose config the box changed.
+func TestRunSetsAsideNestedRepositories(t *testing.T) {
+	b := newBox(t)
+	mine := filepath.Join(b.ws, "mine")
+	if r := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", "init", "-q", mine)); r.code != 0 {
+		t.Fatalf("git init: %s%s", r.stdout, r.stderr)
+	}
+	time.Sleep(200 * time.Millisecond) // the user's repository is older than the run
+	b.attempts(`git init -q deep/down/made && git -C deep/down/made config core.fsmonitor "touch $PWD/pwned; true" && echo made
+git -C mine config core.fsmonitor "touch $PWD/pwned; true" && echo changed`, "made\nchanged\n")
+	for _, dir := range []string{"deep/down/made", "mine"} {
+		cmd := asUser(t, nil, "/usr/bin/git", "status", "--short")
+		cmd.Dir = filepath.Join(b.ws, dir)
+		runResult(t, runTimeout, cmd)
+		aside, _ := filepath.Glob(filepath.Join(b.ws, dir, ".git.cordon-set-aside-*"))
+		if len(aside) != 1 {
+			t.Errorf("%s was not set aside: %v", dir, aside)
+			continue
+		}
+		if !slices.ContainsFunc(b.records(), func(r audit.Record) bool { return r.Type == audit.TypeSetAside && r.Path == aside[0] }) {
+			t.Errorf("no set_aside audit line for %s", dir)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(b.ws, "pwned")); err == nil {
+		t.Error("the host's git ran a command the box planted in a nested repository")
+	}
+}
+
 // TestRunGuardsAReadWriteRepository: a read-write allow_path that is a
 // repository (a sibling project the command may edit) has its config and
 // hooks guarded as the workspace's are: the box can change its files, not

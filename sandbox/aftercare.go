@@ -15,15 +15,15 @@ import (
 // Aftercare does, once a run has ended (every process of it), what no
 // mount or profile rule could do beforehand for the guards of its
 // workspace (GuardWorkspace). It removes each Unmade path the command
-// made. It sets aside (renames, with a random suffix) a repository the
-// command made where an Unborn guard stands, and each submodule checkout
-// that a Checkouts
-// repository's index names and that was not guarded when the run was
-// built (so the command filled or registered it): the checkout's .git (or
-// the symbolic link on the way to it) is renamed, with a random suffix,
-// and git no longer runs there. It returns what it removed, the new names
-// of what it set aside, and the repositories whose index it could not
-// read.
+// made. It sets aside (renames, with a random suffix, so that git no
+// longer runs there and nothing is lost) the .git of: a repository the
+// command made where an Unborn guard stands; each submodule checkout a
+// Checkouts repository's index names that was not guarded when the run
+// was built (the command filled or registered it; the symbolic link on
+// the way, if any, is what moves); and each repository nested in a
+// Nested workspace that the command made, or whose config or hooks it
+// changed. It returns what it removed, the new names of what it set
+// aside, and what it could not check.
 func Aftercare(guards []GuardedPath) (removed, aside []string, unchecked []Unchecked) {
 	guarded := map[string]bool{}
 	for _, g := range guards {
@@ -52,6 +52,24 @@ func Aftercare(guards []GuardedPath) (removed, aside []string, unchecked []Unche
 			if err != nil {
 				unchecked = append(unchecked, Unchecked{Path: g.Path, Reason: err})
 			}
+		}
+	}
+	// Last, as what is set aside above is no .git any more.
+	for _, g := range guards {
+		if g.Guard != Nested {
+			continue
+		}
+		found, err := nestedChanges(g.Path, g.Since, guarded)
+		for _, p := range found {
+			to, err := setAside(p)
+			if err != nil {
+				unchecked = append(unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
+				continue
+			}
+			aside = append(aside, to)
+		}
+		if err != nil {
+			unchecked = append(unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("looking for repositories the run made: %w", err)})
 		}
 	}
 	return removed, aside, unchecked

@@ -1,11 +1,13 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A submodule checkout present when the run is built is guarded; one the
@@ -72,5 +74,80 @@ func TestAftercareSetsAsideCheckouts(t *testing.T) {
 	git(t, ws, "status")
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("after Aftercare, the host's git status still ran the planted command")
+	}
+}
+
+// A repository the run makes below the workspace root, or one whose config
+// or hooks it changes, is set aside after it; one it only commits in, or
+// does not touch, is left alone.
+func TestAftercareSetsAsideNestedRepositories(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := func(rel string) string {
+		t.Helper()
+		dir := filepath.Join(ws, rel)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		git(t, dir, "init", "-q")
+		git(t, dir, "commit", "-q", "--allow-empty", "-m", "x")
+		return dir
+	}
+	repo("untouched")
+	used := repo("used")
+	committed := repo("committed")
+	hooked := repo("hooked")
+	time.Sleep(2 * clockSlack) // all of the above is older than the run
+	paths, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The run.
+	git(t, used, "config", "core.fsmonitor", "touch /tmp/x; true")
+	git(t, committed, "commit", "-q", "--allow-empty", "-m", "y")
+	if err := os.WriteFile(filepath.Join(hooked, ".git", "hooks", "post-checkout"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	repo(filepath.Join("deep", "down", "made"))
+
+	_, aside, unchecked := Aftercare(paths)
+	if unchecked != nil {
+		t.Fatalf("unchecked: %v", unchecked)
+	}
+	var got []string
+	for _, a := range aside {
+		rel, _ := filepath.Rel(ws, a)
+		got = append(got, strings.SplitAfter(rel, ".git")[0])
+	}
+	slices.Sort(got)
+	want := []string{"deep/down/made/.git", "hooked/.git", "used/.git"}
+	if !slices.Equal(got, want) {
+		t.Errorf("set aside %q, want %q", got, want)
+	}
+	for _, kept := range []string{"untouched", "committed"} {
+		if _, err := os.Stat(filepath.Join(ws, kept, ".git")); err != nil {
+			t.Errorf("%s was set aside: %v", kept, err)
+		}
+	}
+}
+
+// BenchmarkNestedChanges walks a workspace of 10,000 directories (and a
+// nested repository), as every run's end does.
+func BenchmarkNestedChanges(b *testing.B) {
+	ws := b.TempDir()
+	for i := range 10_000 {
+		if err := os.MkdirAll(filepath.Join(ws, fmt.Sprintf("d%02d/e%03d", i/100, i%100)), 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	git(b, filepath.Join(ws, "d00"), "init", "-q")
+	since := time.Now()
+	for b.Loop() {
+		if found, err := nestedChanges(ws, since, nil); err != nil || len(found) != 0 {
+			b.Fatal(found, err)
+		}
 	}
 }

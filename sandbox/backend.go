@@ -150,8 +150,9 @@ type Result struct {
 	// filled or registered (Checkouts), renamed so git no longer runs in
 	// them (see Aftercare).
 	Removed, SetAside []string
-	// Unchecked are the repositories whose index could not be read after
-	// the run, so that their checkouts went unchecked.
+	// Unchecked are what Aftercare could not check after the run: a
+	// repository whose index it could not read, a directory of the
+	// workspace it could not look into.
 	Unchecked []Unchecked
 }
 

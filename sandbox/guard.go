@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/policy"
 )
@@ -78,6 +80,13 @@ const (
 	// there on the host (a shell prompt that shows the branch does it at
 	// every cd) would run: Aftercare sets it aside.
 	Unborn
+	// Nested is the workspace, walked once the run has ended for the
+	// repositories nested in it that the run made, or whose config or
+	// hooks it changed (Aftercare sets them aside): git run in them on the
+	// host would run what the box wrote. Since is when the run began.
+	// (Read-write allow_paths, often caches of many directories, are not
+	// walked.)
+	Nested
 )
 
 // GuardedPath is one guarded path of the workspace, or of a directory
@@ -87,6 +96,8 @@ type GuardedPath struct {
 	Guard Guard
 	// Dir says the path is (or, absent, is to be) a directory.
 	Dir bool
+	// Since is when the guard was taken, for Nested.
+	Since time.Time
 }
 
 // GuardSpec is what a box's guard covers.
@@ -113,8 +124,9 @@ type GuardSpec struct {
 // the read_only paths that exist, each with the directories between the
 // workspace and it pinned, so that none can be renamed away with it and
 // replaced; the repository of each other directory the box may write,
-// where one is a repository's root; and cordon's own files under a
-// directory the box may write (see guardOwn). The list is settled: see
+// where one is a repository's root; cordon's own files under a
+// directory the box may write (see guardOwn); and the workspace's nested
+// repositories, checked after the run (Nested). The list is settled: see
 // settle. A run whose configuration lies where the box may write is
 // refused (checkConfigOutside).
 func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
@@ -155,6 +167,7 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 		}
 		out = append(out, more...)
 	}
+	out = append(out, GuardedPath{Path: ws, Guard: Nested, Dir: true, Since: time.Now().Add(-clockSlack)})
 	return settle(out), nil
 }
 
@@ -236,8 +249,8 @@ func settle(in []GuardedPath) []GuardedPath {
 	var out []GuardedPath
 	for _, g := range in {
 		key := g.Path
-		if g.Guard == Checkouts {
-			key += "\x00checkouts" // no mount: it stands beside the path's own guard
+		if g.Guard == Checkouts || g.Guard == Nested {
+			key += "\x00" + strconv.Itoa(int(g.Guard)) // no mount: it stands beside the path's own guard
 		}
 		switch i, ok := at[key]; {
 		case covered(g.Path):

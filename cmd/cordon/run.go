@@ -510,7 +510,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		after(audit.TypeSetAside, p, "set aside as ", "a repository the sandboxed command made, or a submodule checkout it filled or registered: its config and hooks were the command's to write, and git run on the host (a plain git status, a shell prompt that shows the branch) would run them; look at them before you rename it back")
 	}
 	for _, u := range res.Unchecked {
-		after(audit.TypeSetAside, u.Path, "could not check the submodule checkouts of ", "its index could not be read after the run ("+u.Reason.Error()+"); git, run there on the host, may run git in a checkout the sandboxed command made, with its config and hooks")
+		after(audit.TypeSetAside, u.Path, "could not check ", "after the run, for repositories the sandboxed command made or changed ("+u.Reason.Error()+"); git, run there on the host, may run config or hooks the command wrote: look before you run git there")
 	}
 	code := res.ExitCode
 	r.print()

@@ -17,8 +17,9 @@ func TestGuardArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, paths, err := guardArgs(sandbox.GuardSpec{Workspace: ws}, "/scratch/empty"); err != nil || a != nil || len(paths) != 1 || paths[0].Guard != sandbox.Unborn {
-		t.Fatalf("no repository: %q, %v, %v; want no mount and an Unborn guard", a, paths, err)
+	if a, paths, err := guardArgs(sandbox.GuardSpec{Workspace: ws}, "/scratch/empty"); err != nil || a != nil || len(paths) != 2 ||
+		paths[0].Guard != sandbox.Nested || paths[1].Guard != sandbox.Unborn {
+		t.Fatalf("no repository: %q, %v, %v; want no mount, and the Nested and Unborn guards", a, paths, err)
 	}
 	// A repository with no config and no hooks directory: every kind of guard.
 	if err := os.MkdirAll(filepath.Join(ws, ".git", "modules", "m"), 0o755); err != nil {

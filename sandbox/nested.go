@@ -1,0 +1,96 @@
+package sandbox
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// clockSlack is how far before a run's start a file the run made may say
+// it was born: file times come from the kernel's coarse clock.
+const clockSlack = 50 * time.Millisecond
+
+// nestedChanges walks root (a Nested guard's) for the repositories nested
+// in it, below its own .git, that the run made or whose config or hooks it
+// changed: each .git (directory, file or link) born at or after since, and
+// each older one whose config, config.worktree, commondir or hooks (the
+// directory or a file in it) changed since. Git run there on the host (a
+// prompt that shows the branch does it at a cd, an editor that opens the
+// repositories it finds) would run what the box wrote. It does not
+// descend into git directories, and leaves out skip (the guarded and
+// already set-aside ones).
+func nestedChanges(root string, since time.Time, skip map[string]bool) ([]string, error) {
+	var found []string
+	var errs error
+	var walk func(dir string)
+	walk = func(dir string) {
+		// os.ReadDir rather than Open: an opened directory is offered to
+		// the poller, two system calls more per directory here.
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			// The box may have made a directory no one can read, to hide
+			// what is in it until someone opens it up.
+			errs = errors.Join(errs, err)
+		}
+		for _, d := range entries {
+			p := filepath.Join(dir, d.Name())
+			switch {
+			case d.Name() == ".git":
+				if dir == root || skip[p] {
+					continue // the workspace's own, or a guarded checkout's
+				}
+				changed, err := repoChangedSince(p, d, since)
+				switch {
+				case err != nil:
+					errs = errors.Join(errs, err)
+				case changed:
+					found = append(found, p)
+				}
+			case !d.IsDir():
+			case strings.HasPrefix(d.Name(), ".git.cordon-set-aside-"):
+				// a git directory already set aside
+			default:
+				walk(p)
+			}
+		}
+	}
+	walk(root)
+	return found, errs
+}
+
+// repoChangedSince says whether the .git at p (d its entry) was born at
+// or after since, or its config or hooks changed since.
+func repoChangedSince(p string, d fs.DirEntry, since time.Time) (bool, error) {
+	born, changed, err := fileTimes(p)
+	if err != nil {
+		return false, err
+	}
+	if !born.Before(since) {
+		return true, nil
+	}
+	if !d.IsDir() {
+		return !changed.Before(since), nil // a .git file names its git directory
+	}
+	check := []string{"config", "config.worktree", "commondir", "hooks"}
+	if hooks, err := os.ReadDir(filepath.Join(p, "hooks")); err == nil {
+		for _, h := range hooks {
+			check = append(check, filepath.Join("hooks", h.Name()))
+		}
+	}
+	for _, name := range check {
+		_, changed, err := fileTimes(filepath.Join(p, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if !changed.Before(since) {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -583,6 +583,48 @@ git -C mine config core.fsmonitor "touch $PWD/pwned; true" && echo changed`, "ma
 	}
 }
 
+// TestRunPaysAKilledRunsAftercare: a cordon killed during its run (kill
+// -9, a crash) never checks what its box left. The run owes that from the
+// start, on record in cordon's cache directory; the next run in the
+// workspace pays it before it builds on the workspace, which would
+// otherwise guard the box's repository as the user's own.
+func TestRunPaysAKilledRunsAftercare(t *testing.T) {
+	b := newBox(t)
+	cmd := b.cmd("--net", "off", "--", "sh", "-c",
+		`git init -q . && git config core.fsmonitor "touch $PWD/pwned; true" && echo x > planted && sleep 60`)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(20*time.Second, func() bool { _, err := os.Stat(filepath.Join(b.ws, "planted")); return err == nil }) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("the box did not plant its repository")
+	}
+	cmd.Process.Kill() // cordon itself, with SIGKILL: no aftercare
+	cmd.Wait()
+	if _, err := os.Stat(filepath.Join(b.ws, ".git")); err != nil {
+		t.Fatalf("the killed run's repository is not there, so this test shows nothing: %v", err)
+	}
+	r := b.run("--net", "off", "--", "true")
+	expectCode(t, r, 0)
+	aside, _ := filepath.Glob(filepath.Join(b.ws, ".git.cordon-set-aside-*"))
+	if len(aside) != 1 {
+		t.Fatalf("the killed run's repository was not set aside by the next run: %v\n%s", aside, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "set aside as "+aside[0]) {
+		t.Errorf("the next run does not say it set the repository aside:\n%s", r.stderr)
+	}
+	if !slices.ContainsFunc(b.records(), func(r audit.Record) bool { return r.Type == audit.TypeSetAside && r.Path == aside[0] }) {
+		t.Error("no set_aside audit line for the killed run's repository")
+	}
+	status := asUser(t, nil, "/usr/bin/git", "status", "--short")
+	status.Dir = b.ws
+	runResult(t, runTimeout, status)
+	if _, err := os.Stat(filepath.Join(b.ws, "pwned")); err == nil {
+		t.Error("the host's git ran the killed run's planted command")
+	}
+}
+
 // TestRunGuardsAReadWriteRepository: a read-write allow_path that is a
 // repository (a sibling project the command may edit) has its config and
 // hooks guarded as the workspace's are: the box can change its files, not

@@ -250,6 +250,13 @@ func (b *backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 	if c, blocked := b.Check(ctx, s.Policy).Blocked(); blocked {
 		return sandbox.Result{ExitCode: exitLaunch}, fmt.Errorf("seatbelt cannot enforce this policy here: %s: %s; fix: %s", c.Name, c.Reason, c.Fix)
 	}
+	// What an earlier run, whose cordon was killed, left unchecked is
+	// seen to first: planned on, it would be guarded as the user's own.
+	var owed sandbox.Result
+	ws, wsErr := filepath.EvalSymlinks(s.Workspace)
+	if wsErr == nil {
+		owed.Removed, owed.SetAside, owed.Unchecked = sandbox.Collect(ws)
+	}
 	plan, guarded, err := b.plan(s)
 	if err != nil {
 		var le *launchError
@@ -261,8 +268,16 @@ func (b *backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 	if err := placeFiles(s, plan.Files); err != nil {
 		return sandbox.Result{ExitCode: exitLaunch}, err
 	}
+	paid := func() {}
+	if wsErr == nil {
+		paid, _ = sandbox.Owe(ws, guarded)
+	}
 	res, err := launch(ctx, s, plan)
 	res.Removed, res.SetAside, res.Unchecked = sandbox.Aftercare(guarded)
+	paid()
+	res.Removed = append(owed.Removed, res.Removed...)
+	res.SetAside = append(owed.SetAside, res.SetAside...)
+	res.Unchecked = append(owed.Unchecked, res.Unchecked...)
 	return res, err
 }
 

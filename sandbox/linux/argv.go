@@ -97,8 +97,12 @@ type launch struct {
 	// rlimits go on the sandbox's init before it starts the command.
 	rlimits []rlimit
 	// guarded are the workspace's guarded paths, for sandbox.Aftercare
-	// once the run has ended.
-	guarded []sandbox.GuardedPath
+	// once the run has ended; workspace is the workspace's real path, and
+	// paid, once set, removes the record that the run owes its aftercare
+	// (sandbox.Owe).
+	guarded   []sandbox.GuardedPath
+	workspace string
+	paid      func()
 	// cannot is set when the command cannot be executed: the launch
 	// answers as a shell would, without building the box.
 	cannot *execFailure
@@ -136,6 +140,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	if err != nil {
 		return nil, err
 	}
+	l.workspace = ws
 	a := []string{h.bwrap,
 		"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup"}
 	switch p.Network {

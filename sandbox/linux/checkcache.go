@@ -14,7 +14,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -78,7 +77,7 @@ func parseMemo(data []byte) (memo, bool) {
 			return m, false
 		}
 		rest = after
-		kind, fields, ok := memoFields(string(line))
+		kind, fields, ok := sandbox.LineFields(string(line))
 		if !ok {
 			return m, false
 		}
@@ -107,40 +106,6 @@ func parseMemo(data []byte) (memo, bool) {
 		}
 	}
 	return m, seenKey && seenTime
-}
-
-// memoFields splits a memo line into its kind and its fields: quoted
-// strings, or bare words (a number, true or false).
-func memoFields(line string) (kind string, fields []string, ok bool) {
-	kind, line, _ = strings.Cut(line, " ")
-	for line != "" {
-		var f string
-		if line[0] == '"' {
-			q, err := strconv.QuotedPrefix(line)
-			if err != nil {
-				return "", nil, false
-			}
-			if f, err = strconv.Unquote(q); err != nil {
-				return "", nil, false
-			}
-			line = line[len(q):]
-		} else {
-			end := strings.IndexByte(line, ' ')
-			if end < 0 {
-				end = len(line)
-			}
-			f, line = line[:end], line[end:]
-		}
-		fields = append(fields, f)
-		if line == "" {
-			break
-		}
-		if line[0] != ' ' || len(line) == 1 {
-			return "", nil, false
-		}
-		line = line[1:]
-	}
-	return kind, fields, true
 }
 
 // memoKey hashes what a probe's verdict depends on; "" if it cannot.

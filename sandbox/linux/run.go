@@ -65,20 +65,35 @@ func (b *Backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 	if err != nil {
 		return sandbox.Result{ExitCode: ExitLaunchFailed}, &StartError{Code: ExitLaunchFailed, Reason: err.Error()}
 	}
+	// What an earlier run, whose cordon was killed, left unchecked is
+	// seen to first: built on, it would be guarded as the user's own.
+	var owed sandbox.Result
+	if ws, err := realPath(s.Workspace); err == nil {
+		owed.Removed, owed.SetAside, owed.Unchecked = sandbox.Collect(ws)
+	}
 	l, err := build(s, h, scratchName(), nil)
 	if err != nil {
-		return sandbox.Result{ExitCode: ExitLaunchFailed}, &StartError{Code: ExitLaunchFailed, Reason: err.Error()}
+		owed.ExitCode = ExitLaunchFailed
+		return owed, &StartError{Code: ExitLaunchFailed, Reason: err.Error()}
 	}
 	if l.cannot != nil {
 		// As a shell answers: the launch is recorded, the box not built.
 		if err := commit(s); err != nil {
-			return sandbox.Result{ExitCode: ExitLaunchFailed}, err
+			owed.ExitCode = ExitLaunchFailed
+			return owed, err
 		}
 		fmt.Fprintf(s.Stderr, "cordon: %s\n", l.cannot.msg)
-		return sandbox.Result{ExitCode: l.cannot.code}, nil
+		owed.ExitCode = l.cannot.code
+		return owed, nil
 	}
 	res, err := b.launch(ctx, s, h, l, nil)
 	res.Removed, res.SetAside, res.Unchecked = sandbox.Aftercare(l.guarded)
+	if l.paid != nil {
+		l.paid()
+	}
+	res.Removed = append(owed.Removed, res.Removed...)
+	res.SetAside = append(owed.SetAside, res.SetAside...)
+	res.Unchecked = append(owed.Unchecked, res.Unchecked...)
 	return res, err
 }
 
@@ -366,6 +381,9 @@ func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, goAhead *
 	if err := commit(s); err != nil {
 		return err
 	}
+	// Before the command starts, the run owes its aftercare; a record
+	// that cannot be written leaves only a killed cordon's debt unpaid.
+	l.paid, _ = sandbox.Owe(l.workspace, l.guarded)
 	if len(l.rlimits) > 0 {
 		pid := st.waitInit()
 		if pid == 0 {

@@ -1,0 +1,160 @@
+package sandbox
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A run owes its Aftercare from before its command starts until it has
+// ended. A cordon killed in between (SIGKILL, a crash of the machine)
+// still owes it, and the next run would take what the box left behind
+// for the user's own: a checkout or a repository that is there when the
+// run is built is guarded, not set aside. So a run writes its debt down
+// first, in cordon's cache directory (no box can reach it: it is a
+// protected path), and the next run in the workspace pays a debt whose
+// cordon is gone.
+
+// owedHeader starts an owed-aftercare record.
+const owedHeader = "cordon aftercare owed v1\n"
+
+// Owe records that this process's run in workspace, guarded by guards,
+// owes their Aftercare; paid removes the record, once Aftercare is done.
+// Where nothing could be recorded, the run goes on: it pays its own debt
+// when it ends, and only a cordon killed before then leaves it unpaid.
+func Owe(workspace string, guards []GuardedPath) (paid func(), err error) {
+	dir := owedDir()
+	if dir == "" {
+		return func() {}, errors.New("no cache directory to record the run's aftercare in")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return func() {}, fmt.Errorf("record the run's aftercare: %w", err)
+	}
+	b := []byte(owedHeader)
+	b = fmt.Appendf(b, "workspace %q\npid %d\n", workspace, os.Getpid())
+	for _, g := range guards {
+		since := int64(0)
+		if !g.Since.IsZero() {
+			since = g.Since.UnixNano()
+		}
+		b = fmt.Appendf(b, "guard %d %d %t %q\n", g.Guard, since, g.Dir, g.Path)
+	}
+	p := filepath.Join(dir, owedName(workspace, os.Getpid()))
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		return func() {}, fmt.Errorf("record the run's aftercare: %w", err)
+	}
+	return func() { os.Remove(p) }, nil
+}
+
+// Collect pays the Aftercare that earlier runs in workspace owe and whose
+// cordon is gone, and returns what it did, as Aftercare does.
+func Collect(workspace string) (removed, aside []string, unchecked []Unchecked) {
+	dir := owedDir()
+	if dir == "" {
+		return nil, nil, nil
+	}
+	prefix := strings.TrimSuffix(owedName(workspace, 0), "0.owed")
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		name := e.Name()
+		pidText, ok := strings.CutPrefix(name, prefix)
+		if !ok || !strings.HasSuffix(pidText, ".owed") {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSuffix(pidText, ".owed"))
+		if err != nil || (pid != os.Getpid() && alive(pid)) {
+			continue // a run still going pays its own
+		}
+		p := filepath.Join(dir, name)
+		guards, ok := readOwed(p, workspace)
+		if !ok {
+			unchecked = append(unchecked, Unchecked{Path: workspace,
+				Reason: fmt.Errorf("an earlier run's aftercare record %s cannot be read; that run's cordon ended before its aftercare", p)})
+			os.Remove(p)
+			continue
+		}
+		r, a, u := Aftercare(guards)
+		removed, aside, unchecked = append(removed, r...), append(aside, a...), append(unchecked, u...)
+		os.Remove(p)
+	}
+	return removed, aside, unchecked
+}
+
+// owedDir is where records of owed aftercare are kept; "" for nowhere.
+func owedDir() string {
+	if c := CacheDir(); c != "" {
+		return filepath.Join(c, "aftercare")
+	}
+	return ""
+}
+
+// owedName names the record of the run of process pid in workspace.
+func owedName(workspace string, pid int) string {
+	sum := sha256.Sum256([]byte(workspace))
+	return hex.EncodeToString(sum[:12]) + "-" + strconv.Itoa(pid) + ".owed"
+}
+
+// alive says whether process pid may still be running (one of another
+// user's counts, as does a pid taken over by another process: the record
+// waits for it to end).
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// readOwed reads a record Owe wrote for workspace; false if it is not one.
+// The record is the user's own file in a directory no box can reach.
+func readOwed(p, workspace string) ([]GuardedPath, bool) {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o022 != 0 {
+		return nil, false
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, false
+	}
+	rest, ok := bytes.CutPrefix(data, []byte(owedHeader))
+	if !ok {
+		return nil, false
+	}
+	var guards []GuardedPath
+	for _, line := range strings.SplitAfter(string(rest), "\n") {
+		if line == "" {
+			break
+		}
+		line, ok = strings.CutSuffix(line, "\n")
+		if !ok {
+			return nil, false
+		}
+		kind, f, ok := LineFields(line)
+		if !ok {
+			return nil, false
+		}
+		switch {
+		case kind == "workspace" && len(f) == 1:
+			if f[0] != workspace {
+				return nil, false
+			}
+		case kind == "pid" && len(f) == 1:
+		case kind == "guard" && len(f) == 4:
+			g, err1 := strconv.Atoi(f[0])
+			since, err2 := strconv.ParseInt(f[1], 10, 64)
+			d, err3 := strconv.ParseBool(f[2])
+			if err1 != nil || err2 != nil || err3 != nil || g < 0 || g > int(Nested) {
+				return nil, false
+			}
+			guards = append(guards, GuardedPath{Path: f[3], Guard: Guard(g), Dir: d, Since: time.Unix(0, since)})
+		default:
+			return nil, false
+		}
+	}
+	return guards, true
+}

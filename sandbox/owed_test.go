@@ -1,0 +1,73 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A run whose cordon was killed leaves its aftercare owed; the next run
+// pays it, unless the cordon that owes it is still running.
+func TestOweAndCollect(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paid, err := Owe(ws, guards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, _ := filepath.Glob(filepath.Join(owedDir(), "*.owed"))
+	if len(records) != 1 {
+		t.Fatalf("records: %v", records)
+	}
+	git(t, ws, "init", "-q") // what the killed run's box did
+
+	// A record of a cordon that is still running (pid 1 is) waits.
+	running := filepath.Join(owedDir(), owedName(ws, 1))
+	if err := os.Rename(records[0], running); err != nil {
+		t.Fatal(err)
+	}
+	if _, aside, _ := Collect(ws); aside != nil {
+		t.Fatalf("a running cordon's aftercare was taken: %q", aside)
+	}
+	// Once it is gone (here: a pid that is this process's now, so the
+	// record's own is long gone), the next run pays it.
+	if err := os.Rename(running, records[0]); err != nil {
+		t.Fatal(err)
+	}
+	_, aside, unchecked := Collect(ws)
+	if len(aside) != 1 || !strings.HasPrefix(aside[0], filepath.Join(ws, ".git.cordon-set-aside-")) || unchecked != nil {
+		t.Fatalf("Collect set aside %q (unchecked %v), want the killed run's .git", aside, unchecked)
+	}
+	if _, err := os.Stat(records[0]); err == nil {
+		t.Error("the paid record is still there")
+	}
+	if _, aside, _ := Collect(ws); aside != nil {
+		t.Errorf("a debt was paid twice: %q", aside)
+	}
+	paid() // nothing left to remove: no harm
+
+	// Another workspace's record is not this one's to pay.
+	other, _ := filepath.EvalSymlinks(t.TempDir())
+	if _, err := Owe(other, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r, a, u := Collect(ws); r != nil || a != nil || u != nil {
+		t.Errorf("another workspace's record was paid here: %v %v %v", r, a, u)
+	}
+	// A record that is not one is reported, not trusted.
+	bad := filepath.Join(owedDir(), owedName(ws, 999999999))
+	if err := os.WriteFile(bad, []byte(owedHeader+"guard x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, u := Collect(ws); len(u) != 1 {
+		t.Errorf("an unreadable record: unchecked %v", u)
+	}
+}

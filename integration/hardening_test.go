@@ -611,6 +611,10 @@ func TestRunPaysAKilledRunsAftercare(t *testing.T) {
 	if len(aside) != 1 {
 		t.Fatalf("the killed run's repository was not set aside by the next run: %v\n%s", aside, r.stderr)
 	}
+	// Paid debts, and the self-test's runs, which owe none, leave no record.
+	if left, _ := filepath.Glob(filepath.Join(b.home, ".cache", "cordon", "aftercare", "*")); len(left) != 0 {
+		t.Errorf("records of owed aftercare left behind: %v", left)
+	}
 	if !strings.Contains(r.stderr, "set aside as "+aside[0]) {
 		t.Errorf("the next run does not say it set the repository aside:\n%s", r.stderr)
 	}

@@ -97,11 +97,12 @@ type launch struct {
 	// rlimits go on the sandbox's init before it starts the command.
 	rlimits []rlimit
 	// guarded are the workspace's guarded paths, for sandbox.Aftercare
-	// once the run has ended; workspace is the workspace's real path, and
-	// paid, once set, removes the record that the run owes its aftercare
-	// (sandbox.Owe).
+	// once the run has ended; workspace is the workspace's real path. A
+	// run (not a self-test) owes its aftercare (sandbox.Owe), and paid,
+	// once set, removes the record of it.
 	guarded   []sandbox.GuardedPath
 	workspace string
+	owes      bool
 	paid      func()
 	// cannot is set when the command cannot be executed: the launch
 	// answers as a shell would, without building the box.

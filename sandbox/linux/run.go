@@ -86,6 +86,7 @@ func (b *Backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 		owed.ExitCode = l.cannot.code
 		return owed, nil
 	}
+	l.owes = true
 	res, err := b.launch(ctx, s, h, l, nil)
 	res.Removed, res.SetAside, res.Unchecked = sandbox.Aftercare(l.guarded)
 	if l.paid != nil {
@@ -383,7 +384,9 @@ func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, goAhead *
 	}
 	// Before the command starts, the run owes its aftercare; a record
 	// that cannot be written leaves only a killed cordon's debt unpaid.
-	l.paid, _ = sandbox.Owe(l.workspace, l.guarded)
+	if l.owes {
+		l.paid, _ = sandbox.Owe(l.workspace, l.guarded)
+	}
 	if len(l.rlimits) > 0 {
 		pid := st.waitInit()
 		if pid == 0 {

@@ -5,7 +5,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -23,17 +26,35 @@ const clockSlack = 50 * time.Millisecond
 // descend into git directories, and leaves out skip (the guarded and
 // already set-aside ones).
 func nestedChanges(root string, since time.Time, skip map[string]bool) ([]string, error) {
-	var found []string
-	var errs error
-	var walk func(dir string)
-	walk = func(dir string) {
+	var (
+		mu      sync.Mutex
+		found   []string
+		errs    error
+		pending sync.WaitGroup
+	)
+	// Directories are read by a few workers at once: the walk is system
+	// calls, and the cores are otherwise idle once the run has ended.
+	dirs := make(chan string, 1024)
+	var visit func(dir string)
+	queue := func(dir string) {
+		pending.Add(1)
+		select {
+		case dirs <- dir:
+		default:
+			visit(dir) // the queue is full: this worker reads it itself
+		}
+	}
+	visit = func(dir string) {
+		defer pending.Done()
 		// os.ReadDir rather than Open: an opened directory is offered to
 		// the poller, two system calls more per directory here.
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			// The box may have made a directory no one can read, to hide
 			// what is in it until someone opens it up.
+			mu.Lock()
 			errs = errors.Join(errs, err)
+			mu.Unlock()
 		}
 		for _, d := range entries {
 			p := filepath.Join(dir, d.Name())
@@ -43,21 +64,34 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) ([]string
 					continue // the workspace's own, or a guarded checkout's
 				}
 				changed, err := repoChangedSince(p, d, since)
+				mu.Lock()
 				switch {
 				case err != nil:
 					errs = errors.Join(errs, err)
 				case changed:
 					found = append(found, p)
 				}
+				mu.Unlock()
 			case !d.IsDir():
 			case strings.HasPrefix(d.Name(), ".git.cordon-set-aside-"):
 				// a git directory already set aside
 			default:
-				walk(p)
+				queue(p)
 			}
 		}
 	}
-	walk(root)
+	workers := max(2, runtime.GOMAXPROCS(0))
+	for range workers {
+		go func() {
+			for dir := range dirs {
+				visit(dir)
+			}
+		}()
+	}
+	queue(root)
+	pending.Wait()
+	close(dirs)
+	slices.Sort(found)
 	return found, errs
 }
 

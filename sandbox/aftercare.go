@@ -31,6 +31,14 @@ func Aftercare(guards []GuardedPath) (removed, aside []string, unchecked []Unche
 			guarded[g.Path] = true
 		}
 	}
+	putAside := func(p string) {
+		to, err := setAside(p)
+		if err != nil {
+			unchecked = append(unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
+			return
+		}
+		aside = append(aside, to)
+	}
 	for _, g := range guards {
 		switch g.Guard {
 		case Unmade:
@@ -39,12 +47,7 @@ func Aftercare(guards []GuardedPath) (removed, aside []string, unchecked []Unche
 			}
 		case Unborn:
 			if _, err := os.Lstat(g.Path); err == nil {
-				to, err := setAside(g.Path)
-				if err != nil {
-					unchecked = append(unchecked, Unchecked{Path: filepath.Dir(g.Path), Reason: err})
-					continue
-				}
-				aside = append(aside, to)
+				putAside(g.Path)
 			}
 		case Checkouts:
 			more, err := setAsideCheckouts(g.Path, guarded)
@@ -61,12 +64,7 @@ func Aftercare(guards []GuardedPath) (removed, aside []string, unchecked []Unche
 		}
 		found, err := nestedChanges(g.Path, g.Since, guarded)
 		for _, p := range found {
-			to, err := setAside(p)
-			if err != nil {
-				unchecked = append(unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
-				continue
-			}
-			aside = append(aside, to)
+			putAside(p)
 		}
 		if err != nil {
 			unchecked = append(unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("looking for repositories the run made: %w", err)})

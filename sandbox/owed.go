@@ -110,11 +110,14 @@ func alive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// readOwed reads a record Owe wrote for workspace; false if it is not one.
-// The record is the user's own file in a directory no box can reach.
+// readOwed reads a record Owe wrote for workspace; false if it is not one,
+// or not a regular file of the user's own that no one else can write.
 func readOwed(p, workspace string) ([]GuardedPath, bool) {
 	fi, err := os.Lstat(p)
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o022 != 0 {
+		return nil, false
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
 		return nil, false
 	}
 	data, err := os.ReadFile(p)

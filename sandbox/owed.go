@@ -111,17 +111,10 @@ func alive(pid int) bool {
 }
 
 // readOwed reads a record Owe wrote for workspace; false if it is not one,
-// or not a regular file of the user's own that no one else can write.
+// or is not private (ReadPrivate).
 func readOwed(p, workspace string) ([]GuardedPath, bool) {
-	fi, err := os.Lstat(p)
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o022 != 0 {
-		return nil, false
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
-		return nil, false
-	}
-	data, err := os.ReadFile(p)
-	if err != nil {
+	data, ok := ReadPrivate(p)
+	if !ok {
 		return nil, false
 	}
 	rest, ok := bytes.CutPrefix(data, []byte(owedHeader))
@@ -160,4 +153,19 @@ func readOwed(p, workspace string) ([]GuardedPath, bool) {
 		}
 	}
 	return guards, true
+}
+
+// ReadPrivate reads the file at p, a record cordon keeps for the user (the
+// probe memo, the aftercare owed), trusting only a regular file of the
+// user's own that no one else can write.
+func ReadPrivate(p string) ([]byte, bool) {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o022 != 0 {
+		return nil, false
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
+		return nil, false
+	}
+	data, err := os.ReadFile(p)
+	return data, err == nil
 }

@@ -14,7 +14,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -227,22 +226,15 @@ func memoPath(key string) string {
 	return filepath.Join(dir, key[:32]+".memo")
 }
 
-// readMemo trusts only a fresh, regular file of the user's own that nobody
-// else can write, holding this very key.
+// readMemo trusts only a fresh, private record (sandbox.ReadPrivate)
+// holding this very key.
 func readMemo(path, key string) (memo, bool) {
 	var m memo
-	fi, err := os.Lstat(path)
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o022 != 0 {
+	data, ok := sandbox.ReadPrivate(path)
+	if !ok {
 		return m, false
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
-		return m, false
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return m, false
-	}
-	m, ok := parseMemo(data)
+	m, ok = parseMemo(data)
 	if !ok || m.Key != key {
 		return m, false
 	}

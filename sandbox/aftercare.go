@@ -115,9 +115,7 @@ func setAsideCheckouts(root string, guarded map[string]bool) ([]string, error) {
 // setAside renames p with a random suffix (the box cannot have made the
 // new name ready), and returns the new name.
 func setAside(p string) (string, error) {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
-	to := p + ".cordon-set-aside-" + hex.EncodeToString(b[:6])
+	to := RandomName(p + ".cordon-set-aside-")
 	if err := os.Rename(p, to); err != nil {
 		return "", fmt.Errorf("set aside %s: %w", p, err)
 	}
@@ -138,4 +136,16 @@ func repoGitDir(root string) (string, bool) {
 		return gitdirOf(dotgit)
 	}
 	return "", false
+}
+
+// RandomName is prefix and 12 random hex digits, for a name that must not
+// be ready before cordon makes it (a directory os.Mkdir then creates, a
+// name a rename moves to). They come from the runtime's generator, which
+// the kernel seeds per process, so no other user, and no box, can predict
+// them; crypto/rand's first read would cost half a millisecond of every
+// run here.
+func RandomName(prefix string) string {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
+	return prefix + hex.EncodeToString(b[:6])
 }

@@ -3,11 +3,8 @@
 package linux
 
 import (
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -257,18 +254,7 @@ func runAs(name string) (account, error) {
 
 // scratchName is a fresh scratch directory path under the temp directory.
 func scratchName() string {
-	return filepath.Join(os.TempDir(), randomName("cordon-run-"))
-}
-
-// randomName is prefix and 12 random hex digits, for a directory that
-// os.Mkdir then creates (and fails on if it exists). They come from the
-// runtime's generator, which the kernel seeds per process, so no other
-// user can predict them; crypto/rand's first read would cost half a
-// millisecond of every run here.
-func randomName(prefix string) string {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
-	return prefix + hex.EncodeToString(b[:6])
+	return filepath.Join(os.TempDir(), sandbox.RandomName("cordon-run-"))
 }
 
 // writeScratch creates the launch's scratch directory and files, readable

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 // limitPlan is how one run's memory and process limits are enforced:
@@ -270,7 +271,7 @@ type runCgroup struct {
 // newRunCgroup creates the run's cgroup under the plan's parent, with its
 // limits, owned by uid (the account bwrap runs as).
 func newRunCgroup(p limitPlan, uid, gid int) (*runCgroup, error) {
-	dir := filepath.Join(p.cgroupParent, randomName("cordon-"))
+	dir := filepath.Join(p.cgroupParent, sandbox.RandomName("cordon-"))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
 	}

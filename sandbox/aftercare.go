@@ -22,9 +22,9 @@ import (
 // was built (the command filled or registered it; the symbolic link on
 // the way, if any, is what moves); and each repository nested in a
 // Nested workspace that the command made, or whose config or hooks it
-// changed. It returns what it removed, the new names of what it set
-// aside, and what it could not check.
-func Aftercare(guards []GuardedPath) (removed, aside []string, unchecked []Unchecked) {
+// changed. It returns what it did.
+func Aftercare(guards []GuardedPath) Care {
+	var c Care
 	guarded := map[string]bool{}
 	for _, g := range guards {
 		if g.Guard == Pinned || g.Guard == ReadOnly {
@@ -34,16 +34,16 @@ func Aftercare(guards []GuardedPath) (removed, aside []string, unchecked []Unche
 	putAside := func(p string) {
 		to, err := setAside(p)
 		if err != nil {
-			unchecked = append(unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
+			c.Unchecked = append(c.Unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
 			return
 		}
-		aside = append(aside, to)
+		c.SetAside = append(c.SetAside, to)
 	}
 	for _, g := range guards {
 		switch g.Guard {
 		case Unmade:
 			if _, err := os.Lstat(g.Path); err == nil && os.RemoveAll(g.Path) == nil {
-				removed = append(removed, g.Path)
+				c.Removed = append(c.Removed, g.Path)
 			}
 		case Unborn:
 			if _, err := os.Lstat(g.Path); err == nil {
@@ -51,9 +51,9 @@ func Aftercare(guards []GuardedPath) (removed, aside []string, unchecked []Unche
 			}
 		case Checkouts:
 			more, err := setAsideCheckouts(g.Path, guarded)
-			aside = append(aside, more...)
+			c.SetAside = append(c.SetAside, more...)
 			if err != nil {
-				unchecked = append(unchecked, Unchecked{Path: g.Path, Reason: err})
+				c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: err})
 			}
 		}
 	}
@@ -67,10 +67,10 @@ func Aftercare(guards []GuardedPath) (removed, aside []string, unchecked []Unche
 			putAside(p)
 		}
 		if err != nil {
-			unchecked = append(unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("looking for repositories the run made: %w", err)})
+			c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("looking for repositories the run made: %w", err)})
 		}
 	}
-	return removed, aside, unchecked
+	return c
 }
 
 // setAsideCheckouts sets aside the populated checkouts of root's gitlinks

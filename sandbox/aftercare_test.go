@@ -59,7 +59,8 @@ func TestAftercareSetsAsideCheckouts(t *testing.T) {
 	}
 	os.Remove(marker)
 
-	removed, aside, unchecked := Aftercare(paths)
+	c := Aftercare(paths)
+	removed, aside, unchecked := c.Removed, c.SetAside, c.Unchecked
 	if len(removed) != 0 || len(unchecked) != 0 {
 		t.Errorf("Aftercare removed %q, left unchecked %v", removed, unchecked)
 	}
@@ -113,7 +114,8 @@ func TestAftercareSetsAsideNestedRepositories(t *testing.T) {
 	}
 	repo(filepath.Join("deep", "down", "made"))
 
-	_, aside, unchecked := Aftercare(paths)
+	c := Aftercare(paths)
+	aside, unchecked := c.SetAside, c.Unchecked
 	if unchecked != nil {
 		t.Fatalf("unchecked: %v", unchecked)
 	}

@@ -144,16 +144,28 @@ type Result struct {
 	Signal   string
 	TimedOut bool
 	Duration time.Duration
+	// Care is what was seen to after the run (Aftercare), and after an
+	// earlier one whose cordon was killed (Collect).
+	Care
+}
+
+// Care is what Aftercare did once a run had ended.
+type Care struct {
 	// Removed are files the command made that must not exist (Unmade
-	// guards, where the backend cannot forbid them), removed once the
-	// run ended; SetAside, the new names of the submodule checkouts it
-	// filled or registered (Checkouts), renamed so git no longer runs in
-	// them (see Aftercare).
+	// guards, where the backend cannot forbid them); SetAside, the new
+	// names of the .git it made or changed, renamed so git no longer runs
+	// there.
 	Removed, SetAside []string
-	// Unchecked are what Aftercare could not check after the run: a
-	// repository whose index it could not read, a directory of the
-	// workspace it could not look into.
+	// Unchecked are what could not be checked: a repository whose index
+	// could not be read, a directory of the workspace that could not be
+	// looked into.
 	Unchecked []Unchecked
+}
+
+// Add is c followed by o.
+func (c Care) Add(o Care) Care {
+	return Care{Removed: append(c.Removed, o.Removed...), SetAside: append(c.SetAside, o.SetAside...),
+		Unchecked: append(c.Unchecked, o.Unchecked...)}
 }
 
 // Unchecked is a repository Aftercare could not check, and why.

@@ -334,11 +334,12 @@ func TestGuardUnborn(t *testing.T) {
 	if got := describeGuards(paths, ws); !slices.Contains(got, "unborn .git") {
 		t.Fatalf("GuardWorkspace = %q", got)
 	}
-	if _, aside, _ := Aftercare(paths); aside != nil {
+	if aside := Aftercare(paths).SetAside; aside != nil {
 		t.Fatalf("a run that made no repository set aside %q", aside)
 	}
 	git(t, ws, "init", "-q") // what the run does
-	_, aside, unchecked := Aftercare(paths)
+	c := Aftercare(paths)
+	aside, unchecked := c.SetAside, c.Unchecked
 	if len(aside) != 1 || !strings.HasPrefix(aside[0], filepath.Join(ws, ".git.cordon-set-aside-")) || unchecked != nil {
 		t.Fatalf("Aftercare set aside %q (unchecked %v), want the run's .git", aside, unchecked)
 	}

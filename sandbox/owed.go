@@ -56,10 +56,11 @@ func Owe(workspace string, guards []GuardedPath) (paid func(), err error) {
 
 // Collect pays the Aftercare that earlier runs in workspace owe and whose
 // cordon is gone, and returns what it did, as Aftercare does.
-func Collect(workspace string) (removed, aside []string, unchecked []Unchecked) {
+func Collect(workspace string) Care {
+	var c Care
 	dir := owedDir()
 	if dir == "" {
-		return nil, nil, nil
+		return c
 	}
 	prefix := strings.TrimSuffix(owedName(workspace, 0), "0.owed")
 	entries, _ := os.ReadDir(dir)
@@ -76,16 +77,15 @@ func Collect(workspace string) (removed, aside []string, unchecked []Unchecked) 
 		p := filepath.Join(dir, name)
 		guards, ok := readOwed(p, workspace)
 		if !ok {
-			unchecked = append(unchecked, Unchecked{Path: workspace,
+			c.Unchecked = append(c.Unchecked, Unchecked{Path: workspace,
 				Reason: fmt.Errorf("an earlier run's aftercare record %s cannot be read; that run's cordon ended before its aftercare", p)})
 			os.Remove(p)
 			continue
 		}
-		r, a, u := Aftercare(guards)
-		removed, aside, unchecked = append(removed, r...), append(aside, a...), append(unchecked, u...)
+		c = c.Add(Aftercare(guards))
 		os.Remove(p)
 	}
-	return removed, aside, unchecked
+	return c
 }
 
 // owedDir is where records of owed aftercare are kept; "" for nowhere.

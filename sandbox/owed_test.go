@@ -34,7 +34,7 @@ func TestOweAndCollect(t *testing.T) {
 	if err := os.Rename(records[0], running); err != nil {
 		t.Fatal(err)
 	}
-	if _, aside, _ := Collect(ws); aside != nil {
+	if aside := Collect(ws).SetAside; aside != nil {
 		t.Fatalf("a running cordon's aftercare was taken: %q", aside)
 	}
 	// Once it is gone (here: a pid that is this process's now, so the
@@ -42,14 +42,15 @@ func TestOweAndCollect(t *testing.T) {
 	if err := os.Rename(running, records[0]); err != nil {
 		t.Fatal(err)
 	}
-	_, aside, unchecked := Collect(ws)
+	c := Collect(ws)
+	aside, unchecked := c.SetAside, c.Unchecked
 	if len(aside) != 1 || !strings.HasPrefix(aside[0], filepath.Join(ws, ".git.cordon-set-aside-")) || unchecked != nil {
 		t.Fatalf("Collect set aside %q (unchecked %v), want the killed run's .git", aside, unchecked)
 	}
 	if _, err := os.Stat(records[0]); err == nil {
 		t.Error("the paid record is still there")
 	}
-	if _, aside, _ := Collect(ws); aside != nil {
+	if aside := Collect(ws).SetAside; aside != nil {
 		t.Errorf("a debt was paid twice: %q", aside)
 	}
 	paid() // nothing left to remove: no harm
@@ -59,15 +60,15 @@ func TestOweAndCollect(t *testing.T) {
 	if _, err := Owe(other, nil); err != nil {
 		t.Fatal(err)
 	}
-	if r, a, u := Collect(ws); r != nil || a != nil || u != nil {
-		t.Errorf("another workspace's record was paid here: %v %v %v", r, a, u)
+	if c := Collect(ws); c.Removed != nil || c.SetAside != nil || c.Unchecked != nil {
+		t.Errorf("another workspace's record was paid here: %+v", c)
 	}
 	// A record that is not one is reported, not trusted.
 	bad := filepath.Join(owedDir(), owedName(ws, 999999999))
 	if err := os.WriteFile(bad, []byte(owedHeader+"guard x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, u := Collect(ws); len(u) != 1 {
+	if u := Collect(ws).Unchecked; len(u) != 1 {
 		t.Errorf("an unreadable record: unchecked %v", u)
 	}
 }

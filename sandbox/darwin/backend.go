@@ -252,10 +252,10 @@ func (b *backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 	}
 	// What an earlier run, whose cordon was killed, left unchecked is
 	// seen to first: planned on, it would be guarded as the user's own.
-	var owed sandbox.Result
+	var owed sandbox.Care
 	ws, wsErr := filepath.EvalSymlinks(s.Workspace)
 	if wsErr == nil {
-		owed.Removed, owed.SetAside, owed.Unchecked = sandbox.Collect(ws)
+		owed = sandbox.Collect(ws)
 	}
 	plan, guarded, err := b.plan(s)
 	if err != nil {
@@ -273,11 +273,8 @@ func (b *backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 		paid, _ = sandbox.Owe(ws, guarded)
 	}
 	res, err := launch(ctx, s, plan)
-	res.Removed, res.SetAside, res.Unchecked = sandbox.Aftercare(guarded)
+	res.Care = owed.Add(sandbox.Aftercare(guarded))
 	paid()
-	res.Removed = append(owed.Removed, res.Removed...)
-	res.SetAside = append(owed.SetAside, res.SetAside...)
-	res.Unchecked = append(owed.Unchecked, res.Unchecked...)
 	return res, err
 }
 

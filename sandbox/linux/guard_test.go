@@ -64,7 +64,7 @@ func TestGuardArgs(t *testing.T) {
 	if err := os.WriteFile(made, []byte("../evil\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if removed, _, _ := sandbox.Aftercare(paths); !slices.Equal(removed, []string{made}) {
+	if removed := sandbox.Aftercare(paths).Removed; !slices.Equal(removed, []string{made}) {
 		t.Errorf("Aftercare removed %q, want %q", removed, made)
 	}
 	if _, err := os.Lstat(made); err == nil {
@@ -74,7 +74,7 @@ func TestGuardArgs(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(made, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if removed, _, _ := sandbox.Aftercare(paths); !slices.Equal(removed, []string{made}) {
+	if removed := sandbox.Aftercare(paths).Removed; !slices.Equal(removed, []string{made}) {
 		t.Errorf("Aftercare removed a directory as %q, want %q", removed, made)
 	}
 }

@@ -69,7 +69,7 @@ func (b *Backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 	// seen to first: built on, it would be guarded as the user's own.
 	var owed sandbox.Result
 	if ws, err := realPath(s.Workspace); err == nil {
-		owed.Removed, owed.SetAside, owed.Unchecked = sandbox.Collect(ws)
+		owed.Care = sandbox.Collect(ws)
 	}
 	l, err := build(s, h, scratchName(), nil)
 	if err != nil {
@@ -88,13 +88,10 @@ func (b *Backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 	}
 	l.owes = true
 	res, err := b.launch(ctx, s, h, l, nil)
-	res.Removed, res.SetAside, res.Unchecked = sandbox.Aftercare(l.guarded)
+	res.Care = owed.Care.Add(sandbox.Aftercare(l.guarded))
 	if l.paid != nil {
 		l.paid()
 	}
-	res.Removed = append(owed.Removed, res.Removed...)
-	res.SetAside = append(owed.SetAside, res.SetAside...)
-	res.Unchecked = append(owed.Unchecked, res.Unchecked...)
 	return res, err
 }
 

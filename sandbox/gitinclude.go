@@ -3,7 +3,6 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -15,7 +14,8 @@ const maxIncludeDepth = 10
 // (include.path and includeIf.*.path, whatever the condition: a condition
 // may hold on the host), and those they include in turn, as absolute
 // paths: relative ones from the including file's directory, "~/" from
-// home. A file that cannot be read includes nothing.
+// home. A file that cannot be read, or is no regular file (readRegular),
+// includes nothing.
 func configIncludes(path, home string) []string {
 	var out []string
 	seen := map[string]bool{}
@@ -25,7 +25,7 @@ func configIncludes(path, home string) []string {
 			return
 		}
 		seen[p] = true
-		data, err := os.ReadFile(p)
+		data, err := readRegular(p)
 		if err != nil {
 			return
 		}

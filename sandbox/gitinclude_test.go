@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestIncludePaths(t *testing.T) {
@@ -69,6 +71,24 @@ func TestConfigIncludes(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("configIncludes =\n%q\nwant\n%q", got, want)
+	}
+	// An include that is a named pipe is listed, not read: the read would
+	// wait for a writer forever.
+	if err := os.Mkdir(filepath.Join(dir, "repo", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "repo", "sub", "more.gitconfig"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []string, 1)
+	go func() { done <- configIncludes(filepath.Join(dir, "repo", ".git", "config"), home) }()
+	select {
+	case got := <-done:
+		if !slices.Equal(got, want) {
+			t.Errorf("with a named pipe: configIncludes =\n%q\nwant\n%q", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("configIncludes waits on an include that is a named pipe")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -431,20 +432,13 @@ func repoGitlinks(dir string) ([]string, error) {
 }
 
 // indexGitlinks reads the gitlinks of the index file p (gitlinks), which
-// must be a regular file (not a link, nor a named pipe that would block).
+// must be a regular file (openRegular).
 func indexGitlinks(p string, hashSize int) ([]string, string, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, fi, err := openRegular(p)
 	if err != nil {
 		return nil, "", err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, "", fmt.Errorf("%s is not a regular file", p)
-	}
 	if fi.Size() > maxIndexSize {
 		return nil, "", fmt.Errorf("%s is %d bytes, more than the %d cordon reads", p, fi.Size(), maxIndexSize)
 	}
@@ -460,7 +454,7 @@ func indexGitlinks(p string, hashSize int) ([]string, string, error) {
 // common directory) sets extensions.objectFormat to sha256, else 20.
 func hashSizeOf(dir string) int {
 	configs := []string{filepath.Join(dir, "config")}
-	if c, err := os.ReadFile(filepath.Join(dir, "commondir")); err == nil {
+	if c, err := readRegular(filepath.Join(dir, "commondir")); err == nil {
 		common := strings.TrimSpace(string(c))
 		if !filepath.IsAbs(common) {
 			common = filepath.Join(dir, common)
@@ -468,7 +462,7 @@ func hashSizeOf(dir string) int {
 		configs = append(configs, filepath.Join(common, "config"))
 	}
 	for _, c := range configs {
-		data, _ := os.ReadFile(c)
+		data, _ := readRegular(c)
 		for _, line := range strings.Split(strings.ToLower(string(data)), "\n") {
 			k, v, ok := strings.Cut(line, "=")
 			if ok && strings.TrimSpace(k) == "objectformat" && strings.TrimSpace(v) == "sha256" {
@@ -482,7 +476,7 @@ func hashSizeOf(dir string) int {
 // gitdirOf reads the git directory a .git file names ("gitdir: PATH",
 // relative to the file's directory), resolved to its real path.
 func gitdirOf(dotgit string) (string, bool) {
-	b, err := os.ReadFile(dotgit)
+	b, err := readRegular(dotgit)
 	if err != nil {
 		return "", false
 	}
@@ -627,4 +621,34 @@ func (g *repoWalk) modules(d string, depth int) ([]GuardedPath, error) {
 		out = append(out, more...)
 	}
 	return out, nil
+}
+
+// openRegular opens the file p for reading, refusing a symbolic link and
+// anything but a regular file: the files of a repository are the box's to
+// have made, and a named pipe would hold cordon's read until someone
+// wrote to it (the non-blocking open does not wait for one).
+func openRegular(p string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file (%s)", p, fi.Mode().Type())
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// readRegular reads the regular file p (openRegular).
+func readRegular(p string) ([]byte, error) {
+	f, _, err := openRegular(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }

@@ -5,11 +5,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/regular"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -122,20 +122,17 @@ func openLog(path string) (*os.File, error) {
 		return nil, fmt.Errorf("open audit log %s: %w", path, err)
 	}
 	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-		return nil, notRegular(path, fi)
+		return nil, notRegular(path, fi.Mode().Type())
 	}
-	// Non-blocking, so that a FIFO put there after the check fails the
-	// open instead of holding it until a reader comes.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK, 0o600)
+	// A FIFO put there after the check fails the open instead of
+	// holding it until a reader comes.
+	f, _, err := regular.Open(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	var nr *regular.NotRegular
+	if errors.As(err, &nr) {
+		return nil, notRegular(path, nr.Type)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open audit log %s: %w", path, err)
-	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("open audit log %s: %w", path, err)
-		}
-		return nil, notRegular(path, fi)
 	}
 	return f, nil
 }
@@ -143,9 +140,9 @@ func openLog(path string) (*os.File, error) {
 // notRegular is the error for an audit log that is not a regular file: a
 // FIFO would hold every run until a reader came, and neither it nor a
 // device can be fsynced, as the launch line must be.
-func notRegular(path string, fi os.FileInfo) error {
+func notRegular(path string, t os.FileMode) error {
 	kind := "not a regular file"
-	switch t := fi.Mode().Type(); {
+	switch {
 	case t&os.ModeNamedPipe != 0:
 		kind = "a named pipe (FIFO)"
 	case t&os.ModeDevice != 0:

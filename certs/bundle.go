@@ -6,7 +6,9 @@ import (
 	"encoding/asn1"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/regular"
 	"io"
 	"os"
 	"path/filepath"
@@ -263,17 +265,15 @@ func readExtraCAs(files []string) ([]*x509.Certificate, error) {
 // must be a regular file: a named pipe would hold the read until a writer
 // came (the open does not wait for one).
 func readBounded(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, _, err := regular.Open(path, os.O_RDONLY, 0)
+	var nr *regular.NotRegular
+	if errors.As(err, &nr) {
+		err = fmt.Errorf("not a regular file (%s); a certificate file is a PEM file", nr.Type)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		if err == nil {
-			err = fmt.Errorf("not a regular file (%s); a certificate file is a PEM file", fi.Mode().Type())
-		}
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
 	data, err := readAtMost(f, maxBundleFile)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)

@@ -26,6 +26,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/regular"
 	"io/fs"
 	"os"
 	"os/user"
@@ -199,8 +200,11 @@ func load(dir string, now time.Time) (*CA, error) {
 // readPrivateFile reads a small regular file without following a symlink,
 // after checking (on the open descriptor) that it is private to the user.
 func readPrivateFile(path, what string, loose fs.FileMode, fixMode string) ([]byte, error) {
-	// Non-blocking: a named pipe is refused below, not waited on.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, fi, err := regular.Open(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	var nr *regular.NotRegular
+	if errors.As(err, &nr) {
+		return nil, fmt.Errorf("%s %s is not a regular file: remove it, or run `cordon ca rotate`", what, path)
+	}
 	if errors.Is(err, syscall.ELOOP) {
 		return nil, fmt.Errorf("%s %s is a symbolic link: replace it with the file itself", what, path)
 	}
@@ -211,13 +215,6 @@ func readPrivateFile(path, what string, loose fs.FileMode, fixMode string) ([]by
 		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s %s is not a regular file: remove it, or run `cordon ca rotate`", what, path)
-	}
 	if err := checkPrivate(path, what, fi, loose, fixMode); err != nil {
 		return nil, err
 	}

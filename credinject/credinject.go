@@ -11,13 +11,14 @@
 package credinject
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"slices"
-	"syscall"
 
+	"github.com/cordon-sandbox/cordon/internal/regular"
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
@@ -126,20 +127,17 @@ func (s *Set) MaskedFiles() (map[string][]byte, error) {
 	out := map[string][]byte{}
 	for _, c := range s.orEmpty().creds {
 		for _, path := range c.files {
-			// Non-blocking, and a regular file: a named pipe would hold
-			// the read until a writer came.
-			f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+			// A regular file: a named pipe would hold the read until a
+			// writer came.
+			f, _, err := regular.Open(path, os.O_RDONLY, 0)
+			var nr *regular.NotRegular
+			if errors.As(err, &nr) {
+				return nil, fmt.Errorf("credential %q: files: read %s: not a regular file (%s)", c.name, path, nr.Type)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("credential %q: files: %w", c.name, err)
 			}
-			var b []byte
-			fi, err := f.Stat()
-			switch {
-			case err == nil && !fi.Mode().IsRegular():
-				err = fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
-			case err == nil:
-				b, err = io.ReadAll(io.LimitReader(f, maxMaskedFile+1))
-			}
+			b, err := io.ReadAll(io.LimitReader(f, maxMaskedFile+1))
 			f.Close()
 			switch {
 			case err != nil:

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/regular"
 	"io"
 	"io/fs"
 	"os"
@@ -10,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // ProjectFile is the name of the project file at a workspace root.
@@ -170,21 +170,17 @@ func globalConfigPath(explicit, home string) (path string, mustExist bool, err e
 // and a link planted there must not have cordon read, and quote in its
 // errors, a file the sandbox cannot.
 func readConfig(path string, mustExist bool, workspace string) (*configFile, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, fs.ErrNotExist) && !mustExist {
+	f, fi, err := regular.Open(path, os.O_RDONLY, 0)
+	var nr *regular.NotRegular
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !mustExist:
 		return nil, nil
-	}
-	if err != nil {
+	case errors.As(err, &nr):
+		return nil, fmt.Errorf("config %s is not a regular file (%s); a cordon config is a short YAML file", path, nr.Type)
+	case err != nil:
 		return nil, fmt.Errorf("read config %s: %w (create it with cordon init, or point --config or CORDON_CONFIG at an existing file)", path, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("read config %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("config %s is not a regular file (%s); a cordon config is a short YAML file", path, fi.Mode().Type())
-	}
 	if workspace != "" {
 		real := resolvePath(path)
 		if ri, err := os.Stat(real); err != nil || !os.SameFile(fi, ri) || !isWithin(resolvePath(workspace), real) {

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/regular"
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
@@ -628,19 +629,7 @@ func (g *repoWalk) modules(d string, depth int) ([]GuardedPath, error) {
 // have made, and a named pipe would hold cordon's read until someone
 // wrote to it (the non-blocking open does not wait for one).
 func openRegular(p string) (*os.File, fs.FileInfo, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("%s is not a regular file (%s)", p, fi.Mode().Type())
-	}
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	return f, fi, nil
+	return regular.Open(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 }
 
 // readRegular reads the regular file p (openRegular).

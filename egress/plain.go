@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,33 +178,16 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 		Detail: fmt.Sprintf("%s: no checked address", policy.JoinHostPort(t.Host, t.Port))}, status: http.StatusBadGateway}
 }
 
-// hopHeaders are the hop-by-hop headers of RFC 9110 section 7.6.1 plus the
-// proxy ones; Upgrade is kept when the request is an upgrade.
-var hopHeaders = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding",
-}
-
 // RemoveHopHeaders deletes hop-by-hop headers and those the Connection
-// header names. An upgrade keeps "Connection: Upgrade" and "Upgrade".
+// header names (tlsterm.RemoveHopByHop). An upgrade keeps "Connection:
+// Upgrade" and "Upgrade".
 func RemoveHopHeaders(h http.Header) {
 	upgrade := h.Get("Upgrade")
 	isUpgrade := upgrade != "" && tlsterm.HasToken(h, "Connection", "upgrade")
-	for _, f := range h.Values("Connection") {
-		for _, name := range strings.Split(f, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				h.Del(name)
-			}
-		}
-	}
-	for _, name := range hopHeaders {
-		h.Del(name)
-	}
+	tlsterm.RemoveHopByHop(h)
 	if isUpgrade {
 		h.Set("Connection", "Upgrade")
 		h.Set("Upgrade", upgrade)
-	} else {
-		h.Del("Upgrade")
 	}
 }
 

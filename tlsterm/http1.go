@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -79,8 +80,10 @@ type conn1 struct {
 // upstream1 is the stream's current upstream connection.
 type upstream1 struct {
 	conn net.Conn // TLS, or TCP on a plaintext stream
-	// raw is the TCP connection under conn.
+	// raw is the TCP connection under conn, and rc its descriptor when
+	// it has one (see writeAwaiting).
 	raw *drainConn
+	rc  syscall.RawConn
 	lim limitReader
 	br  *bufio.Reader
 	bw  *bufio.Writer

@@ -20,22 +20,30 @@ func isIdempotent(req *http.Request) bool {
 	return a || b
 }
 
-// hopHeaders are removed from requests and responses between hops.
-var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+// isHopHeader says whether a canonical header name is hop-by-hop: those
+// of RFC 9110 section 7.6.1, and the proxy ones.
+func isHopHeader(name string) bool {
+	switch name {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
+}
 
-// removeHopByHopHeaders removes the headers Connection lists and the
-// standard hop-by-hop headers.
-func removeHopByHopHeaders(h http.Header) {
+// RemoveHopByHop removes the hop-by-hop headers and those Connection names.
+func RemoveHopByHop(h http.Header) {
 	for _, v := range h["Connection"] {
-		for _, name := range strings.Split(v, ",") {
+		for name := range strings.SplitSeq(v, ",") {
 			if name = strings.TrimSpace(name); name != "" {
 				h.Del(name)
 			}
 		}
 	}
-	for _, name := range hopHeaders {
-		h.Del(name)
+	for name := range h {
+		if isHopHeader(name) {
+			delete(h, name)
+		}
 	}
 }
 

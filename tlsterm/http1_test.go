@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -422,6 +423,30 @@ func TestCleanQuery(t *testing.T) {
 		if got := cleanQuery(tc.in); got != tc.want {
 			t.Errorf("cleanQuery(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+func TestRemoveHopByHop(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   http.Header
+		want []string // the names left, sorted
+	}{
+		{"none", http.Header{"Accept": {"*/*"}}, []string{"Accept"}},
+		{"every standard one", http.Header{"Connection": {"keep-alive"}, "Proxy-Connection": {"x"}, "Keep-Alive": {"timeout=5"},
+			"Proxy-Authenticate": {"x"}, "Proxy-Authorization": {"x"}, "Te": {"trailers"}, "Trailer": {"X"},
+			"Transfer-Encoding": {"chunked"}, "Upgrade": {"websocket"}, "Content-Type": {"text/plain"}}, []string{"Content-Type"}},
+		{"named by Connection, any case, twice", http.Header{"Connection": {"x-hop, ,X-OTHER", "accept"}, "X-Hop": {"1"},
+			"X-Other": {"2"}, "Accept": {"*/*"}, "X-Kept": {"3"}}, []string{"X-Kept"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			RemoveHopByHop(tc.in)
+			got := keysOf(tc.in)
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("left %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 

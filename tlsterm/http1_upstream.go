@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -69,7 +70,7 @@ func (h *conn1) roundTrip(x *exchange, body *clientBody) (status int, down int64
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return h.switchProtocols(x, body)
 	}
-	removeHopByHopHeaders(resp.Header)
+	RemoveHopByHop(resp.Header)
 	MaskResponse(h.st.t.cfg.Creds, resp)
 	h.mask(resp.Trailer) // the names announced now; the values come after the body
 
@@ -127,16 +128,20 @@ func (h *conn1) outgoing(x *exchange) error {
 		return fmt.Errorf("client tried to switch to invalid protocol %q", x.upgrade)
 	}
 	trailers := httpguts.HeaderValuesContainsToken(req.Header["Te"], "trailers")
-	removeHopByHopHeaders(req.Header)
+	RemoveHopByHop(req.Header)
+	for name := range req.Header {
+		switch name {
+		case "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+			"Expect": // answered here: the body comes anyway
+			delete(req.Header, name)
+		}
+	}
 	if trailers {
 		req.Header.Set("Te", "trailers")
 	}
 	if x.upgrade != "" {
 		req.Header.Set("Connection", "Upgrade")
 		req.Header.Set("Upgrade", x.upgrade)
-	}
-	for _, k := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
-		req.Header.Del(k)
 	}
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header.Set("User-Agent", "") // not Go's own
@@ -146,7 +151,6 @@ func (h *conn1) outgoing(x *exchange) error {
 	if h.st.s.Plaintext {
 		req.URL.Scheme = "http"
 	}
-	req.Header.Del("Expect") // answered here: the body comes anyway
 	req.Close = false
 	req.RequestURI = ""
 	if req.ContentLength == 0 {
@@ -193,6 +197,11 @@ func (h *conn1) connect() error {
 		return err
 	}
 	up := &upstream1{conn: c, raw: rawOf(c)}
+	if up.raw != nil {
+		if sc, ok := up.raw.Conn.(syscall.Conn); ok {
+			up.rc, _ = sc.SyscallConn()
+		}
+	}
 	up.lim = limitReader{r: c, n: math.MaxInt64}
 	up.br, up.bw = getReader(&up.lim), getWriter(c)
 	h.up = up
@@ -215,7 +224,7 @@ func (h *conn1) sendOnce(x *exchange) error {
 	up := h.up
 	if x.req.Body == nil {
 		x.wrote = nil
-		if err := writeRequest(up, x.req); err != nil {
+		if err := up.writeAwaiting(x.req); err != nil {
 			return err
 		}
 	} else {
@@ -274,6 +283,33 @@ func writeRequest(up *upstream1, req *http.Request) error {
 		return err
 	}
 	return up.bw.Flush()
+}
+
+// writeAwaiting writes a bodyless request and waits until the upstream's
+// socket has something to read: its answer, or its end. The wait is armed
+// before the request goes, so the response's arrival cannot be missed,
+// and the read that follows finds it, instead of failing with EAGAIN and
+// waiting then: one system call and one poll fewer per request. Bytes
+// that were already read and not yet taken (a TLS record, read-ahead) do
+// not matter: the answer to this request is new bytes on the socket.
+func (up *upstream1) writeAwaiting(req *http.Request) error {
+	if up.rc == nil {
+		return writeRequest(up, req)
+	}
+	var werr error
+	wrote := false
+	err := up.rc.Read(func(uintptr) bool {
+		if wrote {
+			return true
+		}
+		wrote = true
+		werr = writeRequest(up, req)
+		return werr != nil
+	})
+	if werr != nil {
+		return werr
+	}
+	return err
 }
 
 // abortWrite stops a request body still being written (closing the

@@ -58,7 +58,7 @@ func NormalizeHost(s string) (string, error) {
 		return "", fmt.Errorf("host %q: brackets are only allowed around an IPv6 address", s)
 	}
 	if a, err := netip.ParseAddr(s); err == nil {
-		return canonicalAddr(a), nil
+		return sameOrCanonical(s, a), nil
 	}
 	if strings.Contains(s, ":") {
 		return "", fmt.Errorf("host %q: not a valid name or IP address (a port belongs outside the host)", s)
@@ -105,6 +105,16 @@ func NormalizeHost(s string) (string, error) {
 // canonicalAddr prints an address the one way cordon compares it.
 func canonicalAddr(a netip.Addr) string {
 	return a.Unmap().WithZone("").String()
+}
+
+// sameOrCanonical is s when it is already a's canonical form, which spares
+// the copy a fresh string costs (hosts are normalized once per request).
+func sameOrCanonical(s string, a netip.Addr) string {
+	var buf [48]byte
+	if b := a.Unmap().WithZone("").AppendTo(buf[:0]); string(b) == s {
+		return s
+	}
+	return canonicalAddr(a)
 }
 
 func validLabel(l string) error {

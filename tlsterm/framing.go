@@ -75,7 +75,9 @@ func (g *FramingGuard) Next() (problem string, ok bool) {
 		return "", false
 	}
 	v := g.verdicts[0]
-	g.verdicts = g.verdicts[1:]
+	// Shifted rather than resliced, so the array is reused: there is
+	// seldom more than one verdict waiting.
+	g.verdicts = g.verdicts[:copy(g.verdicts, g.verdicts[1:])]
 	return v, true
 }
 
@@ -131,7 +133,7 @@ func (g *FramingGuard) lineDone() {
 		if !bytes.HasSuffix(g.line, []byte("\n\r\n")) && !bytes.HasSuffix(g.line, []byte("\n\n")) {
 			return // the block goes on
 		}
-		g.headerDone(string(g.line))
+		g.headerDone(g.line)
 	case inChunkSize:
 		size, ok := parseChunkSize(string(g.line))
 		switch {
@@ -151,7 +153,7 @@ func (g *FramingGuard) lineDone() {
 }
 
 // headerDone judges one request's header block and sets up its body.
-func (g *FramingGuard) headerDone(block string) {
+func (g *FramingGuard) headerDone(block []byte) {
 	problem, body, length := judgeFraming(block)
 	g.verdicts = append(g.verdicts, problem)
 	switch body {
@@ -177,24 +179,25 @@ const (
 
 // judgeFraming reads a request's header block and says whether its framing
 // is sound, and how its body is delimited.
-func judgeFraming(block string) (problem string, body bodyKind, length int64) {
+func judgeFraming(block []byte) (problem string, body bodyKind, length int64) {
 	var cls, tes []string
-	_, rest, _ := strings.Cut(block, "\n") // the request line
-	for rest != "" {
-		var l string
-		l, rest, _ = strings.Cut(rest, "\n")
-		name, val, ok := strings.Cut(strings.TrimRight(l, "\r"), ":")
+	_, rest, _ := bytes.Cut(block, []byte("\n")) // the request line
+	for len(rest) > 0 {
+		var l []byte
+		l, rest, _ = bytes.Cut(rest, []byte("\n"))
+		name, val, ok := bytes.Cut(bytes.TrimRight(l, "\r"), []byte(":"))
 		if !ok {
 			continue
 		}
-		switch strings.ToLower(strings.TrimSpace(name)) {
-		case "content-length":
-			cls = append(cls, strings.TrimSpace(val))
-		case "transfer-encoding":
-			tes = append(tes, strings.TrimSpace(val))
-		}
-		if name != strings.TrimSpace(name) && strings.EqualFold(strings.TrimSpace(name), "transfer-encoding") {
-			problem = "whitespace around the Transfer-Encoding header name"
+		trimmed := bytes.TrimSpace(name)
+		switch {
+		case equalFoldASCII(trimmed, "content-length"):
+			cls = append(cls, string(bytes.TrimSpace(val)))
+		case equalFoldASCII(trimmed, "transfer-encoding"):
+			tes = append(tes, string(bytes.TrimSpace(val)))
+			if len(name) != len(trimmed) {
+				problem = "whitespace around the Transfer-Encoding header name"
+			}
 		}
 	}
 	switch {
@@ -204,7 +207,7 @@ func judgeFraming(block string) (problem string, body bodyKind, length int64) {
 		return "both Content-Length and Transfer-Encoding", bodyUnknown, 0
 	case len(tes) > 0:
 		codings := strings.Split(strings.Join(tes, ","), ",")
-		if !strings.EqualFold(strings.TrimSpace(codings[len(codings)-1]), "chunked") {
+		if !equalFoldASCII(strings.TrimSpace(codings[len(codings)-1]), "chunked") {
 			return "", bodyUnknown, 0 // net/http answers 501
 		}
 		return "", bodyChunked, 0
@@ -224,6 +227,28 @@ func judgeFraming(block string) (problem string, body bodyKind, length int64) {
 		return "", bodyLength, n
 	}
 	return "", bodyNone, 0
+}
+
+// equalFoldASCII says whether s and t are equal ignoring ASCII case only,
+// as HTTP compares header names (strings.EqualFold would also match
+// "\u017f" to "s").
+func equalFoldASCII[T ~string | ~[]byte](s T, t string) bool {
+	if len(s) != len(t) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if lowerASCII(s[i]) != lowerASCII(t[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 func parseChunkSize(line string) (int64, bool) {

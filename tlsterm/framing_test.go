@@ -28,6 +28,8 @@ func TestFramingGuard(t *testing.T) {
 		{"TE and CL, other order and case", "POST / HTTP/1.1\r\nHost: a\r\ntransfer-encoding: chunked\r\ncontent-length: 4\r\n\r\n", []string{"both Content-Length and Transfer-Encoding"}},
 		{"conflicting CL", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello", []string{"conflicting Content-Length values"}},
 		{"smuggled second request inside a body", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 40\r\n\r\nGET /admin HTTP/1.1\r\nHost: evil\r\n\r\n\r\n\r\nGET /3 HTTP/1.1\r\nHost: a\r\n\r\n", []string{"ok", "ok"}},
+		{"whitespace before the TE colon", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n", []string{"whitespace around the Transfer-Encoding header name"}},
+		{"names compare in ASCII only", "POST / HTTP/1.1\r\nHost: a\r\nTran\u017ffer-Encoding: chunked\r\nContent-Length: 2\r\n\r\nhiGET /2 HTTP/1.1\r\nHost: a\r\n\r\n", []string{"ok", "ok"}},
 		{"bare LF lines", "GET / HTTP/1.1\nHost: a\n\nGET /2 HTTP/1.1\nHost: a\n\n", []string{"ok", "ok"}},
 	} {
 		for _, n := range []int{1, 3, 7, 1 << 20} {

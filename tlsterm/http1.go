@@ -84,9 +84,13 @@ type upstream1 struct {
 	// it has one (see writeAwaiting).
 	raw *drainConn
 	rc  syscall.RawConn
-	lim limitReader
-	br  *bufio.Reader
-	bw  *bufio.Writer
+	// await, awaiting and wrote serve writeAwaiting.
+	await    func(uintptr) bool
+	awaiting *http.Request
+	wrote    error
+	lim      limitReader
+	br       *bufio.Reader
+	bw       *bufio.Writer
 	// used says a request went over it: it may have gone stale since.
 	used bool
 }

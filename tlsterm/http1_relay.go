@@ -18,8 +18,9 @@ import (
 // whenever the upstream has nothing more at hand, so streamed responses
 // are not held back.
 func (h *conn1) relayBody(src io.Reader, chunked bool) (n int64, rerr, werr error) {
-	buf := copyBuffers.Get()
-	defer copyBuffers.Put(buf)
+	bp := copyBuffers.get()
+	defer copyBuffers.put(bp)
+	buf := *bp
 	h.cork.hold()
 	defer func() {
 		if err := h.cork.release(); werr == nil {
@@ -164,8 +165,9 @@ func endWrite(dst, other net.Conn, err error) {
 // WriteTo, which would pick their own small buffers); a clean end is a nil
 // error.
 func copyPlain(dst io.Writer, src io.Reader) (int64, error) {
-	buf := copyBuffers.Get()
-	defer copyBuffers.Put(buf)
+	bp := copyBuffers.get()
+	defer copyBuffers.put(bp)
+	buf := *bp
 	var n int64
 	for {
 		k, err := src.Read(buf)

@@ -200,6 +200,7 @@ func (h *conn1) connect() error {
 	if up.raw != nil {
 		if sc, ok := up.raw.Conn.(syscall.Conn); ok {
 			up.rc, _ = sc.SyscallConn()
+			up.await = up.awaitStep
 		}
 	}
 	up.lim = limitReader{r: c, n: math.MaxInt64}
@@ -296,20 +297,27 @@ func (up *upstream1) writeAwaiting(req *http.Request) error {
 	if up.rc == nil {
 		return writeRequest(up, req)
 	}
-	var werr error
-	wrote := false
-	err := up.rc.Read(func(uintptr) bool {
-		if wrote {
-			return true
-		}
-		wrote = true
-		werr = writeRequest(up, req)
-		return werr != nil
-	})
-	if werr != nil {
-		return werr
+	up.awaiting, up.wrote = req, nil
+	err := up.rc.Read(up.await)
+	up.awaiting = nil
+	if up.wrote != nil {
+		return up.wrote
 	}
 	return err
+}
+
+// awaitStep is writeAwaiting's callback (up.await holds it as a method
+// value made once per connection, which spares a request an allocation):
+// it writes the request on its first call; on its second the socket has
+// something to read.
+func (up *upstream1) awaitStep(uintptr) bool {
+	if up.awaiting == nil {
+		return true
+	}
+	req := up.awaiting
+	up.awaiting = nil
+	up.wrote = writeRequest(up, req)
+	return up.wrote != nil
 }
 
 // abortWrite stops a request body still being written (closing the

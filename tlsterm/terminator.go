@@ -365,5 +365,9 @@ var copyBuffers = &bufferPool{sync.Pool{New: func() any { b := make([]byte, 32<<
 
 type bufferPool struct{ p sync.Pool }
 
-func (b *bufferPool) Get() []byte  { return *b.p.Get().(*[]byte) }
-func (b *bufferPool) Put(s []byte) { b.p.Put(&s) }
+// Get and Put serve httputil.ReverseProxy; get and put lend the same
+// buffers without the allocation Put costs.
+func (b *bufferPool) Get() []byte   { return *b.get() }
+func (b *bufferPool) Put(s []byte)  { b.p.Put(&s) }
+func (b *bufferPool) get() *[]byte  { return b.p.Get().(*[]byte) }
+func (b *bufferPool) put(p *[]byte) { b.p.Put(p) }

@@ -2,6 +2,7 @@ package tlsterm
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -226,17 +227,24 @@ func (h *conn1) linger() {
 // after answering what net/http's server answers to requests it cannot
 // serve.
 func (h *conn1) readRequest() *http.Request {
-	if h.br.Buffered() == 0 {
+	waited := h.br.Buffered() == 0
+	if waited {
 		h.client.SetReadDeadline(time.Now().Add(idleTimeout))
 		if _, err := h.br.Peek(1); err != nil {
 			return nil
 		}
 	}
-	h.client.SetReadDeadline(time.Now().Add(headerTimeout))
+	// A header already in hand is read without a deadline of its own.
+	timed := !headerBuffered(h.br)
+	if timed {
+		h.client.SetReadDeadline(time.Now().Add(headerTimeout))
+	}
 	h.lim.n = maxRequestHeader
 	req, err := http.ReadRequest(h.br)
 	h.lim.n = math.MaxInt64
-	h.client.SetReadDeadline(time.Time{})
+	if waited || timed {
+		h.client.SetReadDeadline(time.Time{})
+	}
 	if err == nil {
 		err = checkRequestHeader(req)
 	}
@@ -272,6 +280,14 @@ func (h *conn1) readRequest() *http.Request {
 		h.plainError(http.StatusBadRequest, "")
 	}
 	return nil
+}
+
+// headerBuffered says whether br holds a blank line, so that reading a
+// request header from it reads nothing more from the connection: the
+// header ends there at the latest.
+func headerBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\n\r\n"))
 }
 
 // isUnsupportedTE says whether ReadRequest refused a transfer coding it

@@ -3,6 +3,7 @@ package tlsterm
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
@@ -424,6 +426,53 @@ func TestCleanQuery(t *testing.T) {
 			t.Errorf("cleanQuery(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
+}
+
+// bufferedReader holds data, then fails every further read with
+// errBeyond: a read past what was buffered shows.
+func bufferedReader(data string) *bufio.Reader {
+	br := bufio.NewReaderSize(io.MultiReader(strings.NewReader(data), iotest.ErrReader(errBeyond)), 1<<16)
+	br.Peek(len(data))
+	return br
+}
+
+var errBeyond = errors.New("read past the buffered bytes")
+
+func TestHeaderBuffered(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{"GET / HTTP/1.1\r\nHost: a\r\n\r\n", true},
+		{"GET / HTTP/1.1\nHost: a\n\n", true},
+		{"GET / HTTP/1.1\r\nHost: a\r\n", false},
+		{"GET / HTTP/1.1\r\nHost: a\r\n\r", false},
+		{"\r\n", false},
+		{"GET / HTTP/1.1\r\nHost: a\r\r\n", false},
+		{"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\n", true},
+	} {
+		if got := headerBuffered(bufferedReader(tc.in)); got != tc.want {
+			t.Errorf("headerBuffered(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// FuzzHeaderBuffered checks what readRequest relies on: when
+// headerBuffered says so, ReadRequest reads nothing from the connection
+// (so it needs no deadline).
+func FuzzHeaderBuffered(f *testing.F) {
+	for _, s := range []string{"GET / HTTP/1.1\r\nHost: a\r\n\r\n", "GET / HTTP/1.1\r\nA: b\r\n \r\n\r\n", "\n\n", "GET / HTTP/1.1\r\nA:\r\n\tb\n\r\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		br := bufferedReader(in)
+		if !headerBuffered(br) {
+			return
+		}
+		if _, err := http.ReadRequest(br); errors.Is(err, errBeyond) {
+			t.Fatalf("ReadRequest read past a buffered header in %q", in)
+		}
+	})
 }
 
 func TestRemoveHopByHop(t *testing.T) {

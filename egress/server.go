@@ -347,18 +347,25 @@ func closeWrite(c net.Conn) {
 	c.Close()
 }
 
-// multi replays a copy of b, then reads r.
-func multi(b []byte, r io.Reader) io.Reader {
-	return io.MultiReader(bytes.NewReader(bytes.Clone(b)), r)
-}
-
 // prefixConn is a conn whose reads first replay bytes already consumed.
 type prefixConn struct {
 	net.Conn
-	r io.Reader
+	prefix []byte
 }
 
-func (p *prefixConn) Read(b []byte) (int, error) { return p.r.Read(b) }
+// newPrefixConn replays a copy of b before c's own bytes.
+func newPrefixConn(c net.Conn, b []byte) *prefixConn {
+	return &prefixConn{Conn: c, prefix: bytes.Clone(b)}
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) {
+	if len(p.prefix) == 0 {
+		return p.Conn.Read(b)
+	}
+	n := copy(b, p.prefix)
+	p.prefix = p.prefix[n:]
+	return n, nil
+}
 
 func (p *prefixConn) CloseWrite() error {
 	if cw, ok := p.Conn.(interface{ CloseWrite() error }); ok {

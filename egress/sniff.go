@@ -66,7 +66,7 @@ func sniff(client, upstream net.Conn, timeout time.Duration) (protocol, net.Conn
 	}
 	client = readerConn(client, cr)
 	if len(u.b) > 0 {
-		upstream = &prefixConn{Conn: upstream, r: multi(u.b, upstream)}
+		upstream = newPrefixConn(upstream, u.b)
 	}
 	return proto, client, upstream
 }
@@ -96,5 +96,5 @@ func readerConn(c net.Conn, br *bufio.Reader) net.Conn {
 		return c
 	}
 	b, _ := br.Peek(br.Buffered())
-	return &prefixConn{Conn: c, r: multi(b, c)}
+	return newPrefixConn(c, b)
 }

@@ -34,6 +34,8 @@ type Writer struct {
 	buf     []byte      // the lines being written, under mu
 	later   []byte      // lines queued by Later, under mu
 	timer   *time.Timer // writes later's lines after laterDelay
+	// armed says timer is pending, under mu.
+	armed bool
 	// unsynced says lines were written since the last fsync, under mu.
 	unsynced bool
 	fsync    func(*os.File) error
@@ -189,23 +191,27 @@ func (w *Writer) Later(r Record) {
 	if w.err != nil || w.spent {
 		return
 	}
-	first := len(w.later) == 0
 	r = w.stamp(r)
 	w.later = append(r.appendJSON(w.later), '\n')
 	switch {
 	case len(w.later) >= maxKeptLine:
 		w.flushLocked(nil)
-	case !first:
+	case w.armed:
+		// The pending timer fires sooner than laterDelay from now. Left
+		// pending after a Write took the lines it was set for, it spares
+		// a busy connection a timer change per request.
 	case w.timer == nil:
-		w.timer = time.AfterFunc(laterDelay, w.flushLater)
+		w.timer, w.armed = time.AfterFunc(laterDelay, w.flushLater), true
 	default:
 		w.timer.Reset(laterDelay)
+		w.armed = true
 	}
 }
 
 func (w *Writer) flushLater() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.armed = false
 	if w.err == nil && !w.spent && len(w.later) > 0 {
 		w.flushLocked(nil)
 	}

@@ -57,11 +57,20 @@ func TestWriterLater(t *testing.T) {
 	}
 	want(paths(), "/1", "/2", "/3", "/4")
 
+	// The timer, once fired, is set again.
 	w.Later(Record{Type: TypeClose, Path: "/5"})
+	for len(paths()) < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a Later record after the timer fired was not written on its own: %q", paths())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	w.Later(Record{Type: TypeClose, Path: "/6"})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	want(paths(), "/1", "/2", "/3", "/4", "/5")
+	want(paths(), "/1", "/2", "/3", "/4", "/5", "/6")
 }
 
 // TestWriterSyncs: Sync fsyncs its record and Close fsyncs whatever was

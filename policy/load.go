@@ -197,17 +197,10 @@ func readConfig(path string, mustExist bool, workspace string) (*configFile, err
 	return &configFile{path: path, data: data}, nil
 }
 
-// FindWorkspace returns the project root holding cwd: the nearest directory
-// at or above cwd, below $HOME, holding .cordon.yaml or .git, else cwd
-// itself. It refuses $HOME, / and any directory containing $HOME.
-func FindWorkspace(cwd string) (string, error) {
-	home, err := homeDir()
-	if err != nil {
-		return "", err
-	}
-	return findWorkspace(cwd, home)
-}
-
+// findWorkspace returns the project root holding cwd (Sources.Workspace):
+// the nearest directory at or above cwd, below home, holding .cordon.yaml
+// or .git, else cwd itself. It refuses home, / and any directory
+// containing home.
 func findWorkspace(cwd, home string) (string, error) {
 	if !filepath.IsAbs(cwd) {
 		return "", fmt.Errorf("working directory %q is not absolute", cwd)

@@ -162,9 +162,9 @@ func TestFindWorkspace(t *testing.T) {
 		{filepath.Join(home, "link"), filepath.Join(home, "proj")},
 	}
 	for _, tt := range tests {
-		got, err := FindWorkspace(tt.cwd)
+		got, err := findWorkspace(tt.cwd, home)
 		if err != nil || got != tt.want {
-			t.Errorf("FindWorkspace(%s) = %q, %v; want %q", tt.cwd, got, err, tt.want)
+			t.Errorf("findWorkspace(%s) = %q, %v; want %q", tt.cwd, got, err, tt.want)
 		}
 	}
 	for _, tt := range []struct{ cwd, want string }{
@@ -174,8 +174,8 @@ func TestFindWorkspace(t *testing.T) {
 		{filepath.Dir(home), "contains your home directory"},
 		{"relative/dir", "not absolute"},
 	} {
-		if got, err := FindWorkspace(tt.cwd); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("FindWorkspace(%s) = %q, %v; want an error saying %q", tt.cwd, got, err, tt.want)
+		if got, err := findWorkspace(tt.cwd, home); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("findWorkspace(%s) = %q, %v; want an error saying %q", tt.cwd, got, err, tt.want)
 		}
 	}
 }

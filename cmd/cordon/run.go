@@ -133,7 +133,7 @@ func (f *runFlags) auditPath() (string, error) {
 	return audit.DefaultPath()
 }
 
-// spec loads the policy and finds the workspace.
+// spec loads the policy, which finds the workspace.
 func (f *runFlags) spec(argv []string) (*sandbox.Spec, error) {
 	p, src, err := f.pf.loadFrom(policy.LoadOptions{})
 	if err != nil {
@@ -143,10 +143,7 @@ func (f *runFlags) spec(argv []string) (*sandbox.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find the working directory: %w", err)
 	}
-	ws, err := policy.FindWorkspace(cwd)
-	if err != nil {
-		return nil, err
-	}
+	ws := src.Workspace
 	// The box may neither read nor write cordon's configuration: the
 	// global config this run read, and the CA.
 	config := []string{src.Global}

@@ -109,9 +109,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	cw := &countingWriter{ResponseWriter: w}
 	h.st.rp.ServeHTTP(cw, r)
-	// Let the response leave before the close line is written, so logging
-	// adds nothing to the client's latency.
-	http.NewResponseController(cw).Flush()
 	if reason, detail, ok := bodyRefusal(out); ok {
 		rs.reason, rs.detail = reason, detail
 	}

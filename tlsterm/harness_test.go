@@ -50,6 +50,38 @@ type rigOptions struct {
 	opaque bool
 	// idle is the origin's idle timeout; zero means net/http's default.
 	idle time.Duration
+	// linger closes the origin's connections as Apache's httpd does: the
+	// write side first, then what still comes is read and dropped for a
+	// while before the close, so a request sent meanwhile draws no reset.
+	linger bool
+}
+
+// lingerListener gives its connections a lingering Close (rigOptions.linger).
+type lingerListener struct{ net.Listener }
+
+func (l lingerListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &lingerConn{Conn: c}, nil
+}
+
+type lingerConn struct {
+	net.Conn
+	once sync.Once
+}
+
+func (c *lingerConn) Close() error {
+	c.once.Do(func() {
+		c.Conn.(*net.TCPConn).CloseWrite()
+		go func() {
+			c.Conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			io.Copy(io.Discard, c.Conn)
+			c.Conn.Close()
+		}()
+	})
+	return nil
 }
 
 // newRig starts the origin (handler h) and the front; both stop at the
@@ -59,6 +91,9 @@ func newRig(tb testing.TB, h http.Handler, o rigOptions) *rig {
 	origin := httptest.NewUnstartedServer(h)
 	origin.Config.ErrorLog = discardLog
 	origin.Config.IdleTimeout = o.idle
+	if o.linger {
+		origin.Listener = lingerListener{origin.Listener}
+	}
 	if o.plaintext {
 		origin.Start()
 	} else {

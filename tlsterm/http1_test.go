@@ -73,6 +73,10 @@ func testOrigin(t *testing.T) http.Handler {
 		line, _ := brw.ReadString('\n')
 		io.WriteString(c, "echo: "+line)
 	})
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(3 * staleCheck)
+		io.WriteString(w, "slow")
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok "+r.URL.Path)
 	})
@@ -398,6 +402,42 @@ func TestHTTP1StaleUpstream(t *testing.T) {
 		fmt.Fprintf(c, req, r.authority())
 		if resp, body := readResp(t, br, "GET"); resp.StatusCode != 200 {
 			t.Fatalf("request %d after the upstream went idle: %d %s", i, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestHTTP1LingeringUpstream: an upstream that closed its idle connection
+// by shutting its write side and reading on (as Apache's httpd does) sent
+// its end while cordon was not waiting; the next request, read and dropped
+// there, draws neither a reply nor a reset. It must still be answered, on
+// a fresh connection, and promptly.
+func TestHTTP1LingeringUpstream(t *testing.T) {
+	for _, plaintext := range []bool{false, true} {
+		r := newRig(t, testOrigin(t), rigOptions{idle: 50 * time.Millisecond, linger: true, plaintext: plaintext, h1Only: true})
+		c, br := r.dial(t, plaintext)
+		for i := range 3 {
+			if i > 0 {
+				time.Sleep(200 * time.Millisecond) // the origin half-closes the idle connection
+			}
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			fmt.Fprintf(c, "GET /echo?n=%d HTTP/1.1\r\nHost: %s\r\n\r\n", i, r.authority())
+			if resp, body := readResp(t, br, "GET"); resp.StatusCode != 200 {
+				t.Fatalf("plaintext %v, request %d after the upstream went idle: %d %s", plaintext, i, resp.StatusCode, body)
+			}
+		}
+	}
+}
+
+// TestHTTP1SlowUpstream: a response slower than writeAwaiting's
+// staleCheck, on a fresh connection and a kept-alive one, is waited for.
+func TestHTTP1SlowUpstream(t *testing.T) {
+	r := newRig(t, testOrigin(t), rigOptions{h1Only: true})
+	c, br := r.dial(t, false)
+	for i := range 2 {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET /slow HTTP/1.1\r\nHost: %s\r\n\r\n", r.authority())
+		if resp, body := readResp(t, br, "GET"); resp.StatusCode != 200 || body != "slow" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
 		}
 	}
 }

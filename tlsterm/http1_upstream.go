@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -293,18 +294,37 @@ func writeRequest(up *upstream1, req *http.Request) error {
 // waiting then: one system call and one poll fewer per request. Bytes
 // that were already read and not yet taken (a TLS record, read-ahead) do
 // not matter: the answer to this request is new bytes on the socket.
+//
+// An end that came before the wait was armed does matter: a server that
+// closed the idle connection by shutting its write side, and then reads
+// and drops what comes (a lingering close), answers the request with
+// nothing at all. So the armed wait is bounded by staleCheck; after it,
+// the socket is looked at once (as the read would have), and the wait
+// goes on unbounded only if nothing is there.
 func (up *upstream1) writeAwaiting(req *http.Request) error {
 	if up.rc == nil {
 		return writeRequest(up, req)
 	}
+	up.raw.Conn.SetReadDeadline(time.Now().Add(staleCheck))
 	up.awaiting, up.wrote = req, nil
 	err := up.rc.Read(up.await)
+	unsent := up.awaiting != nil
 	up.awaiting = nil
-	if up.wrote != nil {
+	up.raw.Conn.SetReadDeadline(time.Time{})
+	switch {
+	case unsent:
+		return writeRequest(up, req) // the bound passed before the write
+	case up.wrote != nil:
 		return up.wrote
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return up.rc.Read(peekWaiting)
 	}
 	return err
 }
+
+// staleCheck bounds writeAwaiting's armed wait: a response slower than
+// this costs one look at the socket more.
+const staleCheck = 100 * time.Millisecond
 
 // awaitStep is writeAwaiting's callback (up.await holds it as a method
 // value made once per connection, which spares a request an allocation):
@@ -318,6 +338,14 @@ func (up *upstream1) awaitStep(uintptr) bool {
 	up.awaiting = nil
 	up.wrote = writeRequest(up, req)
 	return up.wrote != nil
+}
+
+// peekWaiting is a RawConn.Read callback that is done once the socket
+// holds bytes, its end or an error, without taking anything.
+func peekWaiting(fd uintptr) bool {
+	var b [1]byte
+	_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return err != syscall.EAGAIN && err != syscall.EWOULDBLOCK
 }
 
 // abortWrite stops a request body still being written (closing the

@@ -281,7 +281,7 @@ func (h *conn1) sendOnce(x *exchange) error {
 
 // writeRequest writes req, body included, to the upstream.
 func writeRequest(up *upstream1, req *http.Request) error {
-	if err := req.Write(up.bw); err != nil {
+	if err := writeBodyless(up.bw, req); err != nil {
 		return err
 	}
 	return up.bw.Flush()

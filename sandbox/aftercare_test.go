@@ -14,10 +14,7 @@ import (
 // run fills or registers is set aside afterwards, and a plain git status
 // on the host then runs nothing the run planted.
 func TestAftercareSetsAsideCheckouts(t *testing.T) {
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := realTempDir(t)
 	ws := filepath.Join(base, "ws")
 	marker := filepath.Join(base, "planted-command-ran")
 	nested := func(dir string, fsmonitor bool) string {
@@ -82,10 +79,7 @@ func TestAftercareSetsAsideCheckouts(t *testing.T) {
 // or hooks it changes, is set aside after it; one it only commits in, or
 // does not touch, is left alone.
 func TestAftercareSetsAsideNestedRepositories(t *testing.T) {
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := realTempDir(t)
 	repo := func(rel string) string {
 		t.Helper()
 		dir := filepath.Join(ws, rel)

@@ -12,6 +12,17 @@ import (
 	"testing"
 )
 
+// realTempDir is a fresh temporary directory under its real name, with
+// no symbolic link on the way (as cordon resolves a workspace).
+func realTempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // git runs git in dir, failing the test on an error.
 func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()

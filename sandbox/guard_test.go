@@ -55,15 +55,13 @@ func TestGuardRepo(t *testing.T) {
 			want: []string{"read-only {ws}/.git"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ws, err := filepath.EvalSymlinks(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
+			ws := realTempDir(t)
 			for p, data := range c.tree {
 				full := filepath.Join(ws, p)
 				if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 					t.Fatal(err)
 				}
+				var err error
 				switch {
 				case strings.HasSuffix(p, "/"):
 					err = os.MkdirAll(full, 0o755)
@@ -109,10 +107,7 @@ func TestGuardRepo(t *testing.T) {
 }
 
 func TestGuardWorkspaceReadOnly(t *testing.T) {
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := realTempDir(t)
 	for _, d := range []string{".git/hooks", ".git/info", ".vscode", ".github/workflows", "real", "deep/b/c"} {
 		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -196,10 +191,7 @@ func TestGuardWorkspaceReadOnly(t *testing.T) {
 // or, missing, an empty file the box cannot create, with the directories
 // above them up to that directory pinned; elsewhere they need nothing.
 func TestGuardOwnFiles(t *testing.T) {
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := realTempDir(t)
 	ws := filepath.Join(base, "ws")
 	for _, d := range []string{"ws/tools/bin", "ws/out", "shared/bin", "opt/bin"} {
 		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
@@ -267,10 +259,7 @@ func TestGuardOwnFiles(t *testing.T) {
 // repository's root has its git directory guarded as the workspace's is
 // (its config and hooks run on the host when anyone runs git there).
 func TestGuardWritableRepository(t *testing.T) {
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := realTempDir(t)
 	ws, lib := filepath.Join(base, "ws"), filepath.Join(base, "lib")
 	for _, d := range []string{"ws", "lib/.git/hooks"} {
 		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
@@ -303,10 +292,7 @@ func TestGuardWritableRepository(t *testing.T) {
 // (policy allows one inside the workspace) cannot be guarded, and does
 // not stop the run.
 func TestGuardWorkspaceLinkedProjectFile(t *testing.T) {
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := realTempDir(t)
 	if err := os.WriteFile(filepath.Join(ws, "cordon.yaml"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -323,10 +309,7 @@ func TestGuardWorkspaceLinkedProjectFile(t *testing.T) {
 // run makes there is set aside after it, and one the user makes later is
 // left alone.
 func TestGuardUnborn(t *testing.T) {
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := realTempDir(t)
 	paths, err := GuardWorkspace(GuardSpec{Workspace: ws})
 	if err != nil {
 		t.Fatal(err)
@@ -372,10 +355,7 @@ func FuzzGuardRepoDotGitFile(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, content string) {
-		base, err := filepath.EvalSymlinks(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
+		base := realTempDir(t)
 		ws := filepath.Join(base, "ws")
 		for _, d := range []string{"ws/inner/hooks", "outside/hooks"} {
 			if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
@@ -400,10 +380,7 @@ func FuzzGuardRepoDotGitFile(f *testing.F) {
 // TestCheckConfigOutside: cordon's configuration may not lie where the
 // command may write, as written or through a symlink.
 func TestCheckConfigOutside(t *testing.T) {
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := realTempDir(t)
 	ws, conf := filepath.Join(base, "ws"), filepath.Join(base, "conf")
 	for _, d := range []string{ws, conf} {
 		if err := os.Mkdir(d, 0o755); err != nil {

@@ -11,10 +11,7 @@ import (
 // pays it, unless the cordon that owes it is still running.
 func TestOweAndCollect(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := realTempDir(t)
 	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +53,7 @@ func TestOweAndCollect(t *testing.T) {
 	paid() // nothing left to remove: no harm
 
 	// Another workspace's record is not this one's to pay.
-	other, _ := filepath.EvalSymlinks(t.TempDir())
+	other := realTempDir(t)
 	if _, err := Owe(other, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -136,12 +136,10 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 		for _, name := range injected {
 			s.record(audit.Record{Type: audit.TypeInject, Kind: audit.KindHTTP, ID: id, Host: host, Port: t.Port, Method: method, Path: path, Credential: name})
 		}
-		closeLine := func(up, down int64, reason policy.Reason, err error) {
+		closeLine := func(up, down int64, f policy.Decision) {
 			r := audit.Record{Type: audit.TypeClose, Kind: audit.KindHTTP, ID: id, Host: host, Port: t.Port,
-				Addr: addr.String(), BytesUp: up, BytesDown: down, DurationMS: time.Since(start).Milliseconds()}
-			if err != nil {
-				r.Reason, r.Detail = string(reason), err.Error()
-			}
+				Addr: addr.String(), BytesUp: up, BytesDown: down, DurationMS: time.Since(start).Milliseconds(),
+				Reason: string(f.Reason), Detail: f.Detail}
 			s.cfg.Audit.Later(r) // goes out with the next line (see audit.Writer.Later)
 		}
 		out := req.Clone(req.Context())
@@ -157,11 +155,11 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 		if err != nil {
 			var oe *net.OpError
 			dialFailed := errors.As(err, &oe) && oe.Op == "dial"
-			reason := tlsterm.ReasonUpstreamError
+			f := tlsterm.Failure(err)
 			if dialFailed {
-				reason = ReasonDialFailed
+				f.Reason = ReasonDialFailed
 			}
-			closeLine(body.down.Load(), 0, reason, err)
+			closeLine(body.down.Load(), 0, f)
 			// Another address is tried only when this one never got the
 			// request (its dial failed) and there is no body the failed
 			// attempt has closed.
@@ -169,9 +167,10 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 			if i+1 < len(t.Addrs) && dialFailed && noBody {
 				continue
 			}
-			return nil, &plainRefusal{d: policy.Decision{Reason: reason, Host: host, Port: t.Port, Detail: err.Error()}, status: http.StatusBadGateway}
+			f.Host, f.Port = host, t.Port
+			return nil, &plainRefusal{d: f, status: http.StatusBadGateway}
 		}
-		resp.Body = newCountedBody(resp.Body, func(up, down int64) { closeLine(body.down.Load()+up, down, "", nil) })
+		resp.Body = newCountedBody(resp.Body, func(up, down int64) { closeLine(body.down.Load()+up, down, policy.Decision{}) })
 		return resp, nil
 	}
 	return nil, &plainRefusal{d: policy.Decision{Reason: ReasonDialFailed, Host: host, Port: t.Port,

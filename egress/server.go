@@ -353,6 +353,9 @@ type prefixConn struct {
 	prefix []byte
 }
 
+// NetConn is the connection under the replayed bytes.
+func (p *prefixConn) NetConn() net.Conn { return p.Conn }
+
 // newPrefixConn replays a copy of b before c's own bytes.
 func newPrefixConn(c net.Conn, b []byte) *prefixConn {
 	return &prefixConn{Conn: c, prefix: bytes.Clone(b)}

@@ -246,8 +246,21 @@ type echoReply struct {
 // back when credentials are in play).
 var seen sync.Map // path -> http.Header
 
+// hung records, by path, the requests for /hang/ that the origin saw
+// cancelled: those answer nothing until their request is cancelled (20 s
+// at most).
+var hung sync.Map // path -> true
+
 func echo(w http.ResponseWriter, r *http.Request) {
 	seen.Store(r.URL.Path, r.Header.Clone())
+	if strings.HasPrefix(r.URL.Path, "/hang/") {
+		select {
+		case <-r.Context().Done():
+			hung.Store(r.URL.Path, true)
+		case <-time.After(20 * time.Second):
+		}
+		return
+	}
 	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		// A raw upgrade echo: enough to prove the upgrade path carries bytes.
 		c, brw, err := http.NewResponseController(w).Hijack()

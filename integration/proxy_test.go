@@ -604,3 +604,60 @@ func TestProxyPlainHTTPSmugglingRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestClientGoneCancelsUpstreamRequest: a client that gives up on a
+// request (curl's --max-time, python's timeout: an interrupted agent)
+// gets the request cancelled at the origin, over a terminated HTTP/1.1
+// or HTTP/2 connection and over plain HTTP, and the request's close line
+// says client_gone. Without it a long, non-streaming API call would run
+// on, and be billed, for nobody.
+func TestClientGoneCancelsUpstreamRequest(t *testing.T) {
+	o := testOrigin(t)
+	p := startProxy(t, "--allow", originName+":8443", "--allow", fmt.Sprintf("%s:%d", originName, originHTTP), resolveOrigin, "--extra-ca", o.caFile)
+	https := func(path string) string { return fmt.Sprintf("https://%s:%d%s", originName, originHTTPS, path) }
+	env := []string{"HTTPS_PROXY=" + p.URL(), "SSL_CERT_FILE=" + p.env["SSL_CERT_FILE"], "PATH=/usr/local/bin:/usr/bin:/bin"}
+	for i, tc := range []struct {
+		name, path string
+		cmd        []string
+	}{
+		{"curl http1.1", "/hang/curl-h1", []string{"curl", "-sS", "--max-time", "1", "--http1.1", "--proxy", p.URL(), https("/hang/curl-h1")}},
+		{"curl http2 POST", "/hang/curl-h2", []string{"curl", "-sS", "--max-time", "1", "--http2", "--proxy", p.URL(), "-d", `{"prompt": "hi"}`, https("/hang/curl-h2")}},
+		{"curl plain http", "/hang/curl-plain", []string{"curl", "-sS", "--max-time", "1", "--proxy", p.URL(), fmt.Sprintf("http://%s:%d/hang/curl-plain", originName, originHTTP)}},
+		{"python3", "/hang/python", []string{"python3", "-c", "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=1)", https("/hang/python")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(tc.cmd[0], tc.cmd[1:]...)
+			cmd.Env = env
+			if out, err := run(t, 30*time.Second, cmd); err == nil {
+				t.Fatalf("the client did not give up:\n%s", out)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				if _, ok := hung.Load(tc.path); ok {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the origin's request for %s was not cancelled within 5 s of the client leaving", tc.path)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			// This client's close line is the i+1th to say client_gone;
+			// lines of terminated connections name the path.
+			for {
+				var gone []audit.Record
+				for _, r := range readAudit(t, p.audit) {
+					if r.Type == audit.TypeClose && r.Reason == "client_gone" && r.Host == originName {
+						gone = append(gone, r)
+					}
+				}
+				if len(gone) == i+1 && (gone[i].Path == tc.path || gone[i].Kind == audit.KindHTTP) {
+					break
+				}
+				if len(gone) > i+1 || time.Now().After(deadline) {
+					t.Fatalf("want close line %d for %s to say client_gone, have %+v; log:\n%s", i+1, tc.path, gone, mustRead(t, p.audit))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}

@@ -17,6 +17,9 @@ const (
 	ReasonUpstreamError     policy.Reason = "upstream_error"
 	ReasonHandshake         policy.Reason = "client_handshake"
 	ReasonBadFraming        policy.Reason = "bad_framing"
+	// ReasonClientGone is a request whose client left before its response
+	// was complete; its upstream leg was cut.
+	ReasonClientGone policy.Reason = "client_gone"
 	// ReasonBadRequest is a request that could not be read as HTTP.
 	ReasonBadRequest policy.Reason = "bad_request"
 )

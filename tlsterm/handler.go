@@ -108,13 +108,28 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = &countingBody{ReadCloser: r.Body, n: &up}
 	}
 	cw := &countingWriter{ResponseWriter: w}
+	defer func() {
+		// A response cut short in its body (by either side) ends in
+		// ReverseProxy's panic with http.ErrAbortHandler, which resets
+		// the stream; the request is logged all the same.
+		p := recover()
+		if p == http.ErrAbortHandler && rs.reason == "" {
+			rs.reason, rs.detail = string(ReasonUpstreamError), "response body: cut short"
+			if r.Context().Err() != nil {
+				rs.reason, rs.detail = string(ReasonClientGone), errClientGone.Error()
+			}
+		}
+		if reason, detail, ok := bodyRefusal(out); ok {
+			rs.reason, rs.detail = reason, detail
+		}
+		h.st.record(audit.Record{Type: audit.TypeClose, Method: r.Method, Path: r.URL.Path,
+			Status: cw.status, BytesUp: up.Load(), BytesDown: cw.n, Reason: rs.reason, Detail: rs.detail,
+			DurationMS: time.Since(start).Milliseconds()})
+		if p != nil {
+			panic(p)
+		}
+	}()
 	h.st.rp.ServeHTTP(cw, r)
-	if reason, detail, ok := bodyRefusal(out); ok {
-		rs.reason, rs.detail = reason, detail
-	}
-	h.st.record(audit.Record{Type: audit.TypeClose, Method: r.Method, Path: r.URL.Path,
-		Status: cw.status, BytesUp: up.Load(), BytesDown: cw.n, Reason: rs.reason, Detail: rs.detail,
-		DurationMS: time.Since(start).Milliseconds()})
 }
 
 type countingBody struct {

@@ -73,6 +73,8 @@ type conn1 struct {
 	br    *bufio.Reader
 	bw    *bufio.Writer
 	up    *upstream1
+	// watch notices a client that leaves while its request is upstream.
+	watch *clientWatch
 	// wantsClose says the current request's client asked to close after
 	// it (or speaks HTTP/1.0).
 	wantsClose bool
@@ -146,7 +148,7 @@ func putBuffers(br *bufio.Reader, bw *bufio.Writer) {
 // serveHTTP1 serves HTTP/1.x requests on c until either side ends the
 // connection.
 func (st *stream) serveHTTP1(c net.Conn, cork *corkConn) {
-	h := &conn1{st: st, client: c, cork: cork, guard: NewFramingGuard(c)}
+	h := &conn1{st: st, client: c, cork: cork, guard: NewFramingGuard(c), watch: newClientWatch(cork.Conn)}
 	h.lim = limitReader{r: h.guard, n: math.MaxInt64}
 	h.br, h.bw = getReader(&h.lim), getWriter(c)
 	defer func() {

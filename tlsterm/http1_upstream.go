@@ -18,7 +18,6 @@ import (
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/credinject"
-	"github.com/cordon-sandbox/cordon/policy"
 )
 
 // The upstream side of the HTTP/1.x path: one kept-alive connection per
@@ -69,6 +68,7 @@ func (h *conn1) roundTrip(x *exchange, body *clientBody) (status int, down int64
 	}
 	resp := x.resp
 	if resp.StatusCode == http.StatusSwitchingProtocols {
+		h.watch.disarm() // from here each side's end is relayed to the other
 		return h.switchProtocols(x, body)
 	}
 	RemoveHopByHop(resp.Header)
@@ -107,7 +107,11 @@ func (h *conn1) roundTrip(x *exchange, body *clientBody) (status int, down int64
 		werr = h.bw.Flush()
 	}
 	upOK := rerr == nil && !resp.Close
-	if rerr != nil {
+	switch {
+	case h.watch.disarm():
+		x.reason, x.detail = string(ReasonClientGone), errClientGone.Error()
+		keep = false
+	case rerr != nil:
 		x.reason, x.detail = string(ReasonUpstreamError), "response body: "+rerr.Error()
 	}
 	if !h.finishWrite(x, upOK && werr == nil) {
@@ -185,7 +189,7 @@ func (h *conn1) send(x *exchange) error {
 			return nil
 		}
 		h.dropUpstream()
-		if !reused || attempt > 0 || !replayable {
+		if !reused || attempt > 0 || !replayable || h.watch.isGone() {
 			return err
 		}
 	}
@@ -224,6 +228,7 @@ func (h *conn1) dropUpstream() {
 // sendOnce is one attempt of send on h.up.
 func (h *conn1) sendOnce(x *exchange) error {
 	up := h.up
+	h.watch.arm(up.conn)
 	if x.req.Body == nil {
 		x.wrote = nil
 		if err := up.writeAwaiting(x.req); err != nil {
@@ -402,15 +407,19 @@ func (h *conn1) finishWrite(x *exchange, reuse bool) bool {
 // fail answers a request whose upstream leg failed with 502 and the
 // reason, and records it for the close line.
 func (h *conn1) fail(x *exchange, err error, body *clientBody) (int, int64, bool) {
+	gone := h.watch.disarm()
 	h.abortWrite(x)
 	h.dropUpstream()
-	if x.guard != nil && x.guard.Err() != nil {
+	switch {
+	case gone:
+		err = errClientGone
+	case x.guard != nil && x.guard.Err() != nil:
 		err = x.guard.Err()
 	}
-	reason := failureReason(err)
-	x.reason, x.detail = string(reason), err.Error()
-	keep := !h.wantsClose && drain(body)
-	n := h.writeRefusal(x.req, http.StatusBadGateway, policy.Decision{Reason: reason, Detail: err.Error()}, keep)
+	d := Failure(err)
+	x.reason, x.detail = string(d.Reason), d.Detail
+	keep := !gone && !h.wantsClose && drain(body)
+	n := h.writeRefusal(x.req, http.StatusBadGateway, d, keep)
 	if h.bw.Flush() != nil {
 		keep = false
 	}

@@ -309,26 +309,29 @@ func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			reason := failureReason(err)
-			markFailed(r, reason, err.Error())
-			WriteRefusal(w, policy.Decision{Reason: reason, Detail: err.Error()}, http.StatusBadGateway)
+			d := Failure(err)
+			markFailed(r, d.Reason, d.Detail)
+			WriteRefusal(w, d, http.StatusBadGateway)
 		},
 	}
 }
 
-// failureReason is the audit reason for a failed upstream leg: the
-// credential guard's own reason, an unverified upstream, or any other
-// upstream error.
-func failureReason(err error) policy.Reason {
+// Failure is why an upstream leg failed, for its line and its 502: the
+// credential guard's own reason, an unverified upstream, a client that
+// left, or any other upstream error.
+func Failure(err error) policy.Decision {
 	var te *upstreamTLSError
 	var ce *credinject.Error
+	d := policy.Decision{Reason: ReasonUpstreamError, Detail: err.Error()}
 	switch {
 	case errors.As(err, &ce):
-		return ce.Reason
+		d.Reason = ce.Reason
 	case errors.As(err, &te):
-		return ReasonUpstreamTLS
+		d.Reason = ReasonUpstreamTLS
+	case errors.Is(err, errClientGone), errors.Is(err, context.Canceled):
+		d.Reason, d.Detail = ReasonClientGone, errClientGone.Error()
 	}
-	return ReasonUpstreamError
+	return d
 }
 
 // WriteRefusal answers a refused request: the reason code in

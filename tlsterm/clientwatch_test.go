@@ -1,0 +1,186 @@
+package tlsterm
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/audit"
+)
+
+// hangOrigin answers /hang only when its request is cancelled (it reports
+// the cancellation on cancelled), and /dribble with a header and part of
+// a body, the rest never. started says a request reached it.
+func hangOrigin(started, cancelled chan<- string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/dribble" {
+			w.Header().Set("Content-Length", "1000")
+			io.WriteString(w, "part")
+			w.(http.Flusher).Flush()
+		}
+		started <- r.URL.Path
+		select {
+		case <-r.Context().Done():
+			cancelled <- r.URL.Path
+		case <-time.After(20 * time.Second):
+		}
+	})
+}
+
+// TestClientGoneCancelsUpstream: a client that leaves while its request is
+// upstream (waiting for the response header, or in the middle of the
+// body) gets that request cancelled at the origin, and the request's line
+// says why (client_gone). An agent that is interrupted in the middle of a
+// long, non-streaming API call must not leave the call running, and
+// billed, for nobody.
+func TestClientGoneCancelsUpstream(t *testing.T) {
+	type leave func(tc, raw net.Conn)
+	closeTLS := func(tc, raw net.Conn) { tc.Close() }                        // close_notify, then the end
+	killed := func(tc, raw net.Conn) { raw.Close() }                         // the end only, as when a process dies
+	halfClosed := func(tc, raw net.Conn) { raw.(*net.TCPConn).CloseWrite() } // as net/http's server takes it
+	for _, tc := range []struct {
+		name      string
+		plaintext bool
+		request   string
+		leave     leave
+	}{
+		{"GET header wait", false, "GET /hang HTTP/1.1\r\nHost: %s\r\n\r\n", closeTLS},
+		{"GET killed client", false, "GET /hang HTTP/1.1\r\nHost: %s\r\n\r\n", killed},
+		{"GET half-closed", false, "GET /hang HTTP/1.1\r\nHost: %s\r\n\r\n", halfClosed},
+		{"POST header wait", false, "POST /hang HTTP/1.1\r\nHost: %s\r\nContent-Length: 11\r\n\r\n{\"q\": \"hi\"}", closeTLS},
+		{"GET mid-body", false, "GET /dribble HTTP/1.1\r\nHost: %s\r\n\r\n", closeTLS},
+		{"plaintext GET", true, "GET /hang HTTP/1.1\r\nHost: %s\r\n\r\n", killed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			started, cancelled := make(chan string, 1), make(chan string, 1)
+			r := newRig(t, hangOrigin(started, cancelled), rigOptions{h1Only: true, plaintext: tc.plaintext})
+			raw, err := net.Dial("tcp", r.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			c := raw
+			if !tc.plaintext {
+				c = tls.Client(raw, &tls.Config{ServerName: r.Host, RootCAs: r.ClientRoots, NextProtos: []string{"http/1.1"}})
+			}
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			fmt.Fprintf(c, tc.request, r.authority())
+			path := waitFor(t, started, "the request to reach the origin")
+			if path == "/dribble" {
+				if _, err := io.ReadFull(c, make([]byte, 10)); err != nil {
+					t.Fatalf("read the response's start: %v", err)
+				}
+			}
+			tc.leave(c, raw)
+			waitFor(t, cancelled, "the origin's request to be cancelled")
+			rec := r.waitRecords(t, audit.TypeClose, 1)[0]
+			if rec.Path != path || rec.Reason != string(ReasonClientGone) || !strings.Contains(rec.Detail, "cancelled") {
+				t.Fatalf("close line %+v, want %s with reason %s", rec, path, ReasonClientGone)
+			}
+		})
+	}
+}
+
+// TestClientGoneHTTP2 is TestClientGoneCancelsUpstream over HTTP/2, where
+// the client cancels its stream.
+func TestClientGoneHTTP2(t *testing.T) {
+	for _, path := range []string{"/hang", "/dribble"} {
+		t.Run(path, func(t *testing.T) {
+			started, cancelled := make(chan string, 1), make(chan string, 1)
+			r := newRig(t, hangOrigin(started, cancelled), rigOptions{})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", r.url(path), nil)
+			errc := make(chan error, 1)
+			go func() {
+				resp, err := r.client(r.ClientRoots, true).Do(req)
+				if err == nil {
+					if resp.ProtoMajor != 2 {
+						err = fmt.Errorf("spoke %s, want HTTP/2", resp.Proto)
+					} else {
+						_, err = io.ReadAll(resp.Body)
+					}
+					resp.Body.Close()
+				}
+				errc <- err
+			}()
+			waitFor(t, started, "the request to reach the origin")
+			time.Sleep(50 * time.Millisecond) // the response's start on its way
+			cancel()
+			if err := <-errc; err == nil || !strings.Contains(err.Error(), "context canceled") {
+				t.Fatalf("client: %v, want its cancellation", err)
+			}
+			waitFor(t, cancelled, "the origin's request to be cancelled")
+			rec := r.waitRecords(t, audit.TypeClose, 1)[0]
+			if rec.Path != path || rec.Reason != string(ReasonClientGone) {
+				t.Fatalf("close line %+v, want %s with reason %s", rec, path, ReasonClientGone)
+			}
+		})
+	}
+}
+
+// TestSlowResponseLiveClient: a live client's request outlasts several
+// looks of the watch and is answered.
+func TestSlowResponseLiveClient(t *testing.T) {
+	r := newRig(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		time.Sleep(3 * watchEvery)
+		io.WriteString(w, "late")
+	}), rigOptions{h1Only: true})
+	c, br := r.dial(t, false)
+	for i := range 2 {
+		fmt.Fprintf(c, "GET /late HTTP/1.1\r\nHost: %s\r\n\r\n", r.authority())
+		if resp, body := readResp(t, br, "GET"); resp.StatusCode != 200 || body != "late" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+	}
+	for _, rec := range r.waitRecords(t, audit.TypeClose, 2) {
+		if rec.Status != 200 || rec.Reason != "" {
+			t.Fatalf("close line %+v, want a plain 200", rec)
+		}
+	}
+}
+
+// waitFor receives from c within 5 s.
+func waitFor(t *testing.T, c <-chan string, what string) string {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		return ""
+	}
+}
+
+// TestHTTP2CutResponseLogged: an HTTP/2 response the origin cuts short in
+// its body resets the client's stream and is logged as an upstream error.
+func TestHTTP2CutResponseLogged(t *testing.T) {
+	r := newRig(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		io.WriteString(w, "part")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}), rigOptions{})
+	resp, err := r.client(r.ClientRoots, true).Get(r.url("/cut"))
+	if err == nil {
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("spoke %s, want HTTP/2", resp.Proto)
+		}
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err == nil {
+		t.Fatal("the cut response read as whole")
+	}
+	rec := r.waitRecords(t, audit.TypeClose, 1)[0]
+	if rec.Path != "/cut" || rec.Reason != string(ReasonUpstreamError) {
+		t.Fatalf("close line %+v, want /cut with reason %s", rec, ReasonUpstreamError)
+	}
+}

@@ -151,15 +151,10 @@ func (d *Dialer) judgeAddr(a netip.Addr, port int) policy.Decision {
 // Dial connects to a checked target, trying its addresses in order. It
 // returns the connection and the address it reached.
 func (d *Dialer) Dial(ctx context.Context, t Target) (net.Conn, netip.AddrPort, error) {
-	timeout := d.Timeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
-	nd := net.Dialer{Timeout: timeout}
 	var errs []error
 	for _, a := range t.Addrs {
 		ap := netip.AddrPortFrom(a, uint16(t.Port))
-		c, err := nd.DialContext(ctx, "tcp", ap.String())
+		c, err := d.dialAddr(ctx, ap)
 		if err == nil {
 			return c, ap, nil
 		}
@@ -169,6 +164,17 @@ func (d *Dialer) Dial(ctx context.Context, t Target) (net.Conn, netip.AddrPort, 
 		return nil, netip.AddrPort{}, fmt.Errorf("dial %s: no checked address", policy.JoinHostPort(t.Host, t.Port))
 	}
 	return nil, netip.AddrPort{}, fmt.Errorf("dial %s: %w", policy.JoinHostPort(t.Host, t.Port), errors.Join(errs...))
+}
+
+// dialAddr connects to one address of a checked target (see admit, which
+// logs each attempt first).
+func (d *Dialer) dialAddr(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
+	timeout := d.Timeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	nd := net.Dialer{Timeout: timeout}
+	return nd.DialContext(ctx, "tcp", ap.String())
 }
 
 // OwnAddrs lists this host's interface addresses (any port).

@@ -215,7 +215,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	t, d, status := s.admit(r.Context(), kind, r.RemoteAddr, host, port)
 	if t == nil {
-		s.refuse(w, r, kind, d, status)
+		tlsterm.WriteRefusal(w, d, status) // admit logged it
 		return
 	}
 	hj, ok := w.(http.Hijacker)
@@ -249,44 +249,70 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 }
 
 // admit is the whole way into a tunnel to host:port: a fake address back
-// to its name, the judgement, the dial, a terminated-tunnel slot, and the
-// allow line. A refusal returns no tunnel, and the decision and status
-// that answer it, for the caller to log and send.
+// to its name, the judgement, a terminated-tunnel slot, and then, for each
+// checked address in turn until one connects, its allow line and its dial.
+// The line goes first, so nothing reaches an address the log does not
+// name, and a connection whose line cannot be written is never made; an
+// address that cannot be reached gets a close line saying why. Every
+// refusal is logged here; it returns no tunnel, and the decision and
+// status for the caller to answer with.
 func (s *Server) admit(ctx context.Context, kind audit.Kind, client, host string, port int) (*tunnel, policy.Decision, int) {
 	start := time.Now()
+	refuse := func(d policy.Decision, status int) (*tunnel, policy.Decision, int) {
+		s.record(decisionRecord(kind, client, d))
+		return nil, d, status
+	}
 	if name, d, ok := s.fakeName(host, port); ok {
 		if !d.Allow {
-			return nil, d, http.StatusForbidden
+			return refuse(d, http.StatusForbidden)
 		}
 		host = name
 	}
 	t, d := s.Judge(ctx, host, port)
 	if !d.Allow {
-		return nil, d, http.StatusForbidden
+		return refuse(d, http.StatusForbidden)
 	}
-	up, addr, err := s.cfg.Dialer.Dial(ctx, t)
-	if err != nil {
-		d.Allow, d.Reason, d.Detail = false, ReasonDialFailed, err.Error()
+	var slot *tlsterm.Terminator
+	if s.cfg.TLS != nil && s.cfg.Terminate != nil && s.cfg.Terminate(t.Host, t.Port) {
+		if !s.cfg.TLS.TryAcquire() {
+			d.Allow, d.Reason, d.Detail = false, ReasonTooManyTLS, "too many terminated tunnels at once; retry later"
+			return refuse(d, http.StatusServiceUnavailable)
+		}
+		slot = s.cfg.TLS
+	}
+	var errs []error
+	for _, a := range t.Addrs {
+		tn := &tunnel{id: s.ids.Add(1), target: t, addr: netip.AddrPortFrom(a, uint16(t.Port)), started: start, tls: slot}
+		rec := decisionRecord(kind, client, d)
+		rec.ID, rec.Addr = tn.id, tn.addr.String()
+		if err := s.record(rec); err != nil {
+			if slot != nil {
+				slot.Release()
+			}
+			// Unlogged, as the write failed: refuse says so on the way.
+			return refuse(policy.Decision{Host: d.Host, Port: d.Port, Reason: ReasonAuditFailed,
+				Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, http.StatusServiceUnavailable)
+		}
+		up, err := s.cfg.Dialer.dialAddr(ctx, tn.addr)
+		if err == nil {
+			tn.upstream = up
+			return tn, d, 0
+		}
+		errs = append(errs, err)
+		s.record(audit.Record{Type: audit.TypeClose, Kind: kind, ID: tn.id, Host: t.Host, Port: t.Port, Addr: tn.addr.String(),
+			Reason: string(ReasonDialFailed), Detail: err.Error(), DurationMS: time.Since(start).Milliseconds()})
+	}
+	if slot != nil {
+		slot.Release()
+	}
+	d.Allow, d.Reason = false, ReasonDialFailed
+	d.Detail = fmt.Sprintf("dial %s: no checked address", policy.JoinHostPort(t.Host, t.Port))
+	if len(errs) > 0 {
+		// Each attempt has its lines already.
+		d.Detail = fmt.Sprintf("dial %s: %v", policy.JoinHostPort(t.Host, t.Port), errors.Join(errs...))
 		return nil, d, http.StatusBadGateway
 	}
-	terminate := s.cfg.TLS != nil && s.cfg.Terminate != nil && s.cfg.Terminate(t.Host, t.Port)
-	if terminate && !s.cfg.TLS.TryAcquire() {
-		up.Close()
-		d.Allow, d.Reason, d.Detail = false, ReasonTooManyTLS, "too many terminated tunnels at once; retry later"
-		return nil, d, http.StatusServiceUnavailable
-	}
-	tn := &tunnel{id: s.ids.Add(1), upstream: up, target: t, addr: addr, started: start}
-	if terminate {
-		tn.tls = s.cfg.TLS
-	}
-	rec := decisionRecord(kind, client, d)
-	rec.ID, rec.Addr = tn.id, addr.String()
-	if err := s.record(rec); err != nil {
-		tn.release()
-		return nil, policy.Decision{Host: d.Host, Port: d.Port, Reason: ReasonAuditFailed,
-			Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, http.StatusServiceUnavailable
-	}
-	return tn, d, 0
+	return refuse(d, http.StatusBadGateway)
 }
 
 // carry serves an admitted tunnel whose client is connected: terminated

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -34,7 +35,7 @@ func TestProxyAuditFailureDenies(t *testing.T) {
 	os.Chown(dir, int(uid), int(gid))
 	auditPath := filepath.Join(dir, "audit.jsonl")
 
-	p := startProxy(t, "--audit", auditPath, "--allow", originName+":8443", resolveOrigin, "--terminate=none")
+	p := startProxy(t, "--audit", auditPath, "--allow", originName+":8443", "--allow", fmt.Sprintf("%s:%d", originName, originOtherTCP), resolveOrigin, "--terminate=none")
 	o := testOrigin(t)
 	if _, connect, _ := curl(t, p, "--cacert", o.caFile, fmt.Sprintf("https://%s:%d/", originName, originHTTPS)); connect != 200 {
 		t.Fatalf("before the disk fills: connect %d", connect)
@@ -67,6 +68,29 @@ func TestProxyAuditFailureDenies(t *testing.T) {
 	}
 	if failedAt < 0 {
 		t.Fatal("30 connections were allowed with the audit log's filesystem full")
+	}
+	refusedNeverDialled(t, p)
+}
+
+// refusedNeverDialled: with the proxy's log unwritable, an allowed
+// CONNECT is refused before its connection is made, so nothing reaches
+// the test host unlogged, not even a handshake.
+func refusedNeverDialled(t *testing.T, p *proxyProc) {
+	t.Helper()
+	before := rawAccepts.Load()
+	for range 5 {
+		c, status, err := dialConnect(p, fmt.Sprintf("%s:%d", originName, originOtherTCP))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		if status != http.StatusServiceUnavailable {
+			t.Fatalf("CONNECT with the log unwritable: %d, want 503", status)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // an accept on its way is counted
+	if n := rawAccepts.Load() - before; n != 0 {
+		t.Fatalf("%d refused, unlogged CONNECTs still reached the test host", n)
 	}
 }
 
@@ -139,7 +163,7 @@ func TestProxyAuditBudget(t *testing.T) {
 	const budget = 64 << 10
 	cfg := filepath.Join(userDir(t, "cordon-it-config-"), "config.yaml")
 	writeUserFile(t, cfg, []byte("limits:\n  audit_budget: 64KiB\n"))
-	p := startProxy(t, "--config", cfg, "--allow", originName+":8443", resolveOrigin, "--terminate=none")
+	p := startProxy(t, "--config", cfg, "--allow", originName+":8443", "--allow", fmt.Sprintf("%s:%d", originName, originOtherTCP), resolveOrigin, "--terminate=none")
 	u, err := url.Parse(p.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -164,6 +188,7 @@ func TestProxyAuditBudget(t *testing.T) {
 	if line := connect(fmt.Sprintf("%s:%d", originName, originHTTPS)); strings.Contains(line, " 200 ") {
 		t.Errorf("past the budget an allowed CONNECT went through, unlogged: %q", line)
 	}
+	refusedNeverDialled(t, p)
 	budgetSpent(t, p.audit, budget, p.stderr.String(), "budget")
 }
 

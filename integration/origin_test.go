@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,6 +191,7 @@ func newOrigin() (*origin, error) {
 			if err != nil {
 				return
 			}
+			rawAccepts.Add(1)
 			go func() {
 				defer c.Close()
 				c.SetDeadline(time.Now().Add(10 * time.Second))
@@ -245,6 +247,10 @@ type echoReply struct {
 // what really crossed the network (the echo itself is masked on the way
 // back when credentials are in play).
 var seen sync.Map // path -> http.Header
+
+// rawAccepts counts the connections the raw TCP service (originOtherTCP)
+// accepted: what really reached the test host.
+var rawAccepts atomic.Int64
 
 // hung records, by path, the requests for /hang/ that the origin saw
 // cancelled: those answer nothing until their request is cancelled (20 s

@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -659,5 +660,50 @@ func TestClientGoneCancelsUpstreamRequest(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// TestProxyLogsEachAddressBeforeDialling: a name with two addresses, the
+// first unreachable. Each attempt's allow line, naming its address, comes
+// before its dial; the unreachable one gets a close line saying why, and
+// the tunnel goes on to the second.
+func TestProxyLogsEachAddressBeforeDialling(t *testing.T) {
+	testOrigin(t)
+	target := fmt.Sprintf("%s:%d", originName, originOtherTCP)
+	// The test host's other end of the link: an address of this host,
+	// so it needs its own entry, and nothing listens there on the port.
+	unreachable := fmt.Sprintf("%s:%d", originHostSide, originOtherTCP)
+	p := startProxy(t, "--allow", target, "--allow", unreachable,
+		"--resolve="+originName+"="+originHostSide, resolveOrigin, "--terminate=none")
+	c, status := rawConnect(t, p, target)
+	if status != 200 {
+		t.Fatalf("CONNECT %s: %d\n%s", target, status, p.stderr)
+	}
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || line != "hello from the test host\n" {
+		t.Fatalf("through the tunnel: %q %v", line, err)
+	}
+	c.Close()
+	reached := fmt.Sprintf("%s:%d", originAddr, originOtherTCP)
+	want := []string{
+		"decision allow " + unreachable + " allowlisted",
+		"close  " + unreachable + " dial_failed",
+		"decision allow " + reached + " allowlisted",
+		"close  " + reached + " ",
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var got []string
+		for _, r := range readAudit(t, p.audit) {
+			if r.Host == originName && (r.Type == audit.TypeDecision || r.Type == audit.TypeClose) {
+				got = append(got, fmt.Sprintf("%s %s %s %s", r.Type, r.Decision, r.Addr, r.Reason))
+			}
+		}
+		if slices.Equal(got, want) {
+			return
+		}
+		if len(got) >= len(want) || time.Now().After(deadline) {
+			t.Fatalf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

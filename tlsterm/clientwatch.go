@@ -38,19 +38,8 @@ const watchEvery = 250 * time.Millisecond
 // newClientWatch watches the TCP connection under c; nil when there is
 // none (a pipe), and a nil watch does nothing.
 func newClientWatch(c net.Conn) *clientWatch {
-	for {
-		nc, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			break
-		}
-		c = nc.NetConn()
-	}
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := sysConn(c)
+	if rc == nil {
 		return nil
 	}
 	return &clientWatch{rc: rc}

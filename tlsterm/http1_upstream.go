@@ -203,8 +203,7 @@ func (h *conn1) connect() error {
 	}
 	up := &upstream1{conn: c, raw: rawOf(c)}
 	if up.raw != nil {
-		if sc, ok := up.raw.Conn.(syscall.Conn); ok {
-			up.rc, _ = sc.SyscallConn()
+		if up.rc = sysConn(up.raw); up.rc != nil {
 			up.await = up.awaitStep
 		}
 	}

@@ -328,8 +328,7 @@ func (s *Server) carry(t *tunnel, kind audit.Kind) {
 			ID: t.id, Kind: kind, Client: t.client, Host: t.target.Host, Port: t.target.Port,
 			Plaintext: proto == protoHTTP, Upstream: t.upstream, Addr: t.addr.String(),
 			Redial: func(ctx context.Context) (net.Conn, error) {
-				c, _, err := s.cfg.Dialer.Dial(ctx, t.target)
-				return c, err
+				return s.cfg.Dialer.dialAddr(ctx, t.addr) // the address its allow line names
 			},
 		})
 		return

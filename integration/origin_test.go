@@ -294,6 +294,9 @@ func echo(w http.ResponseWriter, r *http.Request) {
 		rep.Sni = r.TLS.ServerName
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if r.URL.Path == "/bye" {
+		w.Header().Set("Connection", "close") // the next request needs a new connection
+	}
 	json.NewEncoder(w).Encode(rep)
 }
 

@@ -707,3 +707,63 @@ func TestProxyLogsEachAddressBeforeDialling(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestTLSRedialsTheLoggedAddress: a terminated tunnel whose upstream
+// connection ended (the origin said Connection: close) connects again to
+// the address its allow line names, not to whichever of the name's
+// addresses answers first now: here the name's first address, unreachable
+// when the tunnel was made, has come up since.
+func TestTLSRedialsTheLoggedAddress(t *testing.T) {
+	o := testOrigin(t)
+	target := fmt.Sprintf("%s:%d", originName, originHTTPS)
+	first := fmt.Sprintf("%s:%d", originHostSide, originHTTPS)
+	p := startProxy(t, "--allow", target, "--allow", first, "--resolve="+originName+"="+originHostSide, resolveOrigin, "--extra-ca", o.caFile)
+	tc, err := tlsThrough(t, p, target, originName, "http/1.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	tc.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(tc)
+	get := func(path string) int {
+		fmt.Fprintf(tc, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", path, target)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get("/bye"); code != 200 {
+		t.Fatalf("GET /bye: %d", code)
+	}
+	ln, err := net.Listen("tcp", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	if code := get("/again"); code != 200 || accepted.Load() != 0 {
+		t.Fatalf("the second request: %d, with %d connections to %s, an address no allow line of the tunnel names", code, accepted.Load(), first)
+	}
+	var named []string
+	for _, r := range readAudit(t, p.audit) {
+		if r.Type == audit.TypeDecision && r.Kind == audit.KindConnect && r.Host == originName && r.Method == "" { // the tunnel's, not its requests'
+			named = append(named, r.Addr)
+		}
+	}
+	if want := []string{first, fmt.Sprintf("%s:%d", originAddr, originHTTPS)}; !slices.Equal(named, want) {
+		t.Fatalf("the tunnel's allow lines name %v, want %v (the first unreachable then)", named, want)
+	}
+}

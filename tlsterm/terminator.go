@@ -103,7 +103,8 @@ type Stream struct {
 	Upstream net.Conn
 	// Addr is the address Upstream reached, for audit lines.
 	Addr string
-	// Redial connects again to the same checked addresses.
+	// Redial connects again to Addr, the checked address the stream's
+	// allow line names.
 	Redial func(ctx context.Context) (net.Conn, error)
 }
 

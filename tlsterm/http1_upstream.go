@@ -113,6 +113,8 @@ func (h *conn1) roundTrip(x *exchange, body *clientBody) (status int, down int64
 		keep = false
 	case rerr != nil:
 		x.reason, x.detail = string(ReasonUpstreamError), "response body: "+rerr.Error()
+	case werr != nil:
+		x.reason, x.detail = string(ReasonClientGone), "response body: the client's connection failed: "+werr.Error()
 	}
 	if !h.finishWrite(x, upOK && werr == nil) {
 		keep = false

@@ -147,7 +147,7 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 		out.Host = req.Host
 		// The request body is counted as it goes up (its count is "down"
 		// from the body's point of view: bytes read from it).
-		body := &countedBody{ReadCloser: req.Body, done: func(int64, int64) {}}
+		body := &countedBody{ReadCloser: req.Body, done: func(int64, int64, error) {}}
 		if req.Body != nil && req.Body != http.NoBody {
 			out.Body = body
 		}
@@ -170,7 +170,22 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 			f.Host, f.Port = host, t.Port
 			return nil, &plainRefusal{d: f, status: http.StatusBadGateway}
 		}
-		resp.Body = newCountedBody(resp.Body, func(up, down int64) { closeLine(body.down.Load()+up, down, policy.Decision{}) })
+		resp.Body = newCountedBody(resp.Body, func(up, down int64, end error) {
+			var f policy.Decision
+			switch {
+			case end == nil || resp.StatusCode == http.StatusSwitchingProtocols:
+			case errors.Is(end, errBodyCut):
+				// The relay stopped before the body's end without a read
+				// error: writing it to the client failed.
+				f = policy.Decision{Reason: tlsterm.ReasonClientGone, Detail: "response body: the client's connection failed"}
+			default:
+				f = tlsterm.Failure(end)
+				if f.Reason == tlsterm.ReasonUpstreamError {
+					f.Detail = "response body: " + f.Detail
+				}
+			}
+			closeLine(body.down.Load()+up, down, f)
+		})
 		return resp, nil
 	}
 	return nil, &plainRefusal{d: policy.Decision{Reason: ReasonDialFailed, Host: host, Port: t.Port,
@@ -192,17 +207,24 @@ func RemoveHopHeaders(h http.Header) {
 
 // countedBody counts what is read from a body (down) and, for a switched
 // protocol's body, what is written to it (up), and reports both once, when
-// it is closed.
+// it is closed, with how the reading ended: nil at the body's end, the
+// read's error, or errBodyCut for a body closed before either.
 type countedBody struct {
 	io.ReadCloser
 	up, down atomic.Int64
 	once     sync.Once
-	done     func(up, down int64)
+	done     func(up, down int64, end error)
+
+	mu  sync.Mutex
+	end error // the first read error (io.EOF at the body's end)
 }
+
+// errBodyCut is the end of a body closed before it was read to its end.
+var errBodyCut = errors.New("closed before its end")
 
 // newCountedBody wraps body; a switched protocol's body (which is also
 // written to) keeps its Write.
-func newCountedBody(body io.ReadCloser, done func(up, down int64)) io.ReadCloser {
+func newCountedBody(body io.ReadCloser, done func(up, down int64, end error)) io.ReadCloser {
 	c := &countedBody{ReadCloser: body, done: done}
 	if w, ok := body.(io.Writer); ok {
 		return &countedDuplex{countedBody: c, w: w}
@@ -213,12 +235,30 @@ func newCountedBody(body io.ReadCloser, done func(up, down int64)) io.ReadCloser
 func (b *countedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.down.Add(int64(n))
+	if err != nil {
+		b.mu.Lock()
+		if b.end == nil {
+			b.end = err
+		}
+		b.mu.Unlock()
+	}
 	return n, err
 }
 
 func (b *countedBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.once.Do(func() { b.done(b.up.Load(), b.down.Load()) })
+	b.once.Do(func() {
+		b.mu.Lock()
+		end := b.end
+		b.mu.Unlock()
+		switch {
+		case end == nil:
+			end = errBodyCut
+		case errors.Is(end, io.EOF):
+			end = nil
+		}
+		b.done(b.up.Load(), b.down.Load(), end)
+	})
 	return err
 }
 

@@ -252,13 +252,25 @@ var seen sync.Map // path -> http.Header
 // accepted: what really reached the test host.
 var rawAccepts atomic.Int64
 
-// hung records, by path, the requests for /hang/ that the origin saw
-// cancelled: those answer nothing until their request is cancelled (20 s
-// at most).
+// hung records, by path, the requests for /hang/ and /stream/ that the
+// origin saw cancelled: /hang/ answers nothing until its request is
+// cancelled (20 s at most), /stream/ streams until then.
 var hung sync.Map // path -> true
 
 func echo(w http.ResponseWriter, r *http.Request) {
 	seen.Store(r.URL.Path, r.Header.Clone())
+	if strings.HasPrefix(r.URL.Path, "/stream/") {
+		// A body that never ends, until the request is cancelled.
+		for i := 0; i < 2000 && r.Context().Err() == nil; i++ {
+			io.WriteString(w, "data: more\n\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(10 * time.Millisecond)
+		}
+		if r.Context().Err() != nil {
+			hung.Store(r.URL.Path, true)
+		}
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, "/hang/") {
 		select {
 		case <-r.Context().Done():

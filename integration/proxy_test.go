@@ -607,10 +607,11 @@ func TestProxyPlainHTTPSmugglingRefused(t *testing.T) {
 }
 
 // TestClientGoneCancelsUpstreamRequest: a client that gives up on a
-// request (curl's --max-time, python's timeout: an interrupted agent)
-// gets the request cancelled at the origin, over a terminated HTTP/1.1
-// or HTTP/2 connection and over plain HTTP, and the request's close line
-// says client_gone. Without it a long, non-streaming API call would run
+// request (curl's --max-time, python's timeout: an interrupted agent),
+// waiting for its response or in the middle of a streamed one, gets the
+// request cancelled at the origin, over a terminated HTTP/1.1 or HTTP/2
+// connection and over plain HTTP, and the request's close line says
+// client_gone. Without it a long, non-streaming API call would run
 // on, and be billed, for nobody.
 func TestClientGoneCancelsUpstreamRequest(t *testing.T) {
 	o := testOrigin(t)
@@ -624,6 +625,9 @@ func TestClientGoneCancelsUpstreamRequest(t *testing.T) {
 		{"curl http1.1", "/hang/curl-h1", []string{"curl", "-sS", "--max-time", "1", "--http1.1", "--proxy", p.URL(), https("/hang/curl-h1")}},
 		{"curl http2 POST", "/hang/curl-h2", []string{"curl", "-sS", "--max-time", "1", "--http2", "--proxy", p.URL(), "-d", `{"prompt": "hi"}`, https("/hang/curl-h2")}},
 		{"curl plain http", "/hang/curl-plain", []string{"curl", "-sS", "--max-time", "1", "--proxy", p.URL(), fmt.Sprintf("http://%s:%d/hang/curl-plain", originName, originHTTP)}},
+		{"curl plain http streaming", "/stream/curl-plain", []string{"curl", "-sS", "--max-time", "1", "--proxy", p.URL(), fmt.Sprintf("http://%s:%d/stream/curl-plain", originName, originHTTP)}},
+		{"curl http1.1 streaming", "/stream/curl-h1", []string{"curl", "-sS", "--max-time", "1", "--http1.1", "--proxy", p.URL(), https("/stream/curl-h1")}},
+		{"curl http2 streaming", "/stream/curl-h2", []string{"curl", "-sS", "--max-time", "1", "--http2", "--proxy", p.URL(), https("/stream/curl-h2")}},
 		{"python3", "/hang/python", []string{"python3", "-c", "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=1)", https("/hang/python")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -32,12 +32,24 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) ([]string
 		errs    error
 		pending sync.WaitGroup
 	)
-	// Directories are read by a few workers at once: the walk is system
-	// calls, and the cores are otherwise idle once the run has ended.
+	// Directories below the root are read by a few workers at once: the
+	// walk is system calls, and the cores are otherwise idle once the run
+	// has ended. The workers start with the first directory queued: a
+	// workspace with none below its root (most runs' end) costs no thread.
 	dirs := make(chan string, 1024)
+	var startWorkers sync.Once
 	var visit func(dir string)
 	queue := func(dir string) {
 		pending.Add(1)
+		startWorkers.Do(func() {
+			for range max(2, runtime.GOMAXPROCS(0)) {
+				go func() {
+					for dir := range dirs {
+						visit(dir)
+					}
+				}()
+			}
+		})
 		select {
 		case dirs <- dir:
 		default:
@@ -80,15 +92,8 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) ([]string
 			}
 		}
 	}
-	workers := max(2, runtime.GOMAXPROCS(0))
-	for range workers {
-		go func() {
-			for dir := range dirs {
-				visit(dir)
-			}
-		}()
-	}
-	queue(root)
+	pending.Add(1)
+	visit(root)
 	pending.Wait()
 	close(dirs)
 	slices.Sort(found)

@@ -198,3 +198,25 @@ func TestHTTP2CutResponseLogged(t *testing.T) {
 		t.Fatalf("close line %+v, want /cut with reason %s", rec, ReasonUpstreamError)
 	}
 }
+
+// TestClientGoneMidUpload: a client that leaves in the middle of its
+// request body ends the request with client_gone, and the origin sees its
+// request end.
+func TestClientGoneMidUpload(t *testing.T) {
+	started, cancelled := make(chan string, 1), make(chan string, 1)
+	r := newRig(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		started <- req.URL.Path
+		if _, err := io.Copy(io.Discard, req.Body); err != nil {
+			cancelled <- req.URL.Path
+		}
+	}), rigOptions{h1Only: true})
+	c, _ := r.dial(t, false)
+	fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: %s\r\nContent-Length: 100000\r\n\r\n%s", r.authority(), strings.Repeat("x", 1000))
+	waitFor(t, started, "the request to reach the origin")
+	c.Close()
+	waitFor(t, cancelled, "the origin's request body to end early")
+	rec := r.waitRecords(t, audit.TypeClose, 1)[0]
+	if rec.Path != "/upload" || rec.Reason != string(ReasonClientGone) {
+		t.Fatalf("close line %+v, want /upload with reason %s", rec, ReasonClientGone)
+	}
+}

@@ -160,19 +160,37 @@ func (st *stream) serveHTTP1(c net.Conn, cork *corkConn) {
 }
 
 // clientBody is a request body as the client sends it; eof says it was
-// read to its end, so the connection is at the next request.
+// read to its end, so the connection is at the next request, and lost
+// holds the error of a client connection that ended or failed before it.
 type clientBody struct {
 	io.ReadCloser
-	eof bool
+	eof  bool
+	lost error
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if errors.Is(err, io.EOF) {
+	var ne net.Error
+	switch {
+	case errors.Is(err, io.EOF):
 		b.eof = true
+	case b.lost != nil:
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.As(err, &ne) && !ne.Timeout():
+		// Not a timeout: abortWrite's deadline is cordon's own doing.
+		b.lost = err
 	}
 	return n, err
 }
+
+// clientLost is a request whose client's connection ended, or failed, in
+// the middle of its body.
+type clientLost struct{ err error }
+
+func (e clientLost) Error() string {
+	return "the client's connection failed in the middle of its request body (" + e.err.Error() + "); the upstream request was cut"
+}
+
+func (e clientLost) Is(target error) bool { return target == errClientGone }
 
 // serveOne serves one request; false means the connection is done.
 func (h *conn1) serveOne() bool {

@@ -416,6 +416,9 @@ func (h *conn1) fail(x *exchange, err error, body *clientBody) (int, int64, bool
 		err = errClientGone
 	case x.guard != nil && x.guard.Err() != nil:
 		err = x.guard.Err()
+	case body.lost != nil: // the writer is done: abortWrite waited for it
+		err = clientLost{body.lost}
+		gone = true
 	}
 	d := Failure(err)
 	x.reason, x.detail = string(d.Reason), d.Detail

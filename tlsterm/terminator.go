@@ -329,7 +329,9 @@ func Failure(err error) policy.Decision {
 		d.Reason = ce.Reason
 	case errors.As(err, &te):
 		d.Reason = ReasonUpstreamTLS
-	case errors.Is(err, errClientGone), errors.Is(err, context.Canceled):
+	case errors.Is(err, errClientGone):
+		d.Reason = ReasonClientGone
+	case errors.Is(err, context.Canceled):
 		d.Reason, d.Detail = ReasonClientGone, errClientGone.Error()
 	}
 	return d

@@ -107,19 +107,21 @@ func (h *conn1) roundTrip(x *exchange, body *clientBody) (status int, down int64
 		werr = h.bw.Flush()
 	}
 	upOK := rerr == nil && !resp.Close
+	gone := h.watch.disarm()
 	switch {
-	case h.watch.disarm():
+	case rerr == nil && werr == nil:
+		// Whole, even if the client left just after.
+	case gone:
 		x.reason, x.detail = string(ReasonClientGone), errClientGone.Error()
-		keep = false
 	case rerr != nil:
 		x.reason, x.detail = string(ReasonUpstreamError), "response body: "+rerr.Error()
 	case werr != nil:
 		x.reason, x.detail = string(ReasonClientGone), "response body: the client's connection failed: "+werr.Error()
 	}
-	if !h.finishWrite(x, upOK && werr == nil) {
+	if !h.finishWrite(x, upOK && werr == nil && !gone) {
 		keep = false
 	}
-	if rerr != nil || werr != nil {
+	if rerr != nil || werr != nil || gone {
 		keep = false
 	}
 	return resp.StatusCode, down, keep && drain(body)

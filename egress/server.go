@@ -32,7 +32,7 @@ const (
 	ReasonAuditFailed  policy.Reason = "audit_failed"
 	ReasonDialFailed   policy.Reason = "dial_failed"
 	ReasonBadRequest   policy.Reason = tlsterm.ReasonBadRequest
-	ReasonTooManyTLS   policy.Reason = "too_many_tunnels"
+	ReasonTooManyTunnels   policy.Reason = "too_many_tunnels"
 	ReasonNotAProxyReq policy.Reason = "not_a_proxy_request"
 	ReasonUnknownFake  policy.Reason = "unknown_fake_address"
 )
@@ -53,13 +53,24 @@ type Config struct {
 	// TLS terminates the tunnels Terminate picks; the rest stay opaque.
 	TLS       *tlsterm.Terminator
 	Terminate func(host string, port int) bool
+	// MaxTunnels caps the tunnels open at once, terminated or opaque;
+	// zero means 4096 (defaultMaxTunnels).
+	MaxTunnels int
 	// ErrorLog receives problems that have no client to go to.
 	ErrorLog *log.Logger
 }
 
+// defaultMaxTunnels is how many tunnels a session holds open at once, by
+// default: enough for any client's pool, and a bound on what a box that
+// opens connections without end can make cordon hold (two sockets and
+// two goroutines each) outside the box's own limits.
+const defaultMaxTunnels = 4096
+
 // Server is the proxy. It is an http.Handler for an HTTP/1.1 listener.
 type Server struct {
 	cfg   Config
+	// tunnelSlots holds a token per open tunnel (Config.MaxTunnels).
+	tunnelSlots chan struct{}
 	plain *httputil.ReverseProxy
 	// upstreams holds the plain-HTTP proxy's upstream connections.
 	upstreams upstreams
@@ -88,6 +99,9 @@ type tunnel struct {
 	started  time.Time
 	// tls holds a terminated-tunnel slot, when termination applies.
 	tls *tlsterm.Terminator
+	// slots is the Server's tunnelSlots, one of which the tunnel holds
+	// until it ends (free).
+	slots chan struct{}
 }
 
 // release ends a tunnel that will not be carried.
@@ -96,7 +110,11 @@ func (t *tunnel) release() {
 	if t.tls != nil {
 		t.tls.Release()
 	}
+	t.free()
 }
+
+// free gives back the tunnel's slot.
+func (t *tunnel) free() { <-t.slots }
 
 // New builds a Server.
 func New(cfg Config) (*Server, error) {
@@ -106,7 +124,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ErrorLog == nil {
 		cfg.ErrorLog = log.New(io.Discard, "", 0)
 	}
-	s := &Server{cfg: cfg}
+	if cfg.MaxTunnels == 0 {
+		cfg.MaxTunnels = defaultMaxTunnels
+	}
+	s := &Server{cfg: cfg, tunnelSlots: make(chan struct{}, cfg.MaxTunnels)}
 	s.plain = s.newPlainProxy()
 	return s, nil
 }
@@ -272,23 +293,35 @@ func (s *Server) admit(ctx context.Context, kind audit.Kind, client, host string
 	if !d.Allow {
 		return refuse(d, http.StatusForbidden)
 	}
+	select {
+	case s.tunnelSlots <- struct{}{}:
+	default:
+		d.Allow, d.Reason = false, ReasonTooManyTunnels
+		d.Detail = fmt.Sprintf("this session already has %d tunnels open, its most at once; one must close first", s.cfg.MaxTunnels)
+		return refuse(d, http.StatusServiceUnavailable)
+	}
 	var slot *tlsterm.Terminator
+	release := func() {
+		if slot != nil {
+			slot.Release()
+		}
+		<-s.tunnelSlots
+	}
 	if s.cfg.TLS != nil && s.cfg.Terminate != nil && s.cfg.Terminate(t.Host, t.Port) {
 		if !s.cfg.TLS.TryAcquire() {
-			d.Allow, d.Reason, d.Detail = false, ReasonTooManyTLS, "too many terminated tunnels at once; retry later"
+			release()
+			d.Allow, d.Reason, d.Detail = false, ReasonTooManyTunnels, "too many terminated tunnels at once; retry later"
 			return refuse(d, http.StatusServiceUnavailable)
 		}
 		slot = s.cfg.TLS
 	}
 	var errs []error
 	for _, a := range t.Addrs {
-		tn := &tunnel{id: s.ids.Add(1), target: t, addr: netip.AddrPortFrom(a, uint16(t.Port)), started: start, tls: slot}
+		tn := &tunnel{id: s.ids.Add(1), target: t, addr: netip.AddrPortFrom(a, uint16(t.Port)), started: start, tls: slot, slots: s.tunnelSlots}
 		rec := decisionRecord(kind, client, d)
 		rec.ID, rec.Addr = tn.id, tn.addr.String()
 		if err := s.record(rec); err != nil {
-			if slot != nil {
-				slot.Release()
-			}
+			release()
 			// Unlogged, as the write failed: refuse says so on the way.
 			return refuse(policy.Decision{Host: d.Host, Port: d.Port, Reason: ReasonAuditFailed,
 				Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, http.StatusServiceUnavailable)
@@ -302,9 +335,7 @@ func (s *Server) admit(ctx context.Context, kind audit.Kind, client, host string
 		s.record(audit.Record{Type: audit.TypeClose, Kind: kind, ID: tn.id, Host: t.Host, Port: t.Port, Addr: tn.addr.String(),
 			Reason: string(ReasonDialFailed), Detail: err.Error(), DurationMS: time.Since(start).Milliseconds()})
 	}
-	if slot != nil {
-		slot.Release()
-	}
+	release()
 	d.Allow, d.Reason = false, ReasonDialFailed
 	d.Detail = fmt.Sprintf("dial %s: no checked address", policy.JoinHostPort(t.Host, t.Port))
 	if len(errs) > 0 {
@@ -319,6 +350,7 @@ func (s *Server) admit(ctx context.Context, kind audit.Kind, client, host string
 // when its first bytes are TLS or HTTP and termination applies, spliced
 // opaquely otherwise.
 func (s *Server) carry(t *tunnel, kind audit.Kind) {
+	defer t.free()
 	proto := protoOpaque
 	if t.tls != nil {
 		proto, t.client, t.upstream = sniff(t.client, t.upstream, sniffTimeout)

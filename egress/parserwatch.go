@@ -32,12 +32,25 @@ type parserWatch struct {
 	// carries from then on is a tunnel's, not answers to HTTP requests.
 	hijacked atomic.Bool
 
+	// slots is the listener's bound; the connection holds one of them
+	// until it closes or becomes a tunnel (free).
+	slots chan struct{}
+	freed sync.Once
+
 	mu   sync.Mutex
 	last []byte // the first line of the latest read, for the log
 }
 
 // maxLoggedLine bounds how much of a refused request line is logged.
 const maxLoggedLine = 200
+
+// free gives back the connection's place under the listener's bound.
+func (c *parserWatch) free() { c.freed.Do(func() { <-c.slots }) }
+
+func (c *parserWatch) Close() error {
+	c.free()
+	return c.Conn.Close()
+}
 
 func (c *parserWatch) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)

@@ -27,14 +27,14 @@ import (
 
 // Reasons the proxy itself gives, beside the policy's.
 const (
-	ReasonAuthMissing  policy.Reason = "auth_required"
-	ReasonAuthWrong    policy.Reason = "auth_failed"
-	ReasonAuditFailed  policy.Reason = "audit_failed"
-	ReasonDialFailed   policy.Reason = "dial_failed"
-	ReasonBadRequest   policy.Reason = tlsterm.ReasonBadRequest
-	ReasonTooManyTunnels   policy.Reason = "too_many_tunnels"
-	ReasonNotAProxyReq policy.Reason = "not_a_proxy_request"
-	ReasonUnknownFake  policy.Reason = "unknown_fake_address"
+	ReasonAuthMissing    policy.Reason = "auth_required"
+	ReasonAuthWrong      policy.Reason = "auth_failed"
+	ReasonAuditFailed    policy.Reason = "audit_failed"
+	ReasonDialFailed     policy.Reason = "dial_failed"
+	ReasonBadRequest     policy.Reason = tlsterm.ReasonBadRequest
+	ReasonTooManyTunnels policy.Reason = "too_many_tunnels"
+	ReasonNotAProxyReq   policy.Reason = "not_a_proxy_request"
+	ReasonUnknownFake    policy.Reason = "unknown_fake_address"
 )
 
 // Config is what a Server needs. Rules, Dialer, Audit and Token are
@@ -68,10 +68,10 @@ const defaultMaxTunnels = 4096
 
 // Server is the proxy. It is an http.Handler for an HTTP/1.1 listener.
 type Server struct {
-	cfg   Config
+	cfg Config
 	// tunnelSlots holds a token per open tunnel (Config.MaxTunnels).
 	tunnelSlots chan struct{}
-	plain *httputil.ReverseProxy
+	plain       *httputil.ReverseProxy
 	// upstreams holds the plain-HTTP proxy's upstream connections.
 	upstreams upstreams
 	ids       atomic.Uint64
@@ -263,6 +263,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		// What follows the 200 is the tunnel's, not HTTP to this proxy.
 		w.hijacked.Store(true)
 		w.guard.Stop()
+		w.free()
 		client = w.guard.Conn
 	}
 	t.client = readerConn(client, rw.Reader)
@@ -480,7 +481,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		// Shutdown leaves hijacked tunnels alone.
 		s.endTunnels()
 	}()
-	err := hs.Serve(guardedListener{Listener: l, s: s})
+	err := hs.Serve(newGuardedListener(l, s))
 	if !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -552,16 +553,41 @@ type guardKey struct{}
 // tlsterm does inside tunnels, so plain-HTTP requests meet the same
 // refusal of ambiguous framing; and it has the requests net/http refuses
 // on its own logged (see parserWatch).
+//
+// It also bounds the client connections that speak HTTP to the proxy at
+// once (Config.MaxTunnels of them; a CONNECT's connection leaves the count
+// when it becomes a tunnel, which the tunnels' own bound counts). Past
+// it, Accept waits for one to close: a box that opens connections without
+// end finds them waiting in the listen queue, not each held by a
+// goroutine of cordon's until its header timeout.
 type guardedListener struct {
 	net.Listener
-	s *Server
+	s      *Server
+	slots  chan struct{}
+	closed chan struct{}
+	once   sync.Once
 }
 
-func (l guardedListener) Accept() (net.Conn, error) {
+func newGuardedListener(l net.Listener, s *Server) *guardedListener {
+	return &guardedListener{Listener: l, s: s, slots: make(chan struct{}, s.cfg.MaxTunnels), closed: make(chan struct{})}
+}
+
+func (l *guardedListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
 	c, err := l.Listener.Accept()
 	if err != nil {
+		<-l.slots
 		return nil, err
 	}
 	g := tlsterm.NewFramingGuard(c)
-	return &parserWatch{Conn: g, guard: g, refused: l.s.recordParserRefusal(c.RemoteAddr().String())}, nil
+	return &parserWatch{Conn: g, guard: g, refused: l.s.recordParserRefusal(c.RemoteAddr().String()), slots: l.slots}, nil
+}
+
+func (l *guardedListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Listener.Close()
 }

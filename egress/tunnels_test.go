@@ -18,46 +18,50 @@ import (
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
-// TestTunnelsBounded: a session holds at most MaxTunnels tunnels open at
-// once. One more is refused (503, too_many_tunnels) before it is dialled,
-// and logged; once a tunnel closes, its slot serves the next. Without the
-// bound, a box that opens connections without end would make cordon hold
-// two sockets and two goroutines for each, outside the box's limits.
-func TestTunnelsBounded(t *testing.T) {
-	// The far end: a TCP service that counts its connections and holds
-	// each until its client goes.
+// boundRig is a proxy with MaxTunnels set, in front of a TCP service on
+// 127.0.0.1 that reports each connection it accepts and holds it until
+// its client goes.
+type boundRig struct {
+	t        *testing.T
+	proxy    string
+	target   string
+	auth     string
+	logPath  string
+	accepted chan struct{}
+}
+
+func newBoundRig(t *testing.T, max int) *boundRig {
 	far, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer far.Close()
-	accepted := make(chan struct{}, 16)
+	t.Cleanup(func() { far.Close() })
+	r := &boundRig{t: t, target: far.Addr().String(), accepted: make(chan struct{}, 16),
+		logPath: filepath.Join(t.TempDir(), "audit.jsonl")}
 	go func() {
 		for {
 			c, err := far.Accept()
 			if err != nil {
 				return
 			}
-			accepted <- struct{}{}
+			r.accepted <- struct{}{}
 			go func() {
 				io.Copy(io.Discard, c)
 				c.Close()
 			}()
 		}
 	}()
-	target := far.Addr().String()
-	rules, err := policy.Compile([]string{target}, nil)
+	rules, err := policy.Compile([]string{r.target}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logPath := filepath.Join(t.TempDir(), "audit.jsonl")
-	aw, err := audit.Open(logPath, "test")
+	aw, err := audit.Open(r.logPath, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer aw.Close()
 	token := NewToken()
-	s, err := New(Config{Rules: rules, Dialer: &Dialer{Rules: rules}, Audit: aw, Token: token, MaxTunnels: 2})
+	r.auth = base64.StdEncoding.EncodeToString([]byte("cordon:" + token))
+	s, err := New(Config{Rules: rules, Dialer: &Dialer{Rules: rules}, Audit: aw, Token: token, MaxTunnels: max})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,57 +69,80 @@ func TestTunnelsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.proxy = ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx, ln) }()
-	defer func() { cancel(); <-served }()
+	t.Cleanup(func() {
+		cancel()
+		<-served
+		aw.Close()
+	})
+	return r
+}
 
-	auth := base64.StdEncoding.EncodeToString([]byte("cordon:" + token))
-	connect := func() (net.Conn, *http.Response) {
-		t.Helper()
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", target, target, auth)
-		resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c, resp
+// dial opens a client connection to the proxy.
+func (r *boundRig) dial() net.Conn {
+	r.t.Helper()
+	c, err := net.Dial("tcp", r.proxy)
+	if err != nil {
+		r.t.Fatal(err)
 	}
-	waitAccepted := func() {
-		t.Helper()
-		select {
-		case <-accepted:
-		case <-time.After(5 * time.Second):
-			t.Fatal("the far end saw no connection")
-		}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	r.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// connect asks for a tunnel to the target over c and reads the answer.
+func (r *boundRig) connect(c net.Conn) *http.Response {
+	r.t.Helper()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", r.target, r.target, r.auth)
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		r.t.Fatal(err)
 	}
-	first, resp := connect()
-	if resp.StatusCode != 200 {
+	return resp
+}
+
+// waitAccepted waits (5 s at most) for the far end to see a connection.
+func (r *boundRig) waitAccepted() {
+	r.t.Helper()
+	select {
+	case <-r.accepted:
+	case <-time.After(5 * time.Second):
+		r.t.Fatal("the far end saw no connection")
+	}
+}
+
+// TestTunnelsBounded: a session holds at most MaxTunnels tunnels open at
+// once. One more is refused (503, too_many_tunnels) before it is dialled,
+// and logged; once a tunnel closes, its slot serves the next. Without the
+// bound, a box that opens connections without end would make cordon hold
+// two sockets and two goroutines for each, outside the box's limits.
+func TestTunnelsBounded(t *testing.T) {
+	r := newBoundRig(t, 2)
+	first := r.dial()
+	if resp := r.connect(first); resp.StatusCode != 200 {
 		t.Fatalf("first tunnel: %d", resp.StatusCode)
 	}
-	waitAccepted()
-	second, resp := connect()
-	if resp.StatusCode != 200 {
+	r.waitAccepted()
+	if resp := r.connect(r.dial()); resp.StatusCode != 200 {
 		t.Fatalf("second tunnel: %d", resp.StatusCode)
 	}
-	waitAccepted()
-	defer second.Close()
-	third, resp := connect()
+	r.waitAccepted()
+	third := r.dial()
+	resp := r.connect(third)
 	third.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Cordon-Reason") != string(ReasonTooManyTunnels) {
 		t.Fatalf("a third tunnel at once: %d %q, want 503 %s", resp.StatusCode, resp.Header.Get("X-Cordon-Reason"), ReasonTooManyTunnels)
 	}
 	select {
-	case <-accepted:
+	case <-r.accepted:
 		t.Fatal("the refused tunnel was dialled")
 	case <-time.After(100 * time.Millisecond):
 	}
 	deny := false
-	data, _ := os.ReadFile(logPath)
+	data, _ := os.ReadFile(r.logPath)
 	for _, line := range strings.Split(string(data), "\n") {
 		deny = deny || strings.Contains(line, `"decision":"deny"`) && strings.Contains(line, string(ReasonTooManyTunnels))
 	}
@@ -127,15 +154,60 @@ func TestTunnelsBounded(t *testing.T) {
 	first.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c, resp := connect()
+		c := r.dial()
+		resp := r.connect(c)
 		c.Close()
 		if resp.StatusCode == 200 {
-			waitAccepted()
+			r.waitAccepted()
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the closed tunnel's slot never came back: %d", resp.StatusCode)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestClientConnectionsBounded: at most MaxTunnels client connections
+// speak HTTP to the proxy at once; the next waits, unserved, until one of
+// them closes. Connections that became tunnels leave that count.
+func TestClientConnectionsBounded(t *testing.T) {
+	r := newBoundRig(t, 2)
+	// Two tunnels: their connections no longer count as HTTP clients.
+	for range 2 {
+		if resp := r.connect(r.dial()); resp.StatusCode != 200 {
+			t.Fatalf("tunnel: %d", resp.StatusCode)
+		}
+		r.waitAccepted()
+	}
+	// Two idle clients fill the bound (each is accepted at once: the
+	// tunnels left room).
+	idle := []net.Conn{r.dial(), r.dial()}
+	time.Sleep(100 * time.Millisecond)
+	// A third client's request waits.
+	waiting := r.dial()
+	fmt.Fprintf(waiting, "GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n", r.target, r.target)
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := http.ReadResponse(bufio.NewReader(waiting), nil)
+		if err != nil {
+			answered <- -1
+			return
+		}
+		answered <- resp.StatusCode
+	}()
+	select {
+	case code := <-answered:
+		t.Fatalf("a client past the bound was served at once: %d", code)
+	case <-time.After(300 * time.Millisecond):
+	}
+	idle[0].Close()
+	select {
+	case code := <-answered:
+		if code != http.StatusProxyAuthRequired {
+			t.Fatalf("the waiting client, once let in: %d, want 407 (it sent no token)", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting client was never served after a slot freed")
 	}
 }

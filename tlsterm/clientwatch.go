@@ -28,7 +28,7 @@ type clientWatch struct {
 	timer *time.Timer
 
 	mu   sync.Mutex
-	up   net.Conn // the upstream connection to close; nil when not armed
+	up   net.Conn // the upstream connection to cut (its TCP, under TLS); nil when not armed
 	gone bool
 }
 
@@ -104,5 +104,5 @@ func (w *clientWatch) check() {
 	}
 	w.gone = true
 	w.mu.Unlock()
-	up.Close() // outside the lock: a TLS close may wait to send its alert
+	up.Close() // outside the lock
 }

@@ -108,18 +108,20 @@ func (h *conn1) roundTrip(x *exchange, body *clientBody) (status int, down int64
 	}
 	upOK := rerr == nil && !resp.Close
 	gone := h.watch.disarm()
-	switch {
-	case rerr == nil && werr == nil:
-		// Whole, even if the client left just after.
+	if !h.finishWrite(x, upOK && werr == nil && !gone) {
+		keep = false
+	}
+	switch { // the request body's writer is done: body.lost can be read
+	case body.lost != nil:
+		// The server may have answered the part it got.
+		x.reason, x.detail = string(ReasonClientGone), clientLost{body.lost}.Error()
 	case gone:
+		// Whatever came back after the cut went nowhere.
 		x.reason, x.detail = string(ReasonClientGone), errClientGone.Error()
 	case rerr != nil:
 		x.reason, x.detail = string(ReasonUpstreamError), "response body: "+rerr.Error()
 	case werr != nil:
 		x.reason, x.detail = string(ReasonClientGone), "response body: the client's connection failed: "+werr.Error()
-	}
-	if !h.finishWrite(x, upOK && werr == nil && !gone) {
-		keep = false
 	}
 	if rerr != nil || werr != nil || gone {
 		keep = false
@@ -231,7 +233,11 @@ func (h *conn1) dropUpstream() {
 // sendOnce is one attempt of send on h.up.
 func (h *conn1) sendOnce(x *exchange) error {
 	up := h.up
-	h.watch.arm(up.conn)
+	cut := up.conn
+	if up.raw != nil {
+		cut = up.raw // no close_notify: the server is not to answer
+	}
+	h.watch.arm(cut)
 	if x.req.Body == nil {
 		x.wrote = nil
 		if err := up.writeAwaiting(x.req); err != nil {

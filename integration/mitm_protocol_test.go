@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,13 +31,7 @@ func TestTLSUpstreamProtocolFollowsClient(t *testing.T) {
 		}
 	}
 
-	tc, err := tlsThrough(t, p, target, originName, "http/1.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
-	tc.SetDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(tc)
+	tc, br := h1Through(t, p, target)
 	paths := []string{"/keep-1", "/keep-2", "/keep-3"}
 	for i, path := range paths {
 		body := fmt.Sprintf("body %d", i)

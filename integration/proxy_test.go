@@ -322,6 +322,19 @@ func tlsThrough(t *testing.T, p *proxyProc, target, sni string, protos ...string
 	return tlsThroughProxy(p, mustRead(t, p.env["SSL_CERT_FILE"]), target, sni, protos...)
 }
 
+// h1Through is tlsThrough for one HTTP/1.1 connection to the origin's
+// HTTPS port, with a 10 s deadline, and a reader for its responses.
+func h1Through(t *testing.T, p *proxyProc, target string) (*tls.Conn, *bufio.Reader) {
+	t.Helper()
+	tc, err := tlsThrough(t, p, target, originName, "http/1.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tc.Close() })
+	tc.SetDeadline(time.Now().Add(10 * time.Second))
+	return tc, bufio.NewReader(tc)
+}
+
 // tlsThroughProxy opens a CONNECT tunnel and a TLS session over it, trusting
 // bundle; safe to call from any goroutine.
 func tlsThroughProxy(p *proxyProc, bundle []byte, target, sni string, protos ...string) (*tls.Conn, error) {
@@ -722,13 +735,7 @@ func TestTLSRedialsTheLoggedAddress(t *testing.T) {
 	target := fmt.Sprintf("%s:%d", originName, originHTTPS)
 	first := fmt.Sprintf("%s:%d", originHostSide, originHTTPS)
 	p := startProxy(t, "--allow", target, "--allow", first, "--resolve="+originName+"="+originHostSide, resolveOrigin, "--extra-ca", o.caFile)
-	tc, err := tlsThrough(t, p, target, originName, "http/1.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
-	tc.SetDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(tc)
+	tc, br := h1Through(t, p, target)
 	get := func(path string) int {
 		fmt.Fprintf(tc, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", path, target)
 		resp, err := http.ReadResponse(br, nil)

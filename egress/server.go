@@ -271,7 +271,8 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 }
 
 // admit is the whole way into a tunnel to host:port: a fake address back
-// to its name, the judgement, a terminated-tunnel slot, and then, for each
+// to its name, the judgement, a tunnel slot (and a terminated-tunnel one
+// when termination applies), and then, for each
 // checked address in turn until one connects, its allow line and its dial.
 // The line goes first, so nothing reaches an address the log does not
 // name, and a connection whose line cannot be written is never made; an

@@ -33,6 +33,7 @@ const (
 	ReasonDialFailed     policy.Reason = "dial_failed"
 	ReasonBadRequest     policy.Reason = tlsterm.ReasonBadRequest
 	ReasonTooManyTunnels policy.Reason = "too_many_tunnels"
+	ReasonTooManyClients policy.Reason = "too_many_connections"
 	ReasonNotAProxyReq   policy.Reason = "not_a_proxy_request"
 	ReasonUnknownFake    policy.Reason = "unknown_fake_address"
 )
@@ -567,6 +568,8 @@ type guardedListener struct {
 	slots  chan struct{}
 	closed chan struct{}
 	once   sync.Once
+	// full logs, once, that the bound was reached.
+	full sync.Once
 }
 
 func newGuardedListener(l net.Listener, s *Server) *guardedListener {
@@ -576,8 +579,16 @@ func newGuardedListener(l net.Listener, s *Server) *guardedListener {
 func (l *guardedListener) Accept() (net.Conn, error) {
 	select {
 	case l.slots <- struct{}{}:
-	case <-l.closed:
-		return nil, net.ErrClosed
+	default:
+		l.full.Do(func() {
+			l.s.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(ReasonTooManyClients),
+				Detail: fmt.Sprintf("the proxy already serves %d client connections at once, its most; the next wait in the listen queue until one closes (said once per session)", cap(l.slots))})
+		})
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.closed:
+			return nil, net.ErrClosed
+		}
 	}
 	c, err := l.Listener.Accept()
 	if err != nil {

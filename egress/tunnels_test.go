@@ -170,7 +170,8 @@ func TestTunnelsBounded(t *testing.T) {
 
 // TestClientConnectionsBounded: at most MaxTunnels client connections
 // speak HTTP to the proxy at once; the next waits, unserved, until one of
-// them closes. Connections that became tunnels leave that count.
+// them closes, and reaching the bound is logged once. Connections that
+// became tunnels leave that count.
 func TestClientConnectionsBounded(t *testing.T) {
 	r := newBoundRig(t, 2)
 	// Two tunnels: their connections no longer count as HTTP clients.
@@ -200,6 +201,11 @@ func TestClientConnectionsBounded(t *testing.T) {
 	case code := <-answered:
 		t.Fatalf("a client past the bound was served at once: %d", code)
 	case <-time.After(300 * time.Millisecond):
+	}
+	// Reaching the bound is logged, once.
+	data, _ := os.ReadFile(r.logPath)
+	if n := strings.Count(string(data), string(ReasonTooManyClients)); n != 1 {
+		t.Fatalf("%d lines say %s, want 1:\n%s", n, ReasonTooManyClients, data)
 	}
 	idle[0].Close()
 	select {

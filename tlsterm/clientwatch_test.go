@@ -3,15 +3,21 @@ package tlsterm
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/credinject"
+	"github.com/cordon-sandbox/cordon/policy"
 )
 
 // hangOrigin answers /hang only when its request is cancelled (it reports
@@ -218,5 +224,55 @@ func TestClientGoneMidUpload(t *testing.T) {
 	rec := r.waitRecords(t, audit.TypeClose, 1)[0]
 	if rec.Path != "/upload" || rec.Reason != string(ReasonClientGone) {
 		t.Fatalf("close line %+v, want /upload with reason %s", rec, ReasonClientGone)
+	}
+}
+
+// TestFailure: the reason and detail a failed upstream leg is logged
+// with, whichever path it failed on.
+func TestFailure(t *testing.T) {
+	ce := &credinject.Error{Reason: credinject.ReasonMisroute, Credential: "github", Target: "evil.test:443"}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		reason    policy.Reason
+		detailHas string
+	}{
+		{"credential refusal", fmt.Errorf("write body: %w", ce), ce.Reason, ce.Error()},
+		{"unverified upstream", &upstreamTLSError{errors.New("x509: unknown authority")}, ReasonUpstreamTLS, "unknown authority"},
+		{"watch found the client gone", errClientGone, ReasonClientGone, "cancelled"},
+		{"client cut its upload", clientLost{io.ErrUnexpectedEOF}, ReasonClientGone, "unexpected EOF"},
+		{"HTTP/2 stream cancelled", fmt.Errorf("net/http: request canceled: %w", context.Canceled), ReasonClientGone, "cancelled"},
+		{"anything else", errors.New("connection reset by peer"), ReasonUpstreamError, "connection reset by peer"},
+	} {
+		d := Failure(tc.err)
+		if d.Reason != tc.reason || !strings.Contains(d.Detail, tc.detailHas) || d.Allow {
+			t.Errorf("%s: Failure(%v) = %+v, want reason %s and a detail with %q", tc.name, tc.err, d, tc.reason, tc.detailHas)
+		}
+	}
+}
+
+// TestClientBodyLost: which errors reading a request body mean the
+// client's connection is gone. A timeout is not one: abortWrite sets a
+// deadline of its own to stop the body's writer.
+func TestClientBodyLost(t *testing.T) {
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	for _, tc := range []struct {
+		name string
+		err  error
+		eof  bool
+		lost error
+	}{
+		{"the body's end", io.EOF, true, nil},
+		{"cut short", io.ErrUnexpectedEOF, false, io.ErrUnexpectedEOF},
+		{"reset", reset, false, reset},
+		{"cordon's own deadline", timeout, false, nil},
+		{"a malformed chunk", errors.New("malformed chunked encoding"), false, nil},
+	} {
+		b := &clientBody{ReadCloser: io.NopCloser(iotest.ErrReader(tc.err))}
+		b.Read(make([]byte, 8))
+		if b.eof != tc.eof || b.lost != tc.lost {
+			t.Errorf("%s: eof %v lost %v, want %v %v", tc.name, b.eof, b.lost, tc.eof, tc.lost)
+		}
 	}
 }

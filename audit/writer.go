@@ -5,12 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/regular"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/regular"
 )
 
 // maxKeptLine bounds the line buffer a Writer keeps between records.

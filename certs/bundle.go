@@ -8,13 +8,14 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/regular"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/cordon-sandbox/cordon/internal/regular"
 )
 
 // systemBundlePaths are where systems keep their PEM bundle of trusted

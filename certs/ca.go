@@ -26,7 +26,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/regular"
 	"io/fs"
 	"os"
 	"os/user"
@@ -34,6 +33,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cordon-sandbox/cordon/internal/regular"
 )
 
 const (

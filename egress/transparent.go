@@ -53,8 +53,8 @@ func (s *Server) serveRedirected(ctx context.Context, c net.Conn, dest func(net.
 	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 	t, d, status := s.admit(ctx, kind, client, dst.Addr().String(), int(dst.Port()))
 	if t == nil {
-		// admit logged it. A plain-HTTP client gets the refusal and its reason; any other
-		// sees the connection close.
+		// admit logged it. A plain-HTTP client gets the refusal and its
+		// reason; any other sees the connection close.
 		if dst.Port() == 80 {
 			tlsterm.WriteRefusalTo(c, d, status)
 		}

@@ -3,7 +3,6 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/regular"
 	"io"
 	"io/fs"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/cordon-sandbox/cordon/internal/regular"
 )
 
 // ProjectFile is the name of the project file at a workspace root.

@@ -35,7 +35,7 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) ([]string
 	// Directories below the root are read by a few workers at once: the
 	// walk is system calls, and the cores are otherwise idle once the run
 	// has ended. The workers start with the first directory queued: a
-	// workspace with none below its root (most runs' end) costs no thread.
+	// workspace with none below its root costs no thread.
 	dirs := make(chan string, 1024)
 	var startWorkers sync.Once
 	var visit func(dir string)

@@ -27,15 +27,15 @@ import (
 
 // Reasons the proxy itself gives, beside the policy's.
 const (
-	ReasonAuthMissing    policy.Reason = "auth_required"
-	ReasonAuthWrong      policy.Reason = "auth_failed"
-	ReasonAuditFailed    policy.Reason = "audit_failed"
-	ReasonDialFailed     policy.Reason = "dial_failed"
-	ReasonBadRequest     policy.Reason = tlsterm.ReasonBadRequest
-	ReasonTooManyTunnels policy.Reason = "too_many_tunnels"
-	ReasonTooManyClients policy.Reason = "too_many_connections"
-	ReasonNotAProxyReq   policy.Reason = "not_a_proxy_request"
-	ReasonUnknownFake    policy.Reason = "unknown_fake_address"
+	ReasonAuthMissing        policy.Reason = "auth_required"
+	ReasonAuthWrong          policy.Reason = "auth_failed"
+	ReasonAuditFailed        policy.Reason = "audit_failed"
+	ReasonDialFailed         policy.Reason = "dial_failed"
+	ReasonBadRequest         policy.Reason = tlsterm.ReasonBadRequest
+	ReasonTooManyTunnels     policy.Reason = "too_many_tunnels"
+	ReasonTooManyConnections policy.Reason = "too_many_connections"
+	ReasonNotAProxyReq       policy.Reason = "not_a_proxy_request"
+	ReasonUnknownFake        policy.Reason = "unknown_fake_address"
 )
 
 // Config is what a Server needs. Rules, Dialer, Audit and Token are
@@ -54,8 +54,9 @@ type Config struct {
 	// TLS terminates the tunnels Terminate picks; the rest stay opaque.
 	TLS       *tlsterm.Terminator
 	Terminate func(host string, port int) bool
-	// MaxTunnels caps the tunnels open at once, terminated or opaque;
-	// zero means 4096 (defaultMaxTunnels).
+	// MaxTunnels caps the tunnels open at once, terminated or opaque,
+	// and, apart, the client connections speaking HTTP to the proxy (see
+	// guardedListener); zero means 4096 (defaultMaxTunnels).
 	MaxTunnels int
 	// ErrorLog receives problems that have no client to go to.
 	ErrorLog *log.Logger
@@ -105,9 +106,11 @@ type tunnel struct {
 	slots chan struct{}
 }
 
-// release ends a tunnel that will not be carried.
+// release ends a tunnel that will not be carried, dialled or not.
 func (t *tunnel) release() {
-	t.upstream.Close()
+	if t.upstream != nil {
+		t.upstream.Close()
+	}
 	if t.tls != nil {
 		t.tls.Release()
 	}
@@ -303,28 +306,22 @@ func (s *Server) admit(ctx context.Context, kind audit.Kind, client, host string
 		d.Detail = fmt.Sprintf("this session already has %d tunnels open, its most at once; one must close first", s.cfg.MaxTunnels)
 		return refuse(d, http.StatusServiceUnavailable)
 	}
-	var slot *tlsterm.Terminator
-	release := func() {
-		if slot != nil {
-			slot.Release()
-		}
-		<-s.tunnelSlots
-	}
+	tn := &tunnel{target: t, started: start, slots: s.tunnelSlots}
 	if s.cfg.TLS != nil && s.cfg.Terminate != nil && s.cfg.Terminate(t.Host, t.Port) {
 		if !s.cfg.TLS.TryAcquire() {
-			release()
+			tn.release()
 			d.Allow, d.Reason, d.Detail = false, ReasonTooManyTunnels, "too many terminated tunnels at once; retry later"
 			return refuse(d, http.StatusServiceUnavailable)
 		}
-		slot = s.cfg.TLS
+		tn.tls = s.cfg.TLS
 	}
 	var errs []error
 	for _, a := range t.Addrs {
-		tn := &tunnel{id: s.ids.Add(1), target: t, addr: netip.AddrPortFrom(a, uint16(t.Port)), started: start, tls: slot, slots: s.tunnelSlots}
+		tn.id, tn.addr = s.ids.Add(1), netip.AddrPortFrom(a, uint16(t.Port))
 		rec := decisionRecord(kind, client, d)
 		rec.ID, rec.Addr = tn.id, tn.addr.String()
 		if err := s.record(rec); err != nil {
-			release()
+			tn.release()
 			// Unlogged, as the write failed: refuse says so on the way.
 			return refuse(policy.Decision{Host: d.Host, Port: d.Port, Reason: ReasonAuditFailed,
 				Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, http.StatusServiceUnavailable)
@@ -338,7 +335,7 @@ func (s *Server) admit(ctx context.Context, kind audit.Kind, client, host string
 		s.record(audit.Record{Type: audit.TypeClose, Kind: kind, ID: tn.id, Host: t.Host, Port: t.Port, Addr: tn.addr.String(),
 			Reason: string(ReasonDialFailed), Detail: err.Error(), DurationMS: time.Since(start).Milliseconds()})
 	}
-	release()
+	tn.release()
 	d.Allow, d.Reason = false, ReasonDialFailed
 	d.Detail = fmt.Sprintf("dial %s: no checked address", policy.JoinHostPort(t.Host, t.Port))
 	if len(errs) > 0 {
@@ -581,7 +578,7 @@ func (l *guardedListener) Accept() (net.Conn, error) {
 	case l.slots <- struct{}{}:
 	default:
 		l.full.Do(func() {
-			l.s.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(ReasonTooManyClients),
+			l.s.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(ReasonTooManyConnections),
 				Detail: fmt.Sprintf("the proxy already serves %d client connections at once, its most; the next wait in the listen queue until one closes (said once per session)", cap(l.slots))})
 		})
 		select {

@@ -204,8 +204,8 @@ func TestClientConnectionsBounded(t *testing.T) {
 	}
 	// Reaching the bound is logged, once.
 	data, _ := os.ReadFile(r.logPath)
-	if n := strings.Count(string(data), string(ReasonTooManyClients)); n != 1 {
-		t.Fatalf("%d lines say %s, want 1:\n%s", n, ReasonTooManyClients, data)
+	if n := strings.Count(string(data), string(ReasonTooManyConnections)); n != 1 {
+		t.Fatalf("%d lines say %s, want 1:\n%s", n, ReasonTooManyConnections, data)
 	}
 	idle[0].Close()
 	select {

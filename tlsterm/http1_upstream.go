@@ -111,19 +111,18 @@ func (h *conn1) roundTrip(x *exchange, body *clientBody) (status int, down int64
 	if !h.finishWrite(x, upOK && werr == nil && !gone) {
 		keep = false
 	}
-	switch { // the request body's writer is done: body.lost can be read
-	case body.lost != nil:
-		// The server may have answered the part it got.
-		x.reason, x.detail = string(ReasonClientGone), clientLost{body.lost}.Error()
-	case gone:
-		// Whatever came back after the cut went nowhere.
-		x.reason, x.detail = string(ReasonClientGone), errClientGone.Error()
+	cerr := clientFailure(gone, body) // finishWrite is done with the body
+	switch {
+	case cerr != nil:
+		// The server may have answered the part of the body it got;
+		// whatever came back after a cut went nowhere.
+		x.reason, x.detail = string(ReasonClientGone), cerr.Error()
 	case rerr != nil:
 		x.reason, x.detail = string(ReasonUpstreamError), "response body: "+rerr.Error()
 	case werr != nil:
 		x.reason, x.detail = string(ReasonClientGone), "response body: the client's connection failed: "+werr.Error()
 	}
-	if rerr != nil || werr != nil || gone {
+	if rerr != nil || werr != nil || cerr != nil {
 		keep = false
 	}
 	return resp.StatusCode, down, keep && drain(body)
@@ -419,23 +418,34 @@ func (h *conn1) fail(x *exchange, err error, body *clientBody) (int, int64, bool
 	gone := h.watch.disarm()
 	h.abortWrite(x)
 	h.dropUpstream()
+	cerr := clientFailure(gone, body) // abortWrite is done with the body
 	switch {
-	case gone:
-		err = errClientGone
+	case cerr != nil:
+		err = cerr
 	case x.guard != nil && x.guard.Err() != nil:
 		err = x.guard.Err()
-	case body.lost != nil: // the writer is done: abortWrite waited for it
-		err = clientLost{body.lost}
-		gone = true
 	}
 	d := Failure(err)
 	x.reason, x.detail = string(d.Reason), d.Detail
-	keep := !gone && !h.wantsClose && drain(body)
+	keep := cerr == nil && !h.wantsClose && drain(body)
 	n := h.writeRefusal(x.req, http.StatusBadGateway, d, keep)
 	if h.bw.Flush() != nil {
 		keep = false
 	}
 	return http.StatusBadGateway, n, keep
+}
+
+// clientFailure is how a request failed on the client's side, if it did:
+// its connection ended in the middle of the body (clientLost), or the
+// watch found it shut (errClientGone). The body's writer must be done.
+func clientFailure(gone bool, body *clientBody) error {
+	switch {
+	case body.lost != nil:
+		return clientLost{body.lost}
+	case gone:
+		return errClientGone
+	}
+	return nil
 }
 
 // alive says whether an idle upstream connection can carry another

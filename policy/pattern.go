@@ -43,6 +43,10 @@ func parsePattern(raw string, portless []int) (Pattern, error) {
 	if s == "" {
 		return p, fmt.Errorf("empty pattern; write a host such as example.com or *.example.com")
 	}
+	if _, rest, ok := strings.Cut(s, "://"); ok {
+		host, _, _ := strings.Cut(rest, "/")
+		return p, fmt.Errorf("pattern %q is a URL; an entry names a host, with an optional port: write %s", raw, host)
+	}
 	host, port, hasPort, err := splitPatternPort(s)
 	if err != nil {
 		return p, fmt.Errorf("pattern %q: %w", raw, err)
@@ -72,6 +76,10 @@ func parsePattern(raw string, portless []int) (Pattern, error) {
 		return p, fmt.Errorf("pattern %q: unbalanced bracket", raw)
 	}
 	if strings.Contains(host, "/") {
+		addr, _, _ := strings.Cut(strings.Trim(host, "[]"), "/")
+		if _, err := netip.ParseAddr(addr); err != nil && !strings.Contains(addr, "%") {
+			return p, fmt.Errorf("pattern %q: an entry names a host, not a path: write %s (a range of addresses is written 192.0.2.0/24)", raw, addr)
+		}
 		pfx, err := netip.ParsePrefix(strings.Trim(host, "[]"))
 		if err != nil || pfx.Addr().Zone() != "" {
 			return p, fmt.Errorf("pattern %q: not a CIDR range such as 192.0.2.0/24", raw)

@@ -116,7 +116,9 @@ func TestParsePatternRefuses(t *testing.T) {
 		{"[example.com]", "IPv6"},
 		{"1.2.3.4/33", "CIDR"},
 		{"2001:db8::/129", "CIDR"},
-		{"example.com/24", "CIDR"},
+		{"example.com/24", "not a path: write example.com"},
+		{"example.com/v1/models", "not a path: write example.com"},
+		{"1.2.3.4/abc", "CIDR"},
 		{"10.0.0.0/8]", "bracket"},
 		{"::1/128]", "bracket"},
 		{"[10.0.0.0/8]", "bracket"},
@@ -126,7 +128,8 @@ func TestParsePatternRefuses(t *testing.T) {
 		{"example.com..", "empty label"},
 		{"example.123", "not an IPv4 address"},
 		{"1.2.3.256", "not an IPv4 address"},
-		{"http://example.com", "not a number"},
+		{"http://example.com", "is a URL; an entry names a host, with an optional port: write example.com"},
+		{"https://api.example.com:8443/v1", "write api.example.com:8443"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.raw, func(t *testing.T) {

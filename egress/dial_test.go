@@ -159,25 +159,6 @@ func TestDialerRebinding(t *testing.T) {
 	}
 }
 
-func TestIsRequestLine(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want bool
-	}{
-		{"GET / HTTP/1.1\r\n", true},
-		{"PROPFIND /x HTTP/1.1", true},
-		{"CONNECT a:1 HTTP/1.1", true},
-		{"SSH-2.0-OpenSSH_9.2", false},
-		{"GETX / HTTP/1.1", false},
-		{"GET", false},
-		{"\x16\x03\x01", false},
-	} {
-		if got := isRequestLine([]byte(tc.in)); got != tc.want {
-			t.Errorf("isRequestLine(%q) = %v, want %v", tc.in, got, tc.want)
-		}
-	}
-}
-
 // TestDialerSeesThroughAddresses: a broad allow entry does not exempt a
 // special address, and deny entries catch what an address really reaches.
 func TestDialerSeesThroughAddresses(t *testing.T) {

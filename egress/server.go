@@ -36,6 +36,7 @@ const (
 	ReasonTooManyConnections policy.Reason = "too_many_connections"
 	ReasonNotAProxyReq       policy.Reason = "not_a_proxy_request"
 	ReasonUnknownFake        policy.Reason = "unknown_fake_address"
+	ReasonUnknownProtocol    policy.Reason = "unknown_protocol"
 )
 
 // Config is what a Server needs. Rules, Dialer, Audit and Token are
@@ -86,8 +87,8 @@ type Server struct {
 	active   sync.WaitGroup
 }
 
-// sniffTimeout bounds how long a fresh tunnel may stay silent before it is
-// relayed opaquely.
+// sniffTimeout bounds how long a fresh checked tunnel may stay silent
+// before it is refused.
 const sniffTimeout = 10 * time.Second
 
 // tunnel is an allowed connection to one target: its allow line is
@@ -353,7 +354,13 @@ func (s *Server) carry(t *tunnel, kind audit.Kind) {
 	defer t.free()
 	proto := protoOpaque
 	if t.tls != nil {
-		proto, t.client, t.upstream = sniff(t.client, t.upstream, sniffTimeout)
+		var why string
+		proto, why, t.client, t.upstream = sniff(t.client, t.upstream, sniffTimeout)
+		if proto == protoRefused {
+			t.tls.Release()
+			s.refuseUnread(t, kind, why)
+			return
+		}
 	}
 	if proto != protoOpaque {
 		s.cfg.TLS.Serve(&tlsterm.Stream{
@@ -369,6 +376,19 @@ func (s *Server) carry(t *tunnel, kind audit.Kind) {
 		t.tls.Release()
 	}
 	s.splice(t, kind)
+}
+
+// refuseUnread ends a checked tunnel whose protocol sniff could not make
+// plain, with a deny line saying why. Relayed unread, it could carry TLS
+// or HTTP past the checks of one authority per connection.
+func (s *Server) refuseUnread(t *tunnel, kind audit.Kind, why string) {
+	t.client.Close()
+	t.upstream.Close()
+	s.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Kind: kind, ID: t.id,
+		Host: t.target.Host, Port: t.target.Port, Addr: t.addr.String(), Reason: string(ReasonUnknownProtocol),
+		Detail: why + "; a checked tunnel relays only TLS, HTTP/1.x, or a protocol whose server speaks first. " +
+			"To relay this host unread, list it under exclude:",
+		DurationMS: time.Since(t.started).Milliseconds()})
 }
 
 // splice copies bytes both ways until both sides are done, then writes the

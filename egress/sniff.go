@@ -2,7 +2,10 @@ package egress
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"net"
+	"os"
 	"time"
 )
 
@@ -10,84 +13,126 @@ import (
 type protocol int
 
 const (
-	protoOpaque protocol = iota // server speaks first, or not TLS nor HTTP
-	protoTLS                    // a TLS handshake record from the client
-	protoHTTP                   // a plaintext HTTP/1.x request from the client
+	protoRefused protocol = iota // neither side made it plain in time
+	protoOpaque                  // the server spoke first: SSH, SMTP
+	protoTLS                     // a TLS handshake record from the client
+	protoHTTP                    // a plaintext HTTP/1.x request line from the client
 )
 
-// sniff waits for whichever side of a fresh tunnel speaks first. A client
-// that opens with a TLS handshake or an HTTP method is inspected; a server
-// that speaks first (SSH banners, SMTP) or anything else is relayed as is.
-// The returned conns replay every byte sniff read.
-func sniff(client, upstream net.Conn, timeout time.Duration) (protocol, net.Conn, net.Conn) {
+// sniff decides what a fresh, checked tunnel carries. A client that opens
+// with a TLS handshake record or an HTTP request line is inspected. Any
+// other tunnel is relayed unread only once the upstream has spoken of its
+// own accord, before a byte of the client's reached it: a TLS or HTTP
+// server never does, so a tunnel relayed unread cannot reach a server
+// that routes by name. sniff waits up to timeout for one or the other; a
+// tunnel neither side made plain by then is refused. The returned conns
+// replay every byte sniff read; why says, for a refused tunnel, what was
+// seen.
+func sniff(client, upstream net.Conn, timeout time.Duration) (proto protocol, why string, c, u net.Conn) {
+	deadline := time.Now().Add(timeout)
 	cr := bufio.NewReader(client)
-	type result struct {
-		b   []byte
-		err error
-	}
-	fromClient := make(chan result, 1)
-	fromUpstream := make(chan result, 1)
+	var clientErr error
+	fromClient := make(chan protocol, 1)
 	go func() {
-		b, err := cr.Peek(1)
-		fromClient <- result{b, err}
+		p, err := readOpening(cr)
+		clientErr = err
+		fromClient <- p
 	}()
+	var first []byte
+	var upstreamErr error
+	fromUpstream := make(chan bool, 1)
 	go func() {
 		buf := make([]byte, 4096)
 		n, err := upstream.Read(buf)
-		fromUpstream <- result{buf[:n], err}
+		first, upstreamErr = buf[:n], err
+		fromUpstream <- n > 0
 	}()
-	client.SetReadDeadline(time.Now().Add(timeout))
-	var c, u result
+	client.SetReadDeadline(deadline)
+	upstream.SetReadDeadline(deadline)
+
 	select {
-	case c = <-fromClient:
-		upstream.SetReadDeadline(time.Now())
-		u = <-fromUpstream
-	case u = <-fromUpstream:
+	case spoke := <-fromUpstream:
 		client.SetReadDeadline(time.Now())
-		c = <-fromClient
+		<-fromClient
+		if spoke {
+			proto = protoOpaque
+		} else if !errors.Is(upstreamErr, os.ErrDeadlineExceeded) {
+			why = "the server ended the connection before either side spoke"
+		}
+	case proto = <-fromClient:
+		if proto != protoRefused || clientErr != nil {
+			upstream.SetReadDeadline(time.Now()) // decided, or nothing more will come
+		}
+		if <-fromUpstream {
+			proto = protoOpaque // it spoke first after all: none of the client's bytes have gone
+		}
+	}
+	if proto == protoRefused && why == "" {
+		switch {
+		case cr.Buffered() > 0:
+			why = "the client's first bytes are neither a TLS ClientHello nor an HTTP request line, and the server did not speak first"
+		case errors.Is(clientErr, os.ErrDeadlineExceeded):
+			why = fmt.Sprintf("neither side spoke within %s", timeout)
+		default:
+			why = "the client ended the connection before either side spoke"
+		}
 	}
 	client.SetReadDeadline(time.Time{})
 	upstream.SetReadDeadline(time.Time{})
-
-	proto := protoOpaque
-	switch {
-	case len(u.b) > 0 || len(c.b) == 0:
-	case c.b[0] == 0x16:
-		proto = protoTLS
-	case c.b[0] >= 'A' && c.b[0] <= 'Z':
-		// Maybe a request line: look at the first word (SSH clients also
-		// open with capitals: "SSH-2.0-...").
-		client.SetReadDeadline(time.Now().Add(methodWait))
-		head, _ := cr.Peek(maxMethod + 1)
-		client.SetReadDeadline(time.Time{})
-		if isRequestLine(head) {
-			proto = protoHTTP
-		}
+	c, u = readerConn(client, cr), upstream
+	if len(first) > 0 {
+		u = newPrefixConn(upstream, first)
 	}
-	client = readerConn(client, cr)
-	if len(u.b) > 0 {
-		upstream = newPrefixConn(upstream, u.b)
-	}
-	return proto, client, upstream
+	return proto, why, c, u
 }
 
-// methodWait bounds how long sniff waits for a whole first word.
-const methodWait = 2 * time.Second
-
-// httpMethods are the request methods a plaintext tunnel is parsed for.
-var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT", "PROPFIND"}
-
-// maxMethod is the longest of httpMethods.
-const maxMethod = 8
-
-// isRequestLine reports whether b starts with an HTTP method and a space.
-func isRequestLine(b []byte) bool {
-	for _, m := range httpMethods {
-		if len(b) > len(m) && string(b[:len(m)]) == m && b[len(m)] == ' ' {
-			return true
+// readOpening reads a tunnel's first client bytes until they decide its
+// protocol: protoTLS or protoHTTP, or protoRefused for anything else or
+// with the error of a read that failed first. It only peeks; the bytes
+// stay in r.
+func readOpening(r *bufio.Reader) (protocol, error) {
+	for {
+		b, _ := r.Peek(r.Buffered())
+		if p, ok := opening(b); ok {
+			return p, nil
+		}
+		if _, err := r.Peek(len(b) + 1); err != nil {
+			b, _ = r.Peek(r.Buffered())
+			if p, ok := opening(b); ok {
+				return p, nil
+			}
+			return protoRefused, err
 		}
 	}
-	return false
+}
+
+// maxMethod bounds the request method opening accepts: longer than any
+// registered one.
+const maxMethod = 24
+
+// opening judges a tunnel's first client bytes: a TLS handshake record,
+// or an HTTP/1.x request line's method (capitals, '-' and '_', as every
+// registered method is written) and its space. ok is false while b is too
+// short to tell. An SSH client's banner ("SSH-2.0-…") is neither.
+func opening(b []byte) (p protocol, ok bool) {
+	if len(b) == 0 {
+		return protoRefused, false
+	}
+	if b[0] == 0x16 {
+		return protoTLS, true
+	}
+	for i, c := range b {
+		switch {
+		case c == ' ' && i > 0:
+			return protoHTTP, true
+		case i == maxMethod:
+			return protoRefused, true
+		case c >= 'A' && c <= 'Z', i > 0 && (c == '-' || c == '_'):
+		default:
+			return protoRefused, true
+		}
+	}
+	return protoRefused, false
 }
 
 // readerConn reads through br, which may hold bytes already taken from c.

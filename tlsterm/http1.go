@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -272,15 +273,19 @@ func (h *conn1) readRequest() *http.Request {
 		return req
 	}
 	var ne net.Error
-	if !h.lim.hit && (errors.Is(err, io.EOF) || errors.As(err, &ne)) {
+	var ue *url.Error // a net.Error too, but it is the request line's URI that is bad
+	if !h.lim.hit && (errors.Is(err, io.EOF) || errors.As(err, &ne) && !errors.As(err, &ue)) {
 		// The client went away or stalled: nobody to answer.
 		return nil
 	}
 	// Every other request turned away here is logged, as refused requests
 	// are; the line says what could not be read.
 	why := err.Error()
-	if h.lim.hit {
+	switch {
+	case h.lim.hit:
 		why = fmt.Sprintf("its header is over %d bytes", maxRequestHeader)
+	case ue != nil:
+		why = "its URI: " + ue.Err.Error() // not the URI itself, whose query the log never holds
 	}
 	h.st.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(ReasonBadRequest),
 		Detail: "the request could not be read as HTTP/1.x: " + clip(why)})

@@ -290,6 +290,7 @@ func TestHTTP1MalformedRequests(t *testing.T) {
 		{"two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
 		{"bad header name", "GET / HTTP/1.1\r\nHost: " + r.authority() + "\r\nBad Name: x\r\n\r\n", 400},
 		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505},
+		{"bad escape in the path", "GET /a%zz HTTP/1.1\r\nHost: " + r.authority() + "\r\n\r\n", 400},
 		{"unknown transfer coding", "POST / HTTP/1.1\r\nHost: " + r.authority() + "\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n", 501},
 		{"unknown expectation", "GET / HTTP/1.1\r\nHost: " + r.authority() + "\r\nExpect: teapot\r\n\r\n", 417},
 		{"huge header", "GET / HTTP/1.1\r\nHost: " + r.authority() + "\r\nX: " + strings.Repeat("y", 2*maxRequestHeader) + "\r\n\r\n", 431},
@@ -304,9 +305,9 @@ func TestHTTP1MalformedRequests(t *testing.T) {
 		})
 	}
 	// None reached the origin; each is refused in the log, saying why.
-	recs := r.waitRecords(t, audit.TypeDecision, 7)
+	recs := r.waitRecords(t, audit.TypeDecision, 8)
 	for _, want := range []string{"missing required Host header", "too many Host headers", "invalid header name",
-		"unsupported protocol version", "too many transfer encodings", "unsupported expectation", "header is over"} {
+		"unsupported protocol version", "invalid URL escape", "too many transfer encodings", "unsupported expectation", "header is over"} {
 		found := false
 		for _, rec := range recs {
 			found = found || rec.Decision == audit.Deny && rec.Reason == string(ReasonBadRequest) && strings.Contains(rec.Detail, want)

@@ -25,6 +25,9 @@ const (
 	// ReasonSecretLeak: a real secret leaving the sandbox, toward any host.
 	// The sandbox never holds one, so this means something leaked it in.
 	ReasonSecretLeak policy.Reason = "secret_leak"
+	// ReasonBasicUser: a bound placeholder inside Basic credentials other
+	// than the credential's own basic_auth user and the placeholder alone.
+	ReasonBasicUser policy.Reason = "credential_basic_user"
 )
 
 // Error is a refused request. Its message names the credential and where
@@ -46,6 +49,9 @@ func (e *Error) Error() string {
 			e.Credential, e.Where, e.Target)
 	case ReasonMisroute:
 		return fmt.Sprintf("credential %q: refused its placeholder (in %s) toward %s, which is not one of its hosts; if this host should get the secret, add it to the credential's hosts",
+			e.Credential, e.Where, e.Target)
+	case ReasonBasicUser:
+		return fmt.Sprintf("credential %q: refused its placeholder (in %s) toward %s: cordon fills in Basic credentials only as the credential's basic_auth user with the placeholder as the whole password, so that an upstream echoing them can be masked; set basic_auth to the user the client sends",
 			e.Credential, e.Where, e.Target)
 	default:
 		return fmt.Sprintf("credential %q: refused its real value (in %s) toward %s; the sandbox should only ever hold the placeholder, so find out how the secret got in",
@@ -83,10 +89,12 @@ func (o Outcome) String() string {
 // an *Error when a real secret appears anywhere in the request
 // (ReasonSecretLeak), a placeholder of an unbound credential appears
 // (ReasonMisroute), or a bound placeholder would go over plain HTTP
-// (ReasonPlaintext). A refused request is left unchanged. Bound
-// credentials are applied in name order, so when two add the same header
-// the first name wins. Apply also wraps
-// req.Body in a BodyGuard (see GuardBody).
+// (ReasonPlaintext), or a bound placeholder sits in Basic credentials
+// other than the credential's own (ReasonBasicUser). A refused request is
+// left unchanged. Bound credentials are applied in name order, so when two
+// add the same header the first name wins. A request given a credential
+// loses its Range and If-Range headers. Apply also wraps req.Body in a
+// BodyGuard (see GuardBody), which drops the request's trailers.
 func (s *Set) Apply(req *http.Request, host string, port int, secure bool) (Outcome, error) {
 	s = s.orEmpty()
 	var out Outcome
@@ -106,8 +114,15 @@ func (s *Set) Apply(req *http.Request, host string, port int, secure bool) (Outc
 			out.Injected = append(out.Injected, c.name)
 		}
 	}
+	if len(out.Injected) > 0 {
+		// A part of a response that echoes the secret could not be told
+		// for one, and would not be masked.
+		req.Header.Del("Range")
+		req.Header.Del("If-Range")
+	}
 	if req.Body != nil && req.Body != http.NoBody {
 		out.Body = s.GuardBody(req.Body, host, port)
+		out.Body.req = req
 		req.Body, req.GetBody = out.Body, nil
 	}
 	return out, nil
@@ -128,6 +143,8 @@ type text struct {
 	fold bool
 	// host marks the host name.
 	host bool
+	// basic marks the "user:password" decoded from Basic credentials.
+	basic bool
 }
 
 func (t text) contains(needle string) bool {
@@ -156,6 +173,8 @@ func (s *Set) check(texts []text, bound []bool, secure bool, target string) erro
 				return s.refusal(ReasonMisroute, c, t.where, target)
 			case !secure && !c.allowPlaintext:
 				return s.refusal(ReasonPlaintext, c, t.where, target)
+			case t.basic && (c.basicUser == "" || t.s != c.basicUser+":"+c.placeholder):
+				return s.refusal(ReasonBasicUser, c, t.where, target)
 			}
 		}
 	}
@@ -198,7 +217,7 @@ func requestTexts(req *http.Request, host string) []text {
 		for _, v := range req.Header[name] {
 			texts = append(texts, text{where: "header " + name, s: v})
 			if raw, ok := decodeBasic(v); ok {
-				texts = append(texts, text{where: "header " + name + " (Basic credentials)", s: raw})
+				texts = append(texts, text{where: "header " + name + " (Basic credentials)", s: raw, basic: true})
 			}
 		}
 	}
@@ -227,14 +246,20 @@ func requestTexts(req *http.Request, host string) []text {
 	return texts
 }
 
-// inject puts the credential on req, reporting whether it did.
+// inject puts the credential on req, reporting whether it did. Every
+// spelling it sends is one of c.spellings, so that an echo of it is masked:
+// in Basic credentials, only the credential's own basic_auth user with the
+// placeholder as the password is filled in.
 func (c *cred) inject(req *http.Request) bool {
 	done := false
-	for _, values := range req.Header {
+	for name, values := range req.Header {
+		if hopHeaders[name] {
+			continue // never sent on by a proxy, so never filled in
+		}
 		for i, v := range values {
 			nv := strings.ReplaceAll(v, c.placeholder, c.secret)
-			if raw, ok := decodeBasic(nv); ok && strings.Contains(raw, c.placeholder) {
-				nv = encodeBasic(strings.ReplaceAll(raw, c.placeholder, c.secret))
+			if raw, ok := decodeBasic(v); ok && c.basicUser != "" && raw == c.basicUser+":"+c.placeholder {
+				nv = encodeBasic(c.basicUser + ":" + c.secret)
 			}
 			if nv != v {
 				values[i], done = nv, true
@@ -266,6 +291,14 @@ func (c *cred) inject(req *http.Request) bool {
 		done = true
 	}
 	return done
+}
+
+// hopHeaders are the hop-by-hop headers, in canonical form: a proxy
+// consumes them, and an error about one may quote its value.
+var hopHeaders = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Http2-Settings": true,
 }
 
 // decodeBasic returns the "user:password" of a "Basic ..." header value.
@@ -314,47 +347,58 @@ func hasQueryParam(raw, name string) bool {
 }
 
 // BodyGuard is an outgoing request body that fails the read which would
-// send a real secret or the placeholder of a credential not bound to the
-// request's host, whatever the chunking. It holds back fewer bytes than
-// the longest such value until it knows they do not start one, so nothing
-// of a refused value leaves. Read and Close follow io.ReadCloser.
+// send the placeholder of a credential not bound to the request's host, or
+// which completes a real secret, whatever the chunking. A placeholder is
+// stopped whole: the guard holds back fewer bytes than the longest one
+// until it knows they do not start one, which is safe as placeholders are
+// the sandbox's own. A real secret is caught once complete, with nothing
+// held back for it: holding back what might start a secret would tell a
+// sender, by what goes through and when, whether its guess is a prefix of
+// one. Read and Close follow io.ReadCloser.
 type BodyGuard struct {
-	r       *streamReader
+	r       io.ReadCloser
 	refused atomic.Pointer[Error]
-}
-
-// guardNeedle says what finding needle k of a BodyGuard means.
-type guardNeedle struct {
-	reason policy.Reason
-	cred   *cred
+	// req, set by Apply, has its trailers dropped at the body's end,
+	// when they have arrived: nothing checks or fills them in.
+	req *http.Request
 }
 
 // GuardBody wraps an outgoing request body toward host and port. Apply
 // calls it itself; call it directly only for bodies Apply does not see.
 func (s *Set) GuardBody(body io.ReadCloser, host string, port int) *BodyGuard {
 	s = s.orEmpty()
-	var needles [][]byte
-	var meaning []guardNeedle
-	for _, c := range s.creds {
-		needles = append(needles, []byte(c.secret))
-		meaning = append(meaning, guardNeedle{ReasonSecretLeak, c})
-		if !c.boundTo(host, port) {
-			needles = append(needles, []byte(c.placeholder))
-			meaning = append(meaning, guardNeedle{ReasonMisroute, c})
-		}
-	}
 	target := policy.JoinHostPort(host, port)
 	g := &BodyGuard{}
-	g.r = newStreamReader(body, newMatcher(needles), func(dst []byte, k int) ([]byte, error) {
-		err := s.refusal(meaning[k].reason, meaning[k].cred, "request body", target)
+	refuse := func(reason policy.Reason, c *cred) error {
+		err := s.refusal(reason, c, "request body", target)
 		g.refused.CompareAndSwap(nil, err)
-		return dst, err
-	})
+		return err
+	}
+	g.r = &tripwire{src: body, m: s.secrets, trip: func(k int) error { return refuse(ReasonSecretLeak, s.credOf(k)) }}
+	var needles [][]byte
+	var unbound []*cred
+	for _, c := range s.creds {
+		if !c.boundTo(host, port) {
+			needles = append(needles, []byte(c.placeholder))
+			unbound = append(unbound, c)
+		}
+	}
+	if len(needles) > 0 {
+		g.r = newStreamReader(g.r, newMatcher(needles), func(dst []byte, k int) ([]byte, error) {
+			return dst, refuse(ReasonMisroute, unbound[k])
+		})
+	}
 	return g
 }
 
 // Read reads the body, failing with an *Error once a refused value shows.
-func (g *BodyGuard) Read(p []byte) (int, error) { return g.r.Read(p) }
+func (g *BodyGuard) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	if err == io.EOF && g.req != nil {
+		clear(g.req.Trailer)
+	}
+	return n, err
+}
 
 // Close closes the wrapped body.
 func (g *BodyGuard) Close() error { return g.r.Close() }
@@ -366,3 +410,39 @@ func (g *BodyGuard) Err() error {
 	}
 	return nil
 }
+
+// tripwire passes a stream through unchanged and fails, with trip's error,
+// the read that completes a needle of m, handing out none of that read.
+// What it hands out never depends on a partial match.
+type tripwire struct {
+	src  io.ReadCloser
+	m    *matcher
+	trip func(k int) error
+	// seen is the last m.longest-1 bytes handed out, where a needle that
+	// ends in the next read may begin.
+	seen []byte
+	next []int
+	err  error
+}
+
+func (t *tripwire) Read(p []byte) (int, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
+	n, err := t.src.Read(p)
+	if n > 0 && len(t.m.needles) > 0 {
+		window := append(t.seen, p[:n]...)
+		t.next = t.next[:0]
+		for range t.m.needles {
+			t.next = append(t.next, nextUnknown)
+		}
+		if at, k := t.m.leftmost(window, 0, t.next); at >= 0 {
+			t.err = t.trip(k)
+			return 0, t.err
+		}
+		t.seen = append(t.seen[:0], window[max(0, len(window)-(t.m.longest-1)):]...)
+	}
+	return n, err
+}
+
+func (t *tripwire) Close() error { return t.src.Close() }

@@ -1,6 +1,8 @@
 package credinject
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/policy"
 )
@@ -89,7 +92,10 @@ type applyCase struct {
 // expand fills in placeholders.
 func expand(s *Set, v string) string {
 	for _, c := range s.creds {
-		v = strings.ReplaceAll(v, "{basic:x:"+c.name+"}", basic("x:"+c.placeholder))
+		v = strings.ReplaceAll(v, "{basicpad:"+c.name+"}", basic("x-access-token:pad"+c.placeholder))
+		for _, user := range []string{"x", "x-access-token"} {
+			v = strings.ReplaceAll(v, "{basic:"+user+":"+c.name+"}", basic(user+":"+c.placeholder))
+		}
 		v = strings.ReplaceAll(v, "{"+c.name+"}", c.placeholder)
 	}
 	return v
@@ -143,8 +149,28 @@ func applyCases(t testing.TB) []applyCase {
 			host: "api.anthropic.com", port: 443, secure: true, wantInjected: []string{"anthropic"}, check: wantHeader("X-Api-Key", anthropicSecret)},
 		{name: "basic auth added", rawURL: "https://github.com/o/r.git/info/refs",
 			host: "github.com", port: 443, secure: true, wantInjected: []string{"github"}, check: wantHeader("Authorization", basic("x-access-token:"+githubSecret))},
-		{name: "basic auth password re-encoded", rawURL: "https://api.github.com/user", headers: map[string]string{"Authorization": "{basic:x:github}"},
-			host: "api.github.com", port: 443, secure: true, wantInjected: []string{"github"}, check: wantHeader("Authorization", basic("x:"+githubSecret))},
+		{name: "basic auth password re-encoded", rawURL: "https://api.github.com/user", headers: map[string]string{"Authorization": "{basic:x-access-token:github}"},
+			host: "api.github.com", port: 443, secure: true, wantInjected: []string{"github"}, check: wantHeader("Authorization", basic("x-access-token:"+githubSecret))},
+		{name: "basic auth of another user", rawURL: "https://api.github.com/user", headers: map[string]string{"Authorization": "{basic:x:github}"},
+			host: "api.github.com", port: 443, secure: true, wantReason: ReasonBasicUser, wantCred: "github"},
+		{name: "basic auth with more than the placeholder", rawURL: "https://api.github.com/user", headers: map[string]string{"Authorization": "{basicpad:github}"},
+			host: "api.github.com", port: 443, secure: true, wantReason: ReasonBasicUser, wantCred: "github"},
+		{name: "basic auth for a header credential", rawURL: "https://api.openai.com/v1", headers: map[string]string{"X-Other": "{basic:x:openai}"},
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonBasicUser, wantCred: "openai"},
+		{name: "range dropped from a request given a credential", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Range": "bytes=10-12", "If-Range": "x"},
+			host: "api.openai.com", port: 443, secure: true, wantInjected: []string{"openai"}, check: func(t *testing.T, req *http.Request) {
+				if req.Header.Get("Range") != "" || req.Header.Get("If-Range") != "" {
+					t.Errorf("Range %q, If-Range %q kept", req.Header.Get("Range"), req.Header.Get("If-Range"))
+				}
+			}},
+		{name: "range kept without a credential", rawURL: "https://other.example/f", headers: map[string]string{"Range": "bytes=10-12"},
+			host: "other.example", port: 443, secure: true, check: wantHeader("Range", "bytes=10-12")},
+		{name: "placeholder in a hop-by-hop header is not filled in", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "Bearer {openai}", "Upgrade": "{openai}"},
+			host: "api.openai.com", port: 443, secure: true, wantInjected: []string{"openai"}, check: func(t *testing.T, req *http.Request) {
+				if v := req.Header.Get("Upgrade"); strings.Contains(v, openaiSecret) {
+					t.Errorf("Upgrade = %q: the secret went into a hop-by-hop header", v)
+				}
+			}},
 		{name: "query parameter added", rawURL: "https://maps.example.com/geo?z=1&a=2",
 			host: "maps.example.com", port: 443, secure: true, wantInjected: []string{"maps"}, check: wantQuery("z=1&a=2&key=" + url.QueryEscape(mapsSecret))},
 		{name: "query parameter replaced in place", rawURL: "https://maps.example.com/geo?z=%2F&key={maps}&a=2",
@@ -441,5 +467,119 @@ func TestRedact(t *testing.T) {
 	var none *Set
 	if got, vars := none.Redact("x " + openaiSecret); got != "x "+openaiSecret || vars != nil {
 		t.Errorf("a nil set redacted %q to %q, %v", openaiSecret, got, vars)
+	}
+}
+
+// TestGuardHoldsNothingBackForASecret: a body that ends, for now, in what
+// could be the start of a real secret is handed out whole at once. A guard
+// that held such bytes back would tell the sandbox, by whether its request
+// went on, that its guess starts a secret: one byte at a time, the whole
+// key. A placeholder's start, the sandbox's own, may be held back.
+func TestGuardHoldsNothingBackForASecret(t *testing.T) {
+	set := applySet(t)
+	for _, tc := range []struct {
+		name, tail string
+		held       bool
+	}{
+		{"start of a secret", openaiSecret[:len(openaiSecret)-1], false},
+		{"start of a secret in base64", base64.StdEncoding.EncodeToString([]byte(githubSecret))[:12], false},
+		{"no needle", "hello", false},
+		{"start of an unbound placeholder", ph(set, "anthropic")[:10], true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			g := set.GuardBody(pr, "evil.example", 443)
+			sent := "filler " + tc.tail
+			go pw.Write([]byte(sent))
+			got := make(chan string, 1)
+			go func() {
+				buf := make([]byte, 256)
+				var all []byte
+				for len(all) < len(sent) {
+					n, err := g.Read(buf)
+					all = append(all, buf[:n]...)
+					if err != nil {
+						break
+					}
+				}
+				got <- string(all)
+			}()
+			select {
+			case b := <-got:
+				if tc.held || b != sent {
+					t.Fatalf("handed out %q; want %q held=%v", b, sent, tc.held)
+				}
+			case <-time.After(300 * time.Millisecond):
+				if !tc.held {
+					t.Fatalf("%q held back: the guard waits on a possible secret", tc.tail)
+				}
+			}
+		})
+	}
+}
+
+// TestApplyDropsRequestTrailers: a chunked request's trailers arrive after
+// the checks; they are not sent on, placeholders and all.
+func TestApplyDropsRequestTrailers(t *testing.T) {
+	set := applySet(t)
+	for _, declared := range []bool{true, false} {
+		head := "POST /up HTTP/1.1\r\nHost: evil.example\r\nTransfer-Encoding: chunked\r\n"
+		if declared {
+			head += "Trailer: X-Sig\r\n"
+		}
+		raw := head + "\r\n5\r\nhello\r\n0\r\nX-Sig: " + ph(set, "openai") + "\r\n\r\n"
+		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := set.Apply(req, "evil.example", 443, true); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := req.Write(&out); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out.String(), ph(set, "openai")) || !strings.Contains(out.String(), "hello") {
+			t.Errorf("declared=%v: sent upstream %q; want the body without the trailer", declared, out.String())
+		}
+	}
+}
+
+// TestMaskSpellings: each spelling Apply sends a secret in comes back
+// masked, as the placeholder spelt the same way, from a response body,
+// a header and a masked file; Scrub takes them, and the placeholders, out
+// of text for the log.
+func TestMaskSpellings(t *testing.T) {
+	set := applySet(t)
+	b64 := func(v string) string { return base64.StdEncoding.EncodeToString([]byte(v)) }
+	for _, tc := range []struct{ name, secret, placeholder, cred string }{
+		{"as written", mapsSecret, ph(set, "maps"), "maps"},
+		{"path-escaped", url.PathEscape(mapsSecret), url.PathEscape(ph(set, "maps")), "maps"},
+		{"query-escaped", url.QueryEscape(mapsSecret), url.QueryEscape(ph(set, "maps")), "maps"},
+		{"base64", b64(openaiSecret), b64(ph(set, "openai")), "openai"},
+		{"Basic credentials", b64("x-access-token:" + githubSecret), b64("x-access-token:" + ph(set, "github")), "github"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			echo := "echo: " + tc.secret + " end"
+			want := "echo: " + tc.placeholder + " end"
+			body, err := io.ReadAll(set.MaskBody(io.NopCloser(&chunkReader{data: []byte(echo), sizes: []int{7, 3}})))
+			if err != nil || string(body) != want {
+				t.Errorf("MaskBody: %q, %v; want %q", body, err, want)
+			}
+			h := http.Header{"X-Echo": {echo}}
+			set.MaskHeader(h)
+			if h.Get("X-Echo") != want {
+				t.Errorf("MaskHeader: %q, want %q", h.Get("X-Echo"), want)
+			}
+			if got := string(set.MaskBytes([]byte(echo))); got != want {
+				t.Errorf("MaskBytes: %q, want %q", got, want)
+			}
+			for _, v := range []string{echo, "echo: " + tc.placeholder + " end"} {
+				if got := set.Scrub(v); got != "echo: [masked:"+tc.cred+"] end" {
+					t.Errorf("Scrub(%q) = %q", v, got)
+				}
+			}
+		})
 	}
 }

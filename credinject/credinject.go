@@ -11,10 +11,12 @@
 package credinject
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 
@@ -25,10 +27,22 @@ import (
 // Set is the credentials loaded for one session, with their placeholders.
 // It is read-only after Load and safe for concurrent use.
 type Set struct {
-	// creds is sorted by name; its indexes are those of secrets' needles.
+	// creds is sorted by name.
 	creds []*cred
-	// secrets finds the real values, needle k being creds[k].secret.
-	secrets *matcher
+	// secrets finds the real values in every spelling Apply sends them
+	// in; needle k is spellings[k].
+	secrets   *matcher
+	spellings []spelling
+	// scrubber finds what secrets finds, then the placeholders spelt the
+	// same ways: needle k is of spellings[k % len(spellings)].
+	scrubber *matcher
+}
+
+// spelling is one way a secret leaves cordon, with the placeholder spelt
+// the same way.
+type spelling struct {
+	cred                 int
+	secret, placeholder string
 }
 
 // cred is one loaded credential.
@@ -53,7 +67,7 @@ type cred struct {
 }
 
 // emptySet is what a nil *Set behaves as.
-var emptySet = &Set{secrets: newMatcher(nil)}
+var emptySet = newSet(nil)
 
 func (s *Set) orEmpty() *Set {
 	if s == nil {
@@ -64,11 +78,44 @@ func (s *Set) orEmpty() *Set {
 
 // newSet indexes creds, which must be sorted by name.
 func newSet(creds []*cred) *Set {
-	needles := make([][]byte, len(creds))
+	s := &Set{creds: creds}
 	for k, c := range creds {
-		needles[k] = []byte(c.secret)
+		for _, spell := range c.spellings() {
+			sp := spelling{k, spell(c.secret), spell(c.placeholder)}
+			if !slices.ContainsFunc(s.spellings, func(o spelling) bool { return o.secret == sp.secret }) {
+				s.spellings = append(s.spellings, sp)
+			}
+		}
 	}
-	return &Set{creds: creds, secrets: newMatcher(needles)}
+	var needles [][]byte
+	for _, sp := range s.spellings {
+		needles = append(needles, []byte(sp.secret))
+	}
+	s.secrets = newMatcher(needles)
+	for _, sp := range s.spellings {
+		needles = append(needles, []byte(sp.placeholder))
+	}
+	s.scrubber = newMatcher(needles)
+	return s
+}
+
+// spellings are the ways Apply puts the credential's secret on a request:
+// as written (header values), path- and query-escaped (URL), and in base64
+// (the credential's own Basic credentials, and a password alone, as an
+// .npmrc's _password holds it). An upstream that echoes any of them is
+// masked, and none reaches an audit line.
+func (c *cred) spellings() []func(string) string {
+	b64 := base64.StdEncoding.EncodeToString
+	sp := []func(string) string{
+		func(v string) string { return v },
+		url.PathEscape,
+		url.QueryEscape,
+		func(v string) string { return b64([]byte(v)) },
+	}
+	if c.basicUser != "" {
+		sp = append(sp, func(v string) string { return b64([]byte(c.basicUser + ":" + v)) })
+	}
+	return sp
 }
 
 // Names returns the loaded credentials' names, sorted.
@@ -103,10 +150,28 @@ func (s *Set) Hosts() []string {
 	return slices.Compact(hosts)
 }
 
-// replaceWithPlaceholder is the emit function turning secret k into its
-// placeholder.
+// replaceWithPlaceholder is the emit function turning spelling k of a
+// secret into its placeholder, spelt the same way.
 func (s *Set) replaceWithPlaceholder(dst []byte, k int) ([]byte, error) {
-	return append(dst, s.creds[k].placeholder...), nil
+	return append(dst, s.spellings[k].placeholder...), nil
+}
+
+// credOf returns the credential behind needle k of secrets or scrubber.
+func (s *Set) credOf(k int) *cred {
+	return s.creds[s.spellings[k%len(s.spellings)].cred]
+}
+
+// Scrub returns text with every secret and every placeholder, in any
+// spelling Apply sends, replaced by "[masked:NAME]": for audit lines and
+// error pages, which hold neither.
+func (s *Set) Scrub(text string) string {
+	s = s.orEmpty()
+	if len(s.creds) == 0 {
+		return text
+	}
+	st := stream{m: s.scrubber, emit: s.maskedName}
+	out, _, _ := st.scan(make([]byte, 0, len(text)), []byte(text), true)
+	return string(out)
 }
 
 // MaskBytes returns b with every real secret replaced by its placeholder,

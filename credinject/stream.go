@@ -226,9 +226,10 @@ func NewMaskWriter(w io.Writer, set *Set) *MaskWriter {
 	return &MaskWriter{w: w, st: stream{m: set.secrets, emit: set.maskedName}}
 }
 
-// maskedName is the emit function turning secret k into "[masked:NAME]".
+// maskedName is the emit function turning needle k of secrets or
+// scrubber into "[masked:NAME]".
 func (s *Set) maskedName(dst []byte, k int) ([]byte, error) {
-	return append(append(append(dst, "[masked:"...), s.creds[k].name...), ']'), nil
+	return append(append(append(dst, "[masked:"...), s.credOf(k).name...), ']'), nil
 }
 
 // Redact returns v with every real secret replaced by "[masked:NAME]", as
@@ -239,7 +240,7 @@ func (s *Set) Redact(v string) (string, []string) {
 	s = s.orEmpty()
 	var vars []string
 	emit := func(dst []byte, k int) ([]byte, error) {
-		vars = append(vars, s.creds[k].env)
+		vars = append(vars, s.credOf(k).env)
 		return s.maskedName(dst, k)
 	}
 	st := stream{m: s.secrets, emit: emit}

@@ -41,7 +41,7 @@ type Set struct {
 // spelling is one way a secret leaves cordon, with the placeholder spelt
 // the same way.
 type spelling struct {
-	cred                 int
+	cred                int
 	secret, placeholder string
 }
 

@@ -47,6 +47,18 @@ type Writer struct {
 	spent           bool
 	// told says a failure was reported to the operator (Report).
 	told bool
+	// redact takes what must never be logged out of free text (SetRedact).
+	redact func(string) string
+}
+
+// SetRedact passes the free text of every later record (host, path,
+// detail, rule, method, client, work directory and command) through f,
+// which takes out what must never reach the log: the session's secrets and
+// placeholders, however a request spelt them.
+func (w *Writer) SetRedact(f func(string) string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.redact = f
 }
 
 // ErrBudgetSpent is what Write returns once the session's audit budget
@@ -224,6 +236,18 @@ func (w *Writer) stamp(r Record) Record {
 		r.Time = w.now().UTC()
 	}
 	r.Session = w.session
+	if f := w.redact; f != nil {
+		for _, p := range []*string{&r.Host, &r.Path, &r.Detail, &r.Rule, &r.Method, &r.Client, &r.Workdir} {
+			*p = f(*p)
+		}
+		if r.Command != nil {
+			cmd := make([]string, len(r.Command))
+			for i, a := range r.Command {
+				cmd[i] = f(a)
+			}
+			r.Command = cmd
+		}
+	}
 	return r
 }
 

@@ -244,3 +244,31 @@ func TestOpenRefusesWhatIsNotAFile(t *testing.T) {
 		t.Errorf("CheckWritable of a new file: %v", err)
 	}
 }
+
+// TestWriterRedacts: with a redactor set, no free-text field of any record,
+// written at once or later, keeps what it takes out.
+func TestWriterRedacts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	w, err := Open(path, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetRedact(func(s string) string { return strings.ReplaceAll(s, "SECRET", "[masked:x]") })
+	all := Record{Type: TypeDecision, Host: "h-SECRET", Path: "/v1/SECRET", Detail: "bad SECRET", Rule: "SECRET",
+		Method: "SECRET", Client: "SECRET", Workdir: "/w/SECRET", Command: []string{"curl", "SECRET"}}
+	cmd := all.Command
+	w.Write(all)
+	w.Later(all)
+	w.Sync(all)
+	w.Close()
+	if cmd[1] != "SECRET" {
+		t.Errorf("the caller's command slice was changed: %q", cmd)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "SECRET") || strings.Count(string(b), "[masked:x]") != 3*8 {
+		t.Fatalf("log:\n%s", b)
+	}
+}

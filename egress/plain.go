@@ -38,7 +38,7 @@ func (s *Server) newPlainProxy() *httputil.ReverseProxy {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var ref *plainRefusal
 			if !errors.As(err, &ref) {
-				ref = &plainRefusal{d: policy.Decision{Reason: tlsterm.ReasonUpstreamError, Detail: err.Error()}, status: http.StatusBadGateway}
+				ref = &plainRefusal{d: tlsterm.Failure(err, s.cfg.Creds), status: http.StatusBadGateway}
 			}
 			tlsterm.WriteRefusal(w, ref.d, ref.status)
 		},
@@ -155,7 +155,7 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 		if err != nil {
 			var oe *net.OpError
 			dialFailed := errors.As(err, &oe) && oe.Op == "dial"
-			f := tlsterm.Failure(err)
+			f := tlsterm.Failure(err, s.cfg.Creds)
 			if dialFailed {
 				f.Reason = ReasonDialFailed
 			}
@@ -179,7 +179,7 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 				// error: writing it to the client failed.
 				f = policy.Decision{Reason: tlsterm.ReasonClientGone, Detail: "response body: the client's connection failed"}
 			default:
-				f = tlsterm.Failure(end)
+				f = tlsterm.Failure(end, s.cfg.Creds)
 				if f.Reason == tlsterm.ReasonUpstreamError {
 					f.Detail = "response body: " + f.Detail
 				}

@@ -80,6 +80,26 @@ func TestCredentialInjection(t *testing.T) {
 	}
 	waitRecord(t, p.audit, audit.Record{Type: audit.TypeInject, Host: originName})
 
+	// In the URL path, over HTTP/1.1 and HTTP/2: the upstream gets the key,
+	// the log (checked at the end) the path without it.
+	for _, proto := range []string{"--http1.1", "--http2"} {
+		path := "/v1/" + ph + "/path" + proto
+		if _, _, code := curl(t, p, proto, "--cacert", p.env["SSL_CERT_FILE"], fmt.Sprintf("https://%s:%d%s", originName, originHTTPS, path)); code != 200 {
+			t.Fatalf("%s: placeholder in the path: %d", proto, code)
+		}
+		if _, ok := seen.Load("/v1/" + realKey + "/path" + proto); !ok {
+			t.Fatalf("%s: the origin did not get the key in the path", proto)
+		}
+	}
+	// A header whose value an error message quotes (an Upgrade cordon's
+	// forwarder refuses): the page holds neither the key nor the
+	// placeholder.
+	body, _, _ := curl(t, p, "--http1.1", "--cacert", p.env["SSL_CERT_FILE"], "-H", "Connection: Upgrade", "-H", "Upgrade: "+ph+"\tx",
+		fmt.Sprintf("https://%s:%d/upgrade-quote", originName, originHTTPS))
+	if strings.Contains(body, realKey) || strings.Contains(body, ph) {
+		t.Fatalf("an error page quoted the key or the placeholder:\n%s", body)
+	}
+
 	// A placeholder toward an allowed host it is not bound to: refused.
 	body, _, code := curl(t, p, "-H", "X-Api-Key: "+ph, fmt.Sprintf("http://%s:%d/misroute", originName, originHTTP))
 	if code != 403 || !strings.Contains(body, "credential_misroute") {

@@ -129,6 +129,9 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		aw.SetBudget(p.Limits.AuditBudget)
 		ownAudit = true
 	}
+	if len(creds.Names()) > 0 {
+		aw.SetRedact(creds.Scrub)
+	}
 	closeAudit := func() {
 		if ownAudit {
 			aw.Close()

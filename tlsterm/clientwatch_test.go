@@ -244,7 +244,7 @@ func TestFailure(t *testing.T) {
 		{"HTTP/2 stream cancelled", fmt.Errorf("net/http: request canceled: %w", context.Canceled), ReasonClientGone, "cancelled"},
 		{"anything else", errors.New("connection reset by peer"), ReasonUpstreamError, "connection reset by peer"},
 	} {
-		d := Failure(tc.err)
+		d := Failure(tc.err, nil)
 		if d.Reason != tc.reason || !strings.Contains(d.Detail, tc.detailHas) || d.Allow {
 			t.Errorf("%s: Failure(%v) = %+v, want reason %s and a detail with %q", tc.name, tc.err, d, tc.reason, tc.detailHas)
 		}
@@ -273,6 +273,26 @@ func TestClientBodyLost(t *testing.T) {
 		b.Read(make([]byte, 8))
 		if b.eof != tc.eof || b.lost != tc.lost {
 			t.Errorf("%s: eof %v lost %v, want %v %v", tc.name, b.eof, b.lost, tc.eof, tc.lost)
+		}
+	}
+}
+
+// TestFailureScrubs: an upstream error that quotes the request (net/http
+// quotes an Upgrade header it refuses) reaches the page and the log with
+// the credential's secret and placeholder taken out.
+func TestFailureScrubs(t *testing.T) {
+	const secret = "s3cr3t-value-for-the-test"
+	creds, err := credinject.Load([]policy.Credential{
+		{Name: "api", Source: policy.Source{Env: "API_SECRET"}, Hosts: []string{"api.test"}, Header: "Authorization: Bearer {}", Env: "API_KEY"},
+	}, []string{"api"}, credinject.Options{Env: func(string) string { return secret }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph := strings.TrimPrefix(creds.Env()[0], "API_KEY=")
+	for _, quoted := range []string{secret, ph} {
+		d := Failure(fmt.Errorf("client tried to switch to invalid protocol %q", quoted+"\tx"), creds)
+		if strings.Contains(d.Detail, quoted) || !strings.Contains(d.Detail, "[masked:api]") {
+			t.Errorf("Failure detail %q", d.Detail)
 		}
 	}
 }

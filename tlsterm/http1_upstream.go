@@ -425,7 +425,7 @@ func (h *conn1) fail(x *exchange, err error, body *clientBody) (int, int64, bool
 	case x.guard != nil && x.guard.Err() != nil:
 		err = x.guard.Err()
 	}
-	d := Failure(err)
+	d := Failure(err, h.st.t.cfg.Creds)
 	x.reason, x.detail = string(d.Reason), d.Detail
 	keep := cerr == nil && !h.wantsClose && drain(body)
 	n := h.writeRefusal(x.req, http.StatusBadGateway, d, keep)

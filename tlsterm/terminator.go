@@ -310,7 +310,7 @@ func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			d := Failure(err)
+			d := Failure(err, st.t.cfg.Creds)
 			markFailed(r, d.Reason, d.Detail)
 			WriteRefusal(w, d, http.StatusBadGateway)
 		},
@@ -319,11 +319,12 @@ func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
 
 // Failure is why an upstream leg failed, for its line and its 502: the
 // credential guard's own reason, an unverified upstream, a client that
-// left, or any other upstream error.
-func Failure(err error) policy.Decision {
+// left, or any other upstream error. The error's text may quote the
+// request, so the detail is scrubbed of creds' secrets and placeholders.
+func Failure(err error, creds *credinject.Set) policy.Decision {
 	var te *upstreamTLSError
 	var ce *credinject.Error
-	d := policy.Decision{Reason: ReasonUpstreamError, Detail: err.Error()}
+	d := policy.Decision{Reason: ReasonUpstreamError, Detail: creds.Scrub(err.Error())}
 	switch {
 	case errors.As(err, &ce):
 		d.Reason = ce.Reason

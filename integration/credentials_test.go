@@ -3,9 +3,11 @@
 package integration
 
 import (
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -262,5 +264,58 @@ func TestCredentialNotPassedIntoTheBox(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCredentialSourceFileHidden: a credential's source file that lies
+// where the box can see (the workspace, an allow_path) reads as empty
+// inside, for the credential the run uses and for one it does not; the
+// box can neither remove, rename nor overwrite it, nor rename a directory
+// above it to take it somewhere the next run would not hide. What the
+// command read is printed in hex, which the output's masking does not
+// touch.
+func TestCredentialSourceFileHidden(t *testing.T) {
+	const spareKey = "sk-spare-fedcba9876543210fedcba9876543210"
+	b := newBox(t)
+	provider := filepath.Join(b.ws, "secrets", "deep", "provider.key")
+	b.file(provider, realKey+"\n")
+	keys := userDir(t, "cordon-it-keys-")
+	spare := filepath.Join(keys, "spare.key")
+	b.file(spare, spareKey+"\n")
+	cfg := b.config(fmt.Sprintf(`credentials:
+  - name: provider
+    source: {file: %s}
+    hosts: [%s:8443]
+    header: "Authorization: Bearer {}"
+    env: PROVIDER_API_KEY
+  - name: spare
+    source: {file: %s}
+    hosts: [spare.example]
+    header: "Authorization: Bearer {}"
+    env: SPARE_API_KEY
+`, provider, originName, spare))
+	r := b.run("--net", "restricted", "--config", cfg, "--credential", "provider", "--ephemeral-ca", "--allow-path", keys, "--",
+		"sh", "-c", `P=secrets/deep/provider.key S=`+spare+`
+echo "provider: $(cat "$P" | wc -c) bytes"; echo "spare: $(cat "$S" | wc -c) bytes"
+rm -f "$P" 2>/dev/null && echo REMOVED
+mv "$P" moved.key 2>/dev/null && echo MOVED-FILE
+mv secrets/deep secrets/moved 2>/dev/null && echo MOVED-DIR
+mv secrets moved 2>/dev/null && echo MOVED-TOP
+rm -rf secrets 2>/dev/null; echo x > "$P" 2>/dev/null && echo WROTE
+echo "hex: $(cat "$P" "$S" moved.key secrets/moved/provider.key moved/deep/provider.key 2>/dev/null | od -An -tx1 | tr -d ' \n')"`)
+	expectCode(t, r, 0)
+	for _, want := range []string{"provider: 0 bytes", "spare: 0 bytes", "hex: \n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q: a source file was read, or not as expected:\n%s", want, r.stdout)
+		}
+	}
+	for _, s := range []string{realKey, spareKey, hex.EncodeToString([]byte(realKey)), hex.EncodeToString([]byte(spareKey)),
+		"REMOVED", "MOVED-", "WROTE"} {
+		if strings.Contains(r.stdout, s) {
+			t.Errorf("the box read a source file, or moved or wrote it (%q):\n%s", s, r.stdout)
+		}
+	}
+	if got, err := os.ReadFile(provider); err != nil || string(got) != realKey+"\n" {
+		t.Errorf("the source file in the workspace is not where it was, as it was, after the run: %v", err)
 	}
 }

@@ -229,7 +229,18 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		cmdline = []string{selfPath, ProbeCommand, strconv.Itoa(fdProbe), probe.outside}
 	}
 	sortBinds(binds)
-	for _, b := range binds {
+	sources, pins, err := credentialSources(p, binds)
+	if err != nil {
+		return nil, err
+	}
+	// The pins go in with the binds, parents first, so that a bind
+	// nested in a pinned directory still lands on top of it.
+	mounts := slices.Clone(binds)
+	for _, d := range pins {
+		mounts = append(mounts, bind{path: d, write: true})
+	}
+	sortBinds(mounts)
+	for _, b := range mounts {
 		op := "--ro-bind"
 		if b.write {
 			op = "--bind"
@@ -293,7 +304,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		a = append(a, "--ro-bind", src, dst)
 	}
 
-	masks, err := maskPaths(p, ws, h.guard, binds, visible)
+	masks, err := maskPaths(p, ws, h.guard, binds, sources, visible)
 	if err != nil {
 		return nil, err
 	}

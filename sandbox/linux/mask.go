@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/policy"
@@ -35,10 +37,11 @@ type mask struct {
 
 // maskPaths lists what reads as empty inside the sandbox: deny_read
 // entries (relative ones are in the workspace), the guard's protected
-// paths, and files with credential names inside walked binds. Each is
-// resolved to its real path and masked only where the sandbox can see it.
-func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, visible func(string) bool) ([]mask, error) {
-	var cands []string
+// paths, the credentials' source files (sources, see credentialSources),
+// and files with credential names inside walked binds. Each is resolved
+// to its real path and masked only where the sandbox can see it.
+func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, sources []string, visible func(string) bool) ([]mask, error) {
+	cands := slices.Clone(sources)
 	for _, d := range p.DenyRead {
 		if !filepath.IsAbs(d) {
 			d = filepath.Join(ws, d)
@@ -100,6 +103,102 @@ func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, visible func(
 		}
 	}
 	return kept, nil
+}
+
+// credentialSources returns the real paths of the credentials' source
+// files (source: {file: PATH}) that exist and are no directory, of every
+// credential in the config, selected for the run or not: each holds a
+// real secret, which the box must never read. (An env source never
+// reaches the box, whose environment is cleared; a command source leaves
+// nothing to hide.) It returns too the directories to pin, each a mount
+// point the box can neither rename nor remove: every directory above such
+// a file that lies in a read-write bind (the workspace, a read-write
+// allow_path). A mount keeps the box from reading the file during the
+// run, but a directory above it renamed would take the file to a path
+// the next run does not hide. For the same reason a symbolic link on the
+// way to a source file, where the box could replace it, is refused: the
+// next run would hide whatever it pointed to then.
+func credentialSources(p *policy.Policy, binds []bind) (files, pins []string, err error) {
+	// writable says whether the box may replace or rename q, an entry of
+	// its parent directory: a bind's root is a mount point, and in the
+	// box only a read-write bind's tree is writable.
+	writable := func(q string) bool {
+		var in *bind
+		for i, b := range binds {
+			if q == b.path {
+				return false
+			}
+			if sandbox.Within(q, b.path) && (in == nil || depth(b.path) > depth(in.path)) {
+				in = &binds[i]
+			}
+		}
+		return in != nil && in.write
+	}
+	for _, c := range p.Credentials {
+		// Load has made the path absolute; a relative one is never read.
+		if c.Source.File == "" || !filepath.IsAbs(c.Source.File) {
+			continue
+		}
+		real, err := resolveSource(c.Source.File, writable)
+		if err != nil {
+			return nil, nil, fmt.Errorf("credential %q: source.file %s: %w", c.Name, c.Source.File, err)
+		}
+		if real == "" {
+			continue
+		}
+		if fi, err := os.Stat(real); err != nil || fi.IsDir() {
+			continue // not a file a secret is read from
+		}
+		if !slices.Contains(files, real) {
+			files = append(files, real)
+		}
+		for d := filepath.Dir(real); d != "/"; d = filepath.Dir(d) {
+			if writable(d) && !slices.Contains(pins, d) {
+				pins = append(pins, d)
+			}
+		}
+	}
+	return files, pins, nil
+}
+
+// resolveSource resolves path (absolute, cleaned) one name at a time, as
+// the kernel would: its real path, or "" when it does not resolve. A
+// symbolic link on the way that the box could replace (writable) is
+// refused.
+func resolveSource(path string, writable func(string) bool) (string, error) {
+	const maxLinks = 40 // the kernel's own bound
+	cur, rest := "/", strings.Split(path, "/")
+	for links := 0; len(rest) > 0; {
+		name := rest[0]
+		rest = rest[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, name)
+		fi, err := os.Lstat(next)
+		switch {
+		case err != nil:
+			return "", nil
+		case fi.Mode()&fs.ModeSymlink == 0:
+			cur = next
+			continue
+		case writable(next):
+			return "", fmt.Errorf("%s is a symbolic link the command could replace, and the next run would hide whatever it then pointed to; name the file by its real path", next)
+		}
+		target, err := os.Readlink(next)
+		if links++; err != nil || links > maxLinks {
+			return "", nil
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return cur, nil
 }
 
 // walker searches trees for credential file names within one budget.

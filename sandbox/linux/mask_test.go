@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/policy"
 )
 
 func TestCredentialFiles(t *testing.T) {
@@ -43,5 +46,180 @@ func TestCredentialFilesBound(t *testing.T) {
 	w := walker{limit: 10, deadline: time.Now().Add(time.Minute)}
 	if _, err := w.credentialFiles(tree); !errors.Is(err, errWalkBound) {
 		t.Fatalf("err = %v, want the walk bound", err)
+	}
+}
+
+// TestBuildCredentialSources: every configured credential's source file
+// that the box could see reads as empty there, wherever it is (in /etc,
+// an exposed directory, a read-write allow_path, the workspace), named
+// directly or through a link the box cannot replace; the directories
+// above one in a tree the box may write are pinned before it is masked,
+// so no rename takes it to a path the next run does not hide. What does
+// not exist, or lies where the box sees nothing, is left out.
+func TestBuildCredentialSources(t *testing.T) {
+	tests := []struct {
+		name string
+		// setup creates files under the fixture and returns the
+		// credentials' source files.
+		setup   func(t *testing.T, f fixture, p *policy.Policy) []string
+		want    [][]string // fragments that must appear
+		notWant []string   // paths no argument may be
+		// before: each pair's first fragment comes before its second.
+		before [][2][]string
+	}{
+		{
+			name: "a file in /etc",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) []string {
+				return []string{"/etc/passwd"}
+			},
+			want: [][]string{{"--ro-bind", "{scratch}/empty", "/etc/passwd"}},
+		},
+		{
+			name: "a file in an exposed directory",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) []string {
+				writeFile(t, filepath.Join(f.root, "tools", "keys", "token"), "secret-1", 0o600)
+				p.Expose = []string{filepath.Join(f.root, "tools")}
+				return []string{filepath.Join(f.root, "tools", "keys", "token")}
+			},
+			want: [][]string{
+				{"--ro-bind", "{root}/tools", "{root}/tools"},
+				{"--ro-bind", "{scratch}/empty", "{root}/tools/keys/token"},
+			},
+			// The box cannot rename what it cannot write: no pin.
+			notWant: []string{"{root}/tools/keys"},
+		},
+		{
+			name: "a file deep in the workspace",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) []string {
+				writeFile(t, filepath.Join(f.ws, "secrets", "deep", "key"), "secret-2", 0o600)
+				return []string{filepath.Join(f.ws, "secrets", "deep", "key")}
+			},
+			want: [][]string{
+				{"--bind", "{ws}/secrets", "{ws}/secrets"},
+				{"--bind", "{ws}/secrets/deep", "{ws}/secrets/deep"},
+				{"--ro-bind", "{scratch}/empty", "{ws}/secrets/deep/key"},
+			},
+			before: [][2][]string{
+				{{"--bind", "{ws}", "{ws}"}, {"--bind", "{ws}/secrets", "{ws}/secrets"}},
+				{{"--bind", "{ws}/secrets", "{ws}/secrets"}, {"--bind", "{ws}/secrets/deep", "{ws}/secrets/deep"}},
+				{{"--bind", "{ws}/secrets/deep", "{ws}/secrets/deep"}, {"--ro-bind", "{scratch}/empty", "{ws}/secrets/deep/key"}},
+			},
+		},
+		{
+			name: "a file in a read-write allow_path, under an exposed directory nested in it",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) []string {
+				writeFile(t, filepath.Join(f.root, "cache", "a", "ro", "b", "key"), "secret-3", 0o600)
+				p.AllowPaths = []string{filepath.Join(f.root, "cache") + ":rw"}
+				p.Expose = []string{filepath.Join(f.root, "cache", "a", "ro")}
+				return []string{filepath.Join(f.root, "cache", "a", "ro", "b", "key")}
+			},
+			want: [][]string{
+				// The directory above the exposed one is pinned, and
+				// before it is bound, which would otherwise be covered.
+				{"--bind", "{root}/cache/a", "{root}/cache/a"},
+				{"--ro-bind", "{scratch}/empty", "{root}/cache/a/ro/b/key"},
+			},
+			notWant: []string{"{root}/cache/a/ro/b"},
+			before: [][2][]string{
+				{{"--bind", "{root}/cache", "{root}/cache"}, {"--bind", "{root}/cache/a", "{root}/cache/a"}},
+				{{"--bind", "{root}/cache/a", "{root}/cache/a"}, {"--ro-bind", "{root}/cache/a/ro", "{root}/cache/a/ro"}},
+			},
+		},
+		{
+			name: "named through links outside what the box may write",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) []string {
+				writeFile(t, filepath.Join(f.ws, "real-key"), "secret-4", 0o600)
+				symlink(t, filepath.Join(f.ws, "real-key"), filepath.Join(f.home, "key-link"))
+				mkdirs(t, filepath.Join(f.root, "tools"))
+				symlink(t, "/etc/passwd", filepath.Join(f.root, "tools", "passwd-link"))
+				p.Expose = []string{filepath.Join(f.root, "tools")}
+				return []string{filepath.Join(f.home, "key-link"), filepath.Join(f.root, "tools", "passwd-link")}
+			},
+			want: [][]string{
+				{"--ro-bind", "{scratch}/empty", "{ws}/real-key"},
+				{"--ro-bind", "{scratch}/empty", "/etc/passwd"},
+			},
+			notWant: []string{"{home}/key-link", "{root}/tools/passwd-link"},
+		},
+		{
+			name: "missing, out of sight, or a directory",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) []string {
+				writeFile(t, filepath.Join(f.home, ".secret", "key"), "secret-5", 0o600)
+				mkdirs(t, filepath.Join(f.ws, "a-dir"))
+				return []string{
+					filepath.Join(f.ws, "missing", "key"),
+					filepath.Join(f.root, "nowhere"),
+					filepath.Join(f.home, ".secret", "key"), // the home is an empty tmpfs
+					filepath.Join(f.ws, "a-dir"),
+				}
+			},
+			notWant: []string{"{ws}/missing", "{ws}/missing/key", "{root}/nowhere", "{home}/.secret", "{home}/.secret/key", "{ws}/a-dir"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			p := &policy.Policy{Network: policy.NetOff, Env: []string{"PATH"}}
+			for i, src := range tt.setup(t, f, p) {
+				// The sandbox hides them all, selected for the run or not:
+				// it is not told which are.
+				p.Credentials = append(p.Credentials, policy.Credential{Name: fmt.Sprint("c", i), Source: policy.Source{File: src}})
+			}
+			l, err := build(f.spec(p, "true"), f.host(), f.scratch, nil)
+			if err != nil {
+				t.Fatalf("build: %v", err)
+			}
+			for _, frag := range f.expand(tt.want) {
+				if !hasSeq(l.argv, frag...) {
+					t.Errorf("argv lacks %q\nargv: %q", frag, l.argv)
+				}
+			}
+			for _, s := range f.expand([][]string{tt.notWant})[0] {
+				if slices.Contains(l.argv, s) {
+					t.Errorf("argv holds %q\nargv: %q", s, l.argv)
+				}
+			}
+			for _, pair := range tt.before {
+				e := f.expand(pair[:])
+				if i, j := seqIndex(l.argv, e[0]...), seqIndex(l.argv, e[1]...); i < 0 || j < 0 || i > j {
+					t.Errorf("%q (at %d) does not come before %q (at %d)\nargv: %q", e[0], i, e[1], j, l.argv)
+				}
+			}
+			checkScratch(t, l, f.scratch)
+		})
+	}
+}
+
+// seqIndex is where frag first appears contiguously in argv, or -1.
+func seqIndex(argv []string, frag ...string) int {
+	for i := 0; i+len(frag) <= len(argv); i++ {
+		if slices.Equal(argv[i:i+len(frag)], frag) {
+			return i
+		}
+	}
+	return -1
+}
+
+// A source file reached through a link the box could replace is refused:
+// the next run would hide whatever the link then named, and no longer the
+// file.
+func TestBuildCredentialSourceLinkRefused(t *testing.T) {
+	for _, tc := range []struct{ name, link string }{
+		{"the file's own link", "{ws}/key-link"},
+		{"a directory's link", "{ws}/dir-link/key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			writeFile(t, filepath.Join(f.root, "tools", "key"), "secret", 0o600)
+			symlink(t, filepath.Join(f.root, "tools", "key"), filepath.Join(f.ws, "key-link"))
+			symlink(t, filepath.Join(f.root, "tools"), filepath.Join(f.ws, "dir-link"))
+			src := f.expand([][]string{{tc.link}})[0][0]
+			p := &policy.Policy{Network: policy.NetOff, Expose: []string{filepath.Join(f.root, "tools")},
+				Credentials: []policy.Credential{{Name: "provider", Source: policy.Source{File: src}}}}
+			_, err := build(f.spec(p, "true"), f.host(), f.scratch, nil)
+			if err == nil || !strings.Contains(err.Error(), `credential "provider"`) || !strings.Contains(err.Error(), "symbolic link the command could replace") {
+				t.Fatalf("err = %v, want the link refused", err)
+			}
+		})
 	}
 }

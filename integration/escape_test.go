@@ -179,6 +179,10 @@ type rawExchange struct {
 	// the proxy's bundle.
 	TLS  string   `yaml:"tls"`
 	ALPN []string `yaml:"alpn"`
+	// Lead is written into the tunnel as soon as it is open, before any
+	// TLS, and Pause is waited after it (a Go duration).
+	Lead  string `yaml:"lead"`
+	Pause string `yaml:"pause"`
 	// Send are raw requests; {auth} is the proxy's Basic credentials.
 	Send []string `yaml:"send"`
 }
@@ -807,6 +811,19 @@ func (x rawExchange) play(p *proxyProc, r *strings.Replacer) string {
 			return out.String()
 		}
 		conn = &bufConn{Conn: c, r: br}
+	}
+	if x.Lead != "" {
+		if _, err := io.WriteString(conn, r.Replace(x.Lead)); err != nil {
+			fmt.Fprintf(&out, "write: %v\n", err)
+			return out.String()
+		}
+	}
+	if x.Pause != "" {
+		d, err := time.ParseDuration(x.Pause)
+		if err != nil {
+			return "bad pause: " + err.Error()
+		}
+		time.Sleep(d)
 	}
 	if x.TLS != "" {
 		pool := x509.NewCertPool()

@@ -6,10 +6,54 @@ import (
 	"unicode/utf8"
 )
 
+// MaxFieldBytes bounds each string a line holds, and a command's words
+// together: a longer one is cut, at a character's start, and ends
+// "…[clipped from N bytes]", within MaxFieldBytes. Escaping makes 6 bytes
+// of one at most (< as \u003c), so a line stays well below MaxLineBytes
+// whatever a client sends. 4 KiB keeps a path of PATH_MAX whole.
+const MaxFieldBytes = 4 << 10
+
+// clip returns s, or, when it is longer than n bytes, its start and a mark
+// saying how long it was, together n bytes at most (the mark alone when n
+// is shorter than it).
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	mark := "…[clipped from " + strconv.Itoa(len(s)) + " bytes]"
+	cut := max(n-len(mark), 0)
+	// Back to the start of a character cut through (4 bytes at most).
+	for back := 0; back < utf8.UTFMax-1 && cut > 0 && !utf8.RuneStart(s[cut]); back++ {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
+// clipWords bounds a command's words as one field: words are kept while
+// they fit in MaxFieldBytes, counting a byte more each (a space between
+// them); the first that does not is clipped to what is left, and a last
+// word says how many more were left out.
+func clipWords(words []string) []string {
+	left := MaxFieldBytes
+	for i, w := range words {
+		if len(w) < left {
+			left -= len(w) + 1
+			continue
+		}
+		out := append(words[:i:i], clip(w, left))
+		if more := len(words) - i - 1; more > 0 {
+			out = append(out, "…[clipped: "+strconv.Itoa(more)+" more words]")
+		}
+		return out
+	}
+	return words
+}
+
 // appendJSON appends r as one JSON object, byte for byte what
 // encoding/json's Marshal makes of it (field order, omitempty, HTML-safe
-// string escaping), without reflection: the proxy writes two of these per
-// request, and Marshal was most of their cost.
+// string escaping) once each string is clipped (MaxFieldBytes), without
+// reflection: the proxy writes two of these per request, and Marshal was
+// most of their cost.
 func (r *Record) appendJSON(b []byte) []byte {
 	b = append(b, `{"time":"`...)
 	b = r.Time.AppendFormat(b, time.RFC3339Nano)
@@ -38,7 +82,7 @@ func (r *Record) appendJSON(b []byte) []byte {
 	b = appendField(b, "credential", r.Credential, true)
 	if len(r.Command) > 0 {
 		b = append(b, `,"command":[`...)
-		for i, a := range r.Command {
+		for i, a := range clipWords(r.Command) {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -80,11 +124,13 @@ func appendInt(b []byte, name string, n int64) []byte {
 	return strconv.AppendInt(b, n, 10)
 }
 
-// appendString appends s as a JSON string escaped as encoding/json does:
-// quotes, backslashes and control characters; <, > and & as \u escapes;
-// invalid UTF-8 as U+FFFD; U+2028 and U+2029 escaped.
+// appendString appends s, clipped to MaxFieldBytes, as a JSON string
+// escaped as encoding/json does: quotes, backslashes and control
+// characters; <, > and & as \u escapes; invalid UTF-8 as U+FFFD; U+2028
+// and U+2029 escaped.
 func appendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
+	s = clip(s, MaxFieldBytes)
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {

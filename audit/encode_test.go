@@ -2,19 +2,41 @@ package audit
 
 import (
 	"encoding/json"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
-// sameAsMarshal fails unless appendJSON and encoding/json agree on r.
+// clipped is r as appendJSON writes it: every string clipped to
+// MaxFieldBytes, and the command's words together.
+func clipped(r Record) Record {
+	v := reflect.ValueOf(&r).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.String {
+			f.SetString(clip(f.String(), MaxFieldBytes))
+		}
+	}
+	r.Command = clipWords(r.Command)
+	return r
+}
+
+// sameAsMarshal fails unless appendJSON and encoding/json agree on r, its
+// strings clipped, and the line is well below MaxLineBytes.
 func sameAsMarshal(t *testing.T, r Record) {
 	t.Helper()
-	want, err := json.Marshal(r)
+	want, err := json.Marshal(clipped(r))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := r.appendJSON(nil); string(got) != string(want) {
+	got := r.appendJSON(nil)
+	if string(got) != string(want) {
 		t.Fatalf("appendJSON:\n%s\nencoding/json:\n%s", got, want)
+	}
+	if len(got) >= MaxLineBytes/2 {
+		t.Fatalf("appendJSON wrote %d bytes, want fewer than %d", len(got), MaxLineBytes/2)
 	}
 }
 
@@ -32,24 +54,117 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		{Time: at, Type: TypeExit, ExitCode: &zero},
 		{Time: at, Detail: "bad \xff\xfe utf-8 \xe2\x80 cut, then ü, 日本, 🙂", Host: "\b\f\r"},
 		{Time: at.In(time.FixedZone("x", 3600)), Session: "zone"},
+		{Time: at, Type: TypeDecision, Host: strings.Repeat("h", 900<<10), Path: strings.Repeat("<", 1<<20), Detail: strings.Repeat("日", MaxFieldBytes)},
+		{Time: at, Type: TypeLaunch, Command: []string{"sh", "-c", strings.Repeat("\x00", 1<<20)}, Workdir: strings.Repeat("/w", MaxFieldBytes)},
 	} {
 		sameAsMarshal(t, r)
 	}
 }
 
+// FuzzAppendJSON: whatever a record holds, appendJSON writes what
+// encoding/json makes of it clipped, well below MaxLineBytes; rep repeats
+// the path and the command's words, to make them long.
 func FuzzAppendJSON(f *testing.F) {
-	f.Add("example.com", "detail \"<&>\" \u2028", "/p", "sh", int64(443), uint64(1), true)
-	f.Add("", "", "", "", int64(0), uint64(0), false)
-	f.Add("\xff", "\x00\x1f\x7f", "\xe2\x80\xa8", "日本", int64(-5), uint64(1<<63), true)
-	f.Fuzz(func(t *testing.T, host, detail, path, arg string, n int64, id uint64, exit bool) {
+	f.Add("example.com", "detail \"<&>\" \u2028", "/p", "sh", int64(443), uint64(1), true, uint16(0))
+	f.Add("", "", "", "", int64(0), uint64(0), false, uint16(0))
+	f.Add("\xff", "\x00\x1f\x7f", "\xe2\x80\xa8", "日本", int64(-5), uint64(1<<63), true, uint16(1))
+	f.Add("<", "\x01", "%3C<", "", int64(1), uint64(1), false, uint16(5000))
+	f.Fuzz(func(t *testing.T, host, detail, path, arg string, n int64, id uint64, exit bool, rep uint16) {
+		times := int(rep)%(2*MaxFieldBytes) + 1
 		r := Record{Time: time.Unix(0, n).UTC(), Session: arg, Type: Type(path), Kind: Kind(host), ID: id, Host: host, Port: int(n),
-			Detail: detail, Path: path, BytesUp: n, Command: []string{arg, detail}, Outcome: host}
+			Detail: detail, Path: strings.Repeat(path, times), BytesUp: n, Command: slices.Repeat([]string{arg, detail}, times), Outcome: host}
 		if exit {
 			code := int(n)
 			r.ExitCode = &code
 		}
 		sameAsMarshal(t, r)
 	})
+}
+
+func TestClip(t *testing.T) {
+	for _, tt := range []struct {
+		name, s string
+		n       int
+		want    string
+	}{
+		{"short", "abc", 40, "abc"},
+		{"at the bound", strings.Repeat("a", 40), 40, strings.Repeat("a", 40)},
+		{"over", strings.Repeat("a", 100), 40, strings.Repeat("a", 13) + "…[clipped from 100 bytes]"},
+		{"through a character", strings.Repeat("a", 12) + "日" + strings.Repeat("b", 100), 40, strings.Repeat("a", 12) + "…[clipped from 115 bytes]"},
+		{"through a 4-byte character", strings.Repeat("a", 10) + "🙂" + strings.Repeat("b", 101), 40, strings.Repeat("a", 10) + "…[clipped from 115 bytes]"},
+		{"invalid UTF-8, backed off 3 at most", strings.Repeat("\x80", 100), 40, strings.Repeat("\x80", 10) + "…[clipped from 100 bytes]"},
+		{"no room but for the mark", strings.Repeat("a", 100), 5, "…[clipped from 100 bytes]"},
+		{"nothing left", "a", 0, "…[clipped from 1 bytes]"},
+		{"empty", "", 0, ""},
+	} {
+		got := clip(tt.s, tt.n)
+		if got != tt.want {
+			t.Errorf("%s: clip(%d bytes, %d) = %q, want %q", tt.name, len(tt.s), tt.n, got, tt.want)
+		}
+		if len(got) > tt.n && got != tt.s && !strings.HasPrefix(got, "…") {
+			t.Errorf("%s: clip(%d bytes, %d) is %d bytes", tt.name, len(tt.s), tt.n, len(got))
+		}
+	}
+}
+
+func TestClipWords(t *testing.T) {
+	huge := strings.Repeat("x", 10000)
+	for _, tt := range []struct {
+		name        string
+		words, want []string
+	}{
+		{"none", nil, nil},
+		{"short", []string{"sh", "-c", "echo hi"}, []string{"sh", "-c", "echo hi"}},
+		{"one word at the bound", []string{strings.Repeat("x", MaxFieldBytes)}, []string{strings.Repeat("x", MaxFieldBytes)}},
+		// "sh" and "-c" take 3 bytes each.
+		{"a long word", []string{"sh", "-c", huge, "after"},
+			[]string{"sh", "-c", clip(huge, MaxFieldBytes-6), "…[clipped: 1 more words]"}},
+		// 1365 words of 3 bytes leave 1, too few for the next.
+		{"many words", slices.Repeat([]string{"ab"}, 5000),
+			append(slices.Repeat([]string{"ab"}, 1365), "…[clipped from 2 bytes]", "…[clipped: 3634 more words]")},
+		{"many empty words", slices.Repeat([]string{""}, 5000),
+			append(slices.Repeat([]string{""}, MaxFieldBytes+1), "…[clipped: 903 more words]")},
+	} {
+		if got := clipWords(tt.words); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: clipWords gave %d words, want %d", tt.name, len(got), len(tt.want))
+		}
+	}
+}
+
+// TestLineBounded: a record whose every string is huge and of the
+// characters escaping makes longest still makes a line well below
+// MaxLineBytes, which the Reader reads back; it would be skipped were the
+// fields not clipped.
+func TestLineBounded(t *testing.T) {
+	const huge = 1 << 20
+	for _, fill := range []string{"<", "\x01", "\xff", "\u2028"} {
+		for _, command := range [][]string{
+			{strings.Repeat(fill, huge)},
+			slices.Repeat([]string{fill}, huge),
+			slices.Repeat([]string{""}, huge),
+		} {
+			r := Record{Time: t0, Command: command}
+			v := reflect.ValueOf(&r).Elem()
+			for i := range v.NumField() {
+				if f := v.Field(i); f.Kind() == reflect.String {
+					f.SetString(strings.Repeat(fill, huge))
+				}
+			}
+			line := r.appendJSON(nil)
+			if len(line) >= MaxLineBytes/2 {
+				t.Fatalf("%q, %d words: the line is %d bytes, want fewer than %d", fill, len(command), len(line), MaxLineBytes/2)
+			}
+			recs, _, warns, _ := readAll(t, string(line)+"\n")
+			if len(recs) != 1 || len(warns) != 0 {
+				t.Fatalf("%q, %d words: read %d records, warnings %v; want the one", fill, len(command), len(recs), warns)
+			}
+			mark := "…[clipped from " + strconv.Itoa(len(fill)*huge) + " bytes]"
+			got := recs[0]
+			if last := got.Command[len(got.Command)-1]; !strings.HasSuffix(got.Path, mark) || !strings.HasSuffix(got.Detail, mark) || !strings.Contains(last, "…[clipped") {
+				t.Fatalf("%q, %d words: the path, detail or command's last word has no clip mark", fill, len(command))
+			}
+		}
+	}
 }
 
 func BenchmarkRecordEncode(b *testing.B) {

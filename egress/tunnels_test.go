@@ -36,8 +36,7 @@ func newBoundRig(t *testing.T, max int) *boundRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { far.Close() })
-	r := &boundRig{t: t, target: far.Addr().String(), accepted: make(chan struct{}, 16),
-		logPath: filepath.Join(t.TempDir(), "audit.jsonl")}
+	r := &boundRig{t: t, target: far.Addr().String(), accepted: make(chan struct{}, 16)}
 	go func() {
 		for {
 			c, err := far.Accept()
@@ -51,16 +50,25 @@ func newBoundRig(t *testing.T, max int) *boundRig {
 			}()
 		}
 	}()
-	rules, err := policy.Compile([]string{r.target}, nil)
+	r.proxy, r.auth, r.logPath = startProxy(t, r.target, max)
+	return r
+}
+
+// startProxy serves a proxy, with MaxTunnels set to max, that allows
+// target only; it returns the proxy's address, the Basic credentials of
+// its token, and its audit log's path.
+func startProxy(t *testing.T, target string, max int) (proxy, auth, logPath string) {
+	t.Helper()
+	rules, err := policy.Compile([]string{target}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	aw, err := audit.Open(r.logPath, "test")
+	logPath = filepath.Join(t.TempDir(), "audit.jsonl")
+	aw, err := audit.Open(logPath, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	token := NewToken()
-	r.auth = base64.StdEncoding.EncodeToString([]byte("cordon:" + token))
 	s, err := New(Config{Rules: rules, Dialer: &Dialer{Rules: rules}, Audit: aw, Token: token, MaxTunnels: max})
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +77,6 @@ func newBoundRig(t *testing.T, max int) *boundRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.proxy = ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx, ln) }()
@@ -78,7 +85,7 @@ func newBoundRig(t *testing.T, max int) *boundRig {
 		<-served
 		aw.Close()
 	})
-	return r
+	return ln.Addr().String(), base64.StdEncoding.EncodeToString([]byte("cordon:" + token)), logPath
 }
 
 // dial opens a client connection to the proxy.

@@ -1,0 +1,83 @@
+package egress
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/audit"
+)
+
+// TestHugeRequestsLogBounded: whatever a client sends, the lines the proxy
+// logs stay short (each field at most audit.MaxFieldBytes, escaped) and
+// readable: an unauthenticated CONNECT to a 900 KB target, whose line once
+// took as much of the session's audit budget, and an allowed request whose
+// path, "<" escaped as \u003c, once made a line past audit.MaxLineBytes
+// that `cordon audit` skipped.
+func TestHugeRequestsLogBounded(t *testing.T) {
+	far := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	t.Cleanup(far.Close)
+	target := far.Listener.Addr().String()
+	for _, tt := range []struct {
+		name     string
+		request  func(auth string) string
+		status   int
+		decision string
+		// clipped is the field the request's decision line clips.
+		clipped func(audit.Record) string
+	}{
+		{"unauthenticated CONNECT", func(string) string {
+			return "CONNECT " + strings.Repeat("<a", 450<<10) + ":443 HTTP/1.1\r\n\r\n"
+		}, http.StatusProxyAuthRequired, audit.Deny, func(r audit.Record) string { return r.Host }},
+		{"allowed request with a huge path", func(auth string) string {
+			return fmt.Sprintf("GET http://%s/%s?k=v HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n",
+				target, strings.Repeat("%3C", 300<<10), target, auth)
+		}, http.StatusOK, audit.Allow, func(r audit.Record) string { return r.Path }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			proxy, auth, logPath := startProxy(t, target, 0)
+			c, err := net.Dial("tcp", proxy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			go io.WriteString(c, tt.request(auth))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tt.status {
+				t.Fatalf("answered %d, want %d", resp.StatusCode, tt.status)
+			}
+			// The decision line is written before the answer.
+			data, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, line := range strings.Split(string(data), "\n") {
+				if len(line) > 8*audit.MaxFieldBytes {
+					t.Errorf("line %d is %d bytes, want at most %d", i+1, len(line), 8*audit.MaxFieldBytes)
+				}
+			}
+			rd := audit.NewReader(strings.NewReader(string(data)), func(line int, err error) {
+				t.Errorf("cordon audit skips line %d: %v", line, err)
+			})
+			found := false
+			for rd.Next() {
+				r := rd.Record()
+				found = found || r.Type == audit.TypeDecision && r.Decision == tt.decision && strings.Contains(tt.clipped(r), "…[clipped from ")
+			}
+			if !found {
+				t.Errorf("no %s decision with a clipped field in the log", tt.decision)
+			}
+		})
+	}
+}

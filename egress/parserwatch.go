@@ -77,7 +77,7 @@ func (c *parserWatch) Write(p []byte) (int, error) {
 			if !strings.HasPrefix(why, strconv.Itoa(status)) {
 				answer = strconv.Itoa(status) + " " + why
 			}
-			c.refused(kind, fmt.Sprintf("Go's HTTP parser refused the request before cordon's handler saw it (it answered %q); the request began %q", answer, line))
+			c.refused(kind, fmt.Sprintf("Go's HTTP parser refused the request before cordon's handler saw it (it answered %q); the request began %q", answer, tlsterm.WithoutQuery(line)))
 		}
 	}
 	return c.Conn.Write(p)

@@ -1,8 +1,15 @@
 package egress
 
 import (
+	"bufio"
+	"net"
+	"net/http"
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/audit"
 )
 
 func TestServerRefusal(t *testing.T) {
@@ -43,4 +50,59 @@ func FuzzServerRefusal(f *testing.F) {
 			t.Fatalf("serverRefusal(%q) = %d %q", p, status, why)
 		}
 	})
+}
+
+// TestParserRefusalLogsNoQuery: a request Go's parser refuses is logged
+// with the start of its request line, less the query, which the log never
+// holds.
+func TestParserRefusalLogsNoQuery(t *testing.T) {
+	for _, tc := range []struct {
+		name, request string
+		status        int
+		began         string
+	}{
+		{"malformed Host header", "GET http://allowed.test/x?api_key=QUERYSECRET HTTP/1.1\r\nHost: bad host\r\n\r\n",
+			http.StatusBadRequest, `"GET http://allowed.test/x HTTP/1.1"`},
+		{"no version", "GET http://allowed.test/x?api_key=QUERYSECRET\r\nHost: allowed.test\r\n\r\n",
+			http.StatusBadRequest, `"GET http://allowed.test/x"`},
+		{"unknown transfer coding", "POST http://allowed.test/x?api_key=QUERYSECRET HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: gzip\r\n\r\n",
+			http.StatusNotImplemented, `"POST http://allowed.test/x HTTP/1.1"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proxy, _, logPath := startProxy(t, "allowed.test", 0)
+			c, err := net.Dial("tcp", proxy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Write([]byte(tc.request)); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tc.status {
+				t.Fatalf("answered %d, want %d", resp.StatusCode, tc.status)
+			}
+			// The refusal is logged before it goes out.
+			data, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(data), "QUERYSECRET") {
+				t.Fatalf("a query in the log:\n%s", data)
+			}
+			rd := audit.NewReader(strings.NewReader(string(data)), nil)
+			found := false
+			for rd.Next() {
+				r := rd.Record()
+				found = found || r.Reason == string(ReasonBadRequest) && strings.HasSuffix(r.Detail, "the request began "+tc.began)
+			}
+			if !found {
+				t.Fatalf("no bad_request line saying the request began %s:\n%s", tc.began, data)
+			}
+		})
+	}
 }

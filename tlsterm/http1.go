@@ -286,6 +286,8 @@ func (h *conn1) readRequest() *http.Request {
 		why = fmt.Sprintf("its header is over %d bytes", maxRequestHeader)
 	case ue != nil:
 		why = "its URI: " + ue.Err.Error() // not the URI itself, whose query the log never holds
+	default:
+		why = withoutQuotedQuery(why)
 	}
 	h.st.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(ReasonBadRequest),
 		Detail: "the request could not be read as HTTP/1.x: " + clip(why)})
@@ -313,6 +315,33 @@ func (h *conn1) readRequest() *http.Request {
 func headerBuffered(br *bufio.Reader) bool {
 	b, _ := br.Peek(br.Buffered())
 	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\n\r\n"))
+}
+
+// WithoutQuery is a request line, or its URI, as a client sent it, less
+// its query, which the log never holds: what follows the first '?' goes,
+// up to the line's last space (a query a client failed to escape may hold
+// spaces); the last word, the HTTP version, stays, less a query of its own.
+func WithoutQuery(line string) string {
+	head, rest, ok := strings.Cut(line, "?")
+	if !ok {
+		return line
+	}
+	if i := strings.LastIndexByte(rest, ' '); i >= 0 {
+		return head + WithoutQuery(rest[i:])
+	}
+	return head
+}
+
+// withoutQuotedQuery is a net/http error message less the query of what it
+// quotes at its end (WithoutQuery): `malformed HTTP request "GET /x?k=v"`
+// quotes the request line.
+func withoutQuotedQuery(msg string) string {
+	if i := strings.IndexByte(msg, '"'); i >= 0 {
+		if line, err := strconv.Unquote(msg[i:]); err == nil {
+			return msg[:i] + strconv.Quote(WithoutQuery(line))
+		}
+	}
+	return WithoutQuery(msg)
 }
 
 // isUnsupportedTE says whether ReadRequest refused a transfer coding it

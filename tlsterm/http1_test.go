@@ -294,6 +294,7 @@ func TestHTTP1MalformedRequests(t *testing.T) {
 		{"unknown transfer coding", "POST / HTTP/1.1\r\nHost: " + r.authority() + "\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n", 501},
 		{"unknown expectation", "GET / HTTP/1.1\r\nHost: " + r.authority() + "\r\nExpect: teapot\r\n\r\n", 417},
 		{"huge header", "GET / HTTP/1.1\r\nHost: " + r.authority() + "\r\nX: " + strings.Repeat("y", 2*maxRequestHeader) + "\r\n\r\n", 431},
+		{"no version", "GET /v?api_key=QUERYSECRET\r\nHost: " + r.authority() + "\r\n\r\n", 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, br := r.dial(t, false)
@@ -304,10 +305,17 @@ func TestHTTP1MalformedRequests(t *testing.T) {
 			}
 		})
 	}
-	// None reached the origin; each is refused in the log, saying why.
-	recs := r.waitRecords(t, audit.TypeDecision, 8)
+	// None reached the origin; each is refused in the log, saying why,
+	// and no query with it.
+	recs := r.waitRecords(t, audit.TypeDecision, 9)
+	for _, rec := range recs {
+		if strings.Contains(rec.Detail, "QUERYSECRET") {
+			t.Errorf("a query in the log: %q", rec.Detail)
+		}
+	}
 	for _, want := range []string{"missing required Host header", "too many Host headers", "invalid header name",
-		"unsupported protocol version", "invalid URL escape", "too many transfer encodings", "unsupported expectation", "header is over"} {
+		"unsupported protocol version", "invalid URL escape", "too many transfer encodings", "unsupported expectation", "header is over",
+		`malformed HTTP request "GET /v"`} {
 		found := false
 		for _, rec := range recs {
 			found = found || rec.Decision == audit.Deny && rec.Reason == string(ReasonBadRequest) && strings.Contains(rec.Detail, want)
@@ -465,6 +473,42 @@ func TestCleanQuery(t *testing.T) {
 	} {
 		if got := cleanQuery(tc.in); got != tc.want {
 			t.Errorf("cleanQuery(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestWithoutQuery(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"GET /x HTTP/1.1", "GET /x HTTP/1.1"},
+		{"GET http://allowed.test/x?api_key=S1 HTTP/1.1", "GET http://allowed.test/x HTTP/1.1"},
+		{"GET /x?a=1?b=2&c HTTP/1.1", "GET /x HTTP/1.1"},
+		{"GET /x?", "GET /x"},
+		{"GET /x?api_key=S1", "GET /x"},                           // no version
+		{"GET /x?q=two words&key=S1 HTTP/1.1", "GET /x HTTP/1.1"}, // a space unescaped
+		{"GET /x?key=S1 HTTP/1.1?S2", "GET /x HTTP/1.1"},
+		{"GET /x?key=S1 HTTP/1.1 tail?S2", "GET /x tail"},
+		{"/x?key=S1", "/x"}, // a URI alone
+		{"?key=S1", ""},
+		{"GET /x#frag HTTP/1.1", "GET /x#frag HTTP/1.1"},
+	} {
+		if got := WithoutQuery(tc.in); got != tc.want {
+			t.Errorf("WithoutQuery(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestWithoutQuotedQuery(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`malformed HTTP request "GET /x?api_key=S1"`, `malformed HTTP request "GET /x"`},
+		{`malformed HTTP request "GET /x?k=\"S1\" y"`, `malformed HTTP request "GET /x y"`},
+		{`malformed HTTP version "HTTP/1.1?S1"`, `malformed HTTP version "HTTP/1.1"`},
+		{`malformed HTTP request "GET /x"`, `malformed HTTP request "GET /x"`},
+		{"missing required Host header", "missing required Host header"},
+		{`quoted, then more "GET /x?S1" then more`, `quoted, then more "GET /x more`},
+	} {
+		if got := withoutQuotedQuery(tc.in); got != tc.want {
+			t.Errorf("withoutQuotedQuery(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/credinject"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/tlsterm"
 )
@@ -28,10 +29,11 @@ func (s *Server) newPlainProxy() *httputil.ReverseProxy {
 			pr.Out.Host = pr.In.Host
 		},
 		Transport: plainTransport{s},
+		// Responses are masked as they come back, in plainRoundTrip;
+		// servePlain masks the 1xx headers and trailers.
 		ModifyResponse: func(resp *http.Response) error {
 			if resp.StatusCode != http.StatusSwitchingProtocols {
 				RemoveHopHeaders(resp.Header)
-				tlsterm.MaskResponse(s.cfg.Creds, resp)
 			}
 			return nil
 		},
@@ -114,7 +116,7 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 	RemoveHopHeaders(r.Header)
 	r.Header.Del("Proxy-Authorization")
 	v := &plainVerdict{t: t, d: d, injected: out.Injected, start: start}
-	s.plain.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), plainKey{}, v)))
+	tlsterm.ServeMasked(s.cfg.Creds, s.plain, w, r.WithContext(context.WithValue(r.Context(), plainKey{}, v)))
 }
 
 // plainRoundTrip sends req to the checked addresses of t in turn, until
@@ -170,6 +172,17 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 			f.Host, f.Port = host, t.Port
 			return nil, &plainRefusal{d: f, status: http.StatusBadGateway}
 		}
+		if err := maskPlain(s.cfg.Creds, resp); err != nil {
+			// Its body cannot be checked: refused unread.
+			resp.Body.Close()
+			f, ok := tlsterm.UncheckedEncoding(err)
+			if !ok {
+				f = policy.Decision{Reason: tlsterm.ReasonUpstreamError, Detail: err.Error()}
+			}
+			closeLine(body.down.Load(), 0, f)
+			f.Host, f.Port = host, t.Port
+			return nil, &plainRefusal{d: f, status: http.StatusBadGateway}
+		}
 		resp.Body = newCountedBody(resp.Body, func(up, down int64, end error) {
 			var f policy.Decision
 			switch {
@@ -191,6 +204,33 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 	return nil, &plainRefusal{d: policy.Decision{Reason: ReasonDialFailed, Host: host, Port: t.Port,
 		Detail: fmt.Sprintf("%s: no checked address", policy.JoinHostPort(t.Host, t.Port))}, status: http.StatusBadGateway}
 }
+
+// maskPlain masks a plain-HTTP response (tlsterm.MaskResponse) as it
+// comes back. A 101's header keeps its Connection and Upgrade (only values
+// holding a secret change), and what the switched connection brings back
+// is masked as a body is; what the client sends on it goes up as it is.
+func maskPlain(creds *credinject.Set, resp *http.Response) error {
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		return tlsterm.MaskResponse(creds, resp)
+	}
+	if len(creds.Names()) == 0 {
+		return nil
+	}
+	creds.MaskHeader(resp.Header)
+	if conn, ok := resp.Body.(io.ReadWriteCloser); ok {
+		resp.Body = &maskedConn{ReadCloser: creds.MaskBody(conn), w: conn}
+	}
+	return nil
+}
+
+// maskedConn is a switched connection read through a mask and written to
+// as it is. Its Close (the mask's) closes the connection.
+type maskedConn struct {
+	io.ReadCloser
+	w io.Writer
+}
+
+func (c *maskedConn) Write(p []byte) (int, error) { return c.w.Write(p) }
 
 // RemoveHopHeaders deletes hop-by-hop headers and those the Connection
 // header names (tlsterm.RemoveHopByHop). An upgrade keeps "Connection:

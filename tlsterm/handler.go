@@ -129,7 +129,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(p)
 		}
 	}()
-	h.st.rp.ServeHTTP(cw, r)
+	ServeMasked(h.st.t.cfg.Creds, h.st.rp, cw, r)
 }
 
 type countingBody struct {

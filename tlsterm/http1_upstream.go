@@ -72,7 +72,9 @@ func (h *conn1) roundTrip(x *exchange, body *clientBody) (status int, down int64
 		return h.switchProtocols(x, body)
 	}
 	RemoveHopByHop(resp.Header)
-	MaskResponse(h.st.t.cfg.Creds, resp)
+	if err := MaskResponse(h.st.t.cfg.Creds, resp); err != nil {
+		return h.fail(x, err, body)
+	}
 	h.mask(resp.Trailer) // the names announced now; the values come after the body
 
 	hdr := resp.Header
@@ -426,6 +428,9 @@ func (h *conn1) fail(x *exchange, err error, body *clientBody) (int, int64, bool
 		err = x.guard.Err()
 	}
 	d := Failure(err, h.st.t.cfg.Creds)
+	if u, ok := UncheckedEncoding(err); ok {
+		d = u
+	}
 	x.reason, x.detail = string(d.Reason), d.Detail
 	keep := cerr == nil && !h.wantsClose && drain(body)
 	n := h.writeRefusal(x.req, http.StatusBadGateway, d, keep)

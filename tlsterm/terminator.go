@@ -306,11 +306,13 @@ func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
 		BufferPool: copyBuffers,
 		ErrorLog:   log.New(io.Discard, "", 0),
 		ModifyResponse: func(resp *http.Response) error {
-			MaskResponse(st.t.cfg.Creds, resp)
-			return nil
+			return MaskResponse(st.t.cfg.Creds, resp)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			d := Failure(err, st.t.cfg.Creds)
+			if u, ok := UncheckedEncoding(err); ok {
+				d = u
+			}
 			markFailed(r, d.Reason, d.Detail)
 			WriteRefusal(w, d, http.StatusBadGateway)
 		},
@@ -353,17 +355,24 @@ func refusalText(d policy.Decision) string {
 
 // MaskResponse rewrites every real secret in a response's headers and body
 // back to its placeholder before the sandbox sees it. The body streams, so
-// its length may change: Content-Length is dropped.
-func MaskResponse(creds *credinject.Set, resp *http.Response) {
+// its length may change: Content-Length is dropped. A gzipped body is
+// decoded first (Content-Encoding dropped); a body in any other coding
+// cannot be checked, and MaskResponse returns an *EncodingError for the
+// caller to refuse the response with (UncheckedEncoding).
+func MaskResponse(creds *credinject.Set, resp *http.Response) error {
 	if len(creds.Names()) == 0 {
-		return
+		return nil
 	}
 	creds.MaskHeader(resp.Header)
 	if resp.Body != nil && resp.Body != http.NoBody {
+		if err := decodeBody(resp); err != nil {
+			return err
+		}
 		resp.Body = creds.MaskBody(resp.Body)
 		resp.Header.Del("Content-Length")
 		resp.ContentLength = -1
 	}
+	return nil
 }
 
 // copyBuffers recycles the buffers bodies are copied through, instead of a

@@ -1,0 +1,272 @@
+package egress
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/credinject"
+	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/tlsterm"
+)
+
+const plainSecret = "s3cr3t-value-for-the-plain-tests"
+
+// plainMaskRig is the proxy, holding one credential (allow_plaintext) for
+// a plain-HTTP origin on 127.0.0.1 that echoes the injected header back.
+type plainMaskRig struct {
+	origin      *httptest.Server
+	proxy       string // host:port
+	token       string
+	auth        string // the Proxy-Authorization value
+	placeholder string
+	logPath     string
+	next        chan struct{}
+}
+
+func newPlainMaskRig(t *testing.T) *plainMaskRig {
+	r := &plainMaskRig{next: make(chan struct{}, 1), logPath: filepath.Join(t.TempDir(), "audit.jsonl")}
+	creds, err := credinject.Load([]policy.Credential{
+		{Name: "api", Source: policy.Source{Env: "API_SECRET"}, Hosts: []string{"127.0.0.1:*"},
+			Header: "Authorization: Bearer {}", Env: "API_KEY", AllowPlaintext: true},
+	}, []string{"api"}, credinject.Options{Env: func(string) string { return plainSecret }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.placeholder = strings.TrimPrefix(creds.Env()[0], "API_KEY=")
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hints", func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Link", "</app.css?k="+req.Header.Get("Authorization")+">; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		io.WriteString(w, "final")
+	})
+	mux.HandleFunc("/trailer", func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Trailer", "X-Echo")
+		io.WriteString(w, "body")
+		w.(http.Flusher).Flush()
+		w.Header().Set("X-Echo", req.Header.Get("Authorization"))
+		w.Header().Set(http.TrailerPrefix+"X-Late", req.Header.Get("Authorization"))
+	})
+	mux.HandleFunc("/gzip", func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		fmt.Fprintf(zw, "first %s\n", req.Header.Get("Authorization"))
+		zw.Flush()
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.next:
+		case <-time.After(5 * time.Second):
+		}
+		fmt.Fprintf(zw, "second %s\n", req.Header.Get("Authorization"))
+		zw.Close()
+	})
+	mux.HandleFunc("/br", func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Encoding", "br")
+		io.WriteString(w, "as if compressed: "+req.Header.Get("Authorization"))
+	})
+	mux.HandleFunc("/ws", func(w http.ResponseWriter, req *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		auth := req.Header.Get("Authorization")
+		fmt.Fprintf(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\nX-Echo: %s\r\n\r\nnew protocol says %s\n", auth, auth)
+		line, _ := brw.ReadString('\n')
+		io.WriteString(c, "echo: "+line)
+	})
+	r.origin = httptest.NewServer(mux)
+	t.Cleanup(r.origin.Close)
+
+	rules, err := policy.Compile([]string{r.origin.Listener.Addr().String()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aw, err := audit.Open(r.logPath, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.token = NewToken()
+	r.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte("cordon:"+r.token))
+	s, err := New(Config{Rules: rules, Dialer: &Dialer{Rules: rules}, Audit: aw, Token: r.token, Creds: creds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.proxy = ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		<-served
+		aw.Close()
+	})
+	return r
+}
+
+// client sends its requests through the proxy.
+func (r *plainMaskRig) client() *http.Client {
+	tr := &http.Transport{
+		Proxy:              http.ProxyURL(&url.URL{Scheme: "http", User: url.UserPassword("cordon", r.token), Host: r.proxy}),
+		DisableCompression: true,
+	}
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+// closeLines reads the close lines logged so far, waiting (5 s at most)
+// until there are n.
+func (r *plainMaskRig) closeLines(t *testing.T, n int) []audit.Record {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var got []audit.Record
+		f, err := os.Open(r.logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ar := audit.NewReader(f, nil)
+		for ar.Next() {
+			if ar.Record().Type == audit.TypeClose {
+				got = append(got, ar.Record())
+			}
+		}
+		f.Close()
+		if len(got) >= n || time.Now().After(deadline) {
+			if len(got) != n {
+				t.Fatalf("%d close lines, want %d: %+v", len(got), n, got)
+			}
+			return got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPlainMaskedResponses: on the plain-HTTP path, a response echoing the
+// injected secret reaches the client with the placeholder instead: in a
+// 103's header and in trailers (which httputil.ReverseProxy relays itself),
+// in a 101's header and in what the switched connection brings back
+// (while what the client sends still reaches the origin), and in a body
+// the origin gzipped unasked, decoded as it streams. A br body, which
+// cannot be checked, is refused 502 unchecked_encoding and so logged.
+func TestPlainMaskedResponses(t *testing.T) {
+	get := func(t *testing.T, r *plainMaskRig, path string, trace *httptrace.ClientTrace) *http.Response {
+		t.Helper()
+		ctx := context.Background()
+		if trace != nil {
+			ctx = httptrace.WithClientTrace(ctx, trace)
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", r.origin.URL+path, nil)
+		resp, err := r.client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	for _, tc := range []struct {
+		name   string
+		reason policy.Reason // of the close line
+		check  func(t *testing.T, r *plainMaskRig)
+	}{
+		{"103 early hints", "", func(t *testing.T, r *plainMaskRig) {
+			var hints []http.Header
+			resp := get(t, r, "/hints", &httptrace.ClientTrace{Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
+				hints = append(hints, http.Header(h).Clone())
+				return nil
+			}})
+			b, _ := io.ReadAll(resp.Body)
+			if len(hints) != 1 || hints[0].Get("Link") != "</app.css?k=Bearer "+r.placeholder+">; rel=preload" || string(b) != "final" {
+				t.Fatalf("1xx headers %v, body %q", hints, b)
+			}
+		}},
+		{"trailers", "", func(t *testing.T, r *plainMaskRig) {
+			resp := get(t, r, "/trailer", nil)
+			b, _ := io.ReadAll(resp.Body)
+			if want := "Bearer " + r.placeholder; resp.Trailer.Get("X-Echo") != want || resp.Trailer.Get("X-Late") != want || string(b) != "body" {
+				t.Fatalf("trailers %v, body %q", resp.Trailer, b)
+			}
+		}},
+		{"gzip unasked", "", func(t *testing.T, r *plainMaskRig) {
+			resp := get(t, r, "/gzip", nil)
+			if enc := resp.Header.Get("Content-Encoding"); enc != "" {
+				t.Fatalf("Content-Encoding %s passed on", enc)
+			}
+			br := bufio.NewReader(resp.Body)
+			if line, err := br.ReadString('\n'); line != "first Bearer "+r.placeholder+"\n" {
+				t.Fatalf("first line %q %v", line, err)
+			}
+			r.next <- struct{}{} // the second line comes only now
+			if rest, err := io.ReadAll(br); string(rest) != "second Bearer "+r.placeholder+"\n" || err != nil {
+				t.Fatalf("second line %q %v", rest, err)
+			}
+		}},
+		{"br unasked", tlsterm.ReasonUncheckedEncoding, func(t *testing.T, r *plainMaskRig) {
+			resp := get(t, r, "/br", nil)
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("X-Cordon-Reason") != string(tlsterm.ReasonUncheckedEncoding) ||
+				!strings.Contains(string(b), `Content-Encoding "br"`) || strings.Contains(string(b), plainSecret) {
+				t.Fatalf("%d %v %q", resp.StatusCode, resp.Header, b)
+			}
+		}},
+		{"101 and the switched connection", "", func(t *testing.T, r *plainMaskRig) {
+			c, err := net.Dial("tcp", r.proxy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			u := r.origin.URL + "/ws"
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n",
+				u, strings.TrimPrefix(r.origin.URL, "http://"), r.auth)
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != 101 || resp.Header.Get("X-Echo") != "Bearer "+r.placeholder ||
+				resp.Header.Get("Upgrade") != "x" || !strings.EqualFold(resp.Header.Get("Connection"), "upgrade") {
+				t.Fatalf("switch: %d %v", resp.StatusCode, resp.Header)
+			}
+			if line, err := br.ReadString('\n'); line != "new protocol says Bearer "+r.placeholder+"\n" {
+				t.Fatalf("switched connection not masked: %q %v", line, err)
+			}
+			io.WriteString(c, "hello\n")
+			if line, err := br.ReadString('\n'); line != "echo: hello\n" {
+				t.Fatalf("the client's side of the switched connection: %q %v", line, err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newPlainMaskRig(t)
+			tc.check(t, r)
+			rec := r.closeLines(t, 1)[0]
+			if rec.Reason != string(tc.reason) {
+				t.Fatalf("close line %+v, want reason %q", rec, tc.reason)
+			}
+			if tc.reason == tlsterm.ReasonUncheckedEncoding && !strings.Contains(rec.Detail, `Content-Encoding "br"`) {
+				t.Fatalf("close line %+v says not why", rec)
+			}
+		})
+	}
+}

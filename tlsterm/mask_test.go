@@ -1,0 +1,257 @@
+package tlsterm
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/credinject"
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+// maskSecret is the real value of the credential maskCreds loads.
+const maskSecret = "s3cr3t-value-for-the-mask-tests"
+
+// maskCreds loads one header credential for 127.0.0.1 (plain HTTP allowed)
+// and returns it with its placeholder.
+func maskCreds(t testing.TB) (*credinject.Set, string) {
+	t.Helper()
+	creds, err := credinject.Load([]policy.Credential{
+		{Name: "api", Source: policy.Source{Env: "API_SECRET"}, Hosts: []string{"127.0.0.1:*"},
+			Header: "Authorization: Bearer {}", Env: "API_KEY", AllowPlaintext: true},
+	}, []string{"api"}, credinject.Options{Env: func(string) string { return maskSecret }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	placeholder, ok := strings.CutPrefix(creds.Env()[0], "API_KEY=")
+	if !ok {
+		t.Fatalf("no placeholder in %v", creds.Env())
+	}
+	return creds, placeholder
+}
+
+// echoOrigin answers with the Authorization header it got (the injected
+// secret) in the places a response can carry it. /gzip streams: it sends
+// its second line only once next has a value (or after 5 s).
+func echoOrigin(next <-chan struct{}) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hints", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</app.css?k="+r.Header.Get("Authorization")+">; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		io.WriteString(w, "final")
+	})
+	mux.HandleFunc("/trailer", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Echo")
+		io.WriteString(w, "body")
+		w.(http.Flusher).Flush()
+		w.Header().Set("X-Echo", r.Header.Get("Authorization"))
+		w.Header().Set(http.TrailerPrefix+"X-Late", r.Header.Get("Authorization"))
+	})
+	mux.HandleFunc("/gzip", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		fmt.Fprintf(zw, "first %s\n", r.Header.Get("Authorization"))
+		zw.Flush()
+		w.(http.Flusher).Flush()
+		select {
+		case <-next:
+		case <-time.After(5 * time.Second):
+		}
+		fmt.Fprintf(zw, "second %s\n", r.Header.Get("Authorization"))
+		zw.Close()
+	})
+	mux.HandleFunc("/br", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "br")
+		io.WriteString(w, "as if compressed: "+r.Header.Get("Authorization"))
+	})
+	return mux
+}
+
+// maskCase is one response echoing the secret, as the sandbox's client
+// should see it: check returns the HTTP version spoken and what went
+// wrong, or "".
+type maskCase struct {
+	name, path string
+	check      func(c *http.Client, url, placeholder string, next chan<- struct{}) (int, string)
+}
+
+// maskCases are the echoing responses of echoOrigin.
+func maskCases() []maskCase {
+	return []maskCase{
+		{"103 early hints", "/hints", func(c *http.Client, url, ph string, _ chan<- struct{}) (int, string) {
+			var hints []http.Header
+			ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+				Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+					hints = append(hints, http.Header(h).Clone())
+					return nil
+				}})
+			req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+			resp, err := c.Do(req)
+			if err != nil {
+				return 0, err.Error()
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if len(hints) != 1 || hints[0].Get("Link") != "</app.css?k=Bearer "+ph+">; rel=preload" || string(b) != "final" {
+				return resp.ProtoMajor, fmt.Sprintf("1xx headers %v, body %q", hints, b)
+			}
+			return resp.ProtoMajor, ""
+		}},
+		{"trailers", "/trailer", func(c *http.Client, url, ph string, _ chan<- struct{}) (int, string) {
+			resp, err := c.Get(url)
+			if err != nil {
+				return 0, err.Error()
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.Trailer.Get("X-Echo") != "Bearer "+ph || resp.Trailer.Get("X-Late") != "Bearer "+ph || string(b) != "body" {
+				return resp.ProtoMajor, fmt.Sprintf("trailers %v, body %q", resp.Trailer, b)
+			}
+			return resp.ProtoMajor, ""
+		}},
+		{"gzip unasked", "/gzip", func(c *http.Client, url, ph string, next chan<- struct{}) (int, string) {
+			resp, err := c.Get(url)
+			if err != nil {
+				return 0, err.Error()
+			}
+			defer resp.Body.Close()
+			if enc := resp.Header.Get("Content-Encoding"); enc != "" {
+				return resp.ProtoMajor, "Content-Encoding " + enc + " passed on"
+			}
+			// Decoded as it streams: the first line comes before the
+			// origin writes the second.
+			br := bufio.NewReader(resp.Body)
+			if line, err := br.ReadString('\n'); line != "first Bearer "+ph+"\n" {
+				return resp.ProtoMajor, fmt.Sprintf("first line %q %v", line, err)
+			}
+			next <- struct{}{}
+			if rest, err := io.ReadAll(br); string(rest) != "second Bearer "+ph+"\n" || err != nil {
+				return resp.ProtoMajor, fmt.Sprintf("second line %q %v", rest, err)
+			}
+			return resp.ProtoMajor, ""
+		}},
+		{"br unasked", "/br", func(c *http.Client, url, ph string, _ chan<- struct{}) (int, string) {
+			resp, err := c.Get(url)
+			if err != nil {
+				return 0, err.Error()
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("X-Cordon-Reason") != string(ReasonUncheckedEncoding) ||
+				!strings.Contains(string(b), `Content-Encoding "br"`) || strings.Contains(string(b), maskSecret) {
+				return resp.ProtoMajor, fmt.Sprintf("%d %v %q", resp.StatusCode, resp.Header, b)
+			}
+			return resp.ProtoMajor, ""
+		}},
+	}
+}
+
+// TestMaskedResponses: a response echoing the injected secret reaches the
+// client with the placeholder instead, on both terminated paths, in the
+// 1xx headers and trailers httputil.ReverseProxy relays itself (HTTP/2;
+// HTTP/1.1 relays them itself and is here as the reference), and in a
+// body the origin gzipped unasked, decoded as it streams; a body in a
+// coding cordon cannot decode (br) is refused, 502 unchecked_encoding,
+// and so logged.
+func TestMaskedResponses(t *testing.T) {
+	creds, ph := maskCreds(t)
+	for _, path := range []struct {
+		name       string
+		h2, h1Only bool // the client's protocol, the origin's
+	}{
+		{"HTTP/1.1", false, false},
+		{"HTTP/2", true, false},
+		{"HTTP/2 to an HTTP/1.1 origin", true, true},
+	} {
+		for _, tc := range maskCases() {
+			t.Run(path.name+"/"+tc.name, func(t *testing.T) {
+				next := make(chan struct{}, 1)
+				r := newRig(t, echoOrigin(next), rigOptions{creds: creds, h1Only: path.h1Only})
+				proto, msg := tc.check(r.client(r.ClientRoots, path.h2), r.url(tc.path), ph, next)
+				if msg != "" {
+					t.Fatal(msg)
+				}
+				if want := map[bool]int{false: 1, true: 2}[path.h2]; proto != want {
+					t.Fatalf("spoke HTTP/%d, want HTTP/%d", proto, want)
+				}
+				rec := r.waitRecords(t, audit.TypeClose, 1)[0]
+				if tc.path == "/br" && (rec.Reason != string(ReasonUncheckedEncoding) || rec.Status != http.StatusBadGateway ||
+					!strings.Contains(rec.Detail, `Content-Encoding "br"`)) {
+					t.Fatalf("close line %+v, want 502 %s", rec, ReasonUncheckedEncoding)
+				}
+				if tc.path != "/br" && rec.Reason != "" {
+					t.Fatalf("close line %+v", rec)
+				}
+			})
+		}
+	}
+}
+
+// TestMaskResponseEncodings: which content codings MaskResponse decodes,
+// passes or refuses, and that it touches nothing without credentials.
+func TestMaskResponseEncodings(t *testing.T) {
+	creds, ph := maskCreds(t)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	io.WriteString(zw, "key "+maskSecret)
+	zw.Close()
+	for _, tc := range []struct {
+		name     string
+		encoding []string
+		body     string
+		creds    *credinject.Set
+		want     string // the body read, or "refused"
+		wantEnc  string
+	}{
+		{"none", nil, "key " + maskSecret, creds, "key " + ph, ""},
+		{"identity", []string{"identity"}, "key " + maskSecret, creds, "key " + ph, "identity"},
+		{"gzip", []string{"gzip"}, gz.String(), creds, "key " + ph, ""},
+		{"x-gzip, any case and space", []string{" X-GZip "}, gz.String(), creds, "key " + ph, ""},
+		{"gzip after identity", []string{"identity", "gzip"}, gz.String(), creds, "key " + ph, ""},
+		{"empty gzip", []string{"gzip"}, "", creds, "", ""},
+		{"br", []string{"br"}, "x", creds, "refused", ""},
+		{"zstd", []string{"zstd"}, "x", creds, "refused", ""},
+		{"deflate", []string{"deflate"}, "x", creds, "refused", ""},
+		{"compress", []string{"compress"}, "x", creds, "refused", ""},
+		{"stacked gzip", []string{"gzip, gzip"}, "x", creds, "refused", ""},
+		{"stacked in two lines", []string{"gzip", "br"}, "x", creds, "refused", ""},
+		{"unknown", []string{"s3cr3t"}, "x", creds, "refused", ""},
+		{"no credentials: left alone", []string{"br"}, "x", nil, "x", "br"},
+	} {
+		resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Length": {"99"}}, ContentLength: 99,
+			Body: io.NopCloser(strings.NewReader(tc.body))}
+		if tc.encoding != nil {
+			resp.Header["Content-Encoding"] = tc.encoding
+		}
+		err := MaskResponse(tc.creds, resp)
+		d, refused := UncheckedEncoding(err)
+		if tc.want == "refused" {
+			if !refused || d.Reason != ReasonUncheckedEncoding || strings.Contains(d.Detail, "s3cr3t") {
+				t.Errorf("%s: %v, %+v; want an unchecked_encoding refusal naming no header value it does not know", tc.name, err, d)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		if string(b) != tc.want || err != nil || resp.Header.Get("Content-Encoding") != tc.wantEnc {
+			t.Errorf("%s: read %q %v, Content-Encoding %q; want %q, %q", tc.name, b, err, resp.Header.Get("Content-Encoding"), tc.want, tc.wantEnc)
+		}
+		if tc.creds != nil && (resp.ContentLength != -1 || resp.Header.Get("Content-Length") != "") {
+			t.Errorf("%s: length %d %q kept", tc.name, resp.ContentLength, resp.Header.Get("Content-Length"))
+		}
+	}
+}

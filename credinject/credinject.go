@@ -236,10 +236,14 @@ func (s *Set) MaskHeader(h http.Header) {
 }
 
 // MaskBody wraps a response body so that every real secret in it reaches
-// the sandbox as its placeholder, whatever the chunking. It holds back
-// fewer bytes than the longest secret. The body's length changes when a
-// secret and its placeholder differ in length: drop Content-Length.
+// the sandbox as its placeholder, whatever the chunking. It holds back the
+// last bytes read (fewer than the longest secret, whatever they are) until
+// more arrive, the body ends, or it has been quiet for 50 ms: holding back
+// only what might start a secret would tell a sandbox whose bytes an
+// upstream echoes, by what comes back and when, whether its guess starts
+// one. The body's length changes when a secret and its placeholder differ
+// in length: drop Content-Length.
 func (s *Set) MaskBody(body io.ReadCloser) io.ReadCloser {
 	s = s.orEmpty()
-	return newStreamReader(body, s.secrets, s.replaceWithPlaceholder)
+	return newMaskReader(body, s.secrets, s.replaceWithPlaceholder)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"sync"
+	"time"
 )
 
 // matcher finds a fixed set of needles in a byte stream. At each position
@@ -36,13 +38,20 @@ const (
 )
 
 // stream is one pass of a matcher over a byte stream. It keeps as its tail
-// only the bytes that could still begin a match once more data arrives: a
-// proper prefix of some needle, so fewer than m.longest bytes.
+// the bytes that could still begin a match once more data arrives, fewer
+// than m.longest: a proper prefix of some needle or, with window set, the
+// last m.longest-1 bytes whatever they are.
 type stream struct {
 	m *matcher
 	// emit appends what replaces needle k to dst, or refuses with an error.
 	emit func(dst []byte, k int) ([]byte, error)
-	tail []byte
+	// window holds back a fixed number of bytes, so that what is handed
+	// out, and when, never depends on how much of a needle the tail
+	// holds: for needles the other side must not learn (real secrets).
+	// Without it only a possible start of a needle is held, which is for
+	// needles the other side knows anyway (placeholders).
+	window bool
+	tail   []byte
 	// next caches, per needle, its leftmost occurrence in the buffer being
 	// scanned (nextUnknown before the first search, nextNone if absent).
 	next []int
@@ -61,8 +70,12 @@ func (s *stream) scan(dst, buf []byte, final bool) ([]byte, int, error) {
 	i, hold := 0, -1
 	for {
 		if hold < i {
-			hold = len(buf)
-			if !final {
+			switch {
+			case final:
+				hold = len(buf)
+			case s.window:
+				hold = max(i, len(buf)-max(s.m.longest-1, 0))
+			default:
 				hold = s.m.firstPartial(buf, i)
 			}
 		}
@@ -202,28 +215,172 @@ func (r *streamReader) fill() {
 // Close closes the source.
 func (r *streamReader) Close() error { return r.src.Close() }
 
+// maskIdle is how long a masking stream waits for more bytes before it
+// hands out the few it holds back. A secret split by a longer pause in the
+// middle goes out unmasked up to the pause; a shorter wait would break more
+// of them, a longer one delay every pause of a stream.
+const maskIdle = 50 * time.Millisecond
+
+// maskReader passes a source through a windowed stream: it holds back the
+// last bytes read (fewer than the longest needle) until more arrive, the
+// source ends, or it has been quiet for maskIdle, so what it hands out, and
+// when, depends on the bytes only where a needle is whole. A goroutine
+// reads the source ahead, into one of two buffers, so that a quiet source
+// can be waited for with a deadline.
+type maskReader struct {
+	src    io.ReadCloser
+	st     stream
+	chunks chan chunk
+	free   chan []byte
+	done   chan struct{}
+	closed sync.Once
+	idle   *time.Timer
+	in     []byte
+	out    []byte
+	off    int
+	err    error
+}
+
+// chunk is one read of the source.
+type chunk struct {
+	b   []byte
+	err error
+}
+
+func newMaskReader(src io.ReadCloser, m *matcher, emit func([]byte, int) ([]byte, error)) *maskReader {
+	r := &maskReader{src: src, st: stream{m: m, emit: emit, window: true},
+		chunks: make(chan chunk, 2), free: make(chan []byte, 2), done: make(chan struct{})}
+	r.free <- make([]byte, readChunk)
+	r.free <- make([]byte, readChunk)
+	r.idle = time.NewTimer(time.Hour)
+	r.idle.Stop()
+	go r.pump()
+	return r
+}
+
+// pump reads the source ahead until it fails or the reader is closed.
+func (r *maskReader) pump() {
+	for {
+		var b []byte
+		select {
+		case b = <-r.free:
+		case <-r.done:
+			return
+		}
+		n, err := r.src.Read(b[:cap(b)])
+		select {
+		case r.chunks <- chunk{b[:n], err}:
+		case <-r.done:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Read returns decided bytes, waiting for the source as needed.
+func (r *maskReader) Read(p []byte) (int, error) {
+	for empty := 0; r.off == len(r.out); empty++ {
+		if r.err != nil {
+			return 0, r.err
+		}
+		if empty == maxEmptyReads {
+			r.err = io.ErrNoProgress
+			continue
+		}
+		r.next()
+	}
+	n := copy(p, r.out[r.off:])
+	r.off += n
+	return n, nil
+}
+
+// next takes the source's next read, or hands out the held tail once the
+// source has been quiet for maskIdle.
+func (r *maskReader) next() {
+	var c chunk
+	if len(r.st.tail) == 0 {
+		c = <-r.chunks
+	} else {
+		r.idle.Reset(maskIdle)
+		select {
+		case c = <-r.chunks:
+			r.idle.Stop()
+		case <-r.idle.C:
+			// emit never fails for a mask.
+			r.out, _ = r.st.flush(r.out[:0])
+			r.off = 0
+			return
+		}
+	}
+	buf := append(append(r.in[:0], r.st.tail...), c.b...)
+	r.in = buf
+	r.free <- c.b
+	eof := errors.Is(c.err, io.EOF)
+	out, decided, _ := r.st.scan(r.out[:0], buf, eof)
+	r.out, r.off = out, 0
+	r.st.tail = append(r.st.tail[:0], buf[decided:]...)
+	switch {
+	case eof:
+		r.err = io.EOF
+	case c.err != nil:
+		// The held tail may be the start of a secret: it is dropped.
+		r.err = c.err
+	}
+}
+
+// Close stops the read-ahead and closes the source.
+func (r *maskReader) Close() error {
+	err := errors.New("credinject: closed twice")
+	r.closed.Do(func() {
+		close(r.done)
+		r.idle.Stop()
+		err = r.src.Close()
+	})
+	return err
+}
+
 // errWriteAfterClose is returned by a MaskWriter used after Close.
 var errWriteAfterClose = errors.New("credinject: write to a MaskWriter after Close")
 
 // MaskWriter replaces each loaded secret in what is written through it with
 // "[masked:NAME]" before passing it on, for a sandboxed command's stdout and
-// stderr. It holds back only a possible start of a secret (fewer bytes than
-// the longest secret) and passes everything else on at once, so prompts and
-// line protocols keep flowing. Where secrets overlap, the longest one that
-// starts at the leftmost position wins. It is not safe for concurrent use.
+// stderr. It holds back the last bytes written (fewer than the longest
+// secret) until more come or none has for maskIdle, whatever they are, so
+// that prompts and line protocols keep flowing and nothing tells the writer
+// whether what it wrote starts a secret. Where secrets overlap, the longest
+// one that starts at the leftmost position wins. Write and Close may be
+// called from one goroutine at a time.
 type MaskWriter struct {
+	mu      sync.Mutex
 	w       io.Writer
 	st      stream
 	scratch []byte
 	out     []byte
 	err     error
+	// idle hands out the held tail once no write has come for maskIdle.
+	idle *time.Timer
 }
 
 // NewMaskWriter returns a MaskWriter writing to w that masks the secrets of
 // set; a nil or empty set masks nothing.
 func NewMaskWriter(w io.Writer, set *Set) *MaskWriter {
 	set = set.orEmpty()
-	return &MaskWriter{w: w, st: stream{m: set.secrets, emit: set.maskedName}}
+	mw := &MaskWriter{w: w, st: stream{m: set.secrets, emit: set.maskedName, window: true}}
+	mw.idle = time.AfterFunc(time.Hour, mw.flushIdle)
+	mw.idle.Stop()
+	return mw
+}
+
+// flushIdle writes the held tail once the stream has been quiet.
+func (mw *MaskWriter) flushIdle() {
+	mw.mu.Lock()
+	defer mw.mu.Unlock()
+	if mw.err == nil {
+		mw.out, _ = mw.st.flush(mw.out[:0])
+		mw.send()
+	}
 }
 
 // maskedName is the emit function turning needle k of secrets or
@@ -251,6 +408,8 @@ func (s *Set) Redact(v string) (string, []string) {
 
 // Write masks p and writes every byte that can no longer begin a secret.
 func (mw *MaskWriter) Write(p []byte) (int, error) {
+	mw.mu.Lock()
+	defer mw.mu.Unlock()
 	if mw.err != nil {
 		return 0, mw.err
 	}
@@ -259,11 +418,17 @@ func (mw *MaskWriter) Write(p []byte) (int, error) {
 	if err := mw.send(); err != nil {
 		return 0, err
 	}
+	if len(mw.st.tail) > 0 {
+		mw.idle.Reset(maskIdle)
+	}
 	return len(p), nil
 }
 
 // Close writes the held-back tail. It does not close the underlying writer.
 func (mw *MaskWriter) Close() error {
+	mw.mu.Lock()
+	defer mw.mu.Unlock()
+	mw.idle.Stop()
 	if mw.err != nil {
 		if mw.err == errWriteAfterClose {
 			return nil

@@ -36,13 +36,7 @@ type parserWatch struct {
 	// until it closes or becomes a tunnel (free).
 	slots chan struct{}
 	freed sync.Once
-
-	mu   sync.Mutex
-	last []byte // the first line of the latest read, for the log
 }
-
-// maxLoggedLine bounds how much of a refused request line is logged.
-const maxLoggedLine = 200
 
 // free gives back the connection's place under the listener's bound.
 func (c *parserWatch) free() { c.freed.Do(func() { <-c.slots }) }
@@ -52,23 +46,10 @@ func (c *parserWatch) Close() error {
 	return c.Conn.Close()
 }
 
-func (c *parserWatch) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 && !c.hijacked.Load() {
-		line, _, _ := bytes.Cut(p[:n], []byte("\n"))
-		c.mu.Lock()
-		c.last = append(c.last[:0], bytes.TrimSuffix(line[:min(len(line), maxLoggedLine)], []byte("\r"))...)
-		c.mu.Unlock()
-	}
-	return n, err
-}
-
 func (c *parserWatch) Write(p []byte) (int, error) {
 	if !c.hijacked.Load() {
 		if status, why, ok := serverRefusal(p); ok {
-			c.mu.Lock()
-			line := string(c.last)
-			c.mu.Unlock()
+			line := c.guard.RequestLine()
 			kind := audit.KindHTTP
 			if len(line) >= 8 && line[:8] == http.MethodConnect+" " {
 				kind = audit.KindConnect
@@ -82,6 +63,9 @@ func (c *parserWatch) Write(p []byte) (int, error) {
 	}
 	return c.Conn.Write(p)
 }
+
+// maxAnswer bounds how much of net/http's answer is logged.
+const maxAnswer = 200
 
 // serverRefusal recognises the answer net/http writes, unbuffered and in
 // one piece, to a request it could not read: a status line, exactly these
@@ -101,7 +85,7 @@ func serverRefusal(p []byte) (status int, why string, ok bool) {
 	if !found || bytes.ContainsAny(statusLine, "\r\n") {
 		return 0, "", false
 	}
-	return status, string(body[:min(len(body), maxLoggedLine)]), true
+	return status, string(body[:min(len(body), maxAnswer)]), true
 }
 
 // hijackWatch tells a parserWatch when a handler (the plain-HTTP

@@ -28,6 +28,23 @@ type FramingGuard struct {
 	line     []byte // the header block or chunk line being collected
 	remain   int64  // body or chunk bytes still to skip
 	dead     bool
+	// first is the request line of the latest header block.
+	first []byte
+}
+
+// maxRequestLine bounds how much of a request line RequestLine returns.
+const maxRequestLine = 200
+
+// RequestLine returns the start of the latest request line the client
+// sent, whole or not yet ended, without its line ending: never a header
+// line, which may carry credentials.
+func (g *FramingGuard) RequestLine() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state == inHeader && len(g.line) > 0 && bytes.IndexByte(g.line, '\n') < 0 {
+		return string(g.line[:min(len(g.line), maxRequestLine)])
+	}
+	return string(g.first)
 }
 
 type framingState int
@@ -129,6 +146,10 @@ func (g *FramingGuard) lineDone() {
 		if bytes.Equal(g.line, []byte("\r\n")) || bytes.Equal(g.line, []byte("\n")) {
 			g.line = g.line[:0] // blank lines between requests are allowed
 			return
+		}
+		if bytes.Count(g.line, []byte("\n")) == 1 {
+			first := bytes.TrimRight(g.line, "\r\n")
+			g.first = append(g.first[:0], first[:min(len(first), maxRequestLine)]...)
 		}
 		if !bytes.HasSuffix(g.line, []byte("\n\r\n")) && !bytes.HasSuffix(g.line, []byte("\n\n")) {
 			return // the block goes on

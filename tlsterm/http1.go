@@ -286,6 +286,8 @@ func (h *conn1) readRequest() *http.Request {
 		why = fmt.Sprintf("its header is over %d bytes", maxRequestHeader)
 	case ue != nil:
 		why = "its URI: " + ue.Err.Error() // not the URI itself, whose query the log never holds
+	case strings.HasPrefix(why, "malformed MIME header"):
+		why, _, _ = strings.Cut(why, `: "`) // not the header line, which may carry a credential
 	default:
 		why = withoutQuotedQuery(why)
 	}

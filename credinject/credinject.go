@@ -11,6 +11,7 @@
 package credinject
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -175,12 +176,76 @@ func (s *Set) Scrub(text string) string {
 }
 
 // MaskBytes returns b with every real secret replaced by its placeholder,
-// for showing a file such as an .npmrc to the sandbox.
+// for showing a file such as an .npmrc to the sandbox: in every spelling
+// Apply sends, and inside any base64 token that decodes to text holding a
+// secret (an .npmrc's _auth or a Docker config's auth is "user:secret" in
+// base64, where no fixed spelling finds it).
 func (s *Set) MaskBytes(b []byte) []byte {
 	s = s.orEmpty()
+	if len(s.creds) == 0 {
+		return b
+	}
 	st := stream{m: s.secrets, emit: s.replaceWithPlaceholder}
 	out, _, _ := st.scan(make([]byte, 0, len(b)), b, true)
-	return out
+	return s.maskBase64(out)
+}
+
+// minBase64 is the shortest run of base64 characters maskBase64 decodes:
+// the encoding of MinSecretLen bytes.
+const minBase64 = (MinSecretLen + 2) / 3 * 4
+
+// maskBase64 re-encodes each base64 token of b (a run of at least
+// minBase64 characters of the standard alphabet, with its padding) whose
+// decoding holds a secret, with the secret replaced by its placeholder.
+func (s *Set) maskBase64(b []byte) []byte {
+	var out []byte
+	done := 0
+	for i := 0; i < len(b); {
+		if !isBase64(b[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(b) && isBase64(b[j]) {
+			j++
+		}
+		end := j
+		for end < len(b) && end-j < 2 && b[end] == '=' {
+			end++
+		}
+		if masked, ok := s.maskToken(b[i:end]); ok {
+			out = append(append(out, b[done:i]...), masked...)
+			done = end
+		}
+		i = end
+	}
+	if out == nil {
+		return b
+	}
+	return append(out, b[done:]...)
+}
+
+// maskToken decodes one base64 token, padded or not, and if it holds a
+// secret returns it masked and encoded the same way.
+func (s *Set) maskToken(tok []byte) ([]byte, bool) {
+	if len(tok) < minBase64 {
+		return nil, false
+	}
+	enc := base64.StdEncoding
+	if len(tok)%4 != 0 {
+		enc = base64.RawStdEncoding
+	}
+	raw, err := enc.DecodeString(string(tok))
+	if err != nil || !slices.ContainsFunc(s.creds, func(c *cred) bool { return bytes.Contains(raw, []byte(c.secret)) }) {
+		return nil, false
+	}
+	st := stream{m: s.secrets, emit: s.replaceWithPlaceholder}
+	masked, _, _ := st.scan(nil, raw, true)
+	return []byte(enc.EncodeToString(masked)), true
+}
+
+func isBase64(c byte) bool {
+	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/'
 }
 
 // maxMaskedFile bounds a file shown masked; such files are small configs.

@@ -1,6 +1,7 @@
 package credinject
 
 import (
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -286,6 +287,21 @@ func TestMaskedFiles(t *testing.T) {
 	ph := strings.TrimPrefix(s.Env()[0], "NPM_TOKEN=")
 	if strings.Contains(got, secret) || !strings.Contains(got, "_authToken="+ph+"\n") || !strings.Contains(got, "always-auth=true") {
 		t.Fatalf("masked file:\n%s", got)
+	}
+	// In base64, as an .npmrc's _auth and _password or a Docker config's
+	// auth hold it, with any user: re-encoded around the placeholder.
+	b64 := base64.StdEncoding.EncodeToString
+	for _, tc := range []struct{ in, want string }{
+		{"_auth=" + b64([]byte("bob:"+secret)) + "\n", "_auth=" + b64([]byte("bob:"+ph)) + "\n"},
+		{"_auth=" + b64([]byte("alice1:"+secret)) + "\n", "_auth=" + b64([]byte("alice1:"+ph)) + "\n"},
+		{"_password=" + b64([]byte(secret)) + "\n", "_password=" + b64([]byte(ph)) + "\n"},
+		{`{"auths":{"r.example":{"auth":"` + base64.RawStdEncoding.EncodeToString([]byte("u:"+secret)) + `"}}}`,
+			`{"auths":{"r.example":{"auth":"` + base64.RawStdEncoding.EncodeToString([]byte("u:"+ph)) + `"}}}`},
+		{"token=" + b64([]byte("bob:not-the-secret")) + "\n", "token=" + b64([]byte("bob:not-the-secret")) + "\n"},
+	} {
+		if got := string(s.MaskBytes([]byte(tc.in))); got != tc.want {
+			t.Errorf("MaskBytes(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 	s2, _ := Load([]policy.Credential{{Name: "npm", Source: policy.Source{Env: "NPM_REAL"}, Hosts: []string{"registry.npmjs.org"},
 		Header: "Authorization: Bearer {}", Env: "NPM_TOKEN", Files: []string{dir + "/missing"}}}, []string{"npm"},

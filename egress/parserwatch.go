@@ -116,6 +116,6 @@ func (w hijackWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // recordParserRefusal logs a request net/http refused on its own.
 func (s *Server) recordParserRefusal(client string) func(audit.Kind, string) {
 	return func(kind audit.Kind, detail string) {
-		s.record(decisionRecord(kind, client, policy.Decision{Reason: ReasonBadRequest, Detail: detail}))
+		s.recordUnauthenticated(decisionRecord(kind, client, policy.Decision{Reason: ReasonBadRequest, Detail: detail}))
 	}
 }

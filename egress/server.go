@@ -78,6 +78,8 @@ type Server struct {
 	// upstreams holds the plain-HTTP proxy's upstream connections.
 	upstreams upstreams
 	ids       atomic.Uint64
+	// unauth bounds the lines of clients without the token.
+	unauth unauthLimiter
 
 	// tunnels are the hijacked client connections still being served, so
 	// a stopping proxy can end them and wait for their close lines.
@@ -186,7 +188,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) refuseAuth(w http.ResponseWriter, r *http.Request, kind audit.Kind, reason policy.Reason, detail string) {
 	host, port := requestTarget(r)
-	s.record(audit.Record{Type: audit.TypeDecision, Kind: kind, Client: r.RemoteAddr,
+	s.recordUnauthenticated(audit.Record{Type: audit.TypeDecision, Kind: kind, Client: r.RemoteAddr,
 		Host: host, Port: port, Decision: audit.Deny, Reason: string(reason), Detail: detail})
 	w.Header().Set("Proxy-Authenticate", `Basic realm="cordon"`)
 	w.Header().Set("X-Cordon-Reason", string(reason))

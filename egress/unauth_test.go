@@ -1,0 +1,97 @@
+package egress
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/audit"
+)
+
+func TestUnauthLimiter(t *testing.T) {
+	var l unauthLimiter
+	now := time.Unix(1000, 0)
+	for i := range unauthBurst {
+		if ok, dropped := l.allow(now); !ok || dropped != 0 {
+			t.Fatalf("line %d of the burst: %v, %d", i, ok, dropped)
+		}
+	}
+	for range 7 {
+		if ok, _ := l.allow(now); ok {
+			t.Fatal("a line past the burst, at once, was allowed")
+		}
+	}
+	// A tenth of a second later, one more line: it carries the count.
+	if ok, dropped := l.allow(now.Add(time.Second / unauthRate)); !ok || dropped != 7 {
+		t.Fatalf("after the refill: %v, %d; want true, 7", ok, dropped)
+	}
+	if ok, _ := l.allow(now.Add(time.Second / unauthRate)); ok {
+		t.Fatal("the refill allowed two lines")
+	}
+	// Quiet for long, the bucket is full again, and no more.
+	later := now.Add(time.Hour)
+	for i := range unauthBurst {
+		if ok, _ := l.allow(later); !ok {
+			t.Fatalf("after an hour, line %d refused", i)
+		}
+	}
+	if ok, _ := l.allow(later); ok {
+		t.Fatal("the bucket held more than its burst")
+	}
+}
+
+// TestUnauthenticatedFloodBounded: a local user without the token cannot
+// fill the session's log: past the burst its refusals are counted, not
+// written, and the count goes out with a later line; the session's own
+// client is logged as always.
+func TestUnauthenticatedFloodBounded(t *testing.T) {
+	proxy, auth, logPath := startProxy(t, "allowed.test", 0)
+	send := func(req string) int {
+		c, err := net.Dial("tcp", proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.Write([]byte(req))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode
+	}
+	const flood = unauthBurst + 50
+	for i := range flood {
+		if code := send("CONNECT flood.test:443 HTTP/1.1\r\nHost: flood.test:443\r\n\r\n"); code != http.StatusProxyAuthRequired {
+			t.Fatalf("request %d: %d", i, code)
+		}
+	}
+	time.Sleep(time.Second / unauthRate * 2)
+	send("CONNECT after.test:443 HTTP/1.1\r\nHost: after.test:443\r\n\r\n")
+	send("CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\nProxy-Authorization: " + auth + "\r\n\r\n")
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := audit.NewReader(strings.NewReader(string(data)), nil)
+	var unauth, counted, own int
+	for rd.Next() {
+		r := rd.Record()
+		switch {
+		case r.Reason == string(ReasonAuthMissing) && strings.Contains(r.Detail, "were not logged one by one"):
+			counted++
+		case r.Reason == string(ReasonAuthMissing):
+			unauth++
+		case r.Host == "denied.test":
+			own++
+		}
+	}
+	if unauth+counted > unauthBurst+5 || counted != 1 || own != 1 {
+		t.Fatalf("%d refusals sent: %d logged one by one, %d lines with a count, %d of the session's own; log:\n%s",
+			flood+1, unauth, counted, own, data)
+	}
+}

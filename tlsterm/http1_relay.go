@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/cordon-sandbox/cordon/credinject"
 )
 
 // Bodies and switched protocols on the HTTP/1.x path, relayed both ways.
@@ -116,9 +118,10 @@ func (h *conn1) switchProtocols(x *exchange, body *clientBody) (int, int64, bool
 	creds := h.st.t.cfg.Creds
 	fromClient, fromUpstream := io.Reader(h.br), io.Reader(h.up.br)
 	h.mask(resp.Header)
+	var guard *credinject.BodyGuard
 	if len(creds.Names()) > 0 {
-		fromClient = creds.GuardBody(io.NopCloser(h.br), h.st.s.Host, h.st.s.Port)
-		fromUpstream = creds.MaskBody(io.NopCloser(h.up.br))
+		guard = creds.GuardBody(io.NopCloser(h.br), h.st.s.Host, h.st.s.Port)
+		fromClient, fromUpstream = guard, creds.MaskBody(io.NopCloser(h.up.br))
 	}
 	writeHead(h.bw, x.req, resp.StatusCode, resp.Header)
 	if h.bw.Flush() != nil {
@@ -126,6 +129,11 @@ func (h *conn1) switchProtocols(x *exchange, body *clientBody) (int, int64, bool
 	}
 	h.guard.Stop() // what follows is not HTTP
 	up, down := relayBoth(h.client, h.up.conn, fromClient, fromUpstream)
+	if guard != nil && guard.Err() != nil {
+		// The switched protocol was cut for what the client sent on it.
+		d := Failure(guard.Err(), creds)
+		x.reason, x.detail = string(d.Reason), d.Detail
+	}
 	x.bytesUp += up
 	h.dropUpstream()
 	return http.StatusSwitchingProtocols, down, false

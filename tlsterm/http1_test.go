@@ -636,6 +636,15 @@ func TestHTTP1Credentials(t *testing.T) {
 		defer c.Close()
 		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\nnew protocol says "+secret+"\n")
 	})
+	origin.HandleFunc("/wsecho", func(w http.ResponseWriter, r *http.Request) {
+		c, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
+		io.Copy(c, rw)
+	})
 	r := newRig(t, origin, rigOptions{creds: creds})
 	c, br := r.dial(t, false)
 
@@ -674,6 +683,30 @@ func TestHTTP1Credentials(t *testing.T) {
 	}
 	if line, _ := br.ReadString('\n'); line != "new protocol says "+api+"\n" {
 		t.Fatalf("switched protocol not masked: %q", line)
+	}
+
+	// Another host's placeholder sent over a switched protocol: the
+	// connection is cut, and the request's close line says why.
+	c, br = r.dial(t, false)
+	fmt.Fprintf(c, "GET /wsecho HTTP/1.1\r\nHost: %s\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n", r.authority())
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	fmt.Fprintf(c, "hello\n")
+	if line, _ := br.ReadString('\n'); line != "hello\n" {
+		t.Fatalf("echo over the switched protocol: %q", line)
+	}
+	fmt.Fprintf(c, "misrouted %s\n", placeholder("OTHER_KEY"))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if rest, err := io.ReadAll(br); err != nil || strings.Contains(string(rest), placeholder("OTHER_KEY")) {
+		t.Fatalf("after the misrouted placeholder: %q, %v; want the connection cut", rest, err)
+	}
+	cut := false
+	for _, rec := range r.waitRecords(t, audit.TypeClose, 3) {
+		cut = cut || rec.Path == "/wsecho" && rec.Reason == string(credinject.ReasonMisroute)
+	}
+	if !cut {
+		t.Fatal("no close line says the switched protocol was cut for a misrouted placeholder")
 	}
 }
 

@@ -172,7 +172,7 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 			f.Host, f.Port = host, t.Port
 			return nil, &plainRefusal{d: f, status: http.StatusBadGateway}
 		}
-		if err := maskPlain(s.cfg.Creds, resp); err != nil {
+		if err := maskPlain(s.cfg.Creds, resp, host, t.Port); err != nil {
 			// Its body cannot be checked: refused unread.
 			resp.Body.Close()
 			f, ok := tlsterm.UncheckedEncoding(err)
@@ -183,9 +183,13 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 			f.Host, f.Port = host, t.Port
 			return nil, &plainRefusal{d: f, status: http.StatusBadGateway}
 		}
+		switched, _ := resp.Body.(*maskedConn)
 		resp.Body = newCountedBody(resp.Body, func(up, down int64, end error) {
 			var f policy.Decision
 			switch {
+			case switched != nil && switched.guard.Err() != nil:
+				// Cut for what the client sent on the switched protocol.
+				f = tlsterm.Failure(switched.guard.Err(), s.cfg.Creds)
 			case end == nil || resp.StatusCode == http.StatusSwitchingProtocols:
 			case errors.Is(end, errBodyCut):
 				// The relay stopped before the body's end without a read
@@ -206,10 +210,11 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 }
 
 // maskPlain masks a plain-HTTP response (tlsterm.MaskResponse) as it
-// comes back. A 101's header keeps its Connection and Upgrade (only values
-// holding a secret change), and what the switched connection brings back
-// is masked as a body is; what the client sends on it goes up as it is.
-func maskPlain(creds *credinject.Set, resp *http.Response) error {
+// comes back from host and port. A 101's header keeps its Connection and
+// Upgrade (only values holding a secret change); what the switched
+// connection brings back is masked as a body is, and what the client sends
+// on it is guarded as a request body is.
+func maskPlain(creds *credinject.Set, resp *http.Response, host string, port int) error {
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		return tlsterm.MaskResponse(creds, resp)
 	}
@@ -218,19 +223,39 @@ func maskPlain(creds *credinject.Set, resp *http.Response) error {
 	}
 	creds.MaskHeader(resp.Header)
 	if conn, ok := resp.Body.(io.ReadWriteCloser); ok {
-		resp.Body = &maskedConn{ReadCloser: creds.MaskBody(conn), w: conn}
+		resp.Body = newMaskedConn(creds, conn, host, port)
 	}
 	return nil
 }
 
 // maskedConn is a switched connection read through a mask and written to
-// as it is. Its Close (the mask's) closes the connection.
+// through a guard. Its Close closes the connection.
 type maskedConn struct {
-	io.ReadCloser
-	w io.Writer
+	io.ReadCloser // the mask
+	up            *io.PipeWriter
+	guard         *credinject.BodyGuard
 }
 
-func (c *maskedConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+// newMaskedConn starts the copy of what the client writes, through the
+// guard, to conn; a refused value ends it and the connection.
+func newMaskedConn(creds *credinject.Set, conn io.ReadWriteCloser, host string, port int) *maskedConn {
+	pr, pw := io.Pipe()
+	c := &maskedConn{ReadCloser: creds.MaskBody(conn), up: pw, guard: creds.GuardBody(pr, host, port)}
+	go func() {
+		if _, err := io.Copy(conn, c.guard); err != nil {
+			pr.CloseWithError(err)
+			conn.Close()
+		}
+	}()
+	return c
+}
+
+func (c *maskedConn) Write(p []byte) (int, error) { return c.up.Write(p) }
+
+func (c *maskedConn) Close() error {
+	c.up.Close()
+	return c.ReadCloser.Close()
+}
 
 // RemoveHopHeaders deletes hop-by-hop headers and those the Connection
 // header names (tlsterm.RemoveHopByHop). An upgrade keeps "Connection:

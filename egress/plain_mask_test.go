@@ -256,6 +256,25 @@ func TestPlainMaskedResponses(t *testing.T) {
 				t.Fatalf("the client's side of the switched connection: %q %v", line, err)
 			}
 		}},
+		{"a secret sent on the switched connection", credinject.ReasonSecretLeak, func(t *testing.T, r *plainMaskRig) {
+			c, err := net.Dial("tcp", r.proxy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n",
+				r.origin.URL+"/ws", strings.TrimPrefix(r.origin.URL, "http://"), r.auth)
+			br := bufio.NewReader(c)
+			if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 101 {
+				t.Fatalf("switch: %v %v", resp, err)
+			}
+			br.ReadString('\n')
+			io.WriteString(c, "leak "+plainSecret+"\n")
+			if rest, _ := io.ReadAll(br); strings.Contains(string(rest), "echo") {
+				t.Fatalf("the secret went up: %q", rest)
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newPlainMaskRig(t)

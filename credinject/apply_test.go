@@ -492,28 +492,14 @@ func TestGuardHoldsNothingBackForASecret(t *testing.T) {
 			g := set.GuardBody(pr, "evil.example", 443)
 			sent := "filler " + tc.tail
 			go pw.Write([]byte(sent))
-			got := make(chan string, 1)
-			go func() {
-				buf := make([]byte, 256)
-				var all []byte
-				for len(all) < len(sent) {
-					n, err := g.Read(buf)
-					all = append(all, buf[:n]...)
-					if err != nil {
-						break
-					}
-				}
-				got <- string(all)
-			}()
-			select {
-			case b := <-got:
+			b, in := readWithin(g, len(sent), 300*time.Millisecond)
+			switch {
+			case in:
 				if tc.held || b != sent {
 					t.Fatalf("handed out %q; want %q held=%v", b, sent, tc.held)
 				}
-			case <-time.After(300 * time.Millisecond):
-				if !tc.held {
-					t.Fatalf("%q held back: the guard waits on a possible secret", tc.tail)
-				}
+			case !tc.held:
+				t.Fatalf("%q held back: the guard waits on a possible secret", tc.tail)
 			}
 		})
 	}

@@ -155,12 +155,9 @@ const readChunk = 32 << 10
 // tolerates in a row before giving up with io.ErrNoProgress.
 const maxEmptyReads = 100
 
-// streamReader passes a source through a stream. Memory is bounded by
-// readChunk plus the longest needle, plus the replacements.
-type streamReader struct {
-	src io.ReadCloser
-	st  stream
-	in  []byte
+// decided is the output side of a reader over a stream: what the stream
+// has decided, handed out in turn.
+type decided struct {
 	out []byte
 	off int
 	// err ends the stream once out is drained: io.EOF, a source error or a
@@ -168,26 +165,38 @@ type streamReader struct {
 	err error
 }
 
+// read hands out decided bytes, calling more while there are none.
+func (d *decided) read(p []byte, more func()) (int, error) {
+	for empty := 0; d.off == len(d.out); empty++ {
+		if d.err != nil {
+			return 0, d.err
+		}
+		if empty == maxEmptyReads {
+			d.err = io.ErrNoProgress
+			continue
+		}
+		more()
+	}
+	n := copy(p, d.out[d.off:])
+	d.off += n
+	return n, nil
+}
+
+// streamReader passes a source through a stream. Memory is bounded by
+// readChunk plus the longest needle, plus the replacements.
+type streamReader struct {
+	src io.ReadCloser
+	st  stream
+	in  []byte
+	decided
+}
+
 func newStreamReader(src io.ReadCloser, m *matcher, emit func([]byte, int) ([]byte, error)) *streamReader {
 	return &streamReader{src: src, st: stream{m: m, emit: emit}}
 }
 
 // Read returns decided bytes, reading the source as needed.
-func (r *streamReader) Read(p []byte) (int, error) {
-	for empty := 0; r.off == len(r.out); empty++ {
-		if r.err != nil {
-			return 0, r.err
-		}
-		if empty == maxEmptyReads {
-			r.err = io.ErrNoProgress
-			continue
-		}
-		r.fill()
-	}
-	n := copy(p, r.out[r.off:])
-	r.off += n
-	return n, nil
-}
+func (r *streamReader) Read(p []byte) (int, error) { return r.read(p, r.fill) }
 
 // fill reads once from the source and scans what arrived after the tail.
 func (r *streamReader) fill() {
@@ -236,9 +245,7 @@ type maskReader struct {
 	closed sync.Once
 	idle   *time.Timer
 	in     []byte
-	out    []byte
-	off    int
-	err    error
+	decided
 }
 
 // chunk is one read of the source.
@@ -280,21 +287,7 @@ func (r *maskReader) pump() {
 }
 
 // Read returns decided bytes, waiting for the source as needed.
-func (r *maskReader) Read(p []byte) (int, error) {
-	for empty := 0; r.off == len(r.out); empty++ {
-		if r.err != nil {
-			return 0, r.err
-		}
-		if empty == maxEmptyReads {
-			r.err = io.ErrNoProgress
-			continue
-		}
-		r.next()
-	}
-	n := copy(p, r.out[r.off:])
-	r.off += n
-	return n, nil
-}
+func (r *maskReader) Read(p []byte) (int, error) { return r.read(p, r.next) }
 
 // next takes the source's next read, or hands out the held tail once the
 // source has been quiet for maskIdle.

@@ -427,26 +427,10 @@ func TestMaskBodyHandsOutQuietTails(t *testing.T) {
 		body := set.MaskBody(pr)
 		sent := "echo: " + tail
 		go pw.Write([]byte(sent))
-		got := make(chan string, 1)
-		go func() {
-			var all []byte
-			buf := make([]byte, 64)
-			for len(all) < len(sent) {
-				n, err := body.Read(buf)
-				all = append(all, buf[:n]...)
-				if err != nil {
-					break
-				}
-			}
-			got <- string(all)
-		}()
-		select {
-		case b := <-got:
-			if b != sent {
-				t.Errorf("handed out %q, want %q", b, sent)
-			}
-		case <-time.After(5 * time.Second):
+		if b, in := readWithin(body, len(sent), 5*time.Second); !in {
 			t.Errorf("%q held back while the upstream is quiet", tail)
+		} else if b != sent {
+			t.Errorf("handed out %q, want %q", b, sent)
 		}
 		pw.Close()
 		body.Close()
@@ -569,4 +553,28 @@ func fuzzNeedles(a, b string) []string {
 		}
 	}
 	return needles
+}
+
+// readWithin reads r until it has n bytes or fails, and says whether that
+// happened within d; a read still waiting then is left to its goroutine.
+func readWithin(r io.Reader, n int, d time.Duration) (string, bool) {
+	got := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 256)
+		var all []byte
+		for len(all) < n {
+			k, err := r.Read(buf)
+			all = append(all, buf[:k]...)
+			if err != nil {
+				break
+			}
+		}
+		got <- string(all)
+	}()
+	select {
+	case b := <-got:
+		return b, true
+	case <-time.After(d):
+		return "", false
+	}
 }

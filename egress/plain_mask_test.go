@@ -2,7 +2,6 @@ package egress
 
 import (
 	"bufio"
-	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/credinject"
+	"github.com/cordon-sandbox/cordon/internal/echotest"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/tlsterm"
 )
@@ -41,46 +41,9 @@ type plainMaskRig struct {
 
 func newPlainMaskRig(t *testing.T) *plainMaskRig {
 	r := &plainMaskRig{next: make(chan struct{}, 1), logPath: filepath.Join(t.TempDir(), "audit.jsonl")}
-	creds, err := credinject.Load([]policy.Credential{
-		{Name: "api", Source: policy.Source{Env: "API_SECRET"}, Hosts: []string{"127.0.0.1:*"},
-			Header: "Authorization: Bearer {}", Env: "API_KEY", AllowPlaintext: true},
-	}, []string{"api"}, credinject.Options{Env: func(string) string { return plainSecret }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.placeholder = strings.TrimPrefix(creds.Env()[0], "API_KEY=")
-
-	mux := http.NewServeMux()
-	mux.HandleFunc("/hints", func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set("Link", "</app.css?k="+req.Header.Get("Authorization")+">; rel=preload")
-		w.WriteHeader(http.StatusEarlyHints)
-		w.Header().Del("Link")
-		io.WriteString(w, "final")
-	})
-	mux.HandleFunc("/trailer", func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set("Trailer", "X-Echo")
-		io.WriteString(w, "body")
-		w.(http.Flusher).Flush()
-		w.Header().Set("X-Echo", req.Header.Get("Authorization"))
-		w.Header().Set(http.TrailerPrefix+"X-Late", req.Header.Get("Authorization"))
-	})
-	mux.HandleFunc("/gzip", func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set("Content-Encoding", "gzip")
-		zw := gzip.NewWriter(w)
-		fmt.Fprintf(zw, "first %s\n", req.Header.Get("Authorization"))
-		zw.Flush()
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.next:
-		case <-time.After(5 * time.Second):
-		}
-		fmt.Fprintf(zw, "second %s\n", req.Header.Get("Authorization"))
-		zw.Close()
-	})
-	mux.HandleFunc("/br", func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set("Content-Encoding", "br")
-		io.WriteString(w, "as if compressed: "+req.Header.Get("Authorization"))
-	})
+	creds, placeholder := echotest.Creds(t, plainSecret)
+	r.placeholder = placeholder
+	mux := echotest.Origin(r.next)
 	mux.HandleFunc("/ws", func(w http.ResponseWriter, req *http.Request) {
 		c, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {

@@ -12,71 +12,14 @@ import (
 	"net/textproto"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/credinject"
-	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/internal/echotest"
 )
 
-// maskSecret is the real value of the credential maskCreds loads.
+// maskSecret is the real value of the tests' credential.
 const maskSecret = "s3cr3t-value-for-the-mask-tests"
-
-// maskCreds loads one header credential for 127.0.0.1 (plain HTTP allowed)
-// and returns it with its placeholder.
-func maskCreds(t testing.TB) (*credinject.Set, string) {
-	t.Helper()
-	creds, err := credinject.Load([]policy.Credential{
-		{Name: "api", Source: policy.Source{Env: "API_SECRET"}, Hosts: []string{"127.0.0.1:*"},
-			Header: "Authorization: Bearer {}", Env: "API_KEY", AllowPlaintext: true},
-	}, []string{"api"}, credinject.Options{Env: func(string) string { return maskSecret }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	placeholder, ok := strings.CutPrefix(creds.Env()[0], "API_KEY=")
-	if !ok {
-		t.Fatalf("no placeholder in %v", creds.Env())
-	}
-	return creds, placeholder
-}
-
-// echoOrigin answers with the Authorization header it got (the injected
-// secret) in the places a response can carry it. /gzip streams: it sends
-// its second line only once next has a value (or after 5 s).
-func echoOrigin(next <-chan struct{}) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/hints", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Link", "</app.css?k="+r.Header.Get("Authorization")+">; rel=preload")
-		w.WriteHeader(http.StatusEarlyHints)
-		w.Header().Del("Link")
-		io.WriteString(w, "final")
-	})
-	mux.HandleFunc("/trailer", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Trailer", "X-Echo")
-		io.WriteString(w, "body")
-		w.(http.Flusher).Flush()
-		w.Header().Set("X-Echo", r.Header.Get("Authorization"))
-		w.Header().Set(http.TrailerPrefix+"X-Late", r.Header.Get("Authorization"))
-	})
-	mux.HandleFunc("/gzip", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Encoding", "gzip")
-		zw := gzip.NewWriter(w)
-		fmt.Fprintf(zw, "first %s\n", r.Header.Get("Authorization"))
-		zw.Flush()
-		w.(http.Flusher).Flush()
-		select {
-		case <-next:
-		case <-time.After(5 * time.Second):
-		}
-		fmt.Fprintf(zw, "second %s\n", r.Header.Get("Authorization"))
-		zw.Close()
-	})
-	mux.HandleFunc("/br", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Encoding", "br")
-		io.WriteString(w, "as if compressed: "+r.Header.Get("Authorization"))
-	})
-	return mux
-}
 
 // maskCase is one response echoing the secret, as the sandbox's client
 // should see it: check returns the HTTP version spoken and what went
@@ -86,7 +29,7 @@ type maskCase struct {
 	check      func(c *http.Client, url, placeholder string, next chan<- struct{}) (int, string)
 }
 
-// maskCases are the echoing responses of echoOrigin.
+// maskCases are the echoing responses of echotest.Origin.
 func maskCases() []maskCase {
 	return []maskCase{
 		{"103 early hints", "/hints", func(c *http.Client, url, ph string, _ chan<- struct{}) (int, string) {
@@ -165,7 +108,7 @@ func maskCases() []maskCase {
 // coding cordon cannot decode (br) is refused, 502 unchecked_encoding,
 // and so logged.
 func TestMaskedResponses(t *testing.T) {
-	creds, ph := maskCreds(t)
+	creds, ph := echotest.Creds(t, maskSecret)
 	for _, path := range []struct {
 		name       string
 		h2, h1Only bool // the client's protocol, the origin's
@@ -177,7 +120,7 @@ func TestMaskedResponses(t *testing.T) {
 		for _, tc := range maskCases() {
 			t.Run(path.name+"/"+tc.name, func(t *testing.T) {
 				next := make(chan struct{}, 1)
-				r := newRig(t, echoOrigin(next), rigOptions{creds: creds, h1Only: path.h1Only})
+				r := newRig(t, echotest.Origin(next), rigOptions{creds: creds, h1Only: path.h1Only})
 				proto, msg := tc.check(r.client(r.ClientRoots, path.h2), r.url(tc.path), ph, next)
 				if msg != "" {
 					t.Fatal(msg)
@@ -201,7 +144,7 @@ func TestMaskedResponses(t *testing.T) {
 // TestMaskResponseEncodings: which content codings MaskResponse decodes,
 // passes or refuses, and that it touches nothing without credentials.
 func TestMaskResponseEncodings(t *testing.T) {
-	creds, ph := maskCreds(t)
+	creds, ph := echotest.Creds(t, maskSecret)
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	io.WriteString(zw, "key "+maskSecret)

@@ -931,3 +931,32 @@ func TestRunRestoresTheTerminal(t *testing.T) {
 		}
 	}
 }
+
+// TestRunEveryTmpfsSized: tmp_size bounds every tmpfs the command can
+// write, not /tmp alone: HOME and /dev/shm answer ENOSPC past it too,
+// and /dev itself, a tmpfs bubblewrap cannot size, is read-only.
+// (Without a memory cgroup nothing else bounds the RAM a box fills there.)
+func TestRunEveryTmpfsSized(t *testing.T) {
+	b := newBox(t)
+	cfg := b.config("limits:\n  tmp_size: 1MiB\n")
+	const fill = `
+import errno, os
+for d in ["/tmp", os.environ["HOME"], "/dev/shm", "/dev"]:
+    n = 0
+    try:
+        fd = os.open(os.path.join(d, "fill"), os.O_WRONLY | os.O_CREAT, 0o600)
+        while n < 4 << 20:
+            n += os.write(fd, b"x" * 65536)
+        got = "unbounded"
+    except OSError as e:
+        got = errno.errorcode[e.errno]
+    print(d, got, n >> 10)
+`
+	r := b.run("--config", cfg, "--net", "off", "--", "python3", "-c", fill)
+	expectCode(t, r, 0)
+	for _, want := range []string{"/tmp ENOSPC 1024\n", b.home + " ENOSPC 1024\n", "/dev/shm ENOSPC 1024\n", "/dev EROFS 0\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("want %q in:\n%s%s", want, r.stdout, r.stderr)
+		}
+	}
+}

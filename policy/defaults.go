@@ -9,7 +9,7 @@ const (
 	DefaultTimeout time.Duration = 0
 	DefaultMemory  int64         = 8 << 30 // 8 GiB: enough to link large Rust or C++ builds.
 	DefaultPids    int           = 4096    // room for parallel builds, a wall against fork bombs.
-	DefaultTmpSize int64         = 2 << 30 // 2 GiB of tmpfs at /tmp.
+	DefaultTmpSize int64         = 2 << 30 // 2 GiB for each tmpfs: /tmp, HOME, /dev/shm.
 	// DefaultAuditBudget is 1 GiB of audit lines per session: some 2.5
 	// million decisions, and a bound on what a command can make cordon
 	// write to the host's disk.

@@ -179,11 +179,21 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		}
 		roots = append(roots, e)
 	}
-	a = append(a, "--proc", "/proc", "--dev", "/dev")
-	if p.Limits.TmpSize > 0 {
-		a = append(a, "--size", strconv.FormatInt(p.Limits.TmpSize, 10))
+	// Every tmpfs the box can write holds at most tmp_size: tmpfs pages
+	// are charged to the run's memory cgroup, but without one (the
+	// rlimit fallback) nothing else bounds the RAM a box fills there.
+	// bwrap's --dev is a tmpfs it cannot size, so /dev is made
+	// read-only below, and /dev/shm is a tmpfs of its own.
+	tmpfs := func(perms, path string) {
+		if p.Limits.TmpSize > 0 {
+			a = append(a, "--size", strconv.FormatInt(p.Limits.TmpSize, 10))
+		}
+		a = append(a, "--perms", perms, "--tmpfs", path)
 	}
-	a = append(a, "--perms", "1777", "--tmpfs", "/tmp", "--perms", "0700", "--tmpfs", h.home)
+	a = append(a, "--proc", "/proc", "--dev", "/dev")
+	tmpfs("1777", "/dev/shm")
+	tmpfs("1777", "/tmp")
+	tmpfs("0700", h.home)
 	if p.Network == policy.NetOpen {
 		if r, err := filepath.EvalSymlinks("/etc/resolv.conf"); err == nil && !sandbox.Within(r, "/etc") && !sandbox.Within(r, "/usr") {
 			a = append(a, "--ro-bind", r, r)
@@ -321,7 +331,10 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	if len(l.files) > 0 || l.emptyDir != "" {
 		l.scratch = scratch
 	}
-	a = append(a, "--remount-ro", "/", "--chdir", workdir, "--clearenv")
+	// /dev goes read-only last, once the devices named with allow_path
+	// have their mount points there; /dev/shm and /dev/pts, mounts of
+	// their own, stay writable.
+	a = append(a, "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", workdir, "--clearenv")
 	env, err := environment(p.Env, h.env, h.home, h.user, s.Env)
 	if err != nil {
 		return nil, err

@@ -32,17 +32,18 @@ func TestBuildArgv(t *testing.T) {
 				{"/usr/bin/bwrap", "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup", "--unshare-net"},
 				{"--die-with-parent", "--new-session", "--disable-userns", "--cap-drop", "ALL"},
 				{"--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"},
-				{"--proc", "/proc", "--dev", "/dev"},
-				{"--perms", "0700", "--tmpfs", "{home}"},
+				{"--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm"},
+				{"--perms", "1777", "--tmpfs", "/tmp", "--perms", "0700", "--tmpfs", "{home}"},
 				{"--bind", "{ws}", "{ws}"},
-				{"--remount-ro", "/", "--chdir", "{ws}", "--clearenv"},
+				{"--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "{ws}", "--clearenv"},
 				{"--setenv", "HOME", "{home}"},
 				{"--setenv", "TMPDIR", "/tmp"},
 				{"--seccomp", "4", "--json-status-fd", "3", "--block-fd", "7", "--", "/usr/bin/true"},
 			},
 			// bwrap's own init is pid 1, not the command, and cordon's
 			// binary is not mounted: nothing in this box has a use for it.
-			notWant: [][]string{{"--share-net"}, {"--as-pid-1"}, {selfPath}},
+			// No tmp_size (0) sizes no tmpfs.
+			notWant: [][]string{{"--share-net"}, {"--as-pid-1"}, {selfPath}, {"--size"}},
 		},
 		{
 			name: "network restricted holds cordon, for git's ssh",
@@ -63,12 +64,19 @@ func TestBuildArgv(t *testing.T) {
 			notWant: [][]string{{"--unshare-net"}},
 		},
 		{
-			name: "tmp size",
+			// tmp_size caps every tmpfs the box can write, not /tmp alone;
+			// /dev, a tmpfs bwrap cannot size, is read-only.
+			name: "tmp size caps /tmp, HOME and /dev/shm",
 			setup: func(t *testing.T, f fixture, p *policy.Policy) {
 				p.Limits.TmpSize = 1 << 20
 			},
 			argv: []string{"true"},
-			want: [][]string{{"--size", "1048576", "--perms", "1777", "--tmpfs", "/tmp"}},
+			want: [][]string{
+				{"--dev", "/dev", "--size", "1048576", "--perms", "1777", "--tmpfs", "/dev/shm"},
+				{"--size", "1048576", "--perms", "1777", "--tmpfs", "/tmp"},
+				{"--size", "1048576", "--perms", "0700", "--tmpfs", "{home}"},
+				{"--remount-ro", "/dev"},
+			},
 		},
 		{
 			name: "expose is read-only and its credential files are masked",
@@ -169,6 +177,40 @@ func TestBuildArgv(t *testing.T) {
 			}
 			checkScratch(t, l, f.scratch)
 		})
+	}
+}
+
+// TestBuildEveryTmpfsSized: with tmp_size set, every tmpfs in the argv
+// is either sized or made read-only (the guards' placeholders, the .git
+// hooks directory here), whatever else the policy mounts.
+func TestBuildEveryTmpfsSized(t *testing.T) {
+	f := newFixture(t)
+	mkdirs(t, filepath.Join(f.ws, ".git"), filepath.Join(f.root, "cache"))
+	p := &policy.Policy{Network: policy.NetOff, Limits: policy.Limits{TmpSize: 4096},
+		AllowPaths: []string{filepath.Join(f.root, "cache") + ":rw"}}
+	l, err := build(f.spec(p, "true"), f.host(), f.scratch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i, arg := range l.argv {
+		if arg != "--tmpfs" || i+1 >= len(l.argv) {
+			continue
+		}
+		n++
+		dst := l.argv[i+1]
+		sized := i >= 4 && l.argv[i-4] == "--size" && l.argv[i-3] == "4096"
+		readOnly := hasSeq(l.argv[i:], "--tmpfs", dst, "--remount-ro", dst)
+		if !sized && !readOnly {
+			t.Errorf("tmpfs %s is neither sized nor read-only\nargv: %q", dst, l.argv)
+		}
+	}
+	if n < 4 {
+		t.Errorf("%d tmpfs mounts, want /dev/shm, /tmp, HOME and a guard's\nargv: %q", n, l.argv)
+	}
+	// bwrap's /dev is a tmpfs too, one it cannot size.
+	if !hasSeq(l.argv, "--remount-ro", "/dev") {
+		t.Errorf("/dev stays writable\nargv: %q", l.argv)
 	}
 }
 

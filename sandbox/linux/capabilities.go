@@ -20,7 +20,7 @@ func Capabilities() sandbox.Table {
 			{Capability: sandbox.CapSyscalls, Status: sandbox.Ready,
 				Why: "a seccomp filter handed to bubblewrap"},
 			{Capability: sandbox.CapLimits, Status: sandbox.Ready,
-				Why: "memory and processes through a cgroup v2 of their own when one is delegated, else RLIMIT_DATA and RLIMIT_NPROC; /tmp is a sized tmpfs; cordon keeps the deadline by killing the sandbox's pid 1"},
+				Why: "memory and processes through a cgroup v2 of their own when one is delegated, else RLIMIT_DATA and RLIMIT_NPROC; /tmp, HOME and /dev/shm are sized tmpfs; cordon keeps the deadline by killing the sandbox's pid 1"},
 			{Capability: sandbox.CapProcessTree, Status: sandbox.Ready,
 				Why: "a pid namespace of its own, with bwrap's init as pid 1: the deadline or a dying cordon ends every descendant, daemons included"},
 		},

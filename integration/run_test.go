@@ -932,6 +932,119 @@ func TestRunRestoresTheTerminal(t *testing.T) {
 	}
 }
 
+// ttyAfter runs argv[2:] in directory argv[1] as the foreground job of a
+// new pseudo-terminal, as ttyProbe does, then does what the user's shell
+// and prompts do next: writes to the terminal through the open file it
+// shares with the command, and opens the terminal anew. It prints how
+// each went, whether that file is still blocking, and what the command
+// printed.
+const ttyAfter = `
+import errno, fcntl, os, pty, signal, subprocess, sys, termios
+master, slave = pty.openpty()
+name = os.ttyname(slave)
+def child():
+    os.setsid()
+    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+p = subprocess.Popen(sys.argv[2:], stdin=slave, stdout=slave, stderr=slave, cwd=sys.argv[1], preexec_fn=child)
+p.wait()
+nonblock = int(bool(fcntl.fcntl(slave, fcntl.F_GETFL) & os.O_NONBLOCK))
+def alarm(*_):
+    raise TimeoutError
+signal.signal(signal.SIGALRM, alarm)
+signal.alarm(5)
+try:
+    os.write(slave, b"after\n")
+    wrote = "ok"
+except TimeoutError:
+    wrote = "blocked"
+except OSError as e:
+    wrote = errno.errorcode[e.errno]
+signal.alarm(0)
+try:
+    os.close(os.open(name, os.O_RDWR | os.O_NOCTTY))
+    opened = "ok"
+except OSError as e:
+    opened = errno.errorcode[e.errno]
+os.set_blocking(master, False)
+out = b""
+try:
+    while True:
+        b = os.read(master, 4096)
+        if not b:
+            break
+        out += b
+except OSError:
+    pass
+print("exit", p.returncode, "write", wrote, "open", opened, "nonblock", nonblock)
+print("output", out.decode(errors="replace").replace("\r", "").replace("\n", " "))
+`
+
+// ttyMangle is what a command can do to the terminal it is handed that
+// outlives it: exclusive mode (no one but root can open the terminal),
+// output stopped (the shell's next write waits for ever), the shared open
+// file made non-blocking (the shell's next read fails; not with the
+// argument "blocking"). First it tries to make the terminal its own,
+// which its session of its own prevents.
+const ttyMangle = `
+import errno, fcntl, os, sys, termios
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+print("steal", attempt(lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 1)),
+      "pgrp", attempt(lambda: os.tcsetpgrp(0, os.getpgrp())), flush=True)
+fcntl.ioctl(0, termios.TIOCEXCL)
+if sys.argv[1:] != ["blocking"]:
+    fcntl.fcntl(0, fcntl.F_SETFL, fcntl.fcntl(0, fcntl.F_GETFL) | os.O_NONBLOCK)
+termios.tcflow(0, termios.TCOOFF)
+`
+
+// TestRunRestoresTerminalModes: what the command leaves on the terminal
+// beyond its settings, exclusive mode, stopped output, a non-blocking
+// open file, is undone when the run ends, whether the command exits or
+// is ended at its deadline: the shell can write, and a prompt (sudo, ssh)
+// can open the terminal. With --credential the command's output reaches
+// the terminal through cordon, which must not wait for ever to write
+// what the command printed after it stopped the terminal's output (the
+// terminal left blocking there, or cordon's write fails at once).
+func TestRunRestoresTerminalModes(t *testing.T) {
+	b := newBox(t)
+	cfg := b.config(`credentials:
+  - name: provider
+    source: {env: PROVIDER_REAL_KEY}
+    hosts: [api.provider.example]
+    header: "Authorization: Bearer {}"
+    env: PROVIDER_API_KEY
+`)
+	for _, c := range []struct {
+		args    []string
+		exit    string
+		printed string // what the command printed last, when it must arrive
+	}{
+		{[]string{"--net", "off", "--", "python3", "-c", ttyMangle}, "exit 0", ""},
+		{[]string{"--net", "off", "--timeout", "1s", "--", "python3", "-c", ttyMangle + "import time; time.sleep(30)\n"}, "exit 124", ""},
+		{[]string{"--net", "restricted", "--config", cfg, "--credential", "provider", "--timeout", "20s", "--",
+			"python3", "-c", ttyMangle + "print('printed after', flush=True)\n", "blocking"}, "exit 0", "printed after"},
+	} {
+		flags := c.args[:slices.Index(c.args, "--")]
+		argv := append([]string{"-c", ttyAfter, b.ws, cordonBin(t), "run", "--audit", b.audit}, c.args...)
+		r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm", "PROVIDER_REAL_KEY=sk-terminal-test-0123456789"), "/usr/bin/python3", argv...))
+		if want := c.exit + " write ok open ok nonblock 0"; !strings.Contains(r.stdout, want) {
+			t.Errorf("%q: %q; want %q\n%s", flags, strings.TrimSpace(r.stdout), want, r.stderr)
+		}
+		// The command never had the terminal's foreground process group
+		// to leave behind.
+		if want := "steal EPERM pgrp ENOTTY"; !strings.Contains(r.stdout, want) {
+			t.Errorf("%q: %q; want %q\n%s", flags, strings.TrimSpace(r.stdout), want, r.stderr)
+		}
+		if !strings.Contains(r.stdout, c.printed) {
+			t.Errorf("%q: %q; want %q\n%s", flags, strings.TrimSpace(r.stdout), c.printed, r.stderr)
+		}
+	}
+}
+
 // TestRunEveryTmpfsSized: tmp_size bounds every tmpfs the command can
 // write, not /tmp alone: HOME and /dev/shm answer ENOSPC past it too,
 // and /dev itself, a tmpfs bubblewrap cannot size, is read-only.

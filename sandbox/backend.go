@@ -118,6 +118,13 @@ type Spec struct {
 	// down; Run then returns the same result. cordon run records the exit
 	// here, beside the teardown.
 	Exited func(Result)
+	// Ended, when set, may be called once the command and its sandbox
+	// are gone, however they ended, and before Run waits for the last of
+	// the command's output to be copied to Stdout and Stderr (when they
+	// are not files): output bound for a terminal the command stopped
+	// (tcflow TCOOFF) would wait there for ever. cordon run puts the
+	// terminal back here, and again once Run returns.
+	Ended func()
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer

@@ -481,7 +481,11 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	}
 	s.Exited = func(res sandbox.Result) { recordExit(res, nil) }
 
+	// The terminal is put back once the sandbox is gone, before cordon
+	// waits for the masked output still to be written to it (it would
+	// wait for ever on output the command stopped), and again here.
 	restoreTerminal := keepTerminal()
+	s.Ended = restoreTerminal
 	res, runErr := backend.Run(ctx, s)
 	restoreTerminal()
 	if err := r.refuseBlocked(); err != nil {

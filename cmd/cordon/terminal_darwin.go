@@ -6,3 +6,12 @@ const (
 	ioctlGetTermios = unix.TIOCGETA
 	ioctlSetTermios = unix.TIOCSETA
 )
+
+// exclusive reports whether the terminal on fd is in exclusive mode:
+// macOS cannot tell, and a shell's terminal is not, so it says no.
+func exclusive(int) bool { return false }
+
+// startOutput restarts output stopped by tcflow(TCOOFF) or ^S.
+func startOutput(fd int) {
+	_ = unix.IoctlSetInt(fd, unix.TIOCSTART, 0)
+}

@@ -334,6 +334,11 @@ loop:
 			ctx = context.Background()
 		}
 	}
+	// The sandbox is gone; the copies of its output, waited for on
+	// return, may need the terminal it shared put back first.
+	if s.Ended != nil {
+		s.Ended()
+	}
 	wg.Wait()
 	if released != nil {
 		// bwrap ended first; its stream is closed, so release returns.

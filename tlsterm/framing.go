@@ -147,7 +147,7 @@ func (g *FramingGuard) lineDone() {
 			g.line = g.line[:0] // blank lines between requests are allowed
 			return
 		}
-		if bytes.Count(g.line, []byte("\n")) == 1 {
+		if bytes.IndexByte(g.line, '\n') == len(g.line)-1 { // the block's first line
 			first := bytes.TrimRight(g.line, "\r\n")
 			g.first = append(g.first[:0], first[:min(len(first), maxRequestLine)]...)
 		}

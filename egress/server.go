@@ -358,9 +358,16 @@ func (s *Server) carry(t *tunnel, kind audit.Kind) {
 	if t.tls != nil {
 		var why string
 		proto, why, t.client, t.upstream = sniff(t.client, t.upstream, sniffTimeout)
-		if proto == protoRefused {
+		switch proto {
+		case protoRefused:
 			t.tls.Release()
 			s.refuseUnread(t, kind, why)
+			return
+		case protoEnded:
+			t.tls.Release()
+			t.client.Close()
+			t.upstream.Close()
+			s.closeLine(t, kind, 0, 0)
 			return
 		}
 	}
@@ -397,6 +404,11 @@ func (s *Server) refuseUnread(t *tunnel, kind audit.Kind, why string) {
 // close record.
 func (s *Server) splice(t *tunnel, kind audit.Kind) {
 	up, down := Splice(t.client, t.upstream)
+	s.closeLine(t, kind, up, down)
+}
+
+// closeLine records a tunnel's end and the bytes it carried each way.
+func (s *Server) closeLine(t *tunnel, kind audit.Kind, up, down int64) {
 	s.record(audit.Record{Type: audit.TypeClose, Kind: kind, ID: t.id, Host: t.target.Host, Port: t.target.Port,
 		Addr: t.addr.String(), BytesUp: up, BytesDown: down, DurationMS: time.Since(t.started).Milliseconds()})
 }

@@ -14,6 +14,7 @@ type protocol int
 
 const (
 	protoRefused protocol = iota // neither side made it plain in time
+	protoEnded                   // a side left before either made it plain
 	protoOpaque                  // the server spoke first: SSH, SMTP
 	protoTLS                     // a TLS handshake record from the client
 	protoHTTP                    // a plaintext HTTP/1.x request line from the client
@@ -25,9 +26,9 @@ const (
 // own accord, before a byte of the client's reached it: a TLS or HTTP
 // server never does, so a tunnel relayed unread cannot reach a server
 // that routes by name. sniff waits up to timeout for one or the other; a
-// tunnel neither side made plain by then is refused. The returned conns
-// replay every byte sniff read; why says, for a refused tunnel, what was
-// seen.
+// tunnel neither side made plain by then is refused, and one a side left
+// before that has ended. The returned conns replay every byte sniff read;
+// why says, for a refused tunnel, what was seen.
 func sniff(client, upstream net.Conn, timeout time.Duration) (proto protocol, why string, c, u net.Conn) {
 	deadline := time.Now().Add(timeout)
 	cr := bufio.NewReader(client)
@@ -50,32 +51,28 @@ func sniff(client, upstream net.Conn, timeout time.Duration) (proto protocol, wh
 	client.SetReadDeadline(deadline)
 	upstream.SetReadDeadline(deadline)
 
+	left := func(err error) bool { return err != nil && !errors.Is(err, os.ErrDeadlineExceeded) }
+	var spoke bool
 	select {
-	case spoke := <-fromUpstream:
+	case spoke = <-fromUpstream:
 		client.SetReadDeadline(time.Now())
 		<-fromClient
-		if spoke {
-			proto = protoOpaque
-		} else if !errors.Is(upstreamErr, os.ErrDeadlineExceeded) {
-			why = "the server ended the connection before either side spoke"
-		}
 	case proto = <-fromClient:
 		if proto != protoRefused || clientErr != nil {
 			upstream.SetReadDeadline(time.Now()) // decided, or nothing more will come
 		}
-		if <-fromUpstream {
-			proto = protoOpaque // it spoke first after all: none of the client's bytes have gone
-		}
+		spoke = <-fromUpstream
 	}
-	if proto == protoRefused && why == "" {
-		switch {
-		case cr.Buffered() > 0:
-			why = "the client's first bytes are neither a TLS ClientHello nor an HTTP request line, and the server did not speak first"
-		case errors.Is(clientErr, os.ErrDeadlineExceeded):
-			why = fmt.Sprintf("neither side spoke within %s", timeout)
-		default:
-			why = "the client ended the connection before either side spoke"
-		}
+	switch {
+	case spoke:
+		proto = protoOpaque // it spoke first: none of the client's bytes have gone
+	case proto != protoRefused:
+	case left(clientErr), left(upstreamErr):
+		proto = protoEnded
+	case cr.Buffered() > 0:
+		why = "the client's first bytes are neither a TLS ClientHello nor an HTTP request line, and the server did not speak first"
+	default:
+		why = fmt.Sprintf("neither side spoke within %s", timeout)
 	}
 	client.SetReadDeadline(time.Time{})
 	upstream.SetReadDeadline(time.Time{})

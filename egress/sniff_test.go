@@ -101,8 +101,10 @@ func TestSniff(t *testing.T) {
 		{name: "unknown bytes, silent server", client: []step{{0, "\x80\x2e\x01\x03\x01"}}, want: protoRefused, whyHas: "neither a TLS ClientHello nor an HTTP request line"},
 		{name: "unknown method shape", client: []step{{0, "GET2 / HTTP/1.1\r\nHost: evil\r\n\r\n"}}, want: protoRefused, whyHas: "neither a TLS ClientHello"},
 		{name: "partial method, then silence", client: []step{{0, "GE"}}, want: protoRefused, whyHas: "neither a TLS ClientHello"},
-		{name: "client leaves", client: []step{{0, ""}}, want: protoRefused, whyHas: "the client ended the connection"},
-		{name: "server leaves", server: []step{{0, ""}}, want: protoRefused, whyHas: "the server ended the connection"},
+		{name: "client leaves", client: []step{{0, ""}}, want: protoEnded},
+		{name: "client leaves after unknown bytes", client: []step{{0, "\x80\x2e"}, {10 * time.Millisecond, ""}}, want: protoRefused, whyHas: "neither a TLS ClientHello"},
+		{name: "server leaves", server: []step{{0, ""}}, want: protoEnded},
+		{name: "server leaves after unknown bytes", client: []step{{0, "\x80\x2e"}}, server: []step{{20 * time.Millisecond, ""}}, want: protoEnded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client, clientEnd := tcpPair(t)     // the box's end, cordon's end

@@ -163,7 +163,9 @@ func newOrigin() (*origin, error) {
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Handler: h, TLSConfig: cfg, ReadHeaderTimeout: 10 * time.Second}
+		// Longer than cordon's 10 s of sniffing, so an attack that waits
+		// that out meets cordon's refusal, not this server's own timeout.
+		srv := &http.Server{Handler: h, TLSConfig: cfg, ReadHeaderTimeout: 30 * time.Second}
 		if cfg != nil {
 			go srv.ServeTLS(ln, "", "")
 		} else {

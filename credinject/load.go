@@ -264,11 +264,13 @@ func readSecretFile(path string) (string, error) {
 	return v, nil
 }
 
-// runSecretCommand runs command with /bin/sh -c and returns its stdout.
+// runSecretCommand runs command with /bin/sh -c, from commandDir, and
+// returns its stdout.
 func runSecretCommand(command string, timeout time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+	cmd.Dir = commandDir()
 	var stdout, stderr limitedBuffer
 	stdout.limit, stderr.limit = maxSecretSource, maxSecretSource
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -289,6 +291,23 @@ func runSecretCommand(command string, timeout time.Duration) (string, error) {
 		return "", fmt.Errorf("source.command printed nothing on stdout%s", quoteStderr(stderr.buf.Bytes(), out))
 	}
 	return v, nil
+}
+
+// commandDir is where a command source runs: the user's home directory,
+// else /. Never cordon's own working directory, which is the workspace, the
+// sandboxed side's to write: the command runs on the host, outside any
+// box, before the run's box exists, and many tools look in their working
+// directory first (python3 -m imports a module from it, npx, uv run and
+// bundle exec run the project's own copy, sh runs ./NAME for a PATH entry
+// that is empty or "."), so a file a previous run planted there would run
+// with the user's rights.
+func commandDir() string {
+	if h, err := os.UserHomeDir(); err == nil && filepath.IsAbs(h) {
+		if fi, err := os.Stat(h); err == nil && fi.IsDir() {
+			return h
+		}
+	}
+	return "/"
 }
 
 // quoteStderr returns ": " and the end of stderr, with anything the command

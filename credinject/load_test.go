@@ -328,3 +328,57 @@ func TestMaskedFiles(t *testing.T) {
 		t.Fatal("MaskedFiles still waits on a named pipe after 5s")
 	}
 }
+
+// A command source runs on the host before the box exists, so it must not
+// run from cordon's working directory, the workspace, which the sandboxed
+// side writes: it runs from the home directory. Each case plants, in the
+// workspace, something a command looking in its working directory would
+// run, and checks the home directory's counterpart ran instead.
+func TestLoadCommandRunsFromHome(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	t.Chdir(ws)
+	for dir, value := range map[string]string{ws: "planted-by-the-box", home: "value-from-home"} {
+		for _, name := range []string{"tool", "secret.txt"} {
+			body := "#!/bin/sh\necho " + value + "\n"
+			if name == "secret.txt" {
+				body = value + "\n"
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tests := []struct{ name, command, want string }{
+		{"working directory", "pwd", home},
+		{"relative script", "./tool", "value-from-home"},
+		{"empty PATH entry", "PATH=:/usr/bin:/bin tool", "value-from-home"},
+		{"dot PATH entry", "PATH=.:/usr/bin:/bin tool", "value-from-home"},
+		{"relative file", "cat secret.txt", "value-from-home"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validCred()
+			c.Source = policy.Source{Command: tt.command}
+			set, err := Load([]policy.Credential{c}, []string{"openai"}, Options{Env: testEnv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := set.creds[0].secret; got != tt.want {
+				t.Errorf("%q read %q, want %q (the workspace is %s)", tt.command, got, tt.want, ws)
+			}
+		})
+	}
+	t.Run("no home", func(t *testing.T) {
+		t.Setenv("HOME", filepath.Join(home, "missing"))
+		c := validCred()
+		c.Source = policy.Source{Command: `echo "ran-in-$(pwd)"`}
+		set, err := Load([]policy.Credential{c}, []string{"openai"}, Options{Env: testEnv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := set.creds[0].secret; got != "ran-in-/" {
+			t.Errorf("without a home directory the command ran in %q, want /", got)
+		}
+	})
+}

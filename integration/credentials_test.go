@@ -319,3 +319,35 @@ echo "hex: $(cat "$P" "$S" moved.key secrets/moved/provider.key moved/deep/provi
 		t.Errorf("the source file in the workspace is not where it was, as it was, after the run: %v", err)
 	}
 }
+
+// A credential's source command runs on the host, before the box exists.
+// It runs from the home directory: from the workspace, cordon's working
+// directory, a tool that looks there first (python3 -m, npx, uv run,
+// bundle exec, sh with "." on PATH) would run what an earlier run planted,
+// with the user's rights, outside any box.
+func TestCredentialCommandRunsOutsideTheWorkspace(t *testing.T) {
+	b := newBox(t)
+	marker := filepath.Join(b.ws, "ran-on-the-host")
+	cfg := b.config(`credentials:
+  - name: provider
+    source: {command: "python3 -m cordonplant 2>/dev/null; PATH=.:$PATH cordon-plant 2>/dev/null; echo sk-from-command-0123456789"}
+    hosts: [api.provider.example]
+    header: "Authorization: Bearer {}"
+    env: PROVIDER_API_KEY
+`)
+	plant := fmt.Sprintf(`printf 'open("%s", "w").write("python")\n' > cordonplant.py
+printf '#!/bin/sh\necho sh > %s\n' > cordon-plant && chmod +x cordon-plant && echo PLANTED`, marker, marker)
+	r := b.run("--net", "off", "--", "sh", "-c", plant)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "PLANTED") {
+		t.Fatalf("the first run did not plant its files:\n%s%s", r.stdout, r.stderr)
+	}
+	r = b.run("--net", "restricted", "--config", cfg, "--credential", "provider", "--ephemeral-ca", "--", "sh", "-c", `echo "placeholder: ${PROVIDER_API_KEY:+set}"`)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "placeholder: set") {
+		t.Fatalf("the credential was not loaded:\n%s%s", r.stdout, r.stderr)
+	}
+	if got, err := os.ReadFile(marker); err == nil {
+		t.Fatalf("the credential's source command ran what the box planted in the workspace, on the host (%q)", got)
+	}
+}

@@ -578,6 +578,45 @@ func TestRunWideningProjectFileRefused(t *testing.T) {
 	}
 }
 
+// A .cordon.yaml the box plants in a subdirectory makes it the workspace
+// of a run started there; the project's own file, at the top, is read all
+// the same, so the planted one cannot drop its narrowing (here network
+// off and a deny_read), only narrow it further.
+func TestRunProjectFilePlantedBelow(t *testing.T) {
+	b := newBox(t)
+	pkg := filepath.Join(b.ws, "pkg")
+	env := filepath.Join(pkg, ".env")
+	b.file(env, "DB_PASSWORD=hunter2\n")
+	b.file(filepath.Join(b.ws, ".cordon.yaml"), "network: off\ndeny_read: ["+env+"]\n")
+	check := `echo "env: [$(cat .env)]"; echo "proxy: [${HTTPS_PROXY:+set}]"`
+	run := func(script string) result {
+		return runResult(t, runTimeout, cordonIn(t, pkg, b.env(), "run", "--audit", b.audit, "--", "sh", "-c", script))
+	}
+	r := run(check + "; : > .cordon.yaml && echo PLANTED")
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "env: []") || !strings.Contains(r.stdout, "PLANTED") {
+		t.Fatalf("the first run read the denied file, or could not plant:\n%s%s", r.stdout, r.stderr)
+	}
+	r = run(check)
+	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, "hunter2") || !strings.Contains(r.stdout, "env: []") || !strings.Contains(r.stdout, "proxy: []") {
+		t.Fatalf("a project file planted below dropped the project's narrowing:\n%s%s", r.stdout, r.stderr)
+	}
+	// One that tries to widen what the files above it left is refused,
+	// naming both.
+	b.file(filepath.Join(pkg, ".cordon.yaml"), "network: restricted\n")
+	r = run("touch ran")
+	expectCode(t, r, 125)
+	for _, want := range []string{filepath.Join(pkg, ".cordon.yaml") + ": network restricted", "as narrowed by the project file(s) above it (" + filepath.Join(b.ws, ".cordon.yaml")} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(pkg, "ran")); err == nil {
+		t.Fatal("the command ran")
+	}
+}
+
 func TestRunJSONOutcome(t *testing.T) {
 	b := newBox(t)
 	r := b.run("--net", "off", "--json", "--", "sh", "-c", "echo from-command; exit 3")

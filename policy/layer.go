@@ -41,9 +41,15 @@ type WidenError struct {
 	File, Key, Value string
 	// Reason says why the entry is wider than the global policy.
 	Reason string
+	// Above are the project files of the directories above File, which
+	// narrowed the global policy before it, outermost first.
+	Above []string
 }
 
 func (e *WidenError) Error() string {
+	if len(e.Above) > 0 {
+		return fmt.Sprintf("%s: %s %s: %s, as narrowed by the project file(s) above it (%s); a project file can only narrow the policy further, so remove the entry from %s, or the operator must widen it in the global config and in those files, or pass a one-shot flag", e.File, e.Key, e.Value, e.Reason, strings.Join(e.Above, ", "), e.File)
+	}
 	return fmt.Sprintf("%s: %s %s: %s; a project file can only narrow the policy, so the operator must add it to the global config (cordon init writes one) or pass a one-shot flag", e.File, e.Key, e.Value, e.Reason)
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/cordon-sandbox/cordon/internal/regular"
 )
@@ -41,8 +42,12 @@ type Sources struct {
 	GlobalRead bool   `json:"global_read"`
 	// Workspace is the project root holding the working directory.
 	Workspace string `json:"workspace"`
-	// Project is the project file read, empty when the workspace has none.
+	// Project is the workspace's own project file, empty when it has none.
 	Project string `json:"project,omitempty"`
+	// Projects are every project file read, outermost first: those of
+	// the directories above the workspace (see projectFiles), then its
+	// own.
+	Projects []string `json:"projects,omitempty"`
 	// Flags names the keys the one-shot flags set, e.g. "allow", "network".
 	Flags []string `json:"flags,omitempty"`
 }
@@ -78,21 +83,24 @@ func Load(o LoadOptions) (*Policy, Sources, error) {
 			return nil, src, fmt.Errorf("find the working directory: %w", err)
 		}
 	}
-	var project *configFile
+	var projects []*configFile
 	src.Workspace, err = findWorkspace(wd, home)
 	switch {
 	case err != nil && !o.OptionalWorkspace:
 		return nil, src, err
 	case err == nil:
-		if project, err = readConfig(filepath.Join(src.Workspace, ProjectFile), false, src.Workspace); err != nil {
+		if projects, err = readProjectFiles(src.Workspace, home); err != nil {
 			return nil, src, err
 		}
 	}
-	if project != nil {
-		src.Project = project.path
+	for _, f := range projects {
+		src.Projects = append(src.Projects, f.path)
+		if filepath.Dir(f.path) == src.Workspace {
+			src.Project = f.path
+		}
 	}
 
-	p, err := build(home, wd, global, project, o.Overrides)
+	p, err := buildLayers(home, wd, src.Workspace, global, projects, o.Overrides)
 	if err != nil {
 		return nil, src, err
 	}
@@ -103,6 +111,19 @@ func Load(o LoadOptions) (*Policy, Sources, error) {
 // build layers the defaults, a global file, a project file and overrides
 // (their relative paths taken from wd); a nil file is absent.
 func build(home, wd string, global, project *configFile, o Overrides) (*Policy, error) {
+	var projects []*configFile
+	if project != nil {
+		projects = append(projects, project)
+	}
+	return buildLayers(home, wd, filepath.Dir(wd), global, projects, o)
+}
+
+// buildLayers layers the defaults, a global file (nil: absent), the
+// project files, outermost first, each narrowing what the ones before
+// left, and the overrides (their relative paths taken from wd). The
+// read_only entries of a project file above the workspace ws, written
+// from that file's directory, are rewritten from ws (see rebaseReadOnly).
+func buildLayers(home, wd, ws string, global *configFile, projects []*configFile, o Overrides) (*Policy, error) {
 	p := Defaults()
 	if err := expandPaths(p, home); err != nil {
 		return nil, fmt.Errorf("defaults: %w", err)
@@ -114,14 +135,25 @@ func build(home, wd string, global, project *configFile, o Overrides) (*Policy, 
 		}
 		p.widenWith(l)
 	}
-	if project != nil {
+	var above []string
+	for _, project := range projects {
 		l, err := parseLayer(project.path, project.data, home)
 		if err != nil {
 			return nil, err
 		}
+		if dir := filepath.Dir(project.path); dir != ws {
+			if l.p.ReadOnly, err = rebaseReadOnly(l.p.ReadOnly, dir, ws); err != nil {
+				return nil, fmt.Errorf("%s: %w", project.path, err)
+			}
+		}
 		if err := p.narrowWith(l); err != nil {
+			var we *WidenError
+			if errors.As(err, &we) {
+				we.Above = above
+			}
 			return nil, err
 		}
+		above = append(above, project.path)
 	}
 	ol := o.layer(wd)
 	if err := ol.check(home); err != nil {
@@ -196,6 +228,80 @@ func readConfig(path string, mustExist bool, workspace string) (*configFile, err
 		return nil, fmt.Errorf("config %s is larger than %d bytes; a cordon config is a short YAML file", path, maxConfigSize)
 	}
 	return &configFile{path: path, data: data}, nil
+}
+
+// readProjectFiles reads the project files that apply to the workspace
+// ws (a real path), outermost first: the .cordon.yaml of every directory
+// above it, up to the home directory (not included; up to / for a
+// workspace outside it), then its own. Each must lie, once its links are
+// resolved, in the directory it is found in (see readConfig). One above
+// the workspace that neither the user nor root owns is passed over: on a
+// shared machine another user may write /tmp/.cordon.yaml, say, but
+// cannot choose the policy of the user's runs, not even to narrow it.
+//
+// Reading every level, and not just the workspace's own, is what keeps a
+// planted file from dropping the project's narrowing: the workspace is
+// the nearest directory with a .cordon.yaml or a .git, so a box that wrote
+// pkg/.cordon.yaml made pkg the workspace of the next run started in it;
+// the project's file above is read all the same, and the planted one can
+// only narrow it further.
+func readProjectFiles(ws, home string) ([]*configFile, error) {
+	home = resolvePath(home)
+	var dirs []string // innermost first
+	for d := filepath.Dir(ws); d != home && d != filepath.Dir(d); d = filepath.Dir(d) {
+		dirs = append(dirs, d)
+	}
+	if !isWithin(home, ws) {
+		dirs = append(dirs, string(filepath.Separator))
+	}
+	var out []*configFile
+	for _, d := range slices.Backward(dirs) {
+		path := filepath.Join(d, ProjectFile)
+		fi, err := os.Lstat(path)
+		if err != nil || !ownedByUserOrRoot(fi) {
+			continue
+		}
+		f, err := readConfig(path, false, d)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil {
+			out = append(out, f)
+		}
+	}
+	f, err := readConfig(filepath.Join(ws, ProjectFile), false, ws)
+	if err != nil {
+		return nil, err
+	}
+	if f != nil {
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// rebaseReadOnly rewrites read_only entries written from dir, a
+// directory above the workspace ws, from ws. An entry beside ws is
+// dropped (the box does not see it); one that holds ws is refused, as
+// the workspace cannot be made read-only.
+func rebaseReadOnly(entries []string, dir, ws string) ([]string, error) {
+	var out []string
+	for _, e := range entries {
+		p := filepath.Join(dir, e)
+		if isWithin(p, ws) {
+			return nil, fmt.Errorf("read_only: %q holds the whole workspace %s, which cannot be made read-only; run cordon from %s, whose project file this is", e, ws, dir)
+		}
+		if rel, err := filepath.Rel(ws, p); err == nil && isWithin(ws, p) {
+			out = append(out, rel)
+		}
+	}
+	return out, nil
+}
+
+// ownedByUserOrRoot says whether fi is owned by the effective user or by
+// root.
+func ownedByUserOrRoot(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return !ok || st.Uid == 0 || int(st.Uid) == os.Geteuid()
 }
 
 // findWorkspace returns the project root holding cwd (Sources.Workspace):

@@ -348,3 +348,123 @@ func TestProjectFileMustBeARegularFileInTheWorkspace(t *testing.T) {
 }
 
 func mkfifo(path string) error { return syscall.Mkfifo(path, 0o644) }
+
+// Every project file from the top down to the workspace is read, each
+// narrowing what the ones above it left: a .cordon.yaml (or a .git) the
+// box plants in a subdirectory makes that the workspace of a run started
+// there, and must not drop the project's own narrowing.
+func TestProjectFilesFromTheTop(t *testing.T) {
+	root := `network: off
+deny_read: [{proj}/pkg/.env]
+deny: [tracker.example.com]
+read_only: [pkg/Makefile, docs]
+`
+	tests := []struct {
+		name  string
+		files map[string]string // relative to home: content ("/dir" makes a directory)
+		cwd   string
+		want  string   // an error saying this; "" means loaded
+		read  []string // the project files read, relative to home
+		ro    []string // read_only, as the policy holds it
+	}{
+		{"the project's own root", map[string]string{"proj/.cordon.yaml": root}, "proj/pkg",
+			"", []string{"proj/.cordon.yaml"}, []string{"pkg/Makefile", "docs"}},
+		{"an empty file planted below", map[string]string{"proj/.cordon.yaml": root, "proj/pkg/.cordon.yaml": ""}, "proj/pkg",
+			"", []string{"proj/.cordon.yaml", "proj/pkg/.cordon.yaml"}, []string{"Makefile"}},
+		{"a .git planted below", map[string]string{"proj/.cordon.yaml": root, "proj/pkg/.git": "/dir"}, "proj/pkg/sub",
+			"", []string{"proj/.cordon.yaml"}, []string{"Makefile"}},
+		{"a narrower file below", map[string]string{"proj/.cordon.yaml": root, "proj/pkg/.cordon.yaml": "read_only: [go.mod]\ndeny_read: [{proj}/pkg/more]\n"}, "proj/pkg",
+			"", []string{"proj/.cordon.yaml", "proj/pkg/.cordon.yaml"}, []string{"Makefile", "go.mod"}},
+		{"a sibling directory's file", map[string]string{"src/.cordon.yaml": root, "proj/.git": "/dir"}, "proj",
+			"", nil, nil},
+		{"a directory's file above the project", map[string]string{"work/.cordon.yaml": strings.ReplaceAll(root, "{proj}", "{home}/work/proj"), "work/proj/.git": "/dir"}, "work/proj/pkg",
+			"", []string{"work/.cordon.yaml"}, nil},
+		{"a widening file below", map[string]string{"proj/.cordon.yaml": root, "proj/pkg/.cordon.yaml": "network: restricted\n"}, "proj/pkg",
+			"pkg/.cordon.yaml: network restricted", nil, nil},
+		{"a widening file below names the files above", map[string]string{"proj/.cordon.yaml": root, "proj/pkg/.cordon.yaml": "deny: []\nallow: [x.example.com]\n"}, "proj/pkg",
+			"as narrowed by the project file(s) above it (", nil, nil},
+		{"a file above that holds the workspace read-only", map[string]string{"proj/.cordon.yaml": "read_only: [pkg]\n", "proj/pkg/.cordon.yaml": ""}, "proj/pkg",
+			`read_only: "pkg" holds the whole workspace`, nil, nil},
+		{"a link out of its directory above", map[string]string{"proj/.cordon.yaml": "->../outside.yaml", "outside.yaml": "network: off\n", "proj/pkg/.cordon.yaml": ""}, "proj/pkg",
+			"leads outside", nil, nil},
+		{"the home directory's own file", map[string]string{".cordon.yaml": "network: off\n", "proj/.git": "/dir"}, "proj",
+			"", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			home := fakeHome(t)
+			x := strings.NewReplacer("{proj}", filepath.Join(home, "proj"), "{home}", home)
+			for rel, data := range tt.files {
+				path := filepath.Join(home, rel)
+				switch {
+				case data == "/dir":
+					mkdirs(t, path)
+				case strings.HasPrefix(data, "->"):
+					mkdirs(t, filepath.Dir(path))
+					if err := os.Symlink(data[2:], path); err != nil {
+						t.Fatal(err)
+					}
+				default:
+					writeFile(t, path, x.Replace(data))
+				}
+			}
+			mkdirs(t, filepath.Join(home, tt.cwd))
+			p, src, err := Load(LoadOptions{Workdir: filepath.Join(home, tt.cwd)})
+			if tt.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("Load: %v, want an error saying %q", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var read []string
+			for _, f := range src.Projects {
+				rel, _ := filepath.Rel(home, f)
+				read = append(read, rel)
+			}
+			if !slices.Equal(read, tt.read) {
+				t.Fatalf("read %q, want %q", read, tt.read)
+			}
+			if len(tt.read) == 0 {
+				if p.Network != NetRestricted || len(p.Deny) != 0 {
+					t.Fatalf("a file that is not the project's narrowed the policy: %+v", p)
+				}
+				return
+			}
+			if p.Network != NetOff || !slices.Contains(p.Deny, "tracker.example.com") || !slices.Contains(p.DenyRead, x.Replace("{proj}/pkg/.env")) && !slices.Contains(p.DenyRead, x.Replace("{home}/work/proj/pkg/.env")) {
+				t.Fatalf("the top project file's narrowing was dropped: network %s, deny %q, deny_read %q", p.Network, p.Deny, p.DenyRead)
+			}
+			if !slices.Equal(p.ReadOnly, tt.ro) {
+				t.Errorf("read_only %q, want %q", p.ReadOnly, tt.ro)
+			}
+		})
+	}
+}
+
+// A project file above the workspace that neither the user nor root owns
+// (another user's /tmp/.cordon.yaml, say) is passed over.
+func TestProjectFileAboveOwnedByAnother(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to give a file to another user")
+	}
+	home := fakeHome(t)
+	writeFile(t, filepath.Join(home, "proj", ProjectFile), "network: off\n")
+	mkdirs(t, filepath.Join(home, "proj", "pkg", ".git"))
+	for _, tc := range []struct {
+		uid  int
+		read bool
+	}{{0, true}, {os.Geteuid(), true}, {12345, false}} {
+		if err := os.Chown(filepath.Join(home, "proj", ProjectFile), tc.uid, 0); err != nil {
+			t.Fatal(err)
+		}
+		p, src, err := Load(LoadOptions{Workdir: filepath.Join(home, "proj", "pkg")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(src.Projects) == 1 && p.Network == NetOff; got != tc.read {
+			t.Errorf("owner %d: read %v (%q, network %s), want %v", tc.uid, got, src.Projects, p.Network, tc.read)
+		}
+	}
+}

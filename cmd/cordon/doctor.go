@@ -132,8 +132,8 @@ func printDoctor(w io.Writer, r doctorReport) {
 		config += " (absent: defaults apply)"
 	}
 	fmt.Fprintf(w, "config:    %s\n", config)
-	if r.Sources.Project != "" {
-		fmt.Fprintf(w, "project:   %s\n", r.Sources.Project)
+	for _, f := range r.Sources.Projects {
+		fmt.Fprintf(w, "project:   %s\n", f)
 	}
 	if r.Note != "" {
 		fmt.Fprintf(w, "note:      %s\n", r.Note)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/regular"
@@ -131,23 +132,44 @@ func Fix(path string) string {
 }
 
 // openLog opens the log at path for appending, creating it (mode 0600)
-// and its directory (0700). It must be a regular file.
+// and its directory (0700). It must be a regular file of the user's own,
+// named by path itself and by no other name: cordon appends to it, on the
+// host, lines with text a sandboxed command chose (a request's path), so a
+// symbolic link there (to ~/.bashrc, say) would have cordon write into
+// whatever it pointed to, and a second name (a hard link) could be one a
+// later box reads and rewrites. A log's directory is kept out of every
+// box's reach, but a box that once reached it (before this check, or
+// under another --audit) could have planted either; both are refused, as
+// is a file another user owns.
 func openLog(path string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open audit log %s: %w", path, err)
 	}
-	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
 		return nil, notRegular(path, fi.Mode().Type())
 	}
 	// A FIFO put there after the check fails the open instead of
-	// holding it until a reader comes.
-	f, _, err := regular.Open(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	// holding it until a reader comes; a link put there fails it too
+	// (O_NOFOLLOW).
+	f, fi, err := regular.Open(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	var nr *regular.NotRegular
-	if errors.As(err, &nr) {
+	switch {
+	case errors.As(err, &nr):
 		return nil, notRegular(path, nr.Type)
-	}
-	if err != nil {
+	case errors.Is(err, syscall.ELOOP):
+		return nil, notRegular(path, os.ModeSymlink)
+	case err != nil:
 		return nil, fmt.Errorf("open audit log %s: %w", path, err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		switch {
+		case uint64(st.Nlink) > 1:
+			f.Close()
+			return nil, fmt.Errorf("audit log %s has %d names (hard links), and another name could be where a sandboxed command reads and rewrites it: cordon appends only to a log with no other name; move it aside (cordon starts a new one) or point --audit or CORDON_AUDIT at another file", path, st.Nlink)
+		case int(st.Uid) != os.Geteuid():
+			f.Close()
+			return nil, fmt.Errorf("audit log %s belongs to uid %d, not to you (uid %d): cordon appends only to a log of your own; move it aside (cordon starts a new one) or point --audit or CORDON_AUDIT at another file", path, st.Uid, os.Geteuid())
+		}
 	}
 	return f, nil
 }
@@ -158,6 +180,9 @@ func openLog(path string) (*os.File, error) {
 func notRegular(path string, t os.FileMode) error {
 	kind := "not a regular file"
 	switch {
+	case t&os.ModeSymlink != 0:
+		target, _ := os.Readlink(path)
+		return fmt.Errorf("audit log %s is a symbolic link (to %s): cordon writes its log only to the file named, never through a link, which a sandboxed command could have planted to have cordon append to another file (~/.bashrc, say); point --audit or CORDON_AUDIT at the file itself", path, target)
 	case t&os.ModeNamedPipe != 0:
 		kind = "a named pipe (FIFO)"
 	case t&os.ModeDevice != 0:

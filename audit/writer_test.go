@@ -272,3 +272,89 @@ func TestWriterRedacts(t *testing.T) {
 		t.Fatalf("log:\n%s", b)
 	}
 }
+
+// TestOpenRefusesPlantedLinks: the log is appended to only under its own
+// name, as a file of the user's own: a symbolic link (planted to have
+// cordon append to ~/.bashrc), a hard link (a second name a box could
+// read and rewrite) and another user's file are refused, by Open and
+// CheckWritable alike, and nothing is written through them.
+func TestOpenRefusesPlantedLinks(t *testing.T) {
+	const rc = "# the user's shell start-up file\n"
+	tests := []struct {
+		name  string
+		plant func(t *testing.T, log, other string)
+		want  string // "" means opened
+	}{
+		{"a new file", func(t *testing.T, log, other string) {}, ""},
+		{"a file of the user's", func(t *testing.T, log, other string) { write(t, log, "") }, ""},
+		{"a link to a file", func(t *testing.T, log, other string) { link(t, other, log) }, "is a symbolic link (to "},
+		{"a relative link", func(t *testing.T, log, other string) { link(t, "../"+filepath.Base(other), log) }, "is a symbolic link"},
+		{"a link to nothing", func(t *testing.T, log, other string) {
+			link(t, filepath.Join(filepath.Dir(other), "absent"), log)
+		}, "is a symbolic link"},
+		{"a hard link", func(t *testing.T, log, other string) {
+			if err := os.Link(other, log); err != nil {
+				t.Fatal(err)
+			}
+		}, "has 2 names (hard links)"},
+		{"another user's file", func(t *testing.T, log, other string) {
+			if os.Geteuid() != 0 {
+				t.Skip("needs root, to give a file away")
+			}
+			write(t, log, "")
+			if err := os.Chown(log, 12345, 12345); err != nil {
+				t.Fatal(err)
+			}
+		}, "belongs to uid 12345"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := t.TempDir()
+			other := filepath.Join(base, "bashrc")
+			write(t, other, rc)
+			log := filepath.Join(base, "state", "audit.jsonl")
+			if err := os.Mkdir(filepath.Dir(log), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			tt.plant(t, log, other)
+			for _, what := range []string{"CheckWritable", "Open"} {
+				var err error
+				if what == "Open" {
+					var w *Writer
+					if w, err = Open(log, "s"); err == nil {
+						err = w.Write(Record{Type: TypeDecision, Path: "/x$(touch pwned)"})
+						w.Close()
+					}
+				} else {
+					err = CheckWritable(log)
+				}
+				switch {
+				case tt.want == "" && err != nil:
+					t.Fatalf("%s: %v", what, err)
+				case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+					t.Fatalf("%s: %v, want a refusal saying %q", what, err, tt.want)
+				}
+			}
+			if got, _ := os.ReadFile(other); string(got) != rc {
+				t.Errorf("the other file now holds %q", got)
+			}
+			if _, err := os.Stat(filepath.Join(base, "absent")); err == nil {
+				t.Errorf("a file was made where a link pointed")
+			}
+		})
+	}
+}
+
+func write(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func link(t *testing.T, target, path string) {
+	t.Helper()
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -230,23 +230,19 @@ func TestRunRefusesProtectedPathsAndHome(t *testing.T) {
 	}
 }
 
-// TestRunAuditLogSymlinkedIntoWorkspace: an audit log named outside the
-// workspace but symlinked into it is written inside it. A run refuses a
-// workspace that is the log's real directory; when the log lies deeper,
-// its directory is masked, and the command cannot add a line to it.
+// An audit log named through a symbolic link is refused before anything
+// runs, and nothing is written where the link points: a link there may be
+// one a box planted (it could, before the audit directory was kept out of
+// every writable path), to have cordon append to ~/.bashrc, say.
 func TestRunAuditLogSymlinkedIntoWorkspace(t *testing.T) {
 	b := newBox(t)
 	uid, gid, _ := testUser(t)
 	logs := filepath.Join(b.ws, "logs")
 	b.file(filepath.Join(logs, "keep"), "")
 	linkDir := userDir(t, "cordon-it-auditlink-")
-	for _, tc := range []struct {
-		name, target string
-		code         int    // 125: refused; 2: sh could not open the log
-		stderr       string // what stderr says
-	}{
-		{"into the workspace's root", filepath.Join(b.ws, "audit.jsonl"), 125, "audit log directory"},
-		{"into a directory of the workspace", filepath.Join(logs, "audit.jsonl"), 2, "cannot create"},
+	for _, tc := range []struct{ name, target string }{
+		{"into the workspace's root", filepath.Join(b.ws, "audit.jsonl")},
+		{"into a directory of the workspace", filepath.Join(logs, "audit.jsonl")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			link := filepath.Join(linkDir, strings.ReplaceAll(tc.name, " ", "-")+".jsonl")
@@ -254,29 +250,99 @@ func TestRunAuditLogSymlinkedIntoWorkspace(t *testing.T) {
 				t.Fatal(err)
 			}
 			os.Lchown(link, int(uid), int(gid))
-			forge := fmt.Sprintf(`echo '{"type":"decision","decision":"allow","detail":"FORGED"}' >> %s && echo APPENDED`, tc.target)
-			r := runResult(t, runTimeout, cordonIn(t, b.ws, b.env(), "run", "--audit", link, "--net", "off", "--", "sh", "-c", forge))
-			expectCode(t, r, tc.code)
-			if !strings.Contains(r.stderr, tc.stderr) {
-				t.Fatalf("stderr does not say %q:\n%s", tc.stderr, r.stderr)
+			r := runResult(t, runTimeout, cordonIn(t, b.ws, b.env(), "run", "--audit", link, "--net", "off", "--", "sh", "-c", "echo RAN"))
+			expectCode(t, r, 125)
+			if !strings.Contains(r.stderr, "is a symbolic link") || !strings.Contains(r.stderr, "point --audit or CORDON_AUDIT at the file itself") {
+				t.Fatalf("stderr does not say what was refused and how to fix it:\n%s", r.stderr)
 			}
-			if strings.Contains(r.stdout, "APPENDED") {
-				t.Fatalf("the command appended to the audit log it runs under")
+			if strings.Contains(r.stdout, "RAN") {
+				t.Fatalf("the command ran")
 			}
-			recs := readAudit(t, tc.target)
-			if len(recs) == 0 {
-				t.Fatalf("cordon wrote nothing at %s, where the log points", tc.target)
-			}
-			for _, rec := range recs {
-				if rec.Detail == "FORGED" {
-					t.Fatalf("the log holds a line the command wrote: %+v", rec)
-				}
-			}
-			if last := recs[len(recs)-1]; tc.code == 125 && (last.Type != audit.TypeExit || last.Outcome != "failed_to_start" || !strings.Contains(last.Detail, "audit log directory")) {
-				t.Fatalf("the refusal is not the log's last line: %+v", last)
+			if _, err := os.Lstat(tc.target); err == nil {
+				t.Fatalf("cordon wrote at %s, where the link points", tc.target)
 			}
 		})
 	}
+}
+
+// The audit directory where the box may write it, at any depth, is
+// refused, before the command runs, with the refusal logged: with ~/.local
+// read-write, a box renamed ~/.local/state away and planted
+// state/cordon/audit.jsonl as a link to ~/.bashrc, and every later run's
+// cordon appended its lines, with request paths the box chose, to it. A
+// link or a second name (hard link) planted there is refused at open,
+// and nothing is written through it.
+func TestRunAuditDirOutOfTheBoxsReach(t *testing.T) {
+	b := newBox(t)
+	uid, gid, _ := testUser(t)
+	local := filepath.Join(b.home, ".local")
+	state := filepath.Join(local, "state")
+	log := filepath.Join(state, "cordon", "audit.jsonl")
+	bashrc := filepath.Join(b.home, ".bashrc")
+	const rc = "# the user's shell start-up file\n"
+	b.file(bashrc, rc)
+	b.file(filepath.Join(local, "bin", "keep"), "")
+	hijack := fmt.Sprintf("mv %s %s.box && mkdir -p %s/cordon && ln -s %s %s && echo HIJACKED", state, state, state, bashrc, log)
+	run := func(args ...string) result {
+		return runResult(t, runTimeout, cordonIn(t, b.ws, b.env(), append([]string{"run", "--net", "off"}, args...)...))
+	}
+
+	t.Run("read-write above the default log", func(t *testing.T) {
+		r := run("--allow-path", local+":rw", "--", "sh", "-c", hijack)
+		expectCode(t, r, 125)
+		if strings.Contains(r.stdout, "HIJACKED") {
+			t.Fatalf("the box moved the audit directory away")
+		}
+		for _, want := range []string{"refusing the audit log directory " + filepath.Dir(log), "lies in " + local, "point --audit or CORDON_AUDIT elsewhere"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+			}
+		}
+		recs := readAudit(t, log)
+		if last := recs[len(recs)-1]; (last.Outcome != "failed_to_start" && last.Outcome != "blocked") || !strings.Contains(last.Detail, "refusing the audit log directory") {
+			t.Errorf("the refusal is not the log's last line: %+v", last)
+		}
+	})
+	t.Run("deep in the workspace", func(t *testing.T) {
+		inWs := filepath.Join(b.ws, "var", "log", "audit.jsonl")
+		r := run("--audit", inWs, "--", "sh", "-c", "mv var var.box && echo MOVED")
+		expectCode(t, r, 125)
+		if strings.Contains(r.stdout, "MOVED") || !strings.Contains(r.stderr, "refusing the audit log directory") {
+			t.Fatalf("a log two levels into the workspace was not refused:\n%s%s", r.stdout, r.stderr)
+		}
+	})
+	// What a box of an earlier cordon could have planted.
+	plant := func(t *testing.T, how func(string) error) {
+		os.RemoveAll(log)
+		if err := how(log); err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(log, int(uid), int(gid))
+	}
+	t.Run("a link planted as the log", func(t *testing.T) {
+		plant(t, func(p string) error { return os.Symlink(bashrc, p) })
+		r := run("--", "true")
+		expectCode(t, r, 125)
+		if !strings.Contains(r.stderr, "is a symbolic link (to "+bashrc+")") {
+			t.Errorf("stderr does not name the link:\n%s", r.stderr)
+		}
+		if got, _ := os.ReadFile(bashrc); string(got) != rc {
+			t.Fatalf("cordon wrote through the planted link into ~/.bashrc:\n%s", got)
+		}
+	})
+	t.Run("a second name planted as the log", func(t *testing.T) {
+		tap := filepath.Join(local, "tap.jsonl")
+		b.file(tap, "")
+		plant(t, func(p string) error { return os.Link(tap, p) })
+		r := run("--", "true")
+		expectCode(t, r, 125)
+		if !strings.Contains(r.stderr, "has 2 names (hard links)") {
+			t.Errorf("stderr does not name the hard link:\n%s", r.stderr)
+		}
+		if got, _ := os.ReadFile(tap); len(got) != 0 {
+			t.Fatalf("cordon wrote through the planted hard link:\n%s", got)
+		}
+	})
 }
 
 // seccompProbe asks the kernel for what the filter must deny, through

@@ -118,6 +118,9 @@ type GuardSpec struct {
 	// Config is cordon's configuration the run uses (Spec.Config): under
 	// Workspace or Writable, the run is refused (checkConfigOutside).
 	Config []string
+	// Audit are the audit log's directories (AuditDirs): under Workspace
+	// or Writable, at any depth, the run is refused (checkAuditOutside).
+	Audit []string
 }
 
 // GuardWorkspace lists how to guard the workspace (a real path): its git
@@ -135,6 +138,9 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 	ws := g.Workspace
 	writable := append([]string{ws}, g.Writable...)
 	if err := checkConfigOutside(g.Config, writable); err != nil {
+		return nil, err
+	}
+	if err := checkAuditOutside(g.Audit, writable); err != nil {
 		return nil, err
 	}
 	out, err := GuardRepo(ws)
@@ -225,6 +231,70 @@ func checkConfigOutside(config, writable []string) error {
 		}
 	}
 	return nil
+}
+
+// checkAuditOutside refuses a run in which the command may write where
+// the audit log's directories (audit, as AuditDirs gives them) are: under
+// one of the writable directories (real paths), at any depth. The
+// directory itself is hidden in the box, but one above it is not, and a
+// box that renamed that away could put a directory of its own in its
+// place, holding a link (cordon, on the host, would then append the next
+// runs' lines, with text the box chose in them, to ~/.bashrc, say) or a
+// second name of the log (which a later box would read and rewrite). As
+// with cordon's configuration, the run is refused, not merely masked.
+// Each directory is compared as given and with the links of its longest
+// existing part resolved.
+func checkAuditOutside(audit, writable []string) error {
+	for _, a := range audit {
+		if !filepath.IsAbs(a) {
+			continue
+		}
+		a = filepath.Clean(a)
+		for _, n := range []string{a, resolvedPrefix(a)} {
+			for _, w := range writable {
+				if Within(n, w) {
+					return fmt.Errorf("refusing the audit log directory %s: it lies in %s, which the command may write, so a command could move it away and have cordon write the next runs' lines into a file of its choosing; keep the audit log outside the workspace and every read-write --allow-path (point --audit or CORDON_AUDIT elsewhere), or allow a narrower path", a, w)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// resolvedPrefix is p (absolute, clean) as the kernel would resolve it,
+// one name at a time, every link followed, dangling ones too; the names
+// past the first that does not exist are kept as they are.
+func resolvedPrefix(p string) string {
+	cur, rest := "/", strings.Split(p, "/")
+	for links := 0; len(rest) > 0; {
+		name := rest[0]
+		rest = rest[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, name)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return filepath.Join(append([]string{next}, rest...)...)
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		target, err := os.Readlink(next)
+		if links++; err != nil || links > 40 {
+			return filepath.Join(append([]string{next}, rest...)...)
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return cur
 }
 
 // settle makes a list of guards one that bind mounts can follow in

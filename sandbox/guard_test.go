@@ -413,3 +413,41 @@ func TestCheckConfigOutside(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckAuditOutside: the audit log's directory may not lie anywhere
+// under a directory the command may write, however deep, as written or
+// through a link on the way to it (existing or not yet).
+func TestCheckAuditOutside(t *testing.T) {
+	base := realTempDir(t)
+	ws, local, state := filepath.Join(base, "ws"), filepath.Join(base, "home", ".local"), filepath.Join(base, "state")
+	for _, d := range []string{ws, filepath.Join(local, "state", "cordon"), state} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(ws, "var"), filepath.Join(state, "into-ws")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name            string
+		audit, writable []string
+		refused         bool
+	}{
+		{"elsewhere", []string{filepath.Join(state, "cordon")}, []string{ws, local}, false},
+		{"the workspace's root", []string{ws}, []string{ws}, true},
+		{"two levels into the workspace", []string{filepath.Join(ws, "var", "log")}, []string{ws}, true},
+		{"two levels into a read-write path", []string{filepath.Join(local, "state", "cordon")}, []string{ws, local}, true},
+		{"through a link into the workspace, not made yet", []string{filepath.Join(state, "into-ws", "log")}, []string{ws}, true},
+		{"beside a read-write path", []string{filepath.Join(base, "home", ".localx")}, []string{local}, false},
+		{"relative", []string{"var/log"}, []string{ws}, false},
+		{"none", nil, []string{ws}, false},
+	} {
+		err := checkAuditOutside(c.audit, c.writable)
+		if (err != nil) != c.refused {
+			t.Errorf("%s: checkAuditOutside(%q, %q) = %v, want refused %v", c.name, c.audit, c.writable, err, c.refused)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "refusing the audit log directory") || !strings.Contains(err.Error(), "point --audit or CORDON_AUDIT elsewhere")) {
+			t.Errorf("%s: the refusal does not say what and how to fix it: %v", c.name, err)
+		}
+	}
+}

@@ -37,9 +37,13 @@ var ProtectedHome = []string{
 // AuditDirs are the directories a command must not reach for the audit
 // log at path to be safe from it: the one it is named in and, when the log
 // is a symlink, the one it is written in (whether or not the file is there
-// yet). Each is as written; a backend resolves them further.
+// yet). Each is as written (a relative path taken from the working
+// directory, where the log is opened); a backend resolves them further.
 func AuditDirs(path string) []string {
 	stated := filepath.Clean(path)
+	if abs, err := filepath.Abs(stated); err == nil {
+		stated = abs
+	}
 	dirs := []string{filepath.Dir(stated)}
 	if real := filepath.Dir(finalTarget(stated)); real != dirs[0] {
 		dirs = append(dirs, real)

@@ -180,38 +180,59 @@ func TestPlan(t *testing.T) {
 func TestPlanProtectsTheAuditLog(t *testing.T) {
 	s := session(t, &policy.Policy{Network: policy.NetOff}, "sh")
 	logs := filepath.Join(s.Workspace, "logs")
-	if err := os.Mkdir(logs, 0o755); err != nil {
-		t.Fatal(err)
+	elsewhere := t.TempDir()
+	for _, d := range []string{logs, filepath.Join(elsewhere, "logs")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	link := filepath.Join(t.TempDir(), "audit.jsonl")
-	if err := os.Symlink(filepath.Join(logs, "audit.jsonl"), link); err != nil {
+	if err := os.Symlink(filepath.Join(elsewhere, "logs", "audit.jsonl"), link); err != nil {
 		t.Fatal(err)
 	}
-	protects := func(auditPath, dir string) bool {
+	intoWorkspace := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := os.Symlink(filepath.Join(logs, "audit.jsonl"), intoWorkspace); err != nil {
+		t.Fatal(err)
+	}
+	plan := func(auditPath string) (string, error) {
 		t.Helper()
 		b := &backend{exe: sandboxExec, goos: "linux", euid: os.Geteuid, audit: auditPath}
 		plan, err := b.Plan(s)
 		if err != nil {
+			return "", err
+		}
+		return plan.Argv[2][strings.LastIndex(plan.Argv[2], "Protected whatever the policy says"):], nil
+	}
+	protects := func(auditPath, dir string) bool {
+		t.Helper()
+		last, err := plan(auditPath)
+		if err != nil {
 			t.Fatal(err)
 		}
-		last := plan.Argv[2][strings.LastIndex(plan.Argv[2], "Protected whatever the policy says"):]
 		c, err := canonical(dir) // as macOS names it: /tmp is /private/tmp
 		if err != nil {
 			t.Fatal(err)
 		}
 		return strings.Contains(last, `(subpath "`+c+`")`)
 	}
-	if protects("", logs) {
-		t.Fatalf("%s is denied with the default audit log: the test proves nothing", logs)
+	if protects("", filepath.Join(elsewhere, "logs")) {
+		t.Fatalf("%s is denied with the default audit log: the test proves nothing", elsewhere)
 	}
-	if !protects(filepath.Join(logs, "audit.jsonl"), logs) {
-		t.Errorf("--audit %s/audit.jsonl: the profile does not deny %s", logs, logs)
+	if !protects(filepath.Join(elsewhere, "logs", "audit.jsonl"), filepath.Join(elsewhere, "logs")) {
+		t.Errorf("--audit %s/logs/audit.jsonl: the profile does not deny its directory", elsewhere)
 	}
-	if !protects(link, logs) {
-		t.Errorf("--audit %s, a symlink into %s: the profile does not deny %s", link, logs, logs)
+	if !protects(link, filepath.Join(elsewhere, "logs")) {
+		t.Errorf("--audit %s, a symlink into %s/logs: the profile does not deny it", link, elsewhere)
 	}
 	if !protects(link, filepath.Dir(link)) {
 		t.Errorf("--audit %s: the profile does not deny the directory it is named in", link)
+	}
+	// A log the command could reach by renaming a directory above it is
+	// refused, named directly or through a link.
+	for _, a := range []string{filepath.Join(logs, "audit.jsonl"), intoWorkspace} {
+		if _, err := plan(a); err == nil || !strings.Contains(err.Error(), "refusing the audit log directory") {
+			t.Errorf("--audit %s, in the workspace: %v, want the run refused", a, err)
+		}
 	}
 }
 

@@ -66,7 +66,8 @@ func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 			readOnly = s.Policy.ReadOnly
 		}
 		if ws, err := filepath.EvalSymlinks(s.Workspace); err == nil {
-			g := sandbox.GuardSpec{Workspace: ws, ReadOnly: readOnly, Writable: writableRoots(s.Policy, home), Config: s.Config}
+			g := sandbox.GuardSpec{Workspace: ws, ReadOnly: readOnly, Writable: writableRoots(s.Policy, home), Config: s.Config,
+				Audit: sandbox.AuditDirs(auditPath)}
 			if self, err := os.Executable(); err == nil {
 				if self, err = filepath.EvalSymlinks(self); err == nil {
 					g.Own = []string{self}

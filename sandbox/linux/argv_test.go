@@ -257,18 +257,67 @@ func TestBuildCommandTail(t *testing.T) {
 	}
 }
 
-func TestBuildAuditDirMasked(t *testing.T) {
-	f := newFixture(t)
-	f.audit = filepath.Join(f.ws, "logs", "audit.jsonl")
-	mkdirs(t, filepath.Dir(f.audit))
-	h := f.host()
-	h.guard = newGuard([]string{f.home}, f.audit, "")
-	l, err := build(f.spec(&policy.Policy{Network: policy.NetOff}, "true"), h, f.scratch, nil)
-	if err != nil {
-		t.Fatal(err)
+// TestBuildAuditDir: the audit log's directory is hidden where the box
+// may only read it, and a run in which the box may write it, at any depth
+// (the workspace, a read-write allow_path), is refused: a box that moved
+// a directory above it away could plant a link there that has cordon, on
+// the host, write into a file of the box's choosing.
+func TestBuildAuditDir(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, f *fixture, p *policy.Policy) // sets f.audit
+		want  string                                           // the refusal; "" means masked
+	}{
+		{"in the workspace", func(t *testing.T, f *fixture, p *policy.Policy) {
+			f.audit = filepath.Join(f.ws, "logs", "audit.jsonl")
+		}, "refusing the audit log directory"},
+		{"deep in the workspace", func(t *testing.T, f *fixture, p *policy.Policy) {
+			f.audit = filepath.Join(f.ws, "var", "log", "audit.jsonl")
+		}, "refusing the audit log directory"},
+		{"relative, in the workspace", func(t *testing.T, f *fixture, p *policy.Policy) {
+			t.Chdir(f.ws)
+			f.audit = "var/log/audit.jsonl"
+		}, "refusing the audit log directory"},
+		{"under a read-write allow_path", func(t *testing.T, f *fixture, p *policy.Policy) {
+			p.AllowPaths = []string{filepath.Join(f.home, ".local") + ":rw"}
+		}, "which the command may write"},
+		{"named through a link into a read-write allow_path", func(t *testing.T, f *fixture, p *policy.Policy) {
+			rw := filepath.Join(f.root, "rw")
+			mkdirs(t, filepath.Join(rw, "state"))
+			symlink(t, filepath.Join(rw, "state"), filepath.Join(f.root, "state-link"))
+			f.audit = filepath.Join(f.root, "state-link", "cordon", "audit.jsonl")
+			p.AllowPaths = []string{rw + ":rw"}
+		}, "refusing the audit log directory"},
+		{"under a read-only expose", func(t *testing.T, f *fixture, p *policy.Policy) {
+			p.Expose = []string{filepath.Join(f.home, ".local")}
+		}, ""},
+		{"under a read-only allow_path", func(t *testing.T, f *fixture, p *policy.Policy) {
+			p.AllowPaths = []string{filepath.Join(f.home, ".local") + ":ro"}
+		}, ""},
 	}
-	if !hasSeq(l.argv, "--ro-bind", f.scratch+"/empty.d", filepath.Join(f.ws, "logs")) {
-		t.Fatalf("audit directory in the workspace is not masked: %q", l.argv)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			p := &policy.Policy{Network: policy.NetOff}
+			tt.setup(t, &f, p)
+			abs, _ := filepath.Abs(f.audit)
+			mkdirs(t, filepath.Dir(abs))
+			h := f.host()
+			h.guard = newGuard([]string{f.home}, f.audit, "")
+			l, err := build(f.spec(p, "true"), h, f.scratch, nil)
+			if tt.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "point --audit or CORDON_AUDIT elsewhere") {
+					t.Fatalf("build: %v, want a refusal saying %q and how to fix it", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !hasSeq(l.argv, "--ro-bind", f.scratch+"/empty.d", filepath.Dir(abs)) {
+				t.Fatalf("the audit directory is not masked: %q", l.argv)
+			}
+		})
 	}
 }
 

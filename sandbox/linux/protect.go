@@ -73,6 +73,9 @@ type guard struct {
 	own []ownDir
 	// sockets are the host's control sockets (hostSockets).
 	sockets []string
+	// audit are the audit log's directories (sandbox.AuditDirs): no box
+	// may write where they are (sandbox.GuardSpec.Audit).
+	audit []string
 }
 
 // ownDir is one of cordon's own directories, and why the sandbox must not
@@ -97,6 +100,7 @@ func newGuard(homes []string, auditPath, cacheDir string) guard {
 	if auditPath != "" {
 		for _, d := range sandbox.AuditDirs(auditPath) {
 			g.addOwn(d, "the audit log directory", "the sandbox must not touch its own audit trail")
+			g.audit = appendNew(g.audit, d)
 		}
 	}
 	g.addOwn(cacheDir, "cordon's cache directory", "it keeps the trust bundles sandboxes are given")

@@ -322,6 +322,15 @@ type escapeEnv struct {
 
 func TestEscapeCorpus(t *testing.T) {
 	attacks := loadEscapeCorpus(t)
+	// CORDON_ESCAPE_ONLY (names, comma-separated) plays only those
+	// attacks, for working on one without playing the whole corpus.
+	if only := os.Getenv("CORDON_ESCAPE_ONLY"); only != "" {
+		names := strings.Split(only, ",")
+		attacks = slices.DeleteFunc(attacks, func(a *escapeAttack) bool { return !slices.Contains(names, a.Name) })
+		if len(attacks) == 0 {
+			t.Fatalf("CORDON_ESCAPE_ONLY=%s names no attack of the corpus", only)
+		}
+	}
 	o := testOrigin(t)
 	env := prepareEscapeEnv(t)
 	udpPort, err := originUDPEcho()

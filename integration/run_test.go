@@ -683,6 +683,43 @@ func TestRunProjectFilePlantedBelow(t *testing.T) {
 	}
 }
 
+// A deny_read file two levels into the workspace: the box renamed its
+// directory (the mask moved with it), and the next run, which hides only
+// the old name, read it under the new one. Now every directory between
+// the workspace root and it is pinned, so the rename fails; and a
+// deny_read entry in the workspace that does not exist when a run starts
+// (one moved by a box of an earlier cordon) is named in a warning.
+func TestRunDenyReadCannotBeMovedAway(t *testing.T) {
+	b := newBox(t)
+	key := filepath.Join(b.ws, "secrets", "prod.key")
+	const secret = "TOP-SECRET-DB-PASSWORD"
+	b.file(key, secret+"\n")
+	b.file(filepath.Join(b.ws, ".cordon.yaml"), "deny_read: ["+key+"]\n")
+	r := b.run("--net", "off", "--", "sh", "-c", `echo "run1 reads: [$(cat secrets/prod.key)]"
+mv secrets .cache-x && mkdir secrets && echo MOVED; true`)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "run1 reads: []") || strings.Contains(r.stdout, "MOVED") || !strings.Contains(r.stderr+r.stdout, "Device or resource busy") {
+		t.Fatalf("the denied file's directory could be renamed:\n%s%s", r.stdout, r.stderr)
+	}
+	r = b.run("--net", "off", "--", "sh", "-c", `echo "run2 reads: [$(cat .cache-x/prod.key secrets/prod.key 2>/dev/null)]"`)
+	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, secret) || !strings.Contains(r.stdout, "run2 reads: []") {
+		t.Fatalf("the second run read the denied file:\n%s%s", r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stderr, "warning: deny_read") {
+		t.Fatalf("a warning about a deny_read path that is there:\n%s", r.stderr)
+	}
+	// As a box of an earlier cordon could: moved away on the host.
+	if err := os.Rename(filepath.Join(b.ws, "secrets"), filepath.Join(b.ws, ".cache-x")); err != nil {
+		t.Fatal(err)
+	}
+	r = b.run("--net", "off", "--", "true")
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stderr, "cordon: warning: deny_read "+key+" does not exist") || !strings.Contains(r.stderr, "look for it and put it back") {
+		t.Fatalf("the missing deny_read path is not told:\n%s", r.stderr)
+	}
+}
+
 func TestRunJSONOutcome(t *testing.T) {
 	b := newBox(t)
 	r := b.run("--net", "off", "--json", "--", "sh", "-c", "echo from-command; exit 3")

@@ -243,6 +243,33 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	if err != nil {
 		return nil, err
 	}
+	// cordon's cache directory (its kept trust bundles, probe results
+	// and owed aftercare, which later runs act on) is hidden only if it
+	// exists: one missing where the box may write is made now, before
+	// the box could make it with contents of its own.
+	if c := h.guard.cache; c != "" && visible(c) {
+		if _, err := os.Lstat(c); err != nil && movable(c, binds) {
+			if err := os.MkdirAll(c, 0o700); err != nil {
+				return nil, fmt.Errorf("make cordon's cache directory %s, which the command could otherwise make: %w", c, err)
+			}
+		}
+	}
+	masks, err := maskPaths(p, ws, h.guard, binds, sources, visible)
+	if err != nil {
+		return nil, err
+	}
+	// What is mounted over a path in a read-write bind (a mask, a file
+	// shown in the box) moves with a directory above it renamed: those
+	// directories are pinned too.
+	over := make([]string, 0, len(masks)+len(s.Files))
+	for _, m := range masks {
+		over = append(over, m.path)
+	}
+	for dst := range s.Files {
+		over = append(over, dst)
+	}
+	slices.Sort(over)
+	pins = pinsAbove(pins, over, binds)
 	// The pins go in with the binds, parents first, so that a bind
 	// nested in a pinned directory still lands on top of it.
 	mounts := slices.Clone(binds)
@@ -314,10 +341,6 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		a = append(a, "--ro-bind", src, dst)
 	}
 
-	masks, err := maskPaths(p, ws, h.guard, binds, sources, visible)
-	if err != nil {
-		return nil, err
-	}
 	for _, m := range masks {
 		src := empty
 		if m.dir {

@@ -76,6 +76,8 @@ type guard struct {
 	// audit are the audit log's directories (sandbox.AuditDirs): no box
 	// may write where they are (sandbox.GuardSpec.Audit).
 	audit []string
+	// cache is cordon's cache directory, as written ("" for none).
+	cache string
 }
 
 // ownDir is one of cordon's own directories, and why the sandbox must not
@@ -104,6 +106,9 @@ func newGuard(homes []string, auditPath, cacheDir string) guard {
 		}
 	}
 	g.addOwn(cacheDir, "cordon's cache directory", "it keeps the trust bundles sandboxes are given")
+	if filepath.IsAbs(cacheDir) {
+		g.cache = filepath.Clean(cacheDir)
+	}
 	return g
 }
 

@@ -1,0 +1,54 @@
+//go:build linux
+
+package linux
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// pinsAbove returns the directories to pin (bind onto themselves, which
+// makes each a mount point the box can neither rename nor remove) above
+// each of paths (absolute): every existing directory between one and the
+// root of the read-write bind it lies in (the workspace, a read-write
+// allow_path). A mount over a path (a deny_read mask, a credential's
+// file shown masked, one of cordon's own directories hidden) moves with
+// a directory above it that is renamed, so a box that renamed one away
+// would find the real file under the new name at the next run, which
+// hides only the old one; pinned, the rename fails with EBUSY. A path
+// outside every read-write bind needs no pin: the box cannot rename
+// anything there. Paths are taken with their links resolved where they
+// resolve; pins already listed (in pins) are not repeated.
+func pinsAbove(pins, paths []string, binds []bind) []string {
+	for _, p := range paths {
+		dir := filepath.Dir(filepath.Clean(p))
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = r
+		}
+		for d := dir; d != "/" && movable(d, binds); d = filepath.Dir(d) {
+			if fi, err := os.Stat(d); err == nil && fi.IsDir() && !slices.Contains(pins, d) {
+				pins = append(pins, d)
+			}
+		}
+	}
+	return pins
+}
+
+// movable says whether the box may rename or remove q: it lies below the
+// root of a bind (a root is a mount point), and the innermost bind
+// holding it is read-write.
+func movable(q string, binds []bind) bool {
+	var in *bind
+	for i, b := range binds {
+		if q == b.path {
+			return false
+		}
+		if sandbox.Within(q, b.path) && (in == nil || depth(b.path) > depth(in.path)) {
+			in = &binds[i]
+		}
+	}
+	return in != nil && in.write
+}

@@ -1,0 +1,163 @@
+//go:build linux
+
+package linux
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/policy"
+)
+
+// TestBuildPinsAboveMasks: every directory between a read-write bind's
+// root and a path mounted over in it (a deny_read mask, a protected path
+// hidden, a credential's file shown masked) is bound onto itself, before
+// the mount over the path, so the box cannot rename it, and the mount
+// with it, away: the next run would hide only the old name. Nothing is
+// pinned where the box cannot rename anything.
+func TestBuildPinsAboveMasks(t *testing.T) {
+	tests := []struct {
+		name  string
+		files []string // made before the build
+		setup func(f fixture, p *policy.Policy, s map[string][]byte)
+		pins  []string // {ws}, {root}, {home}
+		none  []string // must not be pinned
+	}{
+		{"deny_read two levels into the workspace", []string{"{ws}/secrets/prod.key"},
+			func(f fixture, p *policy.Policy, s map[string][]byte) {
+				p.DenyRead = []string{f.ws + "/secrets/prod.key"}
+			},
+			[]string{"{ws}/secrets"}, nil},
+		{"deny_read deep in the workspace", []string{"{ws}/a/b/c.key"},
+			func(f fixture, p *policy.Policy, s map[string][]byte) { p.DenyRead = []string{f.ws + "/a/b/c.key"} },
+			[]string{"{ws}/a", "{ws}/a/b"}, nil},
+		{"a denied directory", []string{"{ws}/a/secrets/x"},
+			func(f fixture, p *policy.Policy, s map[string][]byte) { p.DenyRead = []string{f.ws + "/a/secrets"} },
+			[]string{"{ws}/a"}, []string{"{ws}/a/secrets"}},
+		{"deny_read at the workspace's root", []string{"{ws}/top.key"},
+			func(f fixture, p *policy.Policy, s map[string][]byte) { p.DenyRead = []string{f.ws + "/top.key"} },
+			nil, nil},
+		{"deny_read in a read-write allow_path", []string{"{root}/rw/x/y.key"},
+			func(f fixture, p *policy.Policy, s map[string][]byte) {
+				p.AllowPaths = []string{f.root + "/rw:rw"}
+				p.DenyRead = []string{f.root + "/rw/x/y.key"}
+			},
+			[]string{"{root}/rw/x"}, nil},
+		{"deny_read in a read-only allow_path", []string{"{root}/ro/x/y.key"},
+			func(f fixture, p *policy.Policy, s map[string][]byte) {
+				p.AllowPaths = []string{f.root + "/ro"}
+				p.DenyRead = []string{f.root + "/ro/x/y.key"}
+			},
+			nil, []string{"{root}/ro/x"}},
+		{"a credential store at a read-write allow_path's root", []string{"{home}/.local/share/keyrings/login.keyring"},
+			func(f fixture, p *policy.Policy, s map[string][]byte) {
+				p.AllowPaths = []string{f.home + "/.local/share:rw"}
+			},
+			nil, []string{"{home}/.local/share/keyrings"}},
+		{"a credential store two levels into a read-write allow_path", []string{"{root}/rw/share/keyrings/login.keyring"},
+			func(f fixture, p *policy.Policy, s map[string][]byte) {
+				p.AllowPaths = []string{f.root + "/rw:rw"}
+				p.DenyRead = []string{f.root + "/rw/share/keyrings"}
+			},
+			[]string{"{root}/rw/share"}, nil},
+		{"a credential's file shown masked", []string{"{ws}/conf/.npmrc"},
+			func(f fixture, p *policy.Policy, s map[string][]byte) { s[f.ws+"/conf/.npmrc"] = []byte("masked") },
+			[]string{"{ws}/conf"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			x := strings.NewReplacer("{ws}", f.ws, "{root}", f.root, "{home}", f.home)
+			for _, p := range tt.files {
+				writeFile(t, x.Replace(p), "secret", 0o600)
+			}
+			p := &policy.Policy{Network: policy.NetOff}
+			spec := f.spec(p, "true")
+			spec.Files = map[string][]byte{}
+			tt.setup(f, p, spec.Files)
+			l, err := build(spec, f.host(), f.scratch, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			firstMask := slices.IndexFunc(l.argv, func(a string) bool { return strings.HasPrefix(a, f.scratch) })
+			for _, d := range tt.pins {
+				d = x.Replace(d)
+				i := slices.Index(l.argv, d)
+				if i < 1 || l.argv[i-1] != "--bind" || l.argv[i+1] != d {
+					t.Errorf("%s is not pinned: %q", d, l.argv)
+				} else if firstMask >= 0 && i > firstMask {
+					t.Errorf("%s is pinned after the masks, which it would cover: %q", d, l.argv)
+				}
+			}
+			for _, d := range tt.none {
+				if hasSeq(l.argv, "--bind", x.Replace(d), x.Replace(d)) {
+					t.Errorf("%s is pinned: %q", x.Replace(d), l.argv)
+				}
+			}
+		})
+	}
+}
+
+// TestPinsAbove: which directories a path mounted over needs pinned.
+func TestPinsAbove(t *testing.T) {
+	f := newFixture(t)
+	for _, p := range []string{f.ws + "/a/b/c", f.root + "/rw/ro/x/y", f.root + "/rw/x/y"} {
+		writeFile(t, p, "", 0o600)
+	}
+	binds := []bind{{path: f.ws, write: true}, {path: f.root + "/rw", write: true}, {path: f.root + "/rw/ro"}}
+	tests := []struct {
+		path string
+		want []string
+	}{
+		{f.ws + "/a/b/c", []string{f.ws + "/a/b", f.ws + "/a"}},
+		{f.ws + "/a", nil},
+		{f.root + "/rw/x/y", []string{f.root + "/rw/x"}},
+		{f.root + "/rw/ro/x/y", nil}, // inside a read-only bind nested in a read-write one
+		{f.root + "/elsewhere/x/y", nil},
+		{f.ws + "/missing/dir/file", nil},
+	}
+	for _, tt := range tests {
+		if got := pinsAbove(nil, []string{tt.path}, binds); !slices.Equal(got, tt.want) {
+			t.Errorf("pinsAbove(%s) = %q, want %q", tt.path, got, tt.want)
+		}
+	}
+	if got := pinsAbove([]string{f.ws + "/a"}, []string{f.ws + "/a/b/c"}, binds); !slices.Equal(got, []string{f.ws + "/a", f.ws + "/a/b"}) {
+		t.Errorf("a pin listed already is repeated, or lost: %q", got)
+	}
+}
+
+// TestBuildMakesTheCacheDirToHideIt: cordon's cache directory, missing
+// where the box may write (a read-write ~/.cache on a new account), is
+// made before the box is built, and hidden: otherwise the box could make
+// it, with probe results, kept bundles or owed aftercare of its own.
+func TestBuildMakesTheCacheDirToHideIt(t *testing.T) {
+	for _, tc := range []struct {
+		name, allow string
+		made        bool
+	}{
+		{"read-write", "{home}/.cache:rw", true},
+		{"read-only", "{home}/.cache", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			cache := f.home + "/.cache/cordon"
+			mkdirs(t, f.home+"/.cache")
+			h := f.host()
+			h.guard = newGuard([]string{f.home}, f.audit, cache)
+			p := &policy.Policy{Network: policy.NetOff, AllowPaths: []string{strings.ReplaceAll(tc.allow, "{home}", f.home)}}
+			l, err := build(f.spec(p, "true"), h, f.scratch, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, statErr := os.Stat(cache)
+			if made := statErr == nil; made != tc.made {
+				t.Fatalf("cache directory made: %v, want %v", made, tc.made)
+			}
+			if tc.made && !hasSeq(l.argv, "--ro-bind", f.scratch+"/empty.d", cache) {
+				t.Fatalf("the cache directory is not hidden: %q", l.argv)
+			}
+		})
+	}
+}

@@ -253,12 +253,29 @@ func checkAuditOutside(audit, writable []string) error {
 		for _, n := range []string{a, resolvedPrefix(a)} {
 			for _, w := range writable {
 				if Within(n, w) {
-					return fmt.Errorf("refusing the audit log directory %s: it lies in %s, which the command may write, so a command could move it away and have cordon write the next runs' lines into a file of its choosing; keep the audit log outside the workspace and every read-write --allow-path (point --audit or CORDON_AUDIT elsewhere), or allow a narrower path", a, w)
+					return &AuditDirError{Dir: a, Writable: w}
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// AuditDirError is the refusal of a run in which the command may write
+// where the audit log's directory is (checkAuditOutside).
+type AuditDirError struct {
+	// Dir is the audit log's directory; Writable, the directory the
+	// command may write that holds it.
+	Dir, Writable string
+}
+
+func (e *AuditDirError) Error() string {
+	return fmt.Sprintf("refusing the audit log directory %s: it lies in %s, which the command may write, so a command could move it away and have cordon write the next runs' lines into a file of its choosing; %s", e.Dir, e.Writable, e.Fix())
+}
+
+// Fix says how to run with the log out of the command's reach.
+func (e *AuditDirError) Fix() string {
+	return "keep the audit log outside the workspace and every read-write --allow-path (point --audit or CORDON_AUDIT elsewhere), or allow a narrower path"
 }
 
 // resolvedPrefix is p (absolute, clean) as the kernel would resolve it,

@@ -5,6 +5,7 @@ package linux
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -229,7 +230,11 @@ func (b *Backend) checkBox(ctx context.Context, p *policy.Policy, add func(sandb
 	s := &sandbox.Spec{Policy: &pp, Workspace: ws, Workdir: ws, Stderr: &stderr, Timeout: probeTimeout}
 	l, err := build(s, h, scratchName(), &probeMode{outside: outside})
 	if err != nil {
-		add(blocked(sandbox.CapFilesystem, err.Error(), "edit the policy entry named; paths that hold credentials or contain your home are never exposed"))
+		fix := "edit the policy entry named; paths that hold credentials or contain your home are never exposed"
+		if ae := (*sandbox.AuditDirError)(nil); errors.As(err, &ae) {
+			fix = ae.Fix()
+		}
+		add(blocked(sandbox.CapFilesystem, err.Error(), fix))
 		return nil
 	}
 	var found []probeResult

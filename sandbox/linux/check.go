@@ -147,7 +147,13 @@ func (b *Backend) checkBwrap(ctx context.Context) (path, version string, c sandb
 func bwrapVersion(ctx context.Context, path, fix string) (string, sandbox.Capability) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	// From /, with no environment: cordon's working directory is the
+	// workspace, the box's to write, and an empty or relative entry of
+	// an inherited LD_LIBRARY_PATH would have the loader take a library
+	// planted there. (bwrap's own launches get no environment either.)
+	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.Dir, cmd.Env = "/", []string{}
+	out, err := cmd.Output()
 	if err != nil {
 		return "", blocked(CapBwrap, fmt.Sprintf("%s --version failed: %v", path, err), fix)
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -172,6 +173,9 @@ func (b *Backend) gatherHost(p *policy.Policy) (hostInfo, error) {
 	}
 	h.home = filepath.Clean(h.home)
 	h.guard = newGuard([]string{h.home, me.HomeDir}, b.opts.AuditPath, sandbox.CacheDir())
+	if def, err := audit.DefaultPath(); err == nil {
+		h.guard = h.guard.withDefaultAudit(def)
+	}
 	h.uid, h.gid, h.user = os.Getuid(), os.Getgid(), me.Username
 	if os.Geteuid() == 0 {
 		ra, err := runAs(p.RunAs)

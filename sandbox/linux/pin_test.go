@@ -161,3 +161,30 @@ func TestBuildMakesTheCacheDirToHideIt(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildGuardsTheDefaultAuditLog: a run that logs elsewhere, with a
+// read-write directory above the default log (~/.local:rw), hides the
+// default log's directory and pins the directories above it, so that the
+// box can neither read the lines of the runs that log there nor move it
+// away to plant a link for the next of them.
+func TestBuildGuardsTheDefaultAuditLog(t *testing.T) {
+	f := newFixture(t) // the default log is at ~/.local/state/cordon/audit.jsonl
+	writeFile(t, f.audit, "", 0o600)
+	other := f.root + "/logs/audit.jsonl"
+	mkdirs(t, f.root+"/logs")
+	h := f.host()
+	h.guard = newGuard([]string{f.home}, other, "").withDefaultAudit(f.audit)
+	p := &policy.Policy{Network: policy.NetOff, AllowPaths: []string{f.home + "/.local:rw"}}
+	l, err := build(f.spec(p, "true"), h, f.scratch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := f.home + "/.local/state"
+	if !hasSeq(l.argv, "--bind", state, state) || !hasSeq(l.argv, "--ro-bind", f.scratch+"/empty.d", state+"/cordon") {
+		t.Fatalf("the default log's directory is not hidden, or the one above it not pinned: %q", l.argv)
+	}
+	p.AllowPaths = []string{state + "/cordon"}
+	if _, err := build(f.spec(p, "true"), h, f.scratch, nil); err == nil || !strings.Contains(err.Error(), "the default audit log directory") {
+		t.Fatalf("the default log's directory was exposed: %v", err)
+	}
+}

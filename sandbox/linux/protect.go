@@ -122,6 +122,27 @@ func (g guard) withConfig(config []string) guard {
 	return g
 }
 
+// withDefaultAudit returns g guarding the default audit log's directory
+// too (path is audit.DefaultPath's; "" for none), when the run writes
+// another: the runs that write there are as much the user's, so it is
+// refused as expose or allow_paths and hidden inside a wider directory,
+// and, as what is hidden, the directories above it in a read-write bind
+// are pinned, so that no box moves it away and plants a link or a second
+// name of its own for the next run that logs there (audit.Open refuses
+// both, but a box could still read the lines of those runs). A run is
+// refused only when its own log is within the box's reach
+// (sandbox.GuardSpec.Audit).
+func (g guard) withDefaultAudit(path string) guard {
+	if path == "" {
+		return g
+	}
+	g.own = slices.Clone(g.own)
+	for _, d := range sandbox.AuditDirs(path) {
+		g.addOwn(d, "the default audit log directory", "the sandbox must not touch the audit trail of the runs that log there")
+	}
+	return g
+}
+
 // addOwn adds one of cordon's own paths (by its real path, when it
 // resolves), unless it is there already.
 func (g *guard) addOwn(dir, name, why string) {

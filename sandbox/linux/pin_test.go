@@ -189,8 +189,9 @@ func TestBuildGuardsTheDefaultAuditLog(t *testing.T) {
 	}
 }
 
-// TestBuildDenyReadThroughALink: a deny_read entry with a symbolic link on
-// the way that the box could replace is refused (the mask lands on the
+// TestBuildDenyReadThroughALink: a deny_read entry, or a credential's file
+// shown masked, with a symbolic link on the way that the box could replace
+// is refused (the mask lands on the
 // link's target; replaced, the link would have the next run hide another
 // file, and the one it names now would be readable); one the box cannot
 // replace is followed, as before.
@@ -220,12 +221,27 @@ func TestBuildDenyReadThroughALink(t *testing.T) {
 			return f.root + "/keys/prod.key"
 		}, ""},
 		{"a missing path", func(t *testing.T, f fixture) string { return f.ws + "/not/yet" }, ""},
+		{"a credential's file through a link", func(t *testing.T, f fixture) string {
+			writeFile(t, f.ws+"/real/.npmrc", "x", 0o600)
+			symlink(t, "real", f.ws+"/conf")
+			return "files:" + f.ws + "/conf/.npmrc"
+		}, "is a symbolic link the command could replace"},
+		{"a credential's file by its real path", func(t *testing.T, f fixture) string {
+			writeFile(t, f.ws+"/conf/.npmrc", "x", 0o600)
+			return "files:" + f.ws + "/conf/.npmrc"
+		}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
-			p := &policy.Policy{Network: policy.NetOff, DenyRead: []string{tt.setup(t, f)}}
-			_, err := build(f.spec(p, "true"), f.host(), f.scratch, nil)
+			p := &policy.Policy{Network: policy.NetOff}
+			spec := f.spec(p, "true")
+			if e := tt.setup(t, f); strings.HasPrefix(e, "files:") {
+				spec.Files = map[string][]byte{strings.TrimPrefix(e, "files:"): []byte("masked")}
+			} else {
+				p.DenyRead = []string{e}
+			}
+			_, err := build(spec, f.host(), f.scratch, nil)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatal(err)

@@ -668,6 +668,14 @@ func TestRunProjectFilePlantedBelow(t *testing.T) {
 	if strings.Contains(r.stdout, "hunter2") || !strings.Contains(r.stdout, "env: []") || !strings.Contains(r.stdout, "proxy: []") {
 		t.Fatalf("a project file planted below dropped the project's narrowing:\n%s%s", r.stdout, r.stderr)
 	}
+	// With the project's root read-write (an --allow-path above the
+	// workspace), its file is read-only in the box all the same.
+	r = runResult(t, runTimeout, cordonIn(t, pkg, b.env(), "run", "--audit", b.audit, "--allow-path", b.ws+":rw", "--",
+		"sh", "-c", `rm -f ../.cordon.yaml && echo REMOVED; echo 'network: off' > ../.cordon.yaml && echo WRITTEN; touch ../beside && echo BESIDE`))
+	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, "REMOVED") || strings.Contains(r.stdout, "WRITTEN") || !strings.Contains(r.stdout, "BESIDE") {
+		t.Fatalf("the project file above the workspace, in a read-write path, could be changed (or the path was not writable):\n%s%s", r.stdout, r.stderr)
+	}
 	// One that tries to widen what the files above it left is refused,
 	// naming both.
 	b.file(filepath.Join(pkg, ".cordon.yaml"), "network: restricted\n")

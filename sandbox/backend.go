@@ -109,6 +109,10 @@ type Spec struct {
 	// directory. The command may neither read nor write them (see
 	// GuardSpec.Config).
 	Config []string
+	// Projects are the project files read from the directories above the
+	// Workspace (policy.Sources.Projects but the workspace's own): one
+	// where the command may write is guarded (GuardSpec.Projects).
+	Projects []string
 	// Commit, when set, is called once before the command starts (the
 	// sandbox may be built by then); an error stops the run before
 	// anything of the command runs. cordon run records the launch here.

@@ -121,6 +121,10 @@ type GuardSpec struct {
 	// Audit are the audit log's directories (AuditDirs): under Workspace
 	// or Writable, at any depth, the run is refused (checkAuditOutside).
 	Audit []string
+	// Projects are project files above the workspace (Spec.Projects);
+	// one under Writable is read-only, with the directories between
+	// that root and it pinned, as the workspace's own is read-only.
+	Projects []string
 }
 
 // GuardWorkspace lists how to guard the workspace (a real path): its git
@@ -175,6 +179,13 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 		}
 		out = append(out, more...)
 	}
+	for _, f := range g.Projects {
+		more, err := guardProject(f, g.Writable)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, more...)
+	}
 	out = append(out, GuardedPath{Path: ws, Guard: Nested, Dir: true, Since: time.Now().Add(-clockSlack)})
 	return settle(out), nil
 }
@@ -202,6 +213,32 @@ func guardOwn(file string, roots []string) ([]GuardedPath, error) {
 	out, err := guardUnder(root, rel, true)
 	if err != nil {
 		return nil, fmt.Errorf("cordon's own files: %w", err)
+	}
+	return out, nil
+}
+
+// guardProject guards a project file above the workspace (a real path)
+// that lies under one of the writable roots: the next run reads it as
+// policy, so a box that could remove it, or rename a directory above it
+// away, would drop its narrowing. It is read-only, and the directories
+// between the outermost root holding it and it are pinned.
+func guardProject(file string, roots []string) ([]GuardedPath, error) {
+	root := ""
+	for _, r := range roots {
+		if Within(file, r) && file != r && (root == "" || Within(root, r)) {
+			root = r
+		}
+	}
+	if root == "" {
+		return nil, nil
+	}
+	rel, err := filepath.Rel(root, file)
+	if err != nil {
+		return nil, err
+	}
+	out, err := guardUnder(root, rel, false)
+	if err != nil {
+		return nil, fmt.Errorf("project file %s: %w", file, err)
 	}
 	return out, nil
 }

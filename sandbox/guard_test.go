@@ -451,3 +451,61 @@ func TestCheckAuditOutside(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardProjectFilesAbove: a project file above the workspace that lies
+// under a directory the box may write is read-only, with the directories
+// between that root and it pinned (the next run reads it as policy); one
+// outside every such directory needs nothing, and one that is a link
+// there is refused.
+func TestGuardProjectFilesAbove(t *testing.T) {
+	base := realTempDir(t)
+	p := filepath.Join(base, "p")
+	ws := filepath.Join(p, "sub", "pkg")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(p, ".cordon.yaml"), filepath.Join(p, "sub", ".cordon.yaml"), filepath.Join(base, "real.yaml")} {
+		if err := os.WriteFile(f, []byte("network: off\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("../real.yaml", filepath.Join(base, "q.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		projects []string
+		writable []string
+		want     []GuardedPath // among the guards
+		err      string
+	}{
+		{"at a read-write root", []string{filepath.Join(p, ".cordon.yaml")}, []string{p},
+			[]GuardedPath{{Path: filepath.Join(p, ".cordon.yaml"), Guard: ReadOnly}}, ""},
+		{"below a read-write root", []string{filepath.Join(p, "sub", ".cordon.yaml")}, []string{p},
+			[]GuardedPath{{Path: filepath.Join(p, "sub"), Guard: Pinned, Dir: true}, {Path: filepath.Join(p, "sub", ".cordon.yaml"), Guard: ReadOnly}}, ""},
+		{"outside what the box writes", []string{filepath.Join(p, ".cordon.yaml")}, nil, nil, ""},
+		{"a link under a read-write root", []string{filepath.Join(base, "q.yaml")}, []string{base}, nil, "symbolic link"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := GuardWorkspace(GuardSpec{Workspace: ws, Writable: tt.writable, Projects: tt.projects})
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("GuardWorkspace: %v, want an error saying %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !slices.ContainsFunc(got, func(g GuardedPath) bool { return g.Path == w.Path && g.Guard == w.Guard }) {
+					t.Errorf("%s is not guarded as %v: %+v", w.Path, w.Guard, got)
+				}
+			}
+			if tt.want == nil && slices.ContainsFunc(got, func(g GuardedPath) bool { return strings.HasSuffix(g.Path, ".cordon.yaml") }) {
+				t.Errorf("a project file outside what the box writes is guarded: %+v", got)
+			}
+		})
+	}
+}

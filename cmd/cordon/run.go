@@ -150,8 +150,16 @@ func (f *runFlags) spec(argv []string) (*sandbox.Spec, error) {
 	if ca, err := certs.DefaultDir(); err == nil {
 		config = append(config, ca)
 	}
+	// The project files above the workspace are as much the run's
+	// policy as its own, which is read-only in the box.
+	var above []string
+	for _, f := range src.Projects {
+		if f != src.Project {
+			above = append(above, f)
+		}
+	}
 	return &sandbox.Spec{
-		Policy: p, Argv: argv, Workdir: cwd, Workspace: ws, Timeout: p.Limits.Timeout, Config: config,
+		Policy: p, Argv: argv, Workdir: cwd, Workspace: ws, Timeout: p.Limits.Timeout, Config: config, Projects: above,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 	}, nil
 }

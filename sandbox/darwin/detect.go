@@ -67,7 +67,7 @@ func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 		}
 		if ws, err := filepath.EvalSymlinks(s.Workspace); err == nil {
 			g := sandbox.GuardSpec{Workspace: ws, ReadOnly: readOnly, Writable: writableRoots(s.Policy, home), Config: s.Config,
-				Audit: sandbox.AuditDirs(auditPath)}
+				Audit: sandbox.AuditDirs(auditPath), Projects: s.Projects}
 			if self, err := os.Executable(); err == nil {
 				if self, err = filepath.EvalSymlinks(self); err == nil {
 					g.Own = []string{self}

@@ -295,7 +295,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	}
 	empty := filepath.Join(scratch, "empty")
 	guards, guarded, err := guardArgs(sandbox.GuardSpec{Workspace: ws, ReadOnly: p.ReadOnly,
-		Own: []string{h.self, holderPath(h.self)}, Writable: writable, Config: s.Config, Audit: h.guard.audit}, empty)
+		Own: []string{h.self, holderPath(h.self)}, Writable: writable, Config: s.Config, Audit: h.guard.audit, Projects: s.Projects}, empty)
 	if err != nil {
 		return nil, err
 	}

@@ -200,6 +200,22 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 			return nil, fmt.Errorf("credentials %q: source.file: %w", c.Name, err)
 		}
 	}
+	// A denied path is denied by its name: a directory above it that the
+	// command could rename (one below a path it writes) would take it to a
+	// name nothing denies, at this run and the next. Those directories
+	// may not be unlinked, which renaming takes.
+	for _, d := range l.denyRead {
+		for _, w := range l.write {
+			if d == w || !sandbox.Within(d, w) {
+				continue
+			}
+			for dir := path.Dir(d); dir != w && sandbox.Within(dir, w); dir = path.Dir(dir) {
+				if !slices.Contains(l.guardDirs, dir) {
+					l.guardDirs = append(l.guardDirs, dir)
+				}
+			}
+		}
+	}
 
 	switch p.Network {
 	case "", policy.NetOff:

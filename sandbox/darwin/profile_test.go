@@ -90,7 +90,7 @@ func TestGoldenProfiles(t *testing.T) {
 		{"net-restricted", restricted, alice},
 		{"deny-read", spec(&policy.Policy{
 			Network:     policy.NetOff,
-			DenyRead:    []string{"~/.netrc", "/Users/alice/src/app/.env"},
+			DenyRead:    []string{"~/.netrc", "/Users/alice/src/app/.env", "/Users/alice/src/app/config/secrets/db.key"},
 			Credentials: []policy.Credential{{Name: "openai", Source: policy.Source{File: "~/secrets/openai"}}},
 		}), alice},
 		{"expose", spec(&policy.Policy{

@@ -315,10 +315,14 @@ func (e *AuditDirError) Fix() string {
 	return "keep the audit log outside the workspace and every read-write --allow-path (point --audit or CORDON_AUDIT elsewhere), or allow a narrower path"
 }
 
-// resolvedPrefix is p (absolute, clean) as the kernel would resolve it,
-// one name at a time, every link followed, dangling ones too; the names
-// past the first that does not exist are kept as they are.
-func resolvedPrefix(p string) string {
+// Resolve resolves p (absolute, clean) one name at a time, as the kernel
+// would, every link followed (dangling ones too), calling link, when not
+// nil, with each symbolic link's path before following it: its error
+// stops the walk. whole says every name resolved; if not, the names past
+// the first that does not (or a link that cannot be followed) are kept as
+// they are.
+func Resolve(p string, link func(path string) error) (real string, whole bool, err error) {
+	const maxLinks = 40 // the kernel's own bound
 	cur, rest := "/", strings.Split(p, "/")
 	for links := 0; len(rest) > 0; {
 		name := rest[0]
@@ -333,22 +337,34 @@ func resolvedPrefix(p string) string {
 		next := filepath.Join(cur, name)
 		fi, err := os.Lstat(next)
 		if err != nil {
-			return filepath.Join(append([]string{next}, rest...)...)
+			return filepath.Join(append([]string{next}, rest...)...), false, nil
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			cur = next
 			continue
 		}
+		if link != nil {
+			if err := link(next); err != nil {
+				return "", false, err
+			}
+		}
 		target, err := os.Readlink(next)
-		if links++; err != nil || links > 40 {
-			return filepath.Join(append([]string{next}, rest...)...)
+		if links++; err != nil || links > maxLinks {
+			return filepath.Join(append([]string{next}, rest...)...), false, nil
 		}
 		if filepath.IsAbs(target) {
 			cur = "/"
 		}
 		rest = append(strings.Split(target, "/"), rest...)
 	}
-	return cur
+	return cur, true, nil
+}
+
+// resolvedPrefix is p (absolute, clean) as the kernel would resolve it
+// (Resolve), what does not resolve kept as it is.
+func resolvedPrefix(p string) string {
+	r, _, _ := Resolve(p, nil)
+	return r
 }
 
 // settle makes a list of guards one that bind mounts can follow in

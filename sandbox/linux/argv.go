@@ -239,7 +239,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		cmdline = []string{selfPath, ProbeCommand, strconv.Itoa(fdProbe), probe.outside}
 	}
 	sortBinds(binds)
-	sources, pins, err := credentialSources(p, binds)
+	sources, err := credentialSources(p, binds)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +272,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		over = append(over, dst)
 	}
 	slices.Sort(over)
-	pins = pinsAbove(pins, over, binds)
+	pins := pinsAbove(nil, over, binds)
 	// The pins go in with the binds, parents first, so that a bind
 	// nested in a pinned directory still lands on top of it.
 	mounts := slices.Clone(binds)

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/policy"
@@ -110,38 +109,20 @@ func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, sources []str
 // credential in the config, selected for the run or not: each holds a
 // real secret, which the box must never read. (An env source never
 // reaches the box, whose environment is cleared; a command source leaves
-// nothing to hide.) It returns too the directories to pin, each a mount
-// point the box can neither rename nor remove: every directory above such
-// a file that lies in a read-write bind (the workspace, a read-write
-// allow_path). A mount keeps the box from reading the file during the
-// run, but a directory above it renamed would take the file to a path
-// the next run does not hide. For the same reason a symbolic link on the
-// way to a source file, where the box could replace it, is refused: the
-// next run would hide whatever it pointed to then.
-func credentialSources(p *policy.Policy, binds []bind) (files, pins []string, err error) {
-	// writable says whether the box may replace or rename q, an entry of
-	// its parent directory: a bind's root is a mount point, and in the
-	// box only a read-write bind's tree is writable.
-	writable := func(q string) bool {
-		var in *bind
-		for i, b := range binds {
-			if q == b.path {
-				return false
-			}
-			if sandbox.Within(q, b.path) && (in == nil || depth(b.path) > depth(in.path)) {
-				in = &binds[i]
-			}
-		}
-		return in != nil && in.write
-	}
+// nothing to hide.) A symbolic link on the way to one that the box could
+// replace is refused: the next run would hide whatever it pointed to
+// then. (The directories above each are pinned with the other masks',
+// pinsAbove.)
+func credentialSources(p *policy.Policy, binds []bind) ([]string, error) {
+	var files []string
 	for _, c := range p.Credentials {
 		// Load has made the path absolute; a relative one is never read.
 		if c.Source.File == "" || !filepath.IsAbs(c.Source.File) {
 			continue
 		}
-		real, err := resolveSource(c.Source.File, writable)
+		real, err := resolveSource(c.Source.File, func(q string) bool { return movable(q, binds) })
 		if err != nil {
-			return nil, nil, fmt.Errorf("credential %q: source.file %s: %w", c.Name, c.Source.File, err)
+			return nil, fmt.Errorf("credential %q: source.file %s: %w", c.Name, c.Source.File, err)
 		}
 		if real == "" {
 			continue
@@ -152,53 +133,24 @@ func credentialSources(p *policy.Policy, binds []bind) (files, pins []string, er
 		if !slices.Contains(files, real) {
 			files = append(files, real)
 		}
-		for d := filepath.Dir(real); d != "/"; d = filepath.Dir(d) {
-			if writable(d) && !slices.Contains(pins, d) {
-				pins = append(pins, d)
-			}
-		}
 	}
-	return files, pins, nil
+	return files, nil
 }
 
-// resolveSource resolves path (absolute, cleaned) one name at a time, as
-// the kernel would: its real path, or "" when it does not resolve. A
-// symbolic link on the way that the box could replace (writable) is
-// refused.
+// resolveSource resolves path (absolute, cleaned) as the kernel would:
+// its real path, or "" when it does not resolve. A symbolic link on the
+// way that the box could replace (writable) is refused.
 func resolveSource(path string, writable func(string) bool) (string, error) {
-	const maxLinks = 40 // the kernel's own bound
-	cur, rest := "/", strings.Split(path, "/")
-	for links := 0; len(rest) > 0; {
-		name := rest[0]
-		rest = rest[1:]
-		switch name {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
+	real, whole, err := sandbox.Resolve(path, func(link string) error {
+		if writable(link) {
+			return fmt.Errorf("%s is a symbolic link the command could replace, and the next run would hide whatever it then pointed to; name the file by its real path", link)
 		}
-		next := filepath.Join(cur, name)
-		fi, err := os.Lstat(next)
-		switch {
-		case err != nil:
-			return "", nil
-		case fi.Mode()&fs.ModeSymlink == 0:
-			cur = next
-			continue
-		case writable(next):
-			return "", fmt.Errorf("%s is a symbolic link the command could replace, and the next run would hide whatever it then pointed to; name the file by its real path", next)
-		}
-		target, err := os.Readlink(next)
-		if links++; err != nil || links > maxLinks {
-			return "", nil
-		}
-		if filepath.IsAbs(target) {
-			cur = "/"
-		}
-		rest = append(strings.Split(target, "/"), rest...)
+		return nil
+	})
+	if err != nil || !whole {
+		return "", err
 	}
-	return cur, nil
+	return real, nil
 }
 
 // walker searches trees for credential file names within one budget.

@@ -14,9 +14,9 @@ import (
 
 // pinsAbove returns the directories to pin (bind onto themselves, which
 // makes each a mount point the box can neither rename nor remove) above
-// each of paths (absolute): every existing directory between one and the
-// root of the read-write bind it lies in (the workspace, a read-write
-// allow_path). A mount over a path (a deny_read mask, a credential's
+// each of paths (absolute): every existing directory above one that the
+// box could rename, lying in a read-write bind (the workspace, a
+// read-write allow_path) and no bind's root. A mount over a path (a deny_read mask, a credential's
 // file shown masked, one of cordon's own directories hidden) moves with
 // a directory above it that is renamed, so a box that renamed one away
 // would find the real file under the new name at the next run, which
@@ -30,7 +30,12 @@ func pinsAbove(pins, paths []string, binds []bind) []string {
 		if r, err := filepath.EvalSymlinks(dir); err == nil {
 			dir = r
 		}
-		for d := dir; d != "/" && movable(d, binds); d = filepath.Dir(d) {
+		// Every ancestor: a read-only bind nested in a read-write one moves
+		// with a directory above it too.
+		for d := dir; d != "/"; d = filepath.Dir(d) {
+			if !movable(d, binds) {
+				continue
+			}
 			if fi, err := os.Stat(d); err == nil && fi.IsDir() && !slices.Contains(pins, d) {
 				pins = append(pins, d)
 			}

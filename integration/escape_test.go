@@ -89,6 +89,11 @@ type escapeAttack struct {
 	Cmd string `yaml:"cmd"`
 	// Raw is a hand-written exchange with the proxy (proxy only).
 	Raw *rawExchange `yaml:"raw"`
+	// After is shell run on the host, as the test user, once the run has
+	// ended and before the oracles are checked (run only): what the user
+	// does next, such as a git status in the workspace, whose effects
+	// host_absent then looks for. Its exit status does not matter.
+	After string `yaml:"after"`
 
 	Expect escapeExpect `yaml:"expect"`
 
@@ -144,6 +149,9 @@ type auditWant struct {
 	Host       string `yaml:"host"`
 	Port       string `yaml:"port"`
 	Credential string `yaml:"credential"`
+	// Path is how the record's path begins (a set-aside name ends in a
+	// random suffix).
+	Path string `yaml:"path"`
 }
 
 func (w auditWant) matches(r audit.Record) bool {
@@ -155,12 +163,12 @@ func (w auditWant) matches(r audit.Record) bool {
 			return false
 		}
 	}
-	return true
+	return strings.HasPrefix(r.Path, w.Path)
 }
 
 func (w auditWant) expand(x *strings.Replacer) auditWant {
 	return auditWant{x.Replace(w.Type), x.Replace(w.Kind), x.Replace(w.Decision), x.Replace(w.Reason),
-		x.Replace(w.Host), x.Replace(w.Port), x.Replace(w.Credential)}
+		x.Replace(w.Host), x.Replace(w.Port), x.Replace(w.Credential), x.Replace(w.Path)}
 }
 
 // rawExchange is one hand-written conversation with the proxy: an
@@ -284,8 +292,8 @@ func (a *escapeAttack) check() error {
 		return errors.New("a blocked attack lists the audit records it leaves, or says `audit: none` with a reason")
 	case e.Audit.None && e.Reason == "":
 		return errors.New("`audit: none` needs a reason: why can nothing log this attempt?")
-	case a.Via == "proxy" && (e.Exit != nil || e.Gone != "" || len(e.HostAbsent) > 0):
-		return errors.New("exit, gone and host_absent are for via: run")
+	case a.Via == "proxy" && (e.Exit != nil || e.Gone != "" || len(e.HostAbsent) > 0 || a.After != ""):
+		return errors.New("exit, gone, host_absent and after are for via: run")
 	case strings.Contains(a.Cmd, "{real_key}") || strings.Contains(a.Setup, "{real_key}"):
 		return errors.New("{real_key} is for cordon's environment only: the attacker does not know it")
 	}
@@ -606,6 +614,11 @@ func (g *escapeGroup) judge(t *testing.T, a *escapeAttack, env escapeEnv) {
 		tr = g.playProxy(t, a, x)
 	} else {
 		tr = g.readRun(t, a)
+		if a.After != "" {
+			after := x.Replace(a.After)
+			out, err := run(t, 30*time.Second, asUser(t, nil, "sh", "-c", after))
+			t.Logf("after the run, on the host: %s (%v)\n%s", after, err, out)
+		}
 	}
 	if got := g.breaches(t, a, x, env, tr); len(got) > 0 {
 		t.Errorf("GOT THROUGH (%s, %s):\n  %s\noutput:\n%s", a.class, a.Source, strings.Join(got, "\n  "), tr.output)

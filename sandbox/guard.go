@@ -464,7 +464,59 @@ func guardUnder(root, rel string, absent bool) ([]GuardedPath, error) {
 // itself could be replaced.
 func GuardRepo(ws string) ([]GuardedPath, error) {
 	g := repoWalk{entries: maxRepoModuleEntries, top: ws}
-	return g.repo(ws, 0)
+	out, err := g.repo(ws, 0)
+	if err != nil {
+		return nil, err
+	}
+	return pinAbove(ws, out)
+}
+
+// pinAbove pins the directories between root and each path under it
+// that guards holds in a mount (pinned, read-only, or a placeholder), and
+// returns guards with them, each directory before what is under it. A
+// mount moves with a directory renamed above it, and the box could then
+// put one of its own in its place: a linked worktree's directory under
+// worktrees/ (its read-only commondir moved along, and the box made a
+// new one naming its own config), or modules/ (every submodule's git
+// directory with it). A directory that is a mount point cannot be
+// renamed or removed.
+func pinAbove(root string, guards []GuardedPath) ([]GuardedPath, error) {
+	have := map[string]bool{}
+	for _, g := range guards {
+		if g.Guard == Pinned || g.Guard == ReadOnly {
+			have[g.Path] = true
+		}
+	}
+	out := guards
+	for _, g := range guards {
+		switch g.Guard {
+		case Pinned, ReadOnly, AbsentFile, AbsentDir:
+		default:
+			continue
+		}
+		if g.Path == root || !Within(g.Path, root) {
+			continue
+		}
+		// A directory pinned already has its own guard, which pins what
+		// is above it.
+		for d := filepath.Dir(g.Path); d != root && !have[d]; d = filepath.Dir(d) {
+			fi, err := os.Lstat(d)
+			switch {
+			case err != nil:
+				return nil, err
+			case fi.Mode()&fs.ModeSymlink != 0:
+				return nil, linkRefusal(d)
+			case !fi.IsDir():
+				return nil, fmt.Errorf("%s, on the way to the guarded %s, is no directory", d, g.Path)
+			}
+			have[d] = true
+			out = append(out, GuardedPath{Path: d, Guard: Pinned, Dir: true})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		return strings.Count(out[i].Path, string(filepath.Separator)) < strings.Count(out[j].Path, string(filepath.Separator))
+	})
+	return out, nil
 }
 
 // repo guards the repository whose worktree is root, and its submodule

@@ -28,7 +28,10 @@ func TestGuardRepo(t *testing.T) {
 		// made.
 		{name: "worktree commondir", tree: tree{".git/config": "", ".git/hooks/": "",
 			".git/worktrees/w/commondir": "../..\n", ".git/worktrees/w/gitdir": "/elsewhere/.git\n"},
-			want: []string{"read-only {ws}/.git/worktrees/w/commondir", "unmade {ws}/.git/commondir"}},
+			want: []string{"read-only {ws}/.git/worktrees/w/commondir", "unmade {ws}/.git/commondir",
+				// What holds the read-only commondir cannot be renamed
+				// away and replaced.
+				"pinned {ws}/.git/worktrees", "pinned {ws}/.git/worktrees/w"}},
 		{name: "commondir left", tree: tree{".git/config": "", ".git/hooks/": "", ".git/commondir": "../evil\n"}, wantErr: "remove it if you did not put it there"},
 		{name: "linked commondir", tree: tree{".git/config": "", ".git/hooks/": "", ".git/commondir": "@../x"}, wantErr: "remove it if you did not put it there"},
 		{name: "submodule commondir left", tree: tree{".git/config": "", ".git/hooks/": "", ".git/modules/a/HEAD": "", ".git/modules/a/commondir": ".."},
@@ -43,7 +46,15 @@ func TestGuardRepo(t *testing.T) {
 			".git/modules/a/modules/x/HEAD": "", ".git/modules/a/modules/x/config": ""},
 			want: []string{"pinned {ws}/.git/modules/a", "read-only {ws}/.git/modules/a/config", "read-only {ws}/.git/modules/a/hooks",
 				"pinned {ws}/.git/modules/a/modules/x", "read-only {ws}/.git/modules/a/modules/x/config",
-				"pinned {ws}/.git/modules/lib/b", "absent-dir {ws}/.git/modules/lib/b/hooks"}},
+				"pinned {ws}/.git/modules/lib/b", "absent-dir {ws}/.git/modules/lib/b/hooks",
+				// nor what holds them
+				"pinned {ws}/.git/modules", "pinned {ws}/.git/modules/lib", "pinned {ws}/.git/modules/a/modules"}},
+		{name: "linked modules", tree: tree{".git/config": "", ".git/hooks/": "", ".git/modules": "@../mods", "mods/a/HEAD": "", "mods/a/config": ""},
+			wantErr: "modules is a symbolic link"},
+		{name: "linked worktrees", tree: tree{".git/config": "", ".git/hooks/": "", ".git/worktrees": "@../wts", "wts/w/commondir": "../..\n"},
+			wantErr: "worktrees is a symbolic link"},
+		{name: "checkout's git directory", tree: tree{".git": "gitdir: meta/modules/sub\n", "meta/modules/sub/config": "", "meta/modules/sub/hooks/": ""},
+			want: []string{"pinned {ws}/meta", "pinned {ws}/meta/modules", "pinned {ws}/meta/modules/sub"}},
 		{name: "modules too deep", tree: tree{".git/config": "", ".git/hooks/": "", ".git/modules/1/2/3/4/5/6/7/8/9/HEAD": ""},
 			wantErr: "too many submodules, or nested too deep"},
 		{name: "linked config", tree: tree{".git/config": "@../cfg", "cfg": "", ".git/hooks/": ""}, wantErr: "config is a symbolic link"},

@@ -42,6 +42,7 @@ func TestGuardArgs(t *testing.T) {
 		"--bind", g, g,
 		"--ro-bind", "/scratch/empty", g + "/config",
 		"--perms", "0555", "--tmpfs", g + "/hooks", "--remount-ro", g + "/hooks",
+		"--bind", g + "/modules", g + "/modules", // what holds a git directory is pinned too
 		"--bind", g + "/modules/m", g + "/modules/m",
 		"--ro-bind", g + "/modules/m/config", g + "/modules/m/config",
 		"--ro-bind", g + "/modules/m/hooks", g + "/modules/m/hooks",

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Aftercare does, once a run has ended (every process of it), what no
@@ -42,12 +43,19 @@ func Aftercare(guards []GuardedPath) Care {
 	for _, g := range guards {
 		switch g.Guard {
 		case Unmade:
-			if _, err := os.Lstat(g.Path); err == nil && os.RemoveAll(g.Path) == nil {
+			made, err := removeMade(g.Path)
+			if made {
 				c.Removed = append(c.Removed, g.Path)
 			}
+			if err != nil {
+				c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("it must not exist (git would take config and hooks from it), and could not be removed: %w", err)})
+			}
 		case Unborn:
-			if _, err := os.Lstat(g.Path); err == nil {
+			switch _, err := lstatOpened(g.Path); {
+			case err == nil:
 				putAside(g.Path)
+			case !errors.Is(err, fs.ErrNotExist):
+				c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: err})
 			}
 		case Checkouts:
 			more, err := setAsideCheckouts(g.Path, guarded)
@@ -78,6 +86,9 @@ func Aftercare(guards []GuardedPath) Care {
 func setAsideCheckouts(root string, guarded map[string]bool) ([]string, error) {
 	dir, ok := repoGitDir(root)
 	if !ok {
+		if _, err := lstatOpened(filepath.Join(root, ".git")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
 		return nil, nil // no repository any more, so nothing git runs
 	}
 	links, odd := repoGitlinks(dir)
@@ -113,13 +124,118 @@ func setAsideCheckouts(root string, guarded map[string]bool) ([]string, error) {
 }
 
 // setAside renames p with a random suffix (the box cannot have made the
-// new name ready), and returns the new name.
+// new name ready), and returns the new name. Where the box took the
+// permission to do so away (see openedUp), it is given back for as long
+// as the rename takes.
 func setAside(p string) (string, error) {
 	to := RandomName(p + ".cordon-set-aside-")
-	if err := os.Rename(p, to); err != nil {
+	rename := func() error { return os.Rename(p, to) }
+	err := rename()
+	if errors.Is(err, fs.ErrPermission) {
+		err = openedUp(p, false, rename)
+	}
+	if err != nil {
 		return "", fmt.Errorf("set aside %s: %w", p, err)
 	}
 	return to, nil
+}
+
+// removeMade removes p, if it exists, and says whether it did: a file
+// (or directory) the run made that must not exist. Where the box took the
+// permission to do so away (see openedUp), it is given back for as long
+// as the removal takes.
+func removeMade(p string) (bool, error) {
+	remove := func() error {
+		if _, err := os.Lstat(p); err != nil {
+			return err
+		}
+		return removeAll(p)
+	}
+	err := remove()
+	if errors.Is(err, fs.ErrPermission) {
+		err = openedUp(p, true, remove)
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}
+
+// lstatOpened is os.Lstat of p, through directories above it the box
+// made unsearchable (openedUp).
+func lstatOpened(p string) (fs.FileInfo, error) {
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrPermission) {
+		err = openedUp(p, false, func() error { fi, err = os.Lstat(p); return err })
+	}
+	return fi, err
+}
+
+// ownDir says whether this user owns the directory fi describes.
+func ownDir(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
+}
+
+// removeAll is os.RemoveAll (a test makes it fail).
+var removeAll = os.RemoveAll
+
+// openedUp runs op (a removal or a rename of p) with the permissions it
+// needs given back, and then puts back the modes it changed. The box owns
+// the workspace's directories, as cordon's user does, and may have taken
+// the permission to write one (chmod 555 .git, or the workspace root)
+// before it ended, so that what it made could be neither removed nor set
+// aside: each directory above p that this user owns is made searchable,
+// p's own directory writable too, and, with inside, every directory
+// under p (to remove what is in it) readable, writable and searchable.
+func openedUp(p string, inside bool, op func() error) error {
+	type mode struct {
+		path string
+		mode fs.FileMode
+	}
+	var restore []mode
+	defer func() {
+		for i := len(restore) - 1; i >= 0; i-- {
+			os.Chmod(restore[i].path, restore[i].mode) // gone with p, or back as it was
+		}
+	}()
+	open := func(d string, need fs.FileMode) {
+		fi, err := os.Lstat(d)
+		if err != nil || !fi.IsDir() || fi.Mode().Perm()&need == need || !ownDir(fi) {
+			return
+		}
+		if os.Chmod(d, fi.Mode().Perm()|need) == nil {
+			restore = append(restore, mode{d, fi.Mode().Perm()})
+		}
+	}
+	var above []string
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		above = append(above, d)
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	for i := len(above) - 1; i > 0; i-- {
+		open(above[i], 0o100)
+	}
+	open(above[0], 0o300)
+	if inside {
+		var walk func(d string)
+		walk = func(d string) {
+			open(d, 0o700)
+			entries, _ := os.ReadDir(d)
+			for _, e := range entries {
+				if e.IsDir() {
+					walk(filepath.Join(d, e.Name()))
+				}
+			}
+		}
+		walk(p)
+	}
+	return op()
 }
 
 // repoGitDir is the git directory of the repository whose worktree is

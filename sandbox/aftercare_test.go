@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -145,5 +146,110 @@ func BenchmarkNestedChanges(b *testing.B) {
 		if found, err := nestedChanges(ws, since, nil); err != nil || len(found) != 0 {
 			b.Fatal(found, err)
 		}
+	}
+}
+
+// What the run made that must not exist is removed, and one that cannot
+// be is reported, never passed over in silence.
+func TestAftercareRemovesWhatTheRunMade(t *testing.T) {
+	for _, c := range []struct {
+		name              string
+		made              bool
+		fail              error
+		removed, reported bool
+	}{
+		{name: "not made"},
+		{name: "made", made: true, removed: true},
+		{name: "made, cannot be removed", made: true, fail: fs.ErrPermission, reported: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws := realTempDir(t)
+			p := filepath.Join(ws, "commondir")
+			if c.made {
+				if err := os.WriteFile(p, []byte("../evil\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.fail != nil {
+				removeAll = func(string) error { return c.fail }
+				t.Cleanup(func() { removeAll = os.RemoveAll })
+			}
+			got := Aftercare([]GuardedPath{{Path: p, Guard: Unmade}})
+			if removed := len(got.Removed) == 1 && got.Removed[0] == p; removed != c.removed || len(got.Removed) > 1 {
+				t.Errorf("removed %q, want removed %v", got.Removed, c.removed)
+			}
+			if reported := len(got.Unchecked) == 1 && got.Unchecked[0].Path == p; reported != c.reported || len(got.Unchecked) > 1 {
+				t.Errorf("reported %v, want reported %v", got.Unchecked, c.reported)
+			}
+			if _, err := os.Lstat(p); (err == nil) != (c.made && !c.removed) {
+				t.Errorf("after Aftercare, Lstat = %v", err)
+			}
+		})
+	}
+}
+
+// openedUp gives back, for as long as op takes, the permissions a box may
+// have taken from its own directories to keep what it made from being
+// removed or set aside, and then puts the modes back.
+func TestOpenedUp(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		modes  map[string]fs.FileMode // directory (relative) -> mode before
+		inside bool
+		want   map[string]fs.FileMode // directory -> the permission bits it has during op
+	}{
+		{name: "parent read-only", modes: map[string]fs.FileMode{"ws/.git": 0o555},
+			want: map[string]fs.FileMode{"ws/.git": 0o300}},
+		{name: "above unsearchable", modes: map[string]fs.FileMode{"ws": 0o600, "ws/.git": 0o000},
+			want: map[string]fs.FileMode{"ws": 0o100, "ws/.git": 0o300}},
+		{name: "inside closed", modes: map[string]fs.FileMode{"ws/.git/made": 0o500, "ws/.git/made/deep": 0o000}, inside: true,
+			want: map[string]fs.FileMode{"ws/.git/made": 0o700, "ws/.git/made/deep": 0o700}},
+		{name: "inside left alone for a rename", modes: map[string]fs.FileMode{"ws/.git/made/deep": 0o000},
+			want: map[string]fs.FileMode{"ws/.git/made/deep": 0o000, "ws/.git": 0o300}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			base := realTempDir(t)
+			if err := os.MkdirAll(filepath.Join(base, "ws/.git/made/deep"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error { os.Chmod(p, 0o755); return nil })
+			})
+			// Deepest first: a closed directory hides what is below it.
+			var dirs []string
+			for d := range c.modes {
+				dirs = append(dirs, d)
+			}
+			slices.Sort(dirs)
+			for _, d := range slices.Backward(dirs) {
+				if err := os.Chmod(filepath.Join(base, d), c.modes[d]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ran := false
+			err := openedUp(filepath.Join(base, "ws/.git/made"), c.inside, func() error {
+				ran = true
+				for d, bits := range c.want {
+					fi, err := os.Lstat(filepath.Join(base, d))
+					switch {
+					case err != nil:
+						t.Errorf("during op: %v", err)
+					case bits == 0 && fi.Mode().Perm() != 0:
+						t.Errorf("during op, %s is %v; want it left closed", d, fi.Mode().Perm())
+					case fi.Mode().Perm()&bits != bits:
+						t.Errorf("during op, %s is %v; want %v at least", d, fi.Mode().Perm(), bits)
+					}
+				}
+				return nil
+			})
+			if err != nil || !ran {
+				t.Fatalf("openedUp = %v (op ran: %v)", err, ran)
+			}
+			for _, d := range dirs {
+				if fi, err := os.Lstat(filepath.Join(base, d)); err != nil || fi.Mode().Perm() != c.modes[d] {
+					t.Errorf("after op, %s: %v, %v; want the mode put back, %v", d, fi.Mode().Perm(), err, c.modes[d])
+				}
+			}
+		})
 	}
 }

@@ -23,7 +23,9 @@ import (
 // was built (the command filled or registered it; the symbolic link on
 // the way, if any, is what moves); and each repository nested in a
 // Nested workspace that the command made, or whose config or hooks it
-// changed. It returns what it did.
+// changed; and the HEAD of each directory there that git takes for a git
+// directory by its layout, which the command made so or whose config or
+// hooks it changed (see nestedChanges). It returns what it did.
 func Aftercare(guards []GuardedPath) Care {
 	var c Care
 	guarded := map[string]bool{}
@@ -65,7 +67,11 @@ func Aftercare(guards []GuardedPath) Care {
 			}
 		}
 	}
-	// Last, as what is set aside above is no .git any more.
+	// Last, as what is set aside above is no .git any more; the walk
+	// leaves it alone.
+	for _, p := range c.SetAside {
+		guarded[p] = true
+	}
 	for _, g := range guards {
 		if g.Guard != Nested {
 			continue

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -249,6 +250,139 @@ func TestOpenedUp(t *testing.T) {
 				if fi, err := os.Lstat(filepath.Join(base, d)); err != nil || fi.Mode().Perm() != c.modes[d] {
 					t.Errorf("after op, %s: %v, %v; want the mode put back, %v", d, fi.Mode().Perm(), err, c.modes[d])
 				}
+			}
+		})
+	}
+}
+
+// Git takes any directory with a HEAD, objects/ and refs/ (or a
+// commondir) for a git directory, and finds one above where it runs
+// before the workspace's own .git: one the run made so, or whose config or
+// hooks it changed, loses its HEAD (set aside), and git run below it on
+// the host then runs nothing of the run's. A repository the run made
+// under a name of cordon's set-aside ones is found like any other.
+func TestAftercareSetsAsideGitDirectories(t *testing.T) {
+	write := func(t *testing.T, p, data string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	layout := func(t *testing.T, dir, config string) {
+		t.Helper()
+		write(t, filepath.Join(dir, "HEAD"), "ref: refs/heads/main\n")
+		for _, d := range []string{"objects", "refs/heads"} {
+			if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(t, filepath.Join(dir, "config"), config)
+	}
+	for _, c := range []struct {
+		name   string
+		before func(t *testing.T, ws string) // the user's, older than the run
+		run    func(t *testing.T, ws, marker string)
+		want   []string // set aside, relative to ws, up to the suffix
+		gitIn  string   // where the host's git status ran the run's command, and runs nothing after
+	}{
+		{name: "an old directory made a git directory",
+			before: func(t *testing.T, ws string) { write(t, filepath.Join(ws, "src/pkg/main.go"), "package main\n") },
+			run: func(t *testing.T, ws, marker string) {
+				layout(t, filepath.Join(ws, "src"), "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n\tfsmonitor = \"touch "+marker+"; false\"\n")
+			},
+			want: []string{"src/HEAD"}, gitIn: "src/pkg"},
+		{name: "a new bare repository",
+			run:  func(t *testing.T, ws, marker string) { git(t, ws, "init", "-q", "--bare", "made.git") },
+			want: []string{"made.git/HEAD"}},
+		{name: "a HEAD and a commondir",
+			run: func(t *testing.T, ws, marker string) {
+				write(t, filepath.Join(ws, "wt/HEAD"), "ref: refs/heads/main\n")
+				write(t, filepath.Join(ws, "wt/commondir"), "../made.git\n")
+			},
+			want: []string{"wt/HEAD"}},
+		{name: "an old bare repository, untouched or pushed to",
+			before: func(t *testing.T, ws string) {
+				git(t, ws, "init", "-q", "--bare", "old.git")
+				git(t, ws, "init", "-q", "--bare", "pushed.git")
+				git(t, ws, "init", "-q", "work")
+				git(t, filepath.Join(ws, "work"), "commit", "-q", "--allow-empty", "-m", "x")
+			},
+			run: func(t *testing.T, ws, marker string) {
+				git(t, filepath.Join(ws, "work"), "push", "-q", filepath.Join(ws, "pushed.git"), "HEAD:refs/heads/main")
+			}},
+		{name: "an old bare repository's config changed",
+			before: func(t *testing.T, ws string) { git(t, ws, "init", "-q", "--bare", "old.git") },
+			run: func(t *testing.T, ws, marker string) {
+				git(t, filepath.Join(ws, "old.git"), "config", "core.fsmonitor", "touch "+marker)
+			},
+			want: []string{"old.git/HEAD"}},
+		{name: "no refs, so no git directory",
+			before: func(t *testing.T, ws string) { write(t, filepath.Join(ws, "build/objects/a.o"), "") },
+			run: func(t *testing.T, ws, marker string) {
+				write(t, filepath.Join(ws, "build/HEAD"), "ref: refs/heads/main\n")
+			}},
+		{name: "a repository under a set-aside name",
+			run: func(t *testing.T, ws, marker string) {
+				dir := filepath.Join(ws, ".git.cordon-set-aside-000000000000", "r")
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				git(t, dir, "init", "-q")
+				git(t, dir, "config", "core.fsmonitor", "touch "+marker+"; false")
+				if err := os.Symlink(".git.cordon-set-aside-000000000000/r", filepath.Join(ws, "lib")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: []string{".git.cordon-set-aside-000000000000/r/.git"}, gitIn: "lib"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			base := realTempDir(t)
+			ws, marker := filepath.Join(base, "ws"), filepath.Join(base, "ran")
+			if err := os.Mkdir(ws, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			git(t, ws, "init", "-q")
+			if c.before != nil {
+				c.before(t, ws)
+			}
+			time.Sleep(2 * clockSlack) // all of the above is older than the run
+			paths, err := GuardWorkspace(GuardSpec{Workspace: ws})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.run(t, ws, marker)
+			status := func() bool {
+				t.Helper()
+				cmd := exec.Command("git", "status", "--short")
+				cmd.Dir = filepath.Join(ws, c.gitIn)
+				cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+				cmd.Run()
+				_, err := os.Stat(marker)
+				os.Remove(marker)
+				return err == nil
+			}
+			if c.gitIn != "" && !status() {
+				t.Fatal("the host's git status did not run the planted command, so this test shows nothing")
+			}
+
+			got := Aftercare(paths)
+			if got.Unchecked != nil || got.Removed != nil {
+				t.Errorf("unchecked %v, removed %q", got.Unchecked, got.Removed)
+			}
+			var aside []string
+			for _, a := range got.SetAside {
+				rel, _ := filepath.Rel(ws, a[:max(0, strings.LastIndex(a, ".cordon-set-aside-"))])
+				aside = append(aside, rel)
+			}
+			slices.Sort(aside)
+			if !slices.Equal(aside, c.want) {
+				t.Errorf("set aside %q, want %q", aside, c.want)
+			}
+			if c.gitIn != "" && status() {
+				t.Error("after Aftercare, the host's git status still ran the planted command")
 			}
 		})
 	}

@@ -22,9 +22,16 @@ const clockSlack = 50 * time.Millisecond
 // each older one whose config, config.worktree, commondir or hooks (the
 // directory or a file in it) changed since. Git run there on the host (a
 // prompt that shows the branch does it at a cd, an editor that opens the
-// repositories it finds) would run what the box wrote. It does not
-// descend into git directories, and leaves out skip (the guarded and
-// already set-aside ones).
+// repositories it finds) would run what the box wrote. A directory that
+// git itself takes for a git directory (gitDirLayout: a bare repository's
+// layout, which git's discovery finds in any directory above where it
+// runs, before the workspace's own .git) counts when it, or its HEAD,
+// objects, refs or commondir, was born since, or its config or hooks
+// changed since: what is returned for it is its HEAD, which git cannot do
+// without. It does not descend into .git directories, and leaves out
+// skip (the guarded ones, and the .git.cordon-set-aside-* that cordon
+// set aside in this run; one the box named so is walked like any other
+// directory).
 func nestedChanges(root string, since time.Time, skip map[string]bool) ([]string, error) {
 	var (
 		mu      sync.Mutex
@@ -68,6 +75,17 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) ([]string
 			errs = errors.Join(errs, err)
 			mu.Unlock()
 		}
+		if gitDirLayout(entries) && !skip[dir] {
+			changed, err := gitDirChangedSince(dir, since)
+			mu.Lock()
+			switch {
+			case err != nil:
+				errs = errors.Join(errs, err)
+			case changed:
+				found = append(found, filepath.Join(dir, "HEAD"))
+			}
+			mu.Unlock()
+		}
 		for _, d := range entries {
 			p := filepath.Join(dir, d.Name())
 			switch {
@@ -85,8 +103,8 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) ([]string
 				}
 				mu.Unlock()
 			case !d.IsDir():
-			case strings.HasPrefix(d.Name(), ".git.cordon-set-aside-"):
-				// a git directory already set aside
+			case strings.HasPrefix(d.Name(), ".git.cordon-set-aside-") && skip[p]:
+				// a git directory set aside in this run
 			default:
 				queue(p)
 			}
@@ -113,6 +131,53 @@ func repoChangedSince(p string, d fs.DirEntry, since time.Time) (bool, error) {
 	if !d.IsDir() {
 		return !changed.Before(since), nil // a .git file names its git directory
 	}
+	return configChangedSince(p, since)
+}
+
+// gitDirLayout says whether a directory with entries is one git takes for
+// a git directory (setup.c's is_git_directory): a HEAD, and objects/ and
+// refs/, or a commondir naming where they are. Names are enough: git
+// follows links, and one the box made to look so is as much its business.
+func gitDirLayout(entries []fs.DirEntry) bool {
+	var head, objects, refs, commondir bool
+	for _, e := range entries {
+		switch e.Name() {
+		case "HEAD":
+			head = true
+		case "objects":
+			objects = true
+		case "refs":
+			refs = true
+		case "commondir":
+			commondir = true
+		}
+	}
+	return head && (commondir || objects && refs)
+}
+
+// gitDirChangedSince says whether dir, a directory git takes for a git
+// directory, became one since (it, its HEAD, objects, refs or commondir
+// was born since), or its config or hooks changed since.
+func gitDirChangedSince(dir string, since time.Time) (bool, error) {
+	for _, name := range []string{"", "HEAD", "objects", "refs", "commondir"} {
+		born, _, err := fileTimes(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if !born.Before(since) {
+			return true, nil
+		}
+	}
+	return configChangedSince(dir, since)
+}
+
+// configChangedSince says whether the config, config.worktree, commondir
+// or hooks (the directory or a file in it) of the git directory p changed
+// since.
+func configChangedSince(p string, since time.Time) (bool, error) {
 	check := []string{"config", "config.worktree", "commondir", "hooks"}
 	if hooks, err := os.ReadDir(filepath.Join(p, "hooks")); err == nil {
 		for _, h := range hooks {

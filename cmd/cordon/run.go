@@ -519,7 +519,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		after(audit.TypeRemoved, p, "removed ", "the sandboxed command made it, and git, run on the host, would have taken config and hooks from it (a git directory's commondir, or a file the repository's config includes)")
 	}
 	for _, p := range res.SetAside {
-		after(audit.TypeSetAside, p, "set aside as ", "a repository the sandboxed command made, or a submodule checkout it filled or registered: its config and hooks were the command's to write, and git run on the host (a plain git status, a shell prompt that shows the branch) would run them; look at them before you rename it back")
+		after(audit.TypeSetAside, p, "set aside as ", "a repository the sandboxed command made or changed (its .git, or the HEAD of a directory git takes for a git directory), or a submodule checkout it filled or registered: its config and hooks were the command's to write, and git run on the host (a plain git status, a shell prompt that shows the branch) would run them; look at them before you rename it back")
 	}
 	for _, u := range res.Unchecked {
 		after(audit.TypeSetAside, u.Path, "could not check ", "after the run, for repositories the sandboxed command made or changed ("+u.Reason.Error()+"); git, run there on the host, may run config or hooks the command wrote: look before you run git there")

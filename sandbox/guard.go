@@ -24,8 +24,10 @@ import (
 // the next time anyone ran git in the workspace: the user, an editor, or
 // a shell prompt that shows the branch, which runs `git status` on every
 // cd. So backends guard the workspace's repository: its config files and
-// hooks are read-only, and each git directory is pinned (neither renamed
-// nor removed, so the box cannot swap in one of its own). Objects, refs
+// hooks, and the hooks directory and programs its config names in the
+// workspace, are read-only, and each git directory, and each directory
+// above a guarded path, is pinned (neither renamed nor removed, so the
+// box cannot swap in one of its own). Objects, refs
 // and the index stay writable: git add, commit, branch and merge work.
 //
 // cordon's own binary and its helpers can lie in a directory the box may
@@ -706,8 +708,8 @@ type repoWalk struct {
 func (g *repoWalk) dir(dir string, depth int) ([]GuardedPath, error) {
 	out := []GuardedPath{{Path: dir, Guard: Pinned, Dir: true}}
 	// config.worktree is read only when the (read-only) config turns
-	// extensions.worktreeConfig on; one that does not exist needs nothing.
-	// A missing config reads as empty to git.
+	// extensions.worktreeConfig on; a missing one is seen to then
+	// (configured). A missing config reads as empty to git.
 	for _, name := range []string{"config", "config.worktree"} {
 		p := filepath.Join(dir, name)
 		fi, err := os.Lstat(p)
@@ -747,6 +749,13 @@ func (g *repoWalk) dir(dir string, depth int) ([]GuardedPath, error) {
 			}
 		}
 	}
+	// What the config names for git to run, in the workspace, is git's
+	// hooks and commands as much as the hooks directory here.
+	more, err := g.configured(dir)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, more...)
 	// Only a linked worktree's private directory (under worktrees/) has
 	// a commondir; one here points git's config and hooks elsewhere, and
 	// a box may have left it (cordon removes one a run made, unless
@@ -782,7 +791,7 @@ func (g *repoWalk) dir(dir string, depth int) ([]GuardedPath, error) {
 			}
 		}
 	}
-	more, err := g.modules(filepath.Join(dir, "modules"), depth)
+	more, err = g.modules(filepath.Join(dir, "modules"), depth)
 	return append(out, more...), err
 }
 

@@ -14,6 +14,7 @@ func TestGuardRepo(t *testing.T) {
 		name    string
 		tree    tree
 		want    []string // each a guarded path, as kind and path
+		never   []string // each a path that must not be guarded
 		wantErr string
 	}{
 		{name: "not a repository", tree: tree{"src/": ""}, want: []string{"unborn {ws}/.git"}},
@@ -64,10 +65,45 @@ func TestGuardRepo(t *testing.T) {
 			want: []string{"read-only {ws}/.git", "pinned {ws}/meta", "read-only {ws}/meta/config"}},
 		{name: "gitdir file outside", tree: tree{".git": "gitdir: /nonexistent/elsewhere\n"},
 			want: []string{"read-only {ws}/.git"}},
+		// The hooks directory core.hooksPath names, in the workspace, is
+		// guarded as .git/hooks is, with what holds it; a missing one is
+		// removed after the run if the run made it.
+		{name: "hooks path", tree: tree{".git/config": "[core]\n\thooksPath = .husky/_\n", ".git/hooks/": "", ".husky/_/pre-commit": ""},
+			want: []string{"pinned {ws}/.husky", "read-only {ws}/.husky/_", "read-only {ws}/.git/hooks"}},
+		{name: "hooks path missing", tree: tree{".git/config": "[core]\n\thooksPath = githooks\n", ".git/hooks/": ""},
+			want: []string{"unmade {ws}/githooks"}},
+		{name: "hooks path absolute, included", tree: tree{".git/config": "[include]\n\tpath = ../team.gitconfig\n", ".git/hooks/": "",
+			"team.gitconfig": "[core]\n\thooksPath = {ws}/tools/hooks\n", "tools/hooks/": ""},
+			want: []string{"pinned {ws}/tools", "read-only {ws}/tools/hooks"}},
+		{name: "hooks path outside", tree: tree{".git/config": "[core]\n\thooksPath = /etc/git-hooks\n\tfsmonitor = ../outside.sh\n", ".git/hooks/": ""},
+			want: []string{"read-only {ws}/.git/hooks"}, never: []string{"/etc/git-hooks", "/etc", "outside.sh"}},
+		{name: "hooks path linked", tree: tree{".git/config": "[core]\n\thooksPath = .husky/_\n", ".git/hooks/": "", ".husky": "@real", "real/_/": ""},
+			wantErr: ".husky is a symbolic link"},
+		// So is a program a command key names by a path in the
+		// workspace.
+		{name: "commands", tree: tree{".git/hooks/": "", "tools/fsmon.sh": "", "scripts/x.sh": "", "bin/": "",
+			".git/config": "[core]\n\tfsmonitor = tools/fsmon.sh\n[alias]\n\tx = \"!scripts/x.sh --all\"\n\tst = status\n" +
+				"[filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n[diff \"bin\"]\n\ttextconv = ./bin/tc\n"},
+			want:  []string{"pinned {ws}/tools", "read-only {ws}/tools/fsmon.sh", "pinned {ws}/scripts", "read-only {ws}/scripts/x.sh", "unmade {ws}/bin/tc"},
+			never: []string{"{ws}/status", "{ws}/git-lfs"}},
+		{name: "a submodule's hooks path", tree: tree{".git/config": "", ".git/hooks/": "", "a/hooks2/": "",
+			".git/modules/a/HEAD": "", ".git/modules/a/config": "[core]\n\tworktree = ../../../a\n\thooksPath = hooks2\n"},
+			want: []string{"pinned {ws}/a", "read-only {ws}/a/hooks2"}},
+		// With extensions.worktreeConfig on, git reads a config.worktree
+		// the box could make.
+		{name: "worktree config on", tree: tree{".git/config": "[extensions]\n\tworktreeConfig = true\n", ".git/hooks/": "",
+			".git/worktrees/w/commondir": "../..\n"},
+			want: []string{"absent-file {ws}/.git/config.worktree", "absent-file {ws}/.git/worktrees/w/config.worktree"}},
+		{name: "worktree config off", tree: tree{".git/config": "", ".git/hooks/": "", ".git/worktrees/w/commondir": "../..\n"},
+			want:  []string{"read-only {ws}/.git/worktrees/w/commondir"},
+			never: []string{"{ws}/.git/config.worktree", "{ws}/.git/worktrees/w/config.worktree"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ws := realTempDir(t)
+			t.Setenv("HOME", realTempDir(t))
+			t.Setenv("XDG_CONFIG_HOME", "")
 			for p, data := range c.tree {
+				data = strings.ReplaceAll(data, "{ws}", ws)
 				full := filepath.Join(ws, p)
 				if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 					t.Fatal(err)
@@ -102,6 +138,14 @@ func TestGuardRepo(t *testing.T) {
 			for _, w := range c.want {
 				if w = strings.ReplaceAll(w, "{ws}", ws); !slices.Contains(got, w) {
 					t.Errorf("GuardRepo lacks %q:\n%s", w, strings.Join(got, "\n"))
+				}
+			}
+			for _, n := range c.never {
+				n = strings.ReplaceAll(n, "{ws}", ws)
+				for _, p := range paths {
+					if p.Path == n || strings.HasSuffix(p.Path, "/"+n) {
+						t.Errorf("GuardRepo guards %s:\n%s", n, strings.Join(got, "\n"))
+					}
 				}
 			}
 			// A git directory comes before what is inside it: a bind

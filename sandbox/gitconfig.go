@@ -1,0 +1,245 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// configEntry is one key of a git config file: section and key in lower
+// case, the subsection as written ("" for none), and the value (a key
+// with no "=" is a boolean true, and has value "" and bare set).
+type configEntry struct {
+	section, sub, key, value string
+	bare                     bool
+}
+
+// configEntries reads the keys of a git config file. Section and key
+// names are case-insensitive; a subsection is quoted ([diff "tool"]) or,
+// the old way, follows a dot ([diff.tool], lower-cased); a value may be
+// quoted and followed by a comment (configValue).
+func configEntries(config []byte) []configEntry {
+	var out []configEntry
+	section, sub := "", ""
+	sc := bufio.NewScanner(bytes.NewReader(config))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "[") {
+			inner := line[1:]
+			if q := strings.IndexByte(inner, '"'); q >= 0 && q < strings.IndexByte(inner+"]", ']') {
+				var b strings.Builder
+				j := q + 1
+				for ; j < len(inner) && inner[j] != '"'; j++ {
+					if inner[j] == '\\' && j+1 < len(inner) {
+						j++
+					}
+					b.WriteByte(inner[j])
+				}
+				rest := ""
+				if j < len(inner) {
+					rest = inner[j+1:]
+				}
+				end := strings.IndexByte(rest, ']')
+				if end < 0 {
+					section, sub = "", ""
+					continue
+				}
+				section, sub = strings.ToLower(strings.TrimSpace(inner[:q])), b.String()
+				line = strings.TrimSpace(rest[end+1:])
+			} else {
+				end := strings.IndexByte(inner, ']')
+				if end < 0 {
+					section, sub = "", ""
+					continue
+				}
+				name := strings.TrimSpace(inner[:end])
+				section, sub, _ = strings.Cut(strings.ToLower(name), ".")
+				line = strings.TrimSpace(inner[end+1:])
+			}
+		}
+		if line == "" || line[0] == '#' || line[0] == ';' || section == "" {
+			continue
+		}
+		key, value, ok := strings.Cut(line, "=")
+		if !ok {
+			key, _, _ = strings.Cut(key, "#")
+			key, _, _ = strings.Cut(key, ";")
+		}
+		e := configEntry{section: section, sub: sub, key: strings.ToLower(strings.TrimSpace(key)), bare: !ok}
+		if ok {
+			e.value = configValue(value)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// is says whether e is section.key (in any subsection).
+func (e configEntry) is(section, key string) bool { return e.section == section && e.key == key }
+
+// truth is e's value as a git boolean.
+func (e configEntry) truth() bool {
+	switch strings.ToLower(e.value) {
+	case "true", "yes", "on", "1":
+		return true
+	}
+	return e.bare
+}
+
+// commandKeys are the config keys whose value is a command git (or a
+// program it starts) runs on the host, by section and key; each in any
+// subsection (a filter, diff or merge driver's name, an alias).
+var commandKeys = map[[2]string]bool{
+	{"core", "fsmonitor"}: true, {"core", "sshcommand"}: true, {"core", "editor"}: true,
+	{"core", "pager"}: true, {"core", "askpass"}: true, {"sequence", "editor"}: true,
+	{"diff", "external"}: true, {"diff", "command"}: true, {"diff", "textconv"}: true,
+	{"filter", "clean"}: true, {"filter", "smudge"}: true, {"filter", "process"}: true,
+	{"merge", "driver"}: true, {"gpg", "program"}: true, {"credential", "helper"}: true,
+	{"alias", ""}: true, {"pager", ""}: true, {"interactive", "difffilter"}: true,
+	{"difftool", "cmd"}: true, {"mergetool", "cmd"}: true,
+}
+
+// commandPath is the program a command-valued config key names by a path
+// (its first word, a leading "!" of an alias or helper dropped, when it
+// holds a slash), or "" when it names none: a program looked up in PATH,
+// or a value such as core.fsmonitor's "true", is no file of the
+// workspace.
+func commandPath(e configEntry) string {
+	key := [2]string{e.section, e.key}
+	if e.section == "alias" || e.section == "pager" {
+		key[1] = ""
+	}
+	if !commandKeys[key] {
+		return ""
+	}
+	v := strings.TrimSpace(e.value)
+	if e.section == "alias" && !strings.HasPrefix(v, "!") {
+		return "" // a git command, not a program
+	}
+	v = strings.TrimSpace(strings.TrimPrefix(v, "!"))
+	fields := strings.Fields(v)
+	if len(fields) == 0 {
+		return ""
+	}
+	p := strings.Trim(fields[0], `'"`)
+	if !strings.Contains(p, "/") {
+		return ""
+	}
+	return p
+}
+
+// globalConfigs are the user's git config files, as git finds them.
+func globalConfigs(home string) []string {
+	xdg := os.Getenv("XDG_CONFIG_HOME")
+	if xdg == "" {
+		xdg = filepath.Join(home, ".config")
+	}
+	return []string{filepath.Join(xdg, "git", "config"), filepath.Join(home, ".gitconfig")}
+}
+
+// configured guards what the config git reads for the git directory dir
+// (its config and config.worktree, the user's global config, and what
+// they include) names in the workspace for git to run on the host: the
+// hooks directory core.hooksPath names (husky sets ".husky/_"), which
+// git runs hooks from instead of dir's hooks, and the program a command
+// key names by a path (commandPath: core.fsmonitor, a filter, diff or
+// merge driver, an alias, ...). One that exists is read-only, with the
+// directories between the workspace and it pinned; a missing one is
+// removed after the run if the run made it (Unmade). A relative path is
+// from the repository's worktree, where git runs hooks and commands; "~/"
+// from home. It also guards, where the config turns
+// extensions.worktreeConfig on, a missing config.worktree of dir and of
+// its linked worktrees: git would read one the box made.
+func (g *repoWalk) configured(dir string) ([]GuardedPath, error) {
+	home := os.Getenv("HOME")
+	own := filepath.Join(dir, "config")
+	var entries, ownEntries []configEntry
+	var files []string
+	for _, f := range append([]string{own, filepath.Join(dir, "config.worktree")}, globalConfigs(home)...) {
+		files = append(append(files, f), configIncludes(f, home)...)
+	}
+	for _, f := range files {
+		data, err := readRegular(f)
+		if err != nil {
+			continue
+		}
+		more := configEntries(data)
+		if f == own {
+			ownEntries = more
+		}
+		entries = append(entries, more...)
+	}
+	worktree := dir
+	if filepath.Base(dir) == ".git" {
+		worktree = filepath.Dir(dir)
+	}
+	for _, e := range ownEntries {
+		if e.is("core", "worktree") && e.value != "" {
+			worktree = e.value
+			if !filepath.IsAbs(worktree) {
+				worktree = filepath.Join(dir, worktree)
+			}
+		}
+	}
+	var out []GuardedPath
+	worktreeConfig := false
+	for _, e := range entries {
+		var p string
+		switch {
+		case e.is("extensions", "worktreeconfig"):
+			worktreeConfig = e.truth()
+			continue
+		case e.is("core", "hookspath"):
+			p = e.value
+		default:
+			p = commandPath(e)
+		}
+		switch {
+		case p == "":
+			continue
+		case strings.HasPrefix(p, "~/"):
+			p = filepath.Join(home, p[2:])
+		case !filepath.IsAbs(p):
+			p = filepath.Join(worktree, p)
+		}
+		p = filepath.Clean(p)
+		if !Within(p, g.top) || p == g.top {
+			continue
+		}
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			out = append(out, GuardedPath{Path: p, Guard: Unmade})
+			continue
+		}
+		rel, err := filepath.Rel(g.top, p)
+		if err != nil {
+			return nil, err
+		}
+		more, err := guardUnder(g.top, rel, false)
+		if err != nil {
+			return nil, fmt.Errorf("the git config of %s names %s for git to run (%s.%s): %w", dir, p, e.section, e.key, err)
+		}
+		out = append(out, more...)
+	}
+	if worktreeConfig {
+		dirs := []string{dir}
+		worktrees, _ := os.ReadDir(filepath.Join(dir, "worktrees"))
+		for _, w := range worktrees {
+			if w.IsDir() {
+				dirs = append(dirs, filepath.Join(dir, "worktrees", w.Name()))
+			}
+		}
+		for _, d := range dirs {
+			p := filepath.Join(d, "config.worktree")
+			if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) && creatable(p) {
+				out = append(out, GuardedPath{Path: p, Guard: AbsentFile})
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,85 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestConfigEntries(t *testing.T) {
+	for _, c := range []struct {
+		config string
+		want   []string // section, subsection, key = value
+	}{
+		{"[core]\n\thooksPath = .husky/_\n", []string{"core..hookspath=.husky/_"}},
+		{"[Core]\n\tHooksPath=\"a b\" # comment\n", []string{"core..hookspath=a b"}},
+		{"[alias]\n\tx = \"!tools/x.sh --all\"\n\tst = status ; comment\n", []string{"alias..x=!tools/x.sh --all", "alias..st=status"}},
+		{"[filter \"Lfs\"]\n\tclean = git-lfs clean -- %f\n", []string{"filter.Lfs.clean=git-lfs clean -- %f"}},
+		{"[filter \"a]b\\\"c\"]\n\tsmudge = ./s\n", []string{"filter.a]b\"c.smudge=./s"}},
+		{"[diff.Bin]\n\ttextconv = ./bin/tc\n", []string{"diff.bin.textconv=./bin/tc"}},
+		{"[extensions]\n\tworktreeConfig\n", []string{"extensions..worktreeconfig= (bare)"}},
+		{"[core] fsmonitor = ./f\n", []string{"core..fsmonitor=./f"}},
+		{"# comment\nkey = before any section\n[broken\n\tx = 1\n", nil},
+	} {
+		var got []string
+		for _, e := range configEntries([]byte(c.config)) {
+			s := fmt.Sprintf("%s.%s.%s=%s", e.section, e.sub, e.key, e.value)
+			if e.bare {
+				s += " (bare)"
+			}
+			got = append(got, s)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("configEntries(%q) = %q, want %q", c.config, got, c.want)
+		}
+	}
+}
+
+func TestCommandPath(t *testing.T) {
+	for _, c := range []struct {
+		section, sub, key, value, want string
+	}{
+		{"core", "", "fsmonitor", "tools/fsmon.sh", "tools/fsmon.sh"},
+		{"core", "", "fsmonitor", "true", ""},
+		{"core", "", "fsmonitor", ".git/hooks/fsmonitor-watchman", ".git/hooks/fsmonitor-watchman"},
+		{"core", "", "sshcommand", "'./bin/ssh wrap' -v", "./bin/ssh"},
+		{"core", "", "editor", "vim", ""},
+		{"alias", "", "x", "!scripts/x.sh --all", "scripts/x.sh"},
+		{"alias", "", "st", "status --short ./dir", ""}, // a git command
+		{"filter", "lfs", "clean", "git-lfs clean -- %f", ""},
+		{"filter", "fmt", "process", "./tools/filter", "./tools/filter"},
+		{"diff", "bin", "textconv", "~/bin/tc", "~/bin/tc"},
+		{"credential", "", "helper", "!/opt/helper get", "/opt/helper"},
+		{"pager", "", "log", "./pager.sh", "./pager.sh"},
+		{"user", "", "name", "a/b", ""}, // no command
+	} {
+		if got := commandPath(configEntry{section: c.section, sub: c.sub, key: c.key, value: c.value}); got != c.want {
+			t.Errorf("commandPath(%s.%s.%s = %q) = %q, want %q", c.section, c.sub, c.key, c.value, got, c.want)
+		}
+	}
+}
+
+// The user's global config names hooks for every repository: a relative
+// core.hooksPath there is each repository's own directory.
+func TestGuardRepoGlobalHooksPath(t *testing.T) {
+	ws, home := realTempDir(t), realTempDir(t)
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	for _, d := range []string{".git/hooks", ".githooks"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[core]\n\thooksPath = .githooks\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	paths, err := GuardRepo(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := describeGuards(paths, ws); !slices.Contains(got, "read-only .githooks") {
+		t.Errorf("GuardRepo = %q; want .githooks read-only", got)
+	}
+}

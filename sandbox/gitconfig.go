@@ -153,15 +153,28 @@ func globalConfigs(home string) []string {
 // directories between the workspace and it pinned; a missing one is
 // removed after the run if the run made it (Unmade). A relative path is
 // from the repository's worktree, where git runs hooks and commands; "~/"
-// from home. It also guards, where the config turns
-// extensions.worktreeConfig on, a missing config.worktree of dir and of
-// its linked worktrees: git would read one the box made.
-func (g *repoWalk) configured(dir string) ([]GuardedPath, error) {
+// from home; worktree is that worktree, or "" to take it from dir (its
+// core.worktree, or the directory above a .git). A linked worktree's git
+// directory (outside the workspace: one inside it has no commondir, see
+// dir) takes its config from the common directory its commondir names.
+// It also guards, where the config turns extensions.worktreeConfig on, a
+// missing config.worktree of dir and of its linked worktrees: git would
+// read one the box made.
+func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 	home := os.Getenv("HOME")
 	own := filepath.Join(dir, "config")
+	configs := []string{own, filepath.Join(dir, "config.worktree")}
+	if c, err := readRegular(filepath.Join(dir, "commondir")); err == nil {
+		common := strings.TrimSpace(string(c))
+		if !filepath.IsAbs(common) {
+			common = filepath.Join(dir, common)
+		}
+		own = filepath.Join(common, "config")
+		configs = append(configs, own)
+	}
 	var entries, ownEntries []configEntry
 	var files []string
-	for _, f := range append([]string{own, filepath.Join(dir, "config.worktree")}, globalConfigs(home)...) {
+	for _, f := range append(configs, globalConfigs(home)...) {
 		files = append(append(files, f), configIncludes(f, home)...)
 	}
 	for _, f := range files {
@@ -175,15 +188,17 @@ func (g *repoWalk) configured(dir string) ([]GuardedPath, error) {
 		}
 		entries = append(entries, more...)
 	}
-	worktree := dir
-	if filepath.Base(dir) == ".git" {
-		worktree = filepath.Dir(dir)
-	}
-	for _, e := range ownEntries {
-		if e.is("core", "worktree") && e.value != "" {
-			worktree = e.value
-			if !filepath.IsAbs(worktree) {
-				worktree = filepath.Join(dir, worktree)
+	if worktree == "" {
+		worktree = dir
+		if filepath.Base(dir) == ".git" {
+			worktree = filepath.Dir(dir)
+		}
+		for _, e := range ownEntries {
+			if e.is("core", "worktree") && e.value != "" {
+				worktree = e.value
+				if !filepath.IsAbs(worktree) {
+					worktree = filepath.Join(dir, worktree)
+				}
 			}
 		}
 	}
@@ -226,7 +241,7 @@ func (g *repoWalk) configured(dir string) ([]GuardedPath, error) {
 		}
 		out = append(out, more...)
 	}
-	if worktreeConfig {
+	if worktreeConfig && Within(dir, g.top) {
 		dirs := []string{dir}
 		worktrees, _ := os.ReadDir(filepath.Join(dir, "worktrees"))
 		for _, w := range worktrees {

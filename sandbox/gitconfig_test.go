@@ -83,3 +83,40 @@ func TestGuardRepoGlobalHooksPath(t *testing.T) {
 		t.Errorf("GuardRepo = %q; want .githooks read-only", got)
 	}
 }
+
+// A workspace that is a linked worktree of a repository outside it takes
+// its config from there; a relative core.hooksPath in it is the
+// workspace's own directory.
+func TestGuardRepoLinkedWorktreeHooksPath(t *testing.T) {
+	base := realTempDir(t)
+	t.Setenv("HOME", realTempDir(t))
+	t.Setenv("XDG_CONFIG_HOME", "")
+	main, ws := filepath.Join(base, "main"), filepath.Join(base, "ws")
+	for _, d := range []string{"main/.git/hooks", "main/.git/worktrees/ws", "ws/.husky/_"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, data := range map[string]string{
+		"main/.git/config":                 "[core]\n\thooksPath = .husky/_\n[extensions]\n\tworktreeConfig = true\n",
+		"main/.git/worktrees/ws/commondir": "../..\n",
+		"ws/.git":                          "gitdir: " + filepath.Join(main, ".git/worktrees/ws") + "\n",
+	} {
+		if err := os.WriteFile(filepath.Join(base, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths, err := GuardRepo(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := describeGuards(paths, ws)
+	if !slices.Contains(got, "read-only .husky/_") {
+		t.Errorf("GuardRepo = %q; want .husky/_ read-only", got)
+	}
+	for _, p := range paths {
+		if !Within(p.Path, ws) {
+			t.Errorf("GuardRepo guards %s, outside the workspace", p.Path)
+		}
+	}
+}

@@ -547,13 +547,14 @@ func (g *repoWalk) repo(root string, depth int) ([]GuardedPath, error) {
 		if dir, ok = gitdirOf(dotgit); !ok {
 			return out, nil
 		}
+		more, err := g.configured(dir, root) // a linked worktree's config may name hooks in it
 		if Within(dir, g.top) {
-			more, err := g.dir(dir, depth)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, more...)
+			more, err = g.dir(dir, depth)
 		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, more...)
 	default:
 		return nil, nil
 	}
@@ -751,7 +752,7 @@ func (g *repoWalk) dir(dir string, depth int) ([]GuardedPath, error) {
 	}
 	// What the config names for git to run, in the workspace, is git's
 	// hooks and commands as much as the hooks directory here.
-	more, err := g.configured(dir)
+	more, err := g.configured(dir, "")
 	if err != nil {
 		return nil, err
 	}

@@ -102,7 +102,9 @@ var commandKeys = map[[2]string]bool{
 	{"filter", "clean"}: true, {"filter", "smudge"}: true, {"filter", "process"}: true,
 	{"merge", "driver"}: true, {"gpg", "program"}: true, {"credential", "helper"}: true,
 	{"alias", ""}: true, {"pager", ""}: true, {"interactive", "difffilter"}: true,
-	{"difftool", "cmd"}: true, {"mergetool", "cmd"}: true,
+	{"difftool", "cmd"}: true, {"mergetool", "cmd"}: true, {"difftool", "path"}: true,
+	{"mergetool", "path"}: true, {"remote", "uploadpack"}: true, {"remote", "receivepack"}: true,
+	{"browser", "cmd"}: true, {"browser", "path"}: true, {"man", "cmd"}: true, {"man", "path"}: true,
 }
 
 // commandPath is the program a command-valued config key names by a path
@@ -147,7 +149,9 @@ func globalConfigs(home string) []string {
 // (its config and config.worktree, the user's global config, and what
 // they include) names in the workspace for git to run on the host: the
 // hooks directory core.hooksPath names (husky sets ".husky/_"), which
-// git runs hooks from instead of dir's hooks, and the program a command
+// git runs hooks from instead of dir's hooks, the template directory
+// init.templateDir names (git init and clone copy its hooks), and the
+// program a command
 // key names by a path (commandPath: core.fsmonitor, a filter, diff or
 // merge driver, an alias, ...). One that exists is read-only, with the
 // directories between the workspace and it pinned; a missing one is
@@ -210,7 +214,9 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 		case e.is("extensions", "worktreeconfig"):
 			worktreeConfig = e.truth()
 			continue
-		case e.is("core", "hookspath"):
+		case e.is("core", "hookspath"), e.is("init", "templatedir"):
+			// A template directory's hooks are copied into each
+			// repository the user makes or clones.
 			p = e.value
 		default:
 			p = commandPath(e)

@@ -54,6 +54,8 @@ func TestCommandPath(t *testing.T) {
 		{"credential", "", "helper", "!/opt/helper get", "/opt/helper"},
 		{"pager", "", "log", "./pager.sh", "./pager.sh"},
 		{"user", "", "name", "a/b", ""}, // no command
+		{"mergetool", "mine", "path", "tools/merge", "tools/merge"},
+		{"remote", "origin", "uploadpack", "./up.sh", "./up.sh"},
 	} {
 		if got := commandPath(configEntry{section: c.section, sub: c.sub, key: c.key, value: c.value}); got != c.want {
 			t.Errorf("commandPath(%s.%s.%s = %q) = %q, want %q", c.section, c.sub, c.key, c.value, got, c.want)

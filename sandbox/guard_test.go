@@ -70,6 +70,8 @@ func TestGuardRepo(t *testing.T) {
 		// removed after the run if the run made it.
 		{name: "hooks path", tree: tree{".git/config": "[core]\n\thooksPath = .husky/_\n", ".git/hooks/": "", ".husky/_/pre-commit": ""},
 			want: []string{"pinned {ws}/.husky", "read-only {ws}/.husky/_", "read-only {ws}/.git/hooks"}},
+		{name: "template directory", tree: tree{".git/config": "[init]\n\ttemplateDir = tmpl\n", ".git/hooks/": "", "tmpl/hooks/": ""},
+			want: []string{"read-only {ws}/tmpl"}},
 		{name: "hooks path missing", tree: tree{".git/config": "[core]\n\thooksPath = githooks\n", ".git/hooks/": ""},
 			want: []string{"unmade {ws}/githooks"}},
 		{name: "hooks path absolute, included", tree: tree{".git/config": "[include]\n\tpath = ../team.gitconfig\n", ".git/hooks/": "",

@@ -538,7 +538,7 @@ func (g *repoWalk) repo(root string, depth int) ([]GuardedPath, error) {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		return nil, linkRefusal(dotgit)
 	case fi.IsDir():
-		if out, err = g.dir(dotgit, depth); err != nil {
+		if out, err = g.dir(dotgit, root, depth); err != nil {
 			return nil, err
 		}
 	case fi.Mode().IsRegular():
@@ -549,7 +549,7 @@ func (g *repoWalk) repo(root string, depth int) ([]GuardedPath, error) {
 		}
 		more, err := g.configured(dir, root) // a linked worktree's config may name hooks in it
 		if Within(dir, g.top) {
-			more, err = g.dir(dir, depth)
+			more, err = g.dir(dir, root, depth)
 		}
 		if err != nil {
 			return nil, err
@@ -705,8 +705,9 @@ type repoWalk struct {
 }
 
 // dir guards the git directory dir and, under its modules/, the git
-// directories of its submodules (depth counts the nesting).
-func (g *repoWalk) dir(dir string, depth int) ([]GuardedPath, error) {
+// directories of its submodules (depth counts the nesting); worktree is
+// the repository's worktree, or "" to take it from dir (configured).
+func (g *repoWalk) dir(dir, worktree string, depth int) ([]GuardedPath, error) {
 	out := []GuardedPath{{Path: dir, Guard: Pinned, Dir: true}}
 	// config.worktree is read only when the (read-only) config turns
 	// extensions.worktreeConfig on; a missing one is seen to then
@@ -752,7 +753,7 @@ func (g *repoWalk) dir(dir string, depth int) ([]GuardedPath, error) {
 	}
 	// What the config names for git to run, in the workspace, is git's
 	// hooks and commands as much as the hooks directory here.
-	more, err := g.configured(dir, "")
+	more, err := g.configured(dir, worktree)
 	if err != nil {
 		return nil, err
 	}
@@ -815,7 +816,7 @@ func (g *repoWalk) modules(d string, depth int) ([]GuardedPath, error) {
 		p := filepath.Join(d, e.Name())
 		next := g.modules
 		if _, err := os.Lstat(filepath.Join(p, "HEAD")); err == nil {
-			next = g.dir
+			next = func(p string, depth int) ([]GuardedPath, error) { return g.dir(p, "", depth) }
 		}
 		more, err := next(p, depth+1)
 		if err != nil {

@@ -72,6 +72,8 @@ func TestGuardRepo(t *testing.T) {
 			want: []string{"pinned {ws}/.husky", "read-only {ws}/.husky/_", "read-only {ws}/.git/hooks"}},
 		{name: "template directory", tree: tree{".git/config": "[init]\n\ttemplateDir = tmpl\n", ".git/hooks/": "", "tmpl/hooks/": ""},
 			want: []string{"read-only {ws}/tmpl"}},
+		{name: "hooks path, gitdir file inside", tree: tree{".git": "gitdir: meta\n", "meta/config": "[core]\n\thooksPath = hooks2\n", "meta/hooks/": "", "hooks2/": ""},
+			want: []string{"read-only {ws}/hooks2"}, never: []string{"{ws}/meta/hooks2"}},
 		{name: "hooks path missing", tree: tree{".git/config": "[core]\n\thooksPath = githooks\n", ".git/hooks/": ""},
 			want: []string{"unmade {ws}/githooks"}},
 		{name: "hooks path absolute, included", tree: tree{".git/config": "[include]\n\tpath = ../team.gitconfig\n", ".git/hooks/": "",

@@ -25,7 +25,9 @@ import (
 // Nested workspace that the command made, or whose config or hooks it
 // changed; and the HEAD of each directory there that git takes for a git
 // directory by its layout, which the command made so or whose config or
-// hooks it changed (see nestedChanges). It returns what it did.
+// hooks it changed (see nestedChanges); and each linked worktree's
+// directory the command made in the Nested workspace's .git/worktrees
+// (worktreesMadeSince). It returns what it did.
 func Aftercare(guards []GuardedPath) Care {
 	var c Care
 	guarded := map[string]bool{}
@@ -77,7 +79,9 @@ func Aftercare(guards []GuardedPath) Care {
 			continue
 		}
 		found, err := nestedChanges(g.Path, g.Since, guarded)
-		for _, p := range found {
+		more, err2 := worktreesMadeSince(filepath.Join(g.Path, ".git"), g.Since, guarded)
+		err = errors.Join(err, err2)
+		for _, p := range append(found, more...) {
 			putAside(p)
 		}
 		if err != nil {

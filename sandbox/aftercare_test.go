@@ -387,3 +387,80 @@ func TestAftercareSetsAsideGitDirectories(t *testing.T) {
 		})
 	}
 }
+
+// A linked worktree outside the workspace whose directory under
+// .git/worktrees is gone still names it: one the run makes there, with a
+// commondir naming a config of its own, is set aside after the run, and
+// git in that worktree then runs nothing of the run's. So is the
+// directory of a worktree the run added; one there before it is left.
+func TestAftercareSetsAsideWorktreesTheRunMade(t *testing.T) {
+	base := realTempDir(t)
+	ws, marker := filepath.Join(base, "ws"), filepath.Join(base, "ran")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, ws, "init", "-q")
+	git(t, ws, "commit", "-q", "--allow-empty", "-m", "x")
+	git(t, ws, "worktree", "add", "-q", filepath.Join(base, "kept"))
+	git(t, ws, "worktree", "add", "-q", filepath.Join(base, "stale"))
+	stale := filepath.Join(ws, ".git", "worktrees", "stale")
+	head, err := os.ReadFile(filepath.Join(stale, "HEAD"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(stale); err != nil { // removed by hand
+		t.Fatal(err)
+	}
+	time.Sleep(2 * clockSlack)
+	paths, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The run: a repository of its own for the stale worktree, and a
+	// worktree of its own in the workspace.
+	evil := filepath.Join(ws, "evil")
+	git(t, ws, "init", "-q", "--bare", evil)
+	git(t, evil, "config", "core.fsmonitor", "touch "+marker+"; false")
+	if err := os.MkdirAll(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"HEAD": string(head), "commondir": evil + "\n", "gitdir": filepath.Join(base, "stale", ".git") + "\n"} {
+		if err := os.WriteFile(filepath.Join(stale, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, ws, "worktree", "add", "-q", filepath.Join(ws, "inside"))
+	status := func() bool {
+		cmd := exec.Command("git", "status", "--short")
+		cmd.Dir = filepath.Join(base, "stale")
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		cmd.Run()
+		_, err := os.Stat(marker)
+		os.Remove(marker)
+		return err == nil
+	}
+	if !status() {
+		t.Fatal("git status in the stale worktree did not run the planted command, so this test shows nothing")
+	}
+
+	c := Aftercare(paths)
+	if c.Unchecked != nil {
+		t.Errorf("unchecked: %v", c.Unchecked)
+	}
+	var got []string
+	for _, a := range c.SetAside {
+		rel, _ := filepath.Rel(ws, a[:max(0, strings.LastIndex(a, ".cordon-set-aside-"))])
+		got = append(got, rel)
+	}
+	slices.Sort(got)
+	if want := []string{".git/worktrees/inside", ".git/worktrees/stale", "evil/HEAD", "inside/.git"}; !slices.Equal(got, want) {
+		t.Errorf("set aside %q, want %q", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".git", "worktrees", "kept")); err != nil {
+		t.Errorf("the worktree there before the run was set aside: %v", err)
+	}
+	if status() {
+		t.Error("after Aftercare, git status in the stale worktree still ran the planted command")
+	}
+}

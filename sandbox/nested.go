@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -197,4 +198,39 @@ func configChangedSince(p string, since time.Time) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// worktreesMadeSince lists the directories under the git directory
+// dir's worktrees/ born at or after since, but for skip. Each is a linked
+// worktree's private directory, whose commondir names the repository
+// whose config and hooks git uses in that worktree; a worktree outside
+// the workspace whose directory here is gone (removed by hand, or pruned
+// while its disk was away) still names it in its .git file, and one the
+// box made under that name would have git run there on the host take the
+// box's config. A worktree the box added itself is in the workspace, and
+// its .git is set aside as a nested repository. Those there when the run
+// began are pinned.
+func worktreesMadeSince(dir string, since time.Time, skip map[string]bool) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(dir, "worktrees"))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var found []string
+	for _, e := range entries {
+		p := filepath.Join(dir, "worktrees", e.Name())
+		if skip[p] {
+			continue
+		}
+		born, _, err := fileTimes(p)
+		switch {
+		case err != nil:
+			return found, err
+		case !born.Before(since):
+			found = append(found, p)
+		}
+	}
+	return found, nil
 }

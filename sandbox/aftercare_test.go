@@ -464,3 +464,57 @@ func TestAftercareSetsAsideWorktreesTheRunMade(t *testing.T) {
 		t.Error("after Aftercare, git status in the stale worktree still ran the planted command")
 	}
 }
+
+// A submodule checkout whose git directory under .git/modules is gone
+// still names it in its .git file: one the run makes there is set aside
+// after the run, and the host's git status, which recurses into the
+// checkout, then runs nothing of the run's.
+func TestAftercareSetsAsideAMissingModuleTheRunMade(t *testing.T) {
+	base := realTempDir(t)
+	ws, src, marker := filepath.Join(base, "ws"), filepath.Join(base, "src"), filepath.Join(base, "ran")
+	for _, d := range []string{ws, src} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		git(t, d, "init", "-q")
+		git(t, d, "commit", "-q", "--allow-empty", "-m", "x")
+	}
+	git(t, ws, "-c", "protocol.file.allow=always", "submodule", "add", "-q", src, "sub")
+	git(t, ws, "commit", "-q", "-m", "sub")
+	module := filepath.Join(ws, ".git", "modules", "sub")
+	if err := os.Rename(module, filepath.Join(base, "module")); err != nil { // gone
+		t.Fatal(err)
+	}
+	paths, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := describeGuards(paths, ws); !slices.Contains(got, "unborn .git/modules/sub") {
+		t.Fatalf("GuardWorkspace = %q", got)
+	}
+
+	// The run makes the module's git directory anew, with a config of its own.
+	if err := os.Rename(filepath.Join(base, "module"), module); err != nil {
+		t.Fatal(err)
+	}
+	git(t, module, "config", "core.fsmonitor", "touch "+marker+"; false")
+	status := func() bool {
+		cmd := exec.Command("git", "status", "--short")
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		cmd.Run()
+		_, err := os.Stat(marker)
+		os.Remove(marker)
+		return err == nil
+	}
+	if !status() {
+		t.Fatal("the host's git status did not run the planted command, so this test shows nothing")
+	}
+	c := Aftercare(paths)
+	if len(c.SetAside) != 1 || !strings.HasPrefix(c.SetAside[0], module+".cordon-set-aside-") || c.Unchecked != nil {
+		t.Errorf("set aside %q (unchecked %v), want the module's git directory", c.SetAside, c.Unchecked)
+	}
+	if status() {
+		t.Error("after Aftercare, the host's git status still ran the planted command")
+	}
+}

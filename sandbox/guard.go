@@ -82,7 +82,8 @@ const (
 	// that is no repository when the run is built. A repository the run
 	// makes there has config and hooks of the box's writing, which git run
 	// there on the host (a shell prompt that shows the branch does it at
-	// every cd) would run: Aftercare sets it aside.
+	// every cd) would run: Aftercare sets it aside. So is the missing git
+	// directory a .git file in the workspace names there.
 	Unborn
 	// Nested is the workspace, walked once the run has ended for the
 	// repositories nested in it that the run made, or whose config or
@@ -545,6 +546,15 @@ func (g *repoWalk) repo(root string, depth int) ([]GuardedPath, error) {
 		out = []GuardedPath{{Path: dotgit, Guard: ReadOnly}}
 		var ok bool
 		if dir, ok = gitdirOf(dotgit); !ok {
+			// A git directory it names in the workspace that is not
+			// there (a submodule's under .git/modules, removed by hand)
+			// would be git's, run in the checkout on the host, once the
+			// run made it: it is set aside after the run, as a
+			// repository the run made where none was.
+			named, ok := gitdirNamed(dotgit)
+			if _, err := os.Lstat(named); ok && errors.Is(err, fs.ErrNotExist) && Within(named, g.top) && named != g.top {
+				out = append(out, GuardedPath{Path: named, Guard: Unborn})
+			}
 			return out, nil
 		}
 		more, err := g.configured(dir, root) // a linked worktree's config may name hooks in it
@@ -672,6 +682,20 @@ func hashSizeOf(dir string) int {
 // gitdirOf reads the git directory a .git file names ("gitdir: PATH",
 // relative to the file's directory), resolved to its real path.
 func gitdirOf(dotgit string) (string, bool) {
+	p, ok := gitdirNamed(dotgit)
+	if !ok {
+		return "", false
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", false
+	}
+	return real, true
+}
+
+// gitdirNamed reads the git directory a .git file names, as written
+// (relative to the file's directory), whether it exists or not.
+func gitdirNamed(dotgit string) (string, bool) {
 	b, err := readRegular(dotgit)
 	if err != nil {
 		return "", false
@@ -681,14 +705,13 @@ func gitdirOf(dotgit string) (string, bool) {
 		return "", false
 	}
 	p := string(bytes.TrimSpace(rest))
+	if p == "" {
+		return "", false
+	}
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(filepath.Dir(dotgit), p)
 	}
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		return "", false
-	}
-	return real, true
+	return filepath.Clean(p), true
 }
 
 // linkRefusal is the error for a guarded path that is a symbolic link: a

@@ -63,6 +63,8 @@ func TestGuardRepo(t *testing.T) {
 		{name: "linked .git", tree: tree{".git": "@real", "real/config": ""}, wantErr: ".git is a symbolic link"},
 		{name: "gitdir file inside", tree: tree{".git": "gitdir: meta\n", "meta/config": "", "meta/hooks/": ""},
 			want: []string{"read-only {ws}/.git", "pinned {ws}/meta", "read-only {ws}/meta/config"}},
+		{name: "gitdir file naming what is not there", tree: tree{".git": "gitdir: .git-modules/sub\n"},
+			want: []string{"read-only {ws}/.git", "unborn {ws}/.git-modules/sub"}},
 		{name: "gitdir file outside", tree: tree{".git": "gitdir: /nonexistent/elsewhere\n"},
 			want: []string{"read-only {ws}/.git"}},
 		// The hooks directory core.hooksPath names, in the workspace, is

@@ -136,6 +136,14 @@ func commandPath(e configEntry) string {
 	return p
 }
 
+// hookNames are the hooks git runs (githooks(5)).
+var hookNames = []string{"applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit",
+	"pre-merge-commit", "prepare-commit-msg", "commit-msg", "post-commit", "pre-rebase",
+	"post-checkout", "post-merge", "pre-push", "pre-receive", "update", "proc-receive",
+	"post-receive", "post-update", "reference-transaction", "push-to-checkout", "pre-auto-gc",
+	"post-rewrite", "sendemail-validate", "fsmonitor-watchman", "p4-changelist",
+	"p4-prepare-changelist", "p4-post-changelist", "p4-pre-submit", "post-index-change"}
+
 // globalConfigs are the user's git config files, as git finds them.
 func globalConfigs(home string) []string {
 	xdg := os.Getenv("XDG_CONFIG_HOME")
@@ -157,8 +165,10 @@ func globalConfigs(home string) []string {
 // directories between the workspace and it pinned; a missing one is
 // removed after the run if the run made it (Unmade). A relative path is
 // from the repository's worktree, where git runs hooks and commands; "~/"
-// from home; worktree is that worktree, or "" to take it from dir (its
-// core.worktree, or the directory above a .git). A linked worktree's git
+// from home. A hooks directory that is the workspace root itself has each
+// hook git would run from it guarded instead. worktree is the
+// repository's worktree, or "" to take it from dir (its core.worktree,
+// or the directory above a .git). A linked worktree's git
 // directory (outside the workspace: one inside it has no commondir, see
 // dir) takes its config from the common directory its commondir names.
 // It also guards, where the config turns extensions.worktreeConfig on, a
@@ -210,6 +220,7 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 	worktreeConfig := false
 	for _, e := range entries {
 		var p string
+		hooks := false
 		switch {
 		case e.is("extensions", "worktreeconfig"):
 			worktreeConfig = e.truth()
@@ -217,7 +228,7 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 		case e.is("core", "hookspath"), e.is("init", "templatedir"):
 			// A template directory's hooks are copied into each
 			// repository the user makes or clones.
-			p = e.value
+			p, hooks = e.value, true
 		default:
 			p = commandPath(e)
 		}
@@ -230,22 +241,37 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 			p = filepath.Join(worktree, p)
 		}
 		p = filepath.Clean(p)
-		if !Within(p, g.top) || p == g.top {
+		targets := []string{p}
+		switch {
+		case !Within(p, g.top):
 			continue
-		}
-		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
-			out = append(out, GuardedPath{Path: p, Guard: Unmade})
+		case p == g.top && !hooks:
 			continue
+		case p == g.top && e.is("init", "templatedir"):
+			targets = []string{filepath.Join(p, "hooks")}
+		case p == g.top:
+			// The workspace root itself cannot be read-only: the hooks
+			// git would run from it are.
+			targets = nil
+			for _, h := range hookNames {
+				targets = append(targets, filepath.Join(p, h))
+			}
 		}
-		rel, err := filepath.Rel(g.top, p)
-		if err != nil {
-			return nil, err
+		for _, p := range targets {
+			if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+				out = append(out, GuardedPath{Path: p, Guard: Unmade})
+				continue
+			}
+			rel, err := filepath.Rel(g.top, p)
+			if err != nil {
+				return nil, err
+			}
+			more, err := guardUnder(g.top, rel, false)
+			if err != nil {
+				return nil, fmt.Errorf("the git config of %s names %s for git to run (%s.%s): %w", dir, p, e.section, e.key, err)
+			}
+			out = append(out, more...)
 		}
-		more, err := guardUnder(g.top, rel, false)
-		if err != nil {
-			return nil, fmt.Errorf("the git config of %s names %s for git to run (%s.%s): %w", dir, p, e.section, e.key, err)
-		}
-		out = append(out, more...)
 	}
 	if worktreeConfig && Within(dir, g.top) {
 		dirs := []string{dir}

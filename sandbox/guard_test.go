@@ -76,6 +76,8 @@ func TestGuardRepo(t *testing.T) {
 			want: []string{"read-only {ws}/tmpl"}},
 		{name: "hooks path, gitdir file inside", tree: tree{".git": "gitdir: meta\n", "meta/config": "[core]\n\thooksPath = hooks2\n", "meta/hooks/": "", "hooks2/": ""},
 			want: []string{"read-only {ws}/hooks2"}, never: []string{"{ws}/meta/hooks2"}},
+		{name: "hooks path the workspace root", tree: tree{".git/config": "[core]\n\thooksPath = .\n", ".git/hooks/": "", "pre-commit": ""},
+			want: []string{"read-only {ws}/pre-commit", "unmade {ws}/post-checkout"}, never: []string{"{ws}"}},
 		{name: "hooks path missing", tree: tree{".git/config": "[core]\n\thooksPath = githooks\n", ".git/hooks/": ""},
 			want: []string{"unmade {ws}/githooks"}},
 		{name: "hooks path absolute, included", tree: tree{".git/config": "[include]\n\tpath = ../team.gitconfig\n", ".git/hooks/": "",
@@ -149,7 +151,7 @@ func TestGuardRepo(t *testing.T) {
 			for _, n := range c.never {
 				n = strings.ReplaceAll(n, "{ws}", ws)
 				for _, p := range paths {
-					if p.Path == n || strings.HasSuffix(p.Path, "/"+n) {
+					if p.Guard != Checkouts && (p.Path == n || strings.HasSuffix(p.Path, "/"+n)) {
 						t.Errorf("GuardRepo guards %s:\n%s", n, strings.Join(got, "\n"))
 					}
 				}

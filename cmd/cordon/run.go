@@ -516,7 +516,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		fmt.Fprintf(stderr, "cordon: %s%s: %s\n", what, p, detail)
 	}
 	for _, p := range res.Removed {
-		after(audit.TypeRemoved, p, "removed ", "the sandboxed command made it, and git, run on the host, would have taken config and hooks from it (a git directory's commondir, or a file the repository's config includes)")
+		after(audit.TypeRemoved, p, "removed ", "the sandboxed command made it, and git, run on the host, would have taken config and hooks from it, or run it (a git directory's commondir, a file the repository's config includes, a hooks directory or program the config names)")
 	}
 	for _, p := range res.SetAside {
 		after(audit.TypeSetAside, p, "set aside as ", "a repository the sandboxed command made or changed (its .git, or the HEAD of a directory git takes for a git directory), or a submodule checkout it filled or registered: its config and hooks were the command's to write, and git run on the host (a plain git status, a shell prompt that shows the branch) would run them; look at them before you rename it back")

@@ -33,9 +33,11 @@ const (
 	// TypeSetAside is the .git of a repository the sandboxed command made
 	// (at a guarded root, or nested in the workspace), or whose config or
 	// hooks it changed, or of a submodule checkout it filled or
-	// registered, which cordon renamed when the run ended (see
-	// sandbox.Aftercare); or what cordon could not check then (an index,
-	// a directory): Path and Detail say which and why.
+	// registered (or the HEAD of a directory git takes for a git
+	// directory by its layout), which cordon renamed when the run ended
+	// (see sandbox.Aftercare); or what cordon could not check, remove or
+	// set aside then (an index, a directory, a file that must not exist):
+	// Path and Detail say which and why.
 	TypeSetAside Type = "set_aside"
 )
 

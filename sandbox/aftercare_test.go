@@ -354,16 +354,7 @@ func TestAftercareSetsAsideGitDirectories(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.run(t, ws, marker)
-			status := func() bool {
-				t.Helper()
-				cmd := exec.Command("git", "status", "--short")
-				cmd.Dir = filepath.Join(ws, c.gitIn)
-				cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-				cmd.Run()
-				_, err := os.Stat(marker)
-				os.Remove(marker)
-				return err == nil
-			}
+			status := func() bool { return statusRuns(filepath.Join(ws, c.gitIn), marker) }
 			if c.gitIn != "" && !status() {
 				t.Fatal("the host's git status did not run the planted command, so this test shows nothing")
 			}
@@ -431,15 +422,7 @@ func TestAftercareSetsAsideWorktreesTheRunMade(t *testing.T) {
 		}
 	}
 	git(t, ws, "worktree", "add", "-q", filepath.Join(ws, "inside"))
-	status := func() bool {
-		cmd := exec.Command("git", "status", "--short")
-		cmd.Dir = filepath.Join(base, "stale")
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-		cmd.Run()
-		_, err := os.Stat(marker)
-		os.Remove(marker)
-		return err == nil
-	}
+	status := func() bool { return statusRuns(filepath.Join(base, "stale"), marker) }
 	if !status() {
 		t.Fatal("git status in the stale worktree did not run the planted command, so this test shows nothing")
 	}
@@ -498,15 +481,7 @@ func TestAftercareSetsAsideAMissingModuleTheRunMade(t *testing.T) {
 		t.Fatal(err)
 	}
 	git(t, module, "config", "core.fsmonitor", "touch "+marker+"; false")
-	status := func() bool {
-		cmd := exec.Command("git", "status", "--short")
-		cmd.Dir = ws
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-		cmd.Run()
-		_, err := os.Stat(marker)
-		os.Remove(marker)
-		return err == nil
-	}
+	status := func() bool { return statusRuns(ws, marker) }
 	if !status() {
 		t.Fatal("the host's git status did not run the planted command, so this test shows nothing")
 	}
@@ -517,4 +492,17 @@ func TestAftercareSetsAsideAMissingModuleTheRunMade(t *testing.T) {
 	if status() {
 		t.Error("after Aftercare, the host's git status still ran the planted command")
 	}
+}
+
+// statusRuns runs the host's git status in dir, as the user would next,
+// and says whether it ran the command that creates marker (which it
+// removes).
+func statusRuns(dir, marker string) bool {
+	cmd := exec.Command("git", "status", "--short")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	cmd.Run()
+	_, err := os.Stat(marker)
+	os.Remove(marker)
+	return err == nil
 }

@@ -200,9 +200,20 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 // empty file the box cannot create, and the directories between the
 // outermost root holding it and it are pinned.
 func guardOwn(file string, roots []string) ([]GuardedPath, error) {
+	out, err := guardBelowRoot(file, roots, true, true)
+	if err != nil {
+		return nil, fmt.Errorf("cordon's own files: %w", err)
+	}
+	return out, nil
+}
+
+// guardBelowRoot guards file with guardUnder (absent as there) below the
+// outermost of roots holding it, a root itself included when self is set;
+// nothing when none holds it.
+func guardBelowRoot(file string, roots []string, self, absent bool) ([]GuardedPath, error) {
 	root := ""
 	for _, r := range roots {
-		if Within(file, r) && (root == "" || Within(root, r)) {
+		if Within(file, r) && (self || file != r) && (root == "" || Within(root, r)) {
 			root = r
 		}
 	}
@@ -213,11 +224,7 @@ func guardOwn(file string, roots []string) ([]GuardedPath, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := guardUnder(root, rel, true)
-	if err != nil {
-		return nil, fmt.Errorf("cordon's own files: %w", err)
-	}
-	return out, nil
+	return guardUnder(root, rel, absent)
 }
 
 // guardProject guards a project file above the workspace (a real path)
@@ -226,20 +233,7 @@ func guardOwn(file string, roots []string) ([]GuardedPath, error) {
 // away, would drop its narrowing. It is read-only, and the directories
 // between the outermost root holding it and it are pinned.
 func guardProject(file string, roots []string) ([]GuardedPath, error) {
-	root := ""
-	for _, r := range roots {
-		if Within(file, r) && file != r && (root == "" || Within(root, r)) {
-			root = r
-		}
-	}
-	if root == "" {
-		return nil, nil
-	}
-	rel, err := filepath.Rel(root, file)
-	if err != nil {
-		return nil, err
-	}
-	out, err := guardUnder(root, rel, false)
+	out, err := guardBelowRoot(file, roots, false, false)
 	if err != nil {
 		return nil, fmt.Errorf("project file %s: %w", file, err)
 	}

@@ -1,6 +1,7 @@
 package credinject
 
 import (
+	"bytes"
 	"encoding/base64"
 	"os"
 	"path/filepath"
@@ -379,6 +380,46 @@ func TestLoadCommandRunsFromHome(t *testing.T) {
 		}
 		if got := set.creds[0].secret; got != "ran-in-/" {
 			t.Errorf("without a home directory the command ran in %q, want /", got)
+		}
+	})
+}
+
+// FuzzMaskBytes: a masked file or header holds the secret in none of the
+// spellings Apply sends, nor inside any base64 token.
+func FuzzMaskBytes(f *testing.F) {
+	const secret = "npm_0123456789abcdefSECRET"
+	set := secretSet(secret)
+	b64 := base64.StdEncoding.EncodeToString
+	f.Add([]byte("_auth=" + b64([]byte("bob:"+secret)) + "\n"))
+	f.Add([]byte("x " + secret + " " + b64([]byte(secret))))
+	f.Add([]byte(`{"auth":"` + base64.RawStdEncoding.EncodeToString([]byte("u:"+secret)) + `"}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out := set.MaskBytes(in)
+		needles, _, _ := spelt(set)
+		for _, n := range needles {
+			if bytes.Contains(out, []byte(n)) {
+				t.Fatalf("MaskBytes(%q) = %q, which holds %q", in, out, n)
+			}
+		}
+		for i := 0; i < len(out); {
+			if !isBase64(out[i]) {
+				i++
+				continue
+			}
+			j := i
+			for j < len(out) && (isBase64(out[j]) || out[j] == '=') {
+				j++
+			}
+			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding} {
+				tok := out[i:j]
+				if enc == base64.RawStdEncoding {
+					tok = bytes.TrimRight(tok, "=")
+				}
+				if raw, err := enc.DecodeString(string(tok)); err == nil && bytes.Contains(raw, []byte(secret)) {
+					t.Fatalf("MaskBytes(%q) = %q, whose token %q decodes to the secret", in, out, out[i:j])
+				}
+			}
+			i = j
 		}
 	})
 }

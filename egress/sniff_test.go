@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"strings"
@@ -162,4 +163,32 @@ func TestSniffHoldsBackTheClient(t *testing.T) {
 	if n := <-got; n != 0 {
 		t.Fatalf("the upstream read %d bytes of the client's during sniff", n)
 	}
+}
+
+// FuzzOpening: once opening decides, more bytes never change its mind, and
+// what it takes for HTTP is a method of capitals, '-' and '_', then a space.
+func FuzzOpening(f *testing.F) {
+	for _, seed := range []string{"GET / HTTP/1.1\r\n", "\x16\x03\x01", "SSH-2.0-x", "PRI * HTTP/2.0", "G", "M-SEARCH *", ""} {
+		f.Add([]byte(seed), []byte("more"))
+	}
+	f.Fuzz(func(t *testing.T, b, more []byte) {
+		p, ok := opening(b)
+		if !ok {
+			return
+		}
+		if p2, ok2 := opening(append(b[:len(b):len(b)], more...)); !ok2 || p2 != p {
+			t.Fatalf("opening(%q) = %v, but with %q more: %v, %v", b, p, more, p2, ok2)
+		}
+		if p == protoHTTP {
+			sp := bytes.IndexByte(b, ' ')
+			if sp < 1 || sp > maxMethod {
+				t.Fatalf("opening(%q) = HTTP with its space at %d", b, sp)
+			}
+			for _, c := range b[:sp] {
+				if !(c >= 'A' && c <= 'Z' || c == '-' || c == '_') {
+					t.Fatalf("opening(%q) = HTTP with %q in its method", b, c)
+				}
+			}
+		}
+	})
 }

@@ -431,18 +431,35 @@ func (t *tripwire) Read(p []byte) (int, error) {
 	}
 	n, err := t.src.Read(p)
 	if n > 0 && len(t.m.needles) > 0 {
-		window := append(t.seen, p[:n]...)
-		t.next = t.next[:0]
-		for range t.m.needles {
-			t.next = append(t.next, nextUnknown)
+		keep := t.m.longest - 1
+		// A needle across the last read and this one, or within this one;
+		// nothing of this read is copied but its first keep bytes.
+		across := append(t.seen, p[:min(n, keep)]...)
+		k := t.find(across)
+		if k < 0 {
+			k = t.find(p[:n])
 		}
-		if at, k := t.m.leftmost(window, 0, t.next); at >= 0 {
+		if k >= 0 {
 			t.err = t.trip(k)
 			return 0, t.err
 		}
-		t.seen = append(t.seen[:0], window[max(0, len(window)-(t.m.longest-1)):]...)
+		if n >= keep {
+			t.seen = append(t.seen[:0], p[n-keep:n]...)
+		} else {
+			t.seen = append(t.seen[:0], across[len(across)-min(keep, len(across)):]...)
+		}
 	}
 	return n, err
+}
+
+// find returns the index of a needle in b, or -1.
+func (t *tripwire) find(b []byte) int {
+	t.next = t.next[:0]
+	for range t.m.needles {
+		t.next = append(t.next, nextUnknown)
+	}
+	_, k := t.m.leftmost(b, 0, t.next)
+	return k
 }
 
 func (t *tripwire) Close() error { return t.src.Close() }

@@ -543,7 +543,6 @@ func TestMaskSpellings(t *testing.T) {
 		{"as written", mapsSecret, ph(set, "maps"), "maps"},
 		{"path-escaped", url.PathEscape(mapsSecret), url.PathEscape(ph(set, "maps")), "maps"},
 		{"query-escaped", url.QueryEscape(mapsSecret), url.QueryEscape(ph(set, "maps")), "maps"},
-		{"base64", b64(openaiSecret), b64(ph(set, "openai")), "openai"},
 		{"Basic credentials", b64("x-access-token:" + githubSecret), b64("x-access-token:" + ph(set, "github")), "github"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -101,20 +101,19 @@ func newSet(creds []*cred) *Set {
 }
 
 // spellings are the ways Apply puts the credential's secret on a request:
-// as written (header values), path- and query-escaped (URL), and in base64
-// (the credential's own Basic credentials, and a password alone, as an
-// .npmrc's _password holds it). An upstream that echoes any of them is
-// masked, and none reaches an audit line.
+// as written (header values), path- and query-escaped (URL), and in the
+// credential's own Basic credentials. An upstream that echoes any of them
+// is masked, and none reaches an audit line. (A file shown masked is
+// also searched inside every base64 token, which covers a password in
+// base64 alone, as an .npmrc's _password holds it: see MaskBytes.)
 func (c *cred) spellings() []func(string) string {
-	b64 := base64.StdEncoding.EncodeToString
 	sp := []func(string) string{
 		func(v string) string { return v },
 		url.PathEscape,
 		url.QueryEscape,
-		func(v string) string { return b64([]byte(v)) },
 	}
 	if c.basicUser != "" {
-		sp = append(sp, func(v string) string { return b64([]byte(c.basicUser + ":" + v)) })
+		sp = append(sp, func(v string) string { return base64.StdEncoding.EncodeToString([]byte(c.basicUser + ":" + v)) })
 	}
 	return sp
 }

@@ -352,8 +352,13 @@ type MaskWriter struct {
 	scratch []byte
 	out     []byte
 	err     error
-	// idle hands out the held tail once no write has come for maskIdle.
-	idle *time.Timer
+	// idle hands out the held tail once no write has come for maskIdle:
+	// armed by a write that leaves a tail, it looks at last when it
+	// fires, and waits on if a write came since (resetting a timer on
+	// every write costs more than the write).
+	idle  *time.Timer
+	armed bool
+	last  time.Time
 }
 
 // NewMaskWriter returns a MaskWriter writing to w that masks the secrets of
@@ -370,6 +375,11 @@ func NewMaskWriter(w io.Writer, set *Set) *MaskWriter {
 func (mw *MaskWriter) flushIdle() {
 	mw.mu.Lock()
 	defer mw.mu.Unlock()
+	if quiet := time.Since(mw.last); quiet < maskIdle {
+		mw.idle.Reset(maskIdle - quiet)
+		return
+	}
+	mw.armed = false
 	if mw.err == nil {
 		mw.out, _ = mw.st.flush(mw.out[:0])
 		mw.send()
@@ -412,7 +422,11 @@ func (mw *MaskWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	if len(mw.st.tail) > 0 {
-		mw.idle.Reset(maskIdle)
+		mw.last = time.Now()
+		if !mw.armed {
+			mw.armed = true
+			mw.idle.Reset(maskIdle)
+		}
 	}
 	return len(p), nil
 }

@@ -288,6 +288,8 @@ func (h *conn1) readRequest() *http.Request {
 		why = "its URI: " + ue.Err.Error() // not the URI itself, whose query the log never holds
 	case strings.HasPrefix(why, "malformed MIME header"):
 		why, _, _ = strings.Cut(why, `: "`) // not the header line, which may carry a credential
+	case strings.HasPrefix(why, "malformed HTTP version"):
+		why, _, _ = strings.Cut(why, ` "`) // what it quotes may be the end of a query with a space in it
 	default:
 		why = withoutQuotedQuery(why)
 	}

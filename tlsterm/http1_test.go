@@ -290,6 +290,7 @@ func TestHTTP1MalformedRequests(t *testing.T) {
 		{"two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
 		{"bad header name", "GET / HTTP/1.1\r\nHost: " + r.authority() + "\r\nBad Name: x\r\n\r\n", 400},
 		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505},
+		{"space in the query", "GET /v?a=x QUERYSECRET HTTP/1.1\r\nHost: " + r.authority() + "\r\n\r\n", 400},
 		{"header line without a colon", "GET /a HTTP/1.1\r\nHost: " + r.authority() + "\r\nAuthorization Bearer QUERYSECRET\r\n\r\n", 400},
 		{"bad escape in the path", "GET /a%zz HTTP/1.1\r\nHost: " + r.authority() + "\r\n\r\n", 400},
 		{"unknown transfer coding", "POST / HTTP/1.1\r\nHost: " + r.authority() + "\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n", 501},
@@ -308,7 +309,7 @@ func TestHTTP1MalformedRequests(t *testing.T) {
 	}
 	// None reached the origin; each is refused in the log, saying why,
 	// and no query or header line with it.
-	recs := r.waitRecords(t, audit.TypeDecision, 10)
+	recs := r.waitRecords(t, audit.TypeDecision, 11)
 	for _, rec := range recs {
 		if strings.Contains(rec.Detail, "QUERYSECRET") {
 			t.Errorf("a query or a header line in the log: %q", rec.Detail)

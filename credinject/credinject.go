@@ -306,7 +306,9 @@ func (s *Set) MaskHeader(h http.Header) {
 // only what might start a secret would tell a sandbox whose bytes an
 // upstream echoes, by what comes back and when, whether its guess starts
 // one. The body's length changes when a secret and its placeholder differ
-// in length: drop Content-Length.
+// in length: drop Content-Length. Its Close returns once nothing reads
+// body any more, so body's Close must end a read in progress (a
+// connection's does), or the caller must end it before closing.
 func (s *Set) MaskBody(body io.ReadCloser) io.ReadCloser {
 	s = s.orEmpty()
 	return newMaskReader(body, s.secrets, s.replaceWithPlaceholder)

@@ -233,15 +233,17 @@ const maskIdle = 50 * time.Millisecond
 // maskReader passes a source through a windowed stream: it holds back the
 // last bytes read (fewer than the longest needle) until more arrive, the
 // source ends, or it has been quiet for maskIdle, so what it hands out, and
-// when, depends on the bytes only where a needle is whole. A goroutine
-// reads the source ahead, into one of two buffers, so that a quiet source
-// can be waited for with a deadline.
+// when, depends on the bytes only where a needle is whole. From the first
+// Read, a goroutine reads the source ahead, into one of two buffers, so
+// that a quiet source can be waited for with a deadline.
 type maskReader struct {
 	src    io.ReadCloser
 	st     stream
 	chunks chan chunk
 	free   chan []byte
 	done   chan struct{}
+	exited chan struct{} // closed when pump returns, or at Close if it never ran
+	start  sync.Once     // pump starts at the first Read: nothing reads the source before
 	closed sync.Once
 	idle   *time.Timer
 	in     []byte
@@ -256,17 +258,17 @@ type chunk struct {
 
 func newMaskReader(src io.ReadCloser, m *matcher, emit func([]byte, int) ([]byte, error)) *maskReader {
 	r := &maskReader{src: src, st: stream{m: m, emit: emit, window: true},
-		chunks: make(chan chunk, 2), free: make(chan []byte, 2), done: make(chan struct{})}
+		chunks: make(chan chunk, 2), free: make(chan []byte, 2), done: make(chan struct{}), exited: make(chan struct{})}
 	r.free <- make([]byte, readChunk)
 	r.free <- make([]byte, readChunk)
 	r.idle = time.NewTimer(time.Hour)
 	r.idle.Stop()
-	go r.pump()
 	return r
 }
 
 // pump reads the source ahead until it fails or the reader is closed.
 func (r *maskReader) pump() {
+	defer close(r.exited)
 	for {
 		var b []byte
 		select {
@@ -287,7 +289,10 @@ func (r *maskReader) pump() {
 }
 
 // Read returns decided bytes, waiting for the source as needed.
-func (r *maskReader) Read(p []byte) (int, error) { return r.read(p, r.next) }
+func (r *maskReader) Read(p []byte) (int, error) {
+	r.start.Do(func() { go r.pump() })
+	return r.read(p, r.next)
+}
 
 // next takes the source's next read, or hands out the held tail once the
 // source has been quiet for maskIdle.
@@ -323,13 +328,18 @@ func (r *maskReader) next() {
 	}
 }
 
-// Close stops the read-ahead and closes the source.
+// Close stops the read-ahead, closes the source, and returns once nothing
+// reads the source any more: the source's Close must end a read in
+// progress (a connection's does), or the caller must end it first, before
+// it reuses what the source reads from.
 func (r *maskReader) Close() error {
 	err := errors.New("credinject: closed twice")
 	r.closed.Do(func() {
 		close(r.done)
 		r.idle.Stop()
 		err = r.src.Close()
+		r.start.Do(func() { close(r.exited) })
+		<-r.exited
 	})
 	return err
 }

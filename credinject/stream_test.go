@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -576,5 +577,36 @@ func readWithin(r io.Reader, n int, d time.Duration) (string, bool) {
 		return b, true
 	case <-time.After(d):
 		return "", false
+	}
+}
+
+// endless is a source that always has more.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	return len(p), nil
+}
+
+func (endless) Close() error { return nil }
+
+// TestMaskBodyCloseEndsReadAhead: a masked body its reader abandons after
+// a little leaves nothing running once it is closed.
+func TestMaskBodyCloseEndsReadAhead(t *testing.T) {
+	set := secretSet("secret99")
+	before := runtime.NumGoroutine()
+	for range 50 {
+		body := set.MaskBody(endless{})
+		body.Read(make([]byte, 10))
+		body.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before+2 {
+		t.Fatalf("%d goroutines after 50 closed bodies, %d before", n, before)
 	}
 }

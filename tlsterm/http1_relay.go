@@ -18,8 +18,10 @@ import (
 // relayBody copies a response body to the client, chunk-encoding it when
 // chunked is set, one TLS record at a time; what is buffered is flushed
 // whenever the upstream has nothing more at hand, so streamed responses
-// are not held back.
-func (h *conn1) relayBody(src io.Reader, chunked bool) (n int64, rerr, werr error) {
+// are not held back. Unless src reads the upstream directly (direct), as
+// a masking reader with its read-ahead does not, that is not known, and
+// each read is flushed.
+func (h *conn1) relayBody(src io.Reader, chunked, direct bool) (n int64, rerr, werr error) {
 	bp := copyBuffers.get()
 	defer copyBuffers.put(bp)
 	buf := *bp
@@ -51,11 +53,11 @@ func (h *conn1) relayBody(src io.Reader, chunked bool) (n int64, rerr, werr erro
 				return n, nil, werr
 			}
 			n += int64(k)
-			if h.up == nil || h.up.br.Buffered() == 0 {
+			if !direct || h.up == nil || h.up.br.Buffered() == 0 {
 				if werr = h.bw.Flush(); werr != nil {
 					return n, nil, werr
 				}
-				if h.up == nil || h.up.raw == nil || h.up.raw.drained() {
+				if !direct || h.up == nil || h.up.raw == nil || h.up.raw.drained() {
 					werr = h.cork.flush()
 				} else {
 					h.cork.wait() // the upstream has more at hand
@@ -119,9 +121,11 @@ func (h *conn1) switchProtocols(x *exchange, body *clientBody) (int, int64, bool
 	fromClient, fromUpstream := io.Reader(h.br), io.Reader(h.up.br)
 	h.mask(resp.Header)
 	var guard *credinject.BodyGuard
+	var masked io.ReadCloser
 	if len(creds.Names()) > 0 {
 		guard = creds.GuardBody(io.NopCloser(h.br), h.st.s.Host, h.st.s.Port)
-		fromClient, fromUpstream = guard, creds.MaskBody(io.NopCloser(h.up.br))
+		masked = creds.MaskBody(io.NopCloser(h.up.br))
+		fromClient, fromUpstream = guard, masked
 	}
 	writeHead(h.bw, x.req, resp.StatusCode, resp.Header)
 	if h.bw.Flush() != nil {
@@ -129,6 +133,12 @@ func (h *conn1) switchProtocols(x *exchange, body *clientBody) (int, int64, bool
 	}
 	h.guard.Stop() // what follows is not HTTP
 	up, down := relayBoth(h.client, h.up.conn, fromClient, fromUpstream)
+	if masked != nil {
+		// relayBoth has closed the connection or read it to its end, so
+		// the read-ahead ends, before the upstream's buffers go back.
+		h.up.conn.Close()
+		masked.Close()
+	}
 	if guard != nil && guard.Err() != nil {
 		// The switched protocol was cut for what the client sent on it.
 		d := Failure(guard.Err(), creds)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -72,6 +73,7 @@ func (h *conn1) roundTrip(x *exchange, body *clientBody) (status int, down int64
 		return h.switchProtocols(x, body)
 	}
 	RemoveHopByHop(resp.Header)
+	resp.Body = &upstreamBody{r: resp.Body, conn: h.up.conn}
 	if err := MaskResponse(h.st.t.cfg.Creds, resp); err != nil {
 		return h.fail(x, err, body)
 	}
@@ -100,7 +102,10 @@ func (h *conn1) roundTrip(x *exchange, body *clientBody) (status int, down int64
 		hdr.Set("Connection", "close")
 	}
 	writeHead(h.bw, req, resp.StatusCode, hdr)
-	down, rerr, werr := h.relayBody(resp.Body, chunked)
+	down, rerr, werr := h.relayBody(resp.Body, chunked, len(h.st.t.cfg.Creds.Names()) == 0)
+	// Nothing reads the upstream once the body is closed (a masking
+	// reader reads ahead), so the connection can be dropped or kept.
+	resp.Body.Close()
 	if rerr == nil && werr == nil && chunked {
 		h.mask(resp.Trailer)
 		werr = writeTrailer(h.bw, resp.Trailer)
@@ -128,6 +133,31 @@ func (h *conn1) roundTrip(x *exchange, body *clientBody) (status int, down int64
 		keep = false
 	}
 	return resp.StatusCode, down, keep && drain(body)
+}
+
+// upstreamBody is a response body read from an upstream connection kept
+// for the next request. Its Close does not read the rest, as net/http's
+// would: it cuts the connection, unless the body was read to its end, so
+// that a read in progress ends (and the connection is not used again).
+type upstreamBody struct {
+	r    io.ReadCloser
+	conn net.Conn
+	eof  atomic.Bool // a masking reader's read-ahead reads while Close runs
+}
+
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
+	return n, err
+}
+
+func (b *upstreamBody) Close() error {
+	if !b.eof.Load() {
+		return b.conn.Close()
+	}
+	return nil
 }
 
 // outgoing turns the client's request into the upstream's, as a reverse

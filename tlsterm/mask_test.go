@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/credinject"
@@ -196,5 +198,45 @@ func TestMaskResponseEncodings(t *testing.T) {
 		if tc.creds != nil && (resp.ContentLength != -1 || resp.Header.Get("Content-Length") != "") {
 			t.Errorf("%s: length %d %q kept", tc.name, resp.ContentLength, resp.Header.Get("Content-Length"))
 		}
+	}
+}
+
+// TestMaskedBodyAbandonedEnds: an HTTP/1.1 client that leaves in the
+// middle of a masked, endless response leaves nothing of cordon's running
+// for it: the masking reader's read-ahead ends with the exchange.
+func TestMaskedBodyAbandonedEnds(t *testing.T) {
+	creds, _ := echotest.Creds(t, maskSecret)
+	origin := http.NewServeMux()
+	origin.HandleFunc("/endless", func(w http.ResponseWriter, r *http.Request) {
+		chunk := bytes.Repeat([]byte("x"), 16<<10)
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	r := newRig(t, origin, rigOptions{creds: creds})
+	leave := func() {
+		c, br := r.dial(t, false)
+		fmt.Fprintf(c, "GET /endless HTTP/1.1\r\nHost: %s\r\n\r\n", r.authority())
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadFull(resp.Body, make([]byte, 64<<10))
+		c.Close()
+	}
+	leave() // the rig's own goroutines start
+	time.Sleep(200 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	for range 20 {
+		leave()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before+5 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before+5 {
+		t.Fatalf("%d goroutines after 20 clients left mid-body, %d before", n, before)
 	}
 }

@@ -92,8 +92,8 @@ func (o Outcome) String() string {
 // (ReasonPlaintext), or a bound placeholder sits in Basic credentials
 // other than the credential's own (ReasonBasicUser). A refused request is
 // left unchanged. Bound credentials are applied in name order, so when two
-// add the same header the first name wins. A request given a credential
-// loses its Range and If-Range headers. Apply also wraps req.Body in a
+// add the same header the first name wins. A request to a credential's
+// host loses its Range and If-Range headers. Apply also wraps req.Body in a
 // BodyGuard (see GuardBody), which drops the request's trailers.
 func (s *Set) Apply(req *http.Request, host string, port int, secure bool) (Outcome, error) {
 	s = s.orEmpty()
@@ -114,9 +114,10 @@ func (s *Set) Apply(req *http.Request, host string, port int, secure bool) (Outc
 			out.Injected = append(out.Injected, c.name)
 		}
 	}
-	if len(out.Injected) > 0 {
-		// A part of a response that echoes the secret could not be told
-		// for one, and would not be masked.
+	if slices.Contains(bound, true) {
+		// A part of a response that echoes the secret, now or as an
+		// upstream stored it earlier, could not be told for one, and
+		// would not be masked.
 		req.Header.Del("Range")
 		req.Header.Del("If-Range")
 	}
@@ -206,7 +207,8 @@ func (s *Set) scrub(text, fallback string) string {
 // requestTexts lists every string of req that goes upstream, decoded where
 // a client may have encoded a value.
 func requestTexts(req *http.Request, host string) []text {
-	texts := []text{{where: "host name", s: strings.ToLower(host), fold: true, host: true}}
+	texts := []text{{where: "host name", s: strings.ToLower(host), fold: true, host: true},
+		{where: "request method", s: req.Method}}
 	names := make([]string, 0, len(req.Header))
 	for name := range req.Header {
 		names = append(names, name)

@@ -76,6 +76,7 @@ func basic(userPass string) string {
 // "{basic:USER:NAME}" by Basic credentials with NAME's placeholder.
 type applyCase struct {
 	name    string
+	method  string // GET when empty
 	rawURL  string
 	headers map[string]string
 	host    string
@@ -106,6 +107,9 @@ func (tc applyCase) request(t testing.TB, s *Set) *http.Request {
 	req, err := http.NewRequest(http.MethodGet, expand(s, tc.rawURL), nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tc.method != "" {
+		req.Method = expand(s, tc.method) // past NewRequest's check of the token
 	}
 	for k, v := range tc.headers {
 		req.Header.Set(k, expand(s, v))
@@ -163,8 +167,18 @@ func applyCases(t testing.TB) []applyCase {
 					t.Errorf("Range %q, If-Range %q kept", req.Header.Get("Range"), req.Header.Get("If-Range"))
 				}
 			}},
-		{name: "range kept without a credential", rawURL: "https://other.example/f", headers: map[string]string{"Range": "bytes=10-12"},
+		{name: "range kept away from credentials' hosts", rawURL: "https://other.example/f", headers: map[string]string{"Range": "bytes=10-12"},
 			host: "other.example", port: 443, secure: true, check: wantHeader("Range", "bytes=10-12")},
+		{name: "range dropped toward a credential's host, nothing injected", rawURL: "https://api.anthropic.com/stored", headers: map[string]string{"Range": "bytes=0-6", "X-Api-Key": "mine"},
+			host: "api.anthropic.com", port: 443, secure: true, check: func(t *testing.T, req *http.Request) {
+				if req.Header.Get("Range") != "" {
+					t.Errorf("Range %q kept: slices of a secret the upstream stored would come back unmasked", req.Header.Get("Range"))
+				}
+			}},
+		{name: "placeholder as the method", rawURL: "https://evil.example/", method: "{openai}",
+			host: "evil.example", port: 443, secure: true, wantReason: ReasonMisroute, wantCred: "openai"},
+		{name: "secret as the method", rawURL: "https://evil.example/", method: openaiSecret,
+			host: "evil.example", port: 443, secure: true, wantReason: ReasonSecretLeak, wantCred: "openai"},
 		{name: "placeholder in a hop-by-hop header is not filled in", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "Bearer {openai}", "Upgrade": "{openai}"},
 			host: "api.openai.com", port: 443, secure: true, wantInjected: []string{"openai"}, check: func(t *testing.T, req *http.Request) {
 				if v := req.Header.Get("Upgrade"); strings.Contains(v, openaiSecret) {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Aftercare does, once a run has ended (every process of it), what no
@@ -44,10 +45,17 @@ func Aftercare(guards []GuardedPath) Care {
 		}
 		c.SetAside = append(c.SetAside, to)
 	}
+	// The run began no later than its Nested guard was taken.
+	var began time.Time
+	for _, g := range guards {
+		if g.Guard == Nested && (began.IsZero() || g.Since.Before(began)) {
+			began = g.Since
+		}
+	}
 	for _, g := range guards {
 		switch g.Guard {
 		case Unmade:
-			made, err := removeMade(g.Path)
+			made, err := removeMade(g.Path, began)
 			if made {
 				c.Removed = append(c.Removed, g.Path)
 			}
@@ -153,8 +161,20 @@ func setAside(p string) (string, error) {
 // removeMade removes p, if it exists, and says whether it did: a file
 // (or directory) the run made that must not exist. Where the box took the
 // permission to do so away (see openedUp), it is given back for as long
-// as the removal takes.
-func removeMade(p string) (bool, error) {
+// as the removal takes. Nothing is removed through a symbolic link on the
+// way to p that was made or changed since began (the run's start): the
+// box may have put it there to send the removal to a directory of the
+// host's.
+func removeMade(p string, began time.Time) (bool, error) {
+	for d := filepath.Dir(p); d != filepath.Dir(d); d = filepath.Dir(d) {
+		fi, err := os.Lstat(d)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		if _, changed, err := fileTimes(d); err != nil || began.IsZero() || !changed.Before(began) {
+			return false, fmt.Errorf("%s, on the way to it, is a symbolic link made during the run; nothing is removed through it", d)
+		}
+	}
 	remove := func() error {
 		if _, err := os.Lstat(p); err != nil {
 			return err

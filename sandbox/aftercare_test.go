@@ -506,3 +506,47 @@ func statusRuns(dir, marker string) bool {
 	os.Remove(marker)
 	return err == nil
 }
+
+// TestAftercareRemovesNothingThroughALinkTheRunMade: a path that must not
+// exist is removed where it is, never through a symbolic link the box put
+// on the way to it (a hooks directory's parent swapped for a link to a
+// directory of the host's); a link that was there before the run is
+// followed.
+func TestAftercareRemovesNothingThroughALinkTheRunMade(t *testing.T) {
+	base := t.TempDir()
+	ws, victim, old := filepath.Join(base, "ws"), filepath.Join(base, "victim"), filepath.Join(base, "old")
+	for _, d := range []string{filepath.Join(ws, ".husky"), filepath.Join(victim, "_", "keep"), filepath.Join(old, "_")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(victim, "_", "keep", "data"), []byte("precious"), 0o644)
+	// A link from before the run: followed.
+	if err := os.Symlink(old, filepath.Join(ws, "before")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * clockSlack)
+	began := time.Now().Add(-clockSlack) // as GuardWorkspace takes it
+	guards := []GuardedPath{
+		{Path: filepath.Join(ws, ".husky", "_"), Guard: Unmade, Dir: true},
+		{Path: filepath.Join(ws, "before", "_"), Guard: Unmade, Dir: true},
+		{Path: ws, Guard: Nested, Dir: true, Since: began},
+	}
+	// The run: .husky swapped for a link to the host's directory.
+	if err := os.Rename(filepath.Join(ws, ".husky"), filepath.Join(ws, ".husky-old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(ws, ".husky")); err != nil {
+		t.Fatal(err)
+	}
+	c := Aftercare(guards)
+	if _, err := os.Stat(filepath.Join(victim, "_", "keep", "data")); err != nil {
+		t.Fatalf("the host's directory behind the link was removed: %v", err)
+	}
+	if len(c.Unchecked) != 1 || !strings.Contains(c.Unchecked[0].Reason.Error(), filepath.Join(ws, ".husky")+", on the way to it, is a symbolic link") {
+		t.Errorf("unchecked %v, want the link reported", c.Unchecked)
+	}
+	if _, err := os.Stat(filepath.Join(old, "_")); !os.IsNotExist(err) || !slices.Contains(c.Removed, filepath.Join(ws, "before", "_")) {
+		t.Errorf("through a link from before the run: removed %v, %v", c.Removed, err)
+	}
+}

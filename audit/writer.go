@@ -211,6 +211,18 @@ func (w *Writer) Session() string { return w.session }
 // Path returns the file the writer appends to.
 func (w *Writer) Path() string { return w.f.Name() }
 
+// RealPath returns where the file the writer appends to really is, as the
+// kernel names the open file (/proc/self/fd): what was opened, whatever
+// links and ".." the path named it by; "" where the kernel does not say
+// (no /proc).
+func (w *Writer) RealPath() string {
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", w.f.Fd()))
+	if err != nil || !filepath.IsAbs(real) {
+		return ""
+	}
+	return real
+}
+
 // Write stamps time and session on r and appends it as one line.
 func (w *Writer) Write(r Record) error { return w.write(r, false) }
 

@@ -345,6 +345,40 @@ func TestRunAuditDirOutOfTheBoxsReach(t *testing.T) {
 	})
 }
 
+// TestRunAuditDotDotAfterLink: an --audit path with ".." after a link
+// to a directory in the workspace (/outside/d/../a.jsonl, d -> ws/sub) is
+// judged where the kernel opens it, in the workspace, and refused; cleaned
+// as text it named /outside/a.jsonl, and the box read and forged the log.
+func TestRunAuditDotDotAfterLink(t *testing.T) {
+	b := newBox(t)
+	uid, gid, _ := testUser(t)
+	outside := userDir(t, "cordon-it-outside-")
+	b.file(filepath.Join(b.ws, "sub", "keep"), "")
+	d := filepath.Join(outside, "d")
+	if err := os.Symlink(filepath.Join(b.ws, "sub"), d); err != nil {
+		t.Fatal(err)
+	}
+	os.Lchown(d, int(uid), int(gid))
+	inWs := filepath.Join(b.ws, "a.jsonl")
+	script := fmt.Sprintf("cat %s && echo READ; echo forged >> %s && echo FORGED", inWs, inWs)
+	r := runResult(t, runTimeout, cordonIn(t, b.ws, b.env(), "run", "--net", "off", "--audit", d+"/../a.jsonl", "--", "sh", "-c", script))
+	expectCode(t, r, 125)
+	if strings.Contains(r.stdout, "READ") || strings.Contains(r.stdout, "FORGED") {
+		t.Fatalf("the box reached the audit log in the workspace:\n%s", r.stdout)
+	}
+	if want := "refusing the audit log directory " + b.ws; !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+	}
+	if data, err := os.ReadFile(inWs); err == nil && slices.Contains(strings.Split(string(data), "\n"), "forged") {
+		t.Fatalf("the log holds a forged line:\n%s", data)
+	}
+	for _, rec := range readAuditIfAny(inWs) {
+		if rec.Outcome != "failed_to_start" && rec.Outcome != "blocked" {
+			t.Errorf("the log records a run that started: %+v", rec)
+		}
+	}
+}
+
 // seccompProbe asks the kernel for what the filter must deny, through
 // python3's ctypes, and prints NAME=ERRNO per call.
 const seccompProbe = `

@@ -245,18 +245,16 @@ func guardProject(file string, roots []string) ([]GuardedPath, error) {
 // read-write allow_paths): a box could rewrite the policy of the next run,
 // or read the CA key, and no mount keeps it from renaming a directory
 // above them away and putting its own in their place.
-// Each path is compared as given and, where it resolves, as its real
-// path; the writable directories are real paths.
+// Each path is compared as given and as the kernel resolves it (links
+// followed, ".." after one leaving its target; a part not made yet, the
+// CA before its first run, kept as it is); the writable directories are
+// real paths.
 func checkConfigOutside(config, writable []string) error {
 	for _, c := range config {
 		if !filepath.IsAbs(c) {
 			continue
 		}
-		names := []string{filepath.Clean(c)}
-		if r, err := filepath.EvalSymlinks(c); err == nil {
-			names = append(names, r)
-		}
-		for _, n := range names {
+		for _, n := range []string{filepath.Clean(c), resolvedPrefix(c)} {
 			for _, w := range writable {
 				if Within(n, w) {
 					return fmt.Errorf("cordon's configuration %s lies in %s, which the command may write: it could rewrite your next run's policy, or read the CA key; keep cordon's configuration outside (set $XDG_CONFIG_HOME or $CORDON_CONFIG elsewhere)", c, w)

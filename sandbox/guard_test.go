@@ -464,6 +464,11 @@ func TestCheckConfigOutside(t *testing.T) {
 		{[]string{filepath.Join(ws, ".xdg", "cordon", "config.yaml")}, []string{ws}, true},
 		{[]string{filepath.Join(conf, "ca")}, []string{ws, conf}, true},
 		{[]string{filepath.Join(conf, "linked")}, []string{ws}, true}, // a link into the workspace
+		// Not made yet (the CA, before its first run), through a link
+		// into the workspace: it would be made there.
+		{[]string{filepath.Join(conf, "linked", "cordon", "ca")}, []string{ws}, true},
+		// ".." after a link leaves the link's target, as the kernel has it.
+		{[]string{filepath.Join(conf, "linked") + "/../ca"}, []string{ws}, true},
 		{[]string{"relative/config.yaml"}, []string{ws}, false},
 		{nil, []string{ws}, false},
 	} {

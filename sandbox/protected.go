@@ -1,8 +1,10 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -37,34 +39,68 @@ var ProtectedHome = []string{
 // AuditDirs are the directories a command must not reach for the audit
 // log at path to be safe from it: the one it is named in and, when the log
 // is a symlink, the one it is written in (whether or not the file is there
-// yet). Each is as written (a relative path taken from the working
-// directory, where the log is opened); a backend resolves them further.
+// yet). A relative path is taken from the working directory, where the
+// log is opened. The directories are found as the kernel finds them when
+// it opens the log (Resolve: one name at a time, links followed, on the
+// path as written), not from the path cleaned as text: in
+// /x/link/../audit.jsonl the ".." leaves the link's target, not /x, and
+// the log is written there. The directory the cleaned path names is
+// listed first all the same (a backend hides it too, and resolves it
+// further).
 func AuditDirs(path string) []string {
-	stated := filepath.Clean(path)
-	if abs, err := filepath.Abs(stated); err == nil {
-		stated = abs
+	raw := path
+	if !filepath.IsAbs(raw) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return []string{filepath.Dir(filepath.Clean(raw))}
+		}
+		raw = wd + "/" + raw
 	}
-	dirs := []string{filepath.Dir(stated)}
-	if real := filepath.Dir(finalTarget(stated)); real != dirs[0] {
-		dirs = append(dirs, real)
+	dirs := []string{filepath.Dir(filepath.Clean(raw))}
+	add := func(d string) {
+		if !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
 	}
+	// Where the log's own name is: its parent as the kernel resolves it.
+	if i := strings.LastIndex(raw, "/"); i >= 0 {
+		switch name := raw[i+1:]; name {
+		case "", ".", "..":
+			// Names a directory, which no log can be opened as.
+		default:
+			parent, _, _ := Resolve(raw[:i+1], nil)
+			add(parent)
+		}
+	}
+	// Where it is written: the end of its links (the kernel's bound of
+	// 40 applies), whether or not the file is there yet.
+	add(filepath.Dir(finalTarget(raw)))
 	return dirs
 }
 
-// finalTarget follows path while it is a symlink (at most 40 times, as
-// the kernel does) and returns where it ends, which need not exist.
-func finalTarget(path string) string {
-	for range 40 {
-		target, err := os.Readlink(path)
-		if err != nil {
-			return path
-		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(path), target)
-		}
-		path = filepath.Clean(target)
+// CheckAuditOpened refuses an audit log opened (at real, where the kernel
+// says the open file is; "" when it does not say) somewhere other than in
+// the directories judged for it (AuditDirs(path)): those are the ones kept
+// out of every box's reach, and a log elsewhere could be one a box reads
+// and rewrites.
+func CheckAuditOpened(path, real string) error {
+	if real == "" {
+		return nil
 	}
-	return path
+	dir := filepath.Dir(real)
+	dirs := AuditDirs(path)
+	if slices.Contains(dirs, dir) {
+		return nil
+	}
+	return fmt.Errorf("the audit log %s was opened in %s, not where cordon judged it would be (%s), so the directory that holds it may be within the command's reach: nothing was written to it; point --audit or CORDON_AUDIT at a path with no links and no \"..\" in it, outside the workspace", path, dir, strings.Join(dirs, ", "))
+}
+
+// finalTarget is path (absolute) as the kernel would resolve it to open
+// it, its last name followed while it is a symbolic link; what does not
+// resolve is kept as it is, so the end need not exist.
+func finalTarget(path string) string {
+	real, _, _ := Resolve(path, nil)
+	return real
 }
 
 // Within reports whether p is dir or lies below it; both are absolute and

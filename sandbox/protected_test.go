@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -37,10 +38,42 @@ func TestAuditDirs(t *testing.T) {
 		{"a relative symlink", link("../ws/logs/audit.jsonl", "rel.jsonl"), []string{other, ws}},
 		{"a chain", link("rel.jsonl", "chain.jsonl"), []string{other, ws}},
 		{"a loop ends", loopA, []string{other}},
+		// The kernel leaves the link's target at "..", not the link's
+		// directory: the log is written in ws/, which the text of the
+		// path, cleaned, never names.
+		{"a link then ..", link(ws, "d") + "/../audit.jsonl", []string{other, filepath.Dir(ws)}},
+		{"a link then .. then a link", link(filepath.Join(state, "audit.jsonl"), "d2") + "/../x.jsonl", []string{other, state}},
 	} {
 		if got := AuditDirs(tc.path); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: AuditDirs(%s) = %v, want %v", tc.name, tc.path, got, tc.want)
 		}
+	}
+}
+
+// TestCheckAuditOpened: a log opened where AuditDirs did not judge it is
+// refused; one opened where it did is not, nor one the kernel names no
+// place for.
+func TestCheckAuditOpened(t *testing.T) {
+	root := t.TempDir()
+	ws, other := filepath.Join(root, "ws"), filepath.Join(root, "other")
+	for _, d := range []string{filepath.Join(ws, "sub"), other} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(ws, "sub"), filepath.Join(other, "d")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(other, "d") + "/../a.jsonl"
+	if err := CheckAuditOpened(path, filepath.Join(ws, "a.jsonl")); err != nil {
+		t.Errorf("the log opened where AuditDirs put it was refused: %v", err)
+	}
+	if err := CheckAuditOpened(path, ""); err != nil {
+		t.Errorf("a log the kernel names no place for was refused: %v", err)
+	}
+	err := CheckAuditOpened(filepath.Join(other, "a.jsonl"), filepath.Join(ws, "a.jsonl"))
+	if err == nil || !strings.Contains(err.Error(), "opened in "+ws) {
+		t.Errorf("a log opened elsewhere than judged was not refused: %v", err)
 	}
 }
 

@@ -376,6 +376,13 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	if r.w, err = audit.Open(path, audit.NewSessionID()); err != nil {
 		return r.refuse("audit_unavailable", err.Error(), audit.Fix(path))
 	}
+	// The log must be where the guards judged it (sandbox.AuditDirs): if
+	// not, it is closed before a line goes into it.
+	if err := sandbox.CheckAuditOpened(path, r.w.RealPath()); err != nil {
+		r.w.Close()
+		r.w = nil
+		return r.refuse("audit_unavailable", err.Error(), audit.Fix(path))
+	}
 	defer r.w.Close()
 	r.out.Session = r.w.Session()
 

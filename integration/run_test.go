@@ -678,6 +678,51 @@ func TestRunWideningProjectFileRefused(t *testing.T) {
 	}
 }
 
+// TestRunLinkedProjectFileRefused: a .cordon.yaml that is a link to a
+// file inside the workspace (conf/cordon.yaml) is refused: no guard holds
+// a link, and the box rewrote its target, so the next run dropped the
+// project's deny_read.
+func TestRunLinkedProjectFileRefused(t *testing.T) {
+	b := newBox(t)
+	uid, gid, _ := testUser(t)
+	secret := filepath.Join(b.ws, "secret.txt")
+	b.file(secret, "s3cr3t-linked\n")
+	conf := filepath.Join(b.ws, "conf", "cordon.yaml")
+	policy := "deny_read: [" + secret + "]\n"
+	b.file(conf, policy)
+	link := filepath.Join(b.ws, ".cordon.yaml")
+	if err := os.Symlink("conf/cordon.yaml", link); err != nil {
+		t.Fatal(err)
+	}
+	os.Lchown(link, int(uid), int(gid))
+	r := b.run("--net", "off", "--", "sh", "-c", `echo "read: [$(cat secret.txt)]"; echo '{}' > conf/cordon.yaml && echo REWROTE`)
+	expectCode(t, r, 125)
+	if strings.Contains(r.stdout, "REWROTE") || strings.Contains(r.stdout, "s3cr3t") {
+		t.Fatalf("the run started:\n%s", r.stdout)
+	}
+	for _, want := range []string{link + " is a symbolic link (to conf/cordon.yaml)", "make .cordon.yaml the file itself"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	if got, _ := os.ReadFile(conf); string(got) != policy {
+		t.Fatalf("the project file's target was changed: %q", got)
+	}
+	// Made the file itself, as the refusal says, it is read-only in the
+	// box and the deny_read holds.
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(conf, link); err != nil {
+		t.Fatal(err)
+	}
+	r = b.run("--net", "off", "--", "sh", "-c", `echo "read: [$(cat secret.txt)]"; echo '{}' > .cordon.yaml && echo REWROTE; true`)
+	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, "REWROTE") || strings.Contains(r.stdout, "s3cr3t") || !strings.Contains(r.stdout, "read: []") {
+		t.Fatalf("the project file, made the file itself, is not guarded:\n%s%s", r.stdout, r.stderr)
+	}
+}
+
 // A .cordon.yaml the box plants in a subdirectory makes it the workspace
 // of a run started there; the project's own file, at the top, is read all
 // the same, so the planted one cannot drop its narrowing (here network

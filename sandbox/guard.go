@@ -132,7 +132,8 @@ type GuardSpec struct {
 
 // GuardWorkspace lists how to guard the workspace (a real path): its git
 // repository (GuardRepo); its project file, which the next run reads as
-// policy (a regular one: a link could be replaced, and is left as it is);
+// policy (a regular one; one that is a link is refused, see
+// linkedProjectRefusal);
 // the read_only paths that exist, each with the directories between the
 // workspace and it pinned, so that none can be renamed away with it and
 // replaced; the repository of each other directory the box may write,
@@ -157,6 +158,8 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 	project := filepath.Join(ws, policy.ProjectFile)
 	if fi, err := os.Lstat(project); err == nil && fi.Mode().IsRegular() {
 		out = append(out, GuardedPath{Path: project, Guard: ReadOnly})
+	} else if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, linkedProjectRefusal(project)
 	}
 	for _, rel := range g.ReadOnly {
 		if err := policy.CheckWorkspacePath(rel); err != nil {

@@ -352,19 +352,28 @@ func TestGuardWritableRepository(t *testing.T) {
 }
 
 // TestGuardWorkspaceLinkedProjectFile: a project file that is a link
-// (policy allows one inside the workspace) cannot be guarded, and does
-// not stop the run.
+// (policy reads one that leads inside the workspace) cannot be guarded:
+// the box could rewrite or rename its target, or replace the link. The
+// run is refused, saying how to fix it.
 func TestGuardWorkspaceLinkedProjectFile(t *testing.T) {
 	ws := realTempDir(t)
-	if err := os.WriteFile(filepath.Join(ws, "cordon.yaml"), nil, 0o644); err != nil {
+	if err := os.MkdirAll(filepath.Join(ws, "conf"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink("cordon.yaml", filepath.Join(ws, ".cordon.yaml")); err != nil {
+	if err := os.WriteFile(filepath.Join(ws, "conf", "cordon.yaml"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("conf/cordon.yaml", filepath.Join(ws, ".cordon.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	paths, err := GuardWorkspace(GuardSpec{Workspace: ws})
-	if got, want := describeGuards(paths, ws), []string{"nested " + ws, "unborn .git"}; err != nil || !slices.Equal(got, want) {
-		t.Errorf("GuardWorkspace = %q, %v; want only %q", got, err, want)
+	if err == nil {
+		t.Fatalf("GuardWorkspace = %q, want a refusal", describeGuards(paths, ws))
+	}
+	for _, want := range []string{filepath.Join(ws, ".cordon.yaml") + " is a symbolic link (to conf/cordon.yaml)", "make .cordon.yaml the file itself"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
 	}
 }
 

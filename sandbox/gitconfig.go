@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -107,33 +108,62 @@ var commandKeys = map[[2]string]bool{
 	{"browser", "cmd"}: true, {"browser", "path"}: true, {"man", "cmd"}: true, {"man", "path"}: true,
 }
 
-// commandPath is the program a command-valued config key names by a path
-// (its first word, a leading "!" of an alias or helper dropped, when it
-// holds a slash), or "" when it names none: a program looked up in PATH,
-// or a value such as core.fsmonitor's "true", is no file of the
-// workspace.
-func commandPath(e configEntry) string {
+// commandWord is one word of a command-valued config key that may name a
+// file git, or the program it starts, runs on the host (commandWords).
+type commandWord struct {
+	path string
+	// first says it is the program itself: a word of the value before
+	// any other, looked up in PATH when it holds no slash.
+	first bool
+}
+
+// commandSeparators end a word of a command value: blanks, quotes (the
+// words of a quoted script, as in sh -c '...', are words too), and the
+// shell's operators, substitutions and assignments.
+const commandSeparators = " \t\n\r'\"`;|&()<>$={}"
+
+// commandWords are the words of a command-valued config key (commandKeys)
+// that may name a file of the workspace for git to run, or for the
+// program it starts to read as a script: the program itself, when it
+// holds a slash (a leading "!" of an alias or helper dropped; one named by
+// bare name is found in PATH), and every later word, whatever the
+// quoting (sh tools/clean.sh, python3 scripts/x.py, node ./tools/x.js,
+// sh -c 'sh tools/x.sh && ./y'). A later word is a path when it holds a
+// slash, or when a file of that name exists where git runs the command
+// (configured looks). None for a key that is no command, or an alias
+// that is a git command.
+func commandWords(e configEntry) []commandWord {
 	key := [2]string{e.section, e.key}
 	if e.section == "alias" || e.section == "pager" {
 		key[1] = ""
 	}
 	if !commandKeys[key] {
-		return ""
+		return nil
 	}
 	v := strings.TrimSpace(e.value)
 	if e.section == "alias" && !strings.HasPrefix(v, "!") {
-		return "" // a git command, not a program
+		return nil // a git command, not a program
 	}
 	v = strings.TrimSpace(strings.TrimPrefix(v, "!"))
-	fields := strings.Fields(v)
-	if len(fields) == 0 {
-		return ""
+	words := strings.FieldsFunc(v, func(r rune) bool { return strings.ContainsRune(commandSeparators, r) })
+	var out []commandWord
+	for i, w := range words {
+		if i == 0 && !strings.Contains(w, "/") {
+			continue
+		}
+		out = append(out, commandWord{path: w, first: i == 0})
 	}
-	p := strings.Trim(fields[0], `'"`)
-	if !strings.Contains(p, "/") {
-		return ""
+	return out
+}
+
+// commandPath is the program a command-valued config key names by a path
+// (its first word, when it holds a slash), or "": the first of
+// commandWords.
+func commandPath(e configEntry) string {
+	if w := commandWords(e); len(w) > 0 && w[0].first {
+		return w[0].path
 	}
-	return p
+	return ""
 }
 
 // hookNames are the hooks git runs (githooks(5)).
@@ -159,9 +189,11 @@ func globalConfigs(home string) []string {
 // hooks directory core.hooksPath names (husky sets ".husky/_"), which
 // git runs hooks from instead of dir's hooks, the template directory
 // init.templateDir names (git init and clone copy its hooks), and the
-// program a command
-// key names by a path (commandPath: core.fsmonitor, a filter, diff or
-// merge driver, an alias, ...). One that exists is read-only, with the
+// files a command key names (commandWords: core.fsmonitor, a filter, diff
+// or merge driver, an alias, ...): the program, when named by a path, and
+// each later word that holds a slash or names an existing file, such as
+// the script of "sh tools/clean.sh" (a later word naming a directory is
+// left alone). One that exists is read-only, with the
 // directories between the workspace and it pinned; a missing one is
 // removed after the run if the run made it (Unmade). A relative path is
 // from the repository's worktree, where git runs hooks and commands; "~/"
@@ -219,7 +251,7 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 	var out []GuardedPath
 	worktreeConfig := false
 	for _, e := range entries {
-		var p string
+		var words []commandWord
 		hooks := false
 		switch {
 		case e.is("extensions", "worktreeconfig"):
@@ -228,49 +260,65 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 		case e.is("core", "hookspath"), e.is("init", "templatedir"):
 			// A template directory's hooks are copied into each
 			// repository the user makes or clones.
-			p, hooks = e.value, true
+			words, hooks = []commandWord{{path: e.value, first: true}}, true
 		default:
-			p = commandPath(e)
+			words = commandWords(e)
 		}
-		switch {
-		case p == "":
-			continue
-		case strings.HasPrefix(p, "~/"):
-			p = filepath.Join(home, p[2:])
-		case !filepath.IsAbs(p):
-			p = filepath.Join(worktree, p)
-		}
-		p = filepath.Clean(p)
-		targets := []string{p}
-		switch {
-		case !Within(p, g.top):
-			continue
-		case p == g.top && !hooks:
-			continue
-		case p == g.top && e.is("init", "templatedir"):
-			targets = []string{filepath.Join(p, "hooks")}
-		case p == g.top:
-			// The workspace root itself cannot be read-only: the hooks
-			// git would run from it are.
-			targets = nil
-			for _, h := range hookNames {
-				targets = append(targets, filepath.Join(p, h))
-			}
-		}
-		for _, p := range targets {
-			if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
-				out = append(out, GuardedPath{Path: p, Guard: Unmade})
+		for _, w := range words {
+			p := w.path
+			switch {
+			case p == "":
 				continue
+			case strings.HasPrefix(p, "~/"):
+				p = filepath.Join(home, p[2:])
+			case !filepath.IsAbs(p):
+				p = filepath.Join(worktree, p)
 			}
-			rel, err := filepath.Rel(g.top, p)
-			if err != nil {
-				return nil, err
+			p = filepath.Clean(p)
+			targets := []string{p}
+			switch {
+			case !Within(p, g.top):
+				continue
+			case p == g.top && !hooks:
+				continue
+			case p == g.top && e.is("init", "templatedir"):
+				targets = []string{filepath.Join(p, "hooks")}
+			case p == g.top:
+				// The workspace root itself cannot be read-only: the hooks
+				// git would run from it are.
+				targets = nil
+				for _, h := range hookNames {
+					targets = append(targets, filepath.Join(p, h))
+				}
 			}
-			more, err := guardUnder(g.top, rel, false)
-			if err != nil {
-				return nil, fmt.Errorf("the git config of %s names %s for git to run (%s.%s): %w", dir, p, e.section, e.key, err)
+			for _, p := range targets {
+				fi, err := os.Lstat(p)
+				switch {
+				case !w.first && err == nil && fi.IsDir():
+					// A later word naming a directory is where the
+					// command works, not what it runs.
+					continue
+				case !w.first && err != nil && !strings.Contains(w.path, "/"):
+					// A missing bare name is a word, not a file.
+					continue
+				case errors.Is(err, fs.ErrNotExist):
+					out = append(out, GuardedPath{Path: p, Guard: Unmade})
+					continue
+				}
+				rel, err := filepath.Rel(g.top, p)
+				if err != nil {
+					return nil, err
+				}
+				more, err := guardUnder(g.top, rel, false)
+				if err != nil {
+					return nil, fmt.Errorf("the git config of %s names %s for git to run (%s.%s): %w", dir, p, e.section, e.key, err)
+				}
+				for _, m := range more {
+					if !slices.Contains(out, m) { // words of one script share directories
+						out = append(out, m)
+					}
+				}
 			}
-			out = append(out, more...)
 		}
 	}
 	if worktreeConfig && Within(dir, g.top) {

@@ -63,6 +63,36 @@ func TestCommandPath(t *testing.T) {
 	}
 }
 
+func TestCommandWords(t *testing.T) {
+	for _, c := range []struct {
+		section, sub, key, value string
+		want                     []string // a leading "1:" marks the program itself
+	}{
+		{"core", "", "fsmonitor", "tools/fsmon.sh", []string{"1:tools/fsmon.sh"}},
+		{"core", "", "fsmonitor", "sh tools/fsmon.sh", []string{"tools/fsmon.sh"}},
+		{"filter", "x", "clean", "python3 scripts/x.py --in %f", []string{"scripts/x.py", "--in", "%f"}},
+		{"filter", "x", "smudge", "node ./tools/x.js", []string{"./tools/x.js"}},
+		{"alias", "", "x", "!sh -c 'sh tools/a.sh && ./b.sh' -", []string{"-c", "sh", "tools/a.sh", "./b.sh", "-"}},
+		{"alias", "", "y", "!f() { ./run.sh \"$1\"; }; f", []string{"./run.sh", "1", "f"}},
+		{"core", "", "pager", "LESS=tools/less.cfg less", []string{"tools/less.cfg", "less"}},
+		{"core", "", "sshcommand", "'./bin/ssh wrap' -v", []string{"1:./bin/ssh", "wrap", "-v"}},
+		{"alias", "", "st", "status --short ./dir", nil}, // a git command
+		{"user", "", "name", "sh a/b", nil},              // no command
+		{"core", "", "editor", "vim", nil},
+	} {
+		var got []string
+		for _, w := range commandWords(configEntry{section: c.section, sub: c.sub, key: c.key, value: c.value}) {
+			if w.first {
+				w.path = "1:" + w.path
+			}
+			got = append(got, w.path)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("commandWords(%s.%s.%s = %q) = %q, want %q", c.section, c.sub, c.key, c.value, got, c.want)
+		}
+	}
+}
+
 // The user's global config names hooks for every repository: a relative
 // core.hooksPath there is each repository's own directory.
 func TestGuardRepoGlobalHooksPath(t *testing.T) {

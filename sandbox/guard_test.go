@@ -94,6 +94,14 @@ func TestGuardRepo(t *testing.T) {
 				"[filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n[diff \"bin\"]\n\ttextconv = ./bin/tc\n"},
 			want:  []string{"pinned {ws}/tools", "read-only {ws}/tools/fsmon.sh", "pinned {ws}/scripts", "read-only {ws}/scripts/x.sh", "unmade {ws}/bin/tc"},
 			never: []string{"{ws}/status", "{ws}/git-lfs"}},
+		// And each later word of it that names a file: a script an
+		// interpreter runs, in a quoted sh -c script too.
+		{name: "command words", tree: tree{".git/hooks/": "", "tools/clean.sh": "", "tools/fsmon.py": "", "run.sh": "", "src/": "", "node_modules/x.js": "",
+			".git/config": "[filter \"x\"]\n\tclean = sh tools/clean.sh\n[core]\n\tfsmonitor = python3 tools/fsmon.py\n" +
+				"[alias]\n\ty = \"!sh -c 'cd src && sh run.sh && node node_modules/x.js' -\"\n\tz = \"!sh tools/missing.sh cat\"\n"},
+			want: []string{"pinned {ws}/tools", "read-only {ws}/tools/clean.sh", "read-only {ws}/tools/fsmon.py", "read-only {ws}/run.sh",
+				"pinned {ws}/node_modules", "read-only {ws}/node_modules/x.js", "unmade {ws}/tools/missing.sh"},
+			never: []string{"{ws}/src", "{ws}/sh", "{ws}/cat", "{ws}/python3"}},
 		{name: "a submodule's hooks path", tree: tree{".git/config": "", ".git/hooks/": "", "a/hooks2/": "",
 			".git/modules/a/HEAD": "", ".git/modules/a/config": "[core]\n\tworktree = ../../../a\n\thooksPath = hooks2\n"},
 			want: []string{"pinned {ws}/a", "read-only {ws}/a/hooks2"}},

@@ -75,6 +75,11 @@ type escapePolicy struct {
 	Config string `yaml:"config"`
 	// Setup is shell run on the host, as the test user, before cordon.
 	Setup string `yaml:"setup"`
+	// Outer makes the workspace {outer}/ws, a directory inside a fresh
+	// one, {outer}, that setup may make a larger repository (a monorepo
+	// whose frontend/ is the workspace); setup then gives {ws} a
+	// .cordon.yaml, or cordon takes {outer} for the workspace.
+	Outer bool `yaml:"outer"`
 }
 
 // escapeAttack is one catalogue entry.
@@ -270,7 +275,7 @@ func (p escapePolicy) over(d escapePolicy) escapePolicy {
 // key identifies the cordon an attack runs under.
 func (p escapePolicy) key() string {
 	return strings.Join([]string{p.Via, strings.Join(p.Allow, "\x01"), strings.Join(p.Args, "\x01"),
-		strings.Join(p.Env, "\x01"), p.Config, p.Setup}, "\x00")
+		strings.Join(p.Env, "\x01"), p.Config, p.Setup, strconv.FormatBool(p.Outer)}, "\x00")
 }
 
 func (a *escapeAttack) check() error {
@@ -309,7 +314,9 @@ type escapeGroup struct {
 	canary  *tcpCanary
 	udp     *udpCanary
 	// ws is the workspace (run) or the attacks' scratch directory (proxy).
-	ws    string
+	ws string
+	// outer is the directory holding the workspace, with Outer.
+	outer string
 	base  map[string]string // placeholders shared by every group
 	leaks map[string]bool   // files the group left that hold a secret
 	// run
@@ -472,7 +479,7 @@ func (g *escapeGroup) replacer(base map[string]string, a *escapeAttack) *strings
 		pairs = append(pairs, k, v)
 	}
 	pairs = append(pairs, "{canary_port}", strconv.Itoa(g.canary.port), "{udp_canary_port}", strconv.Itoa(g.udp.port),
-		"{unique}", g.unique, "{scratch}", g.scratch, "{ws}", g.ws, "{audit}", g.audit)
+		"{unique}", g.unique, "{scratch}", g.scratch, "{ws}", g.ws, "{outer}", g.outer, "{audit}", g.audit)
 	if g.proxy != nil {
 		u, _ := url.Parse(g.proxy.URL())
 		pairs = append(pairs, "{proxy_addr}", u.Host, "{proxy_port}", u.Port())
@@ -534,9 +541,15 @@ func (g *escapeGroup) startProxy(t *testing.T, env escapeEnv) {
 func (g *escapeGroup) prepareRun(t *testing.T, env escapeEnv) *exec.Cmd {
 	t.Helper()
 	g.ws = userDir(t, "cordon-it-ws-")
+	uid, gid, _ := testUser(t)
+	if g.Outer {
+		g.outer = g.ws
+		g.ws = filepath.Join(g.outer, "ws")
+		os.Mkdir(g.ws, 0o755)
+		os.Chown(g.ws, int(uid), int(gid))
+	}
 	g.audit = filepath.Join(userDir(t, "cordon-it-audit-"), "audit.jsonl")
 	dir := filepath.Join(g.ws, ".escape")
-	uid, gid, _ := testUser(t)
 	os.MkdirAll(filepath.Join(dir, "loot"), 0o755)
 	os.Chown(dir, int(uid), int(gid))
 	os.Chown(filepath.Join(dir, "loot"), int(uid), int(gid))

@@ -131,13 +131,15 @@ type GuardSpec struct {
 }
 
 // GuardWorkspace lists how to guard the workspace (a real path): its git
-// repository (GuardRepo); its project file, which the next run reads as
+// repository (GuardRepo), or what the repository enclosing it names in it
+// (GuardEnclosing); its project file, which the next run reads as
 // policy (a regular one; one that is a link is refused, see
 // linkedProjectRefusal);
 // the read_only paths that exist, each with the directories between the
 // workspace and it pinned, so that none can be renamed away with it and
 // replaced; the repository of each other directory the box may write,
-// where one is a repository's root; cordon's own files under a
+// where one is a repository's root (or what the repository enclosing it
+// names in it); cordon's own files under a
 // directory the box may write (see guardOwn); and the workspace's nested
 // repositories, checked after the run (Nested). The list is settled: see
 // settle. A run whose configuration lies where the box may write is
@@ -155,6 +157,11 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 	if err != nil {
 		return nil, err
 	}
+	more, err := GuardEnclosing(ws)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, more...)
 	project := filepath.Join(ws, policy.ProjectFile)
 	if fi, err := os.Lstat(project); err == nil && fi.Mode().IsRegular() {
 		out = append(out, GuardedPath{Path: project, Guard: ReadOnly})
@@ -174,6 +181,10 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 	for _, w := range g.Writable {
 		more, err := GuardRepo(w)
 		if err != nil {
+			return nil, fmt.Errorf("read-write path %s: %w", w, err)
+		}
+		out = append(out, more...)
+		if more, err = GuardEnclosing(w); err != nil {
 			return nil, fmt.Errorf("read-write path %s: %w", w, err)
 		}
 		out = append(out, more...)
@@ -743,30 +754,11 @@ func (g *repoWalk) dir(dir, worktree string, depth int) ([]GuardedPath, error) {
 			return nil, linkRefusal(p)
 		default:
 			out = append(out, GuardedPath{Path: p, Guard: ReadOnly, Dir: fi.IsDir()})
-			// What it includes from where the box may write is git's
-			// config as much as the file itself: read-only, and a
-			// missing one removed after the run if the run made it.
-			for _, inc := range configIncludes(p, os.Getenv("HOME")) {
-				if !Within(inc, g.top) || inc == g.top {
-					continue
-				}
-				if _, err := os.Lstat(inc); errors.Is(err, fs.ErrNotExist) {
-					// A placeholder would not do: git fails on an
-					// include it cannot read. One the run makes is
-					// removed after it.
-					out = append(out, GuardedPath{Path: inc, Guard: Unmade})
-					continue
-				}
-				rel, err := filepath.Rel(g.top, inc)
-				if err != nil {
-					return nil, err
-				}
-				more, err := guardUnder(g.top, rel, false)
-				if err != nil {
-					return nil, fmt.Errorf("%s includes %s: %w", p, inc, err)
-				}
-				out = append(out, more...)
+			more, err := g.includes(p)
+			if err != nil {
+				return nil, err
 			}
+			out = append(out, more...)
 		}
 	}
 	// What the config names for git to run, in the workspace, is git's
@@ -813,6 +805,113 @@ func (g *repoWalk) dir(dir, worktree string, depth int) ([]GuardedPath, error) {
 	}
 	more, err = g.modules(filepath.Join(dir, "modules"), depth)
 	return append(out, more...), err
+}
+
+// includes guards what the git config file p includes from under g.top:
+// it is git's config as much as the file itself, so it is read-only, and
+// a missing one is removed after the run if the run made it.
+func (g *repoWalk) includes(p string) ([]GuardedPath, error) {
+	var out []GuardedPath
+	for _, inc := range configIncludes(p, os.Getenv("HOME")) {
+		if !Within(inc, g.top) || inc == g.top {
+			continue
+		}
+		if _, err := os.Lstat(inc); errors.Is(err, fs.ErrNotExist) {
+			// A placeholder would not do: git fails on an include it
+			// cannot read. One the run makes is removed after it.
+			out = append(out, GuardedPath{Path: inc, Guard: Unmade})
+			continue
+		}
+		rel, err := filepath.Rel(g.top, inc)
+		if err != nil {
+			return nil, err
+		}
+		more, err := guardUnder(g.top, rel, false)
+		if err != nil {
+			return nil, fmt.Errorf("%s includes %s: %w", p, inc, err)
+		}
+		out = append(out, more...)
+	}
+	return out, nil
+}
+
+// enclosingRepo finds the repository git discovers from root, a
+// directory with no .git of its own, as git does: the nearest directory
+// above it holding a .git (a directory, or a file naming one; git
+// follows links), or one that is itself a git directory by its layout (a
+// bare repository). dir is its git directory, as a real path; worktree
+// is its worktree, or "" for configured to take from dir (core.worktree,
+// or the directory above a .git).
+func enclosingRepo(root string) (dir, worktree string, ok bool) {
+	for d := filepath.Dir(root); ; d = filepath.Dir(d) {
+		dotgit := filepath.Join(d, ".git")
+		if fi, err := os.Stat(dotgit); err == nil {
+			if fi.IsDir() && isGitDir(dotgit) {
+				if real, err := filepath.EvalSymlinks(dotgit); err == nil {
+					return real, "", true
+				}
+			} else if gd, ok := gitdirOf(dotgit); ok && !fi.IsDir() {
+				return gd, d, true
+			}
+		}
+		if isGitDir(d) {
+			return d, "", true
+		}
+		if d == filepath.Dir(d) {
+			return "", "", false
+		}
+	}
+}
+
+// isGitDir says whether d is laid out as a git directory (gitDirLayout).
+func isGitDir(d string) bool {
+	has := func(name string) bool {
+		_, err := os.Stat(filepath.Join(d, name))
+		return err == nil
+	}
+	return has("HEAD") && (has("commondir") || has("objects") && has("refs"))
+}
+
+// GuardEnclosing lists how to guard what the repository enclosing root
+// (a real path: the workspace, or a read-write allow_path, with no .git
+// of its own) names under root for git to run on the host: a workspace
+// inside a larger repository (a monorepo's frontend/, with the
+// repository's core.hooksPath = frontend/.husky) is that repository's
+// worktree to git run anywhere in it. What its config, with its includes
+// and the user's global config, includes or names (configured) under root
+// is guarded as for the workspace's own repository, with the directories
+// between root and it pinned. Its git directory lies outside root, out of
+// the box's reach.
+func GuardEnclosing(root string) ([]GuardedPath, error) {
+	if _, err := os.Lstat(filepath.Join(root, ".git")); !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // a repository of its own (GuardRepo), which git finds first
+	}
+	dir, worktree, ok := enclosingRepo(root)
+	if !ok || Within(dir, root) {
+		return nil, nil
+	}
+	g := repoWalk{entries: maxRepoModuleEntries, top: root}
+	var out []GuardedPath
+	configs := []string{filepath.Join(dir, "config"), filepath.Join(dir, "config.worktree")}
+	if c, err := readRegular(filepath.Join(dir, "commondir")); err == nil {
+		common := strings.TrimSpace(string(c))
+		if !filepath.IsAbs(common) {
+			common = filepath.Join(dir, common)
+		}
+		configs = append(configs, filepath.Join(common, "config"))
+	}
+	for _, c := range configs {
+		more, err := g.includes(c)
+		if err != nil {
+			return nil, fmt.Errorf("the repository enclosing %s: %w", root, err)
+		}
+		out = append(out, more...)
+	}
+	more, err := g.configured(dir, worktree)
+	if err != nil {
+		return nil, fmt.Errorf("the repository enclosing %s: %w", root, err)
+	}
+	return pinAbove(root, append(out, more...))
 }
 
 // modules finds the submodules' git directories under d (a submodule's

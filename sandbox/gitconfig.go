@@ -183,6 +183,105 @@ func globalConfigs(home string) []string {
 	return []string{filepath.Join(xdg, "git", "config"), filepath.Join(home, ".gitconfig")}
 }
 
+// globalConfigFiles lists the user's global git config files
+// (globalConfigs) and what they include, in turn, to git's depth, as git
+// reads them: each as the path git opens (relative includes are from its
+// directory, "~/" from home) and, where links on the way lead elsewhere,
+// the real path they reach (a dotfiles repository's gitconfig, which
+// ~/.gitconfig links to). link, when not nil, is called with each
+// symbolic link on the way (Resolve): its error is returned.
+func globalConfigFiles(home string, link func(path string) error) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	var walk func(p string, depth int) error
+	walk = func(p string, depth int) error {
+		p = filepath.Clean(p)
+		if depth > maxIncludeDepth || seen[p] || !filepath.IsAbs(p) {
+			return nil
+		}
+		seen[p] = true
+		real, _, err := Resolve(p, link)
+		if err != nil {
+			return err
+		}
+		out = append(out, p)
+		if real != p {
+			out = append(out, real)
+		}
+		data, err := readRegular(real)
+		if err != nil {
+			return nil
+		}
+		for _, inc := range includePaths(data) {
+			incs := []string{inc}
+			switch {
+			case strings.HasPrefix(inc, "~/"):
+				incs = []string{filepath.Join(home, inc[2:])}
+			case !filepath.IsAbs(inc):
+				// Git takes it from the directory of the path it
+				// opened; from the real one's too, to be sure.
+				incs = []string{filepath.Join(filepath.Dir(p), inc), filepath.Join(filepath.Dir(real), inc)}
+			}
+			for _, inc := range incs {
+				if err := walk(inc, depth+1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for _, g := range globalConfigs(home) {
+		if err := walk(g, 0); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// guardGlobalConfig guards the user's global git config files, and what
+// they include (globalConfigFiles), that lie under one of roots (the
+// directories the box may write): git anywhere on the host reads them, so
+// a box that could write one (a dotfiles repository as the workspace,
+// with ~/.gitconfig a link into it, or an include.path naming a file of
+// the workspace) would have its core.fsmonitor run at the user's next git
+// status. Each is read-only, with the directories between the outermost
+// root holding it and it pinned; a missing one is removed after the run
+// if the run made it (Unmade). A symbolic link under a root on the way to
+// one is refused: the box could replace it.
+func guardGlobalConfig(roots []string) ([]GuardedPath, error) {
+	files, err := globalConfigFiles(os.Getenv("HOME"), func(l string) error {
+		for _, r := range roots {
+			if Within(l, r) {
+				return fmt.Errorf("%s, on the way to your global git config, is a symbolic link in %s, which the command may write: it could point git's config anywhere; replace it with what it points to", l, r)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []GuardedPath
+	for _, f := range files {
+		held := false
+		for _, r := range roots {
+			held = held || Within(f, r) && f != r
+		}
+		if !held {
+			continue
+		}
+		if _, err := os.Lstat(f); errors.Is(err, fs.ErrNotExist) {
+			out = append(out, GuardedPath{Path: f, Guard: Unmade})
+			continue
+		}
+		more, err := guardBelowRoot(f, roots, false, false)
+		if err != nil {
+			return nil, fmt.Errorf("your global git config %s: %w", f, err)
+		}
+		out = append(out, more...)
+	}
+	return out, nil
+}
+
 // configured guards what the config git reads for the git directory dir
 // (its config and config.worktree, the user's global config, and what
 // they include) names in the workspace for git to run on the host: the
@@ -220,9 +319,11 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 	}
 	var entries, ownEntries []configEntry
 	var files []string
-	for _, f := range append(configs, globalConfigs(home)...) {
+	for _, f := range configs {
 		files = append(append(files, f), configIncludes(f, home)...)
 	}
+	global, _ := globalConfigFiles(home, nil)
+	files = append(files, global...)
 	for _, f := range files {
 		data, err := readRegular(f)
 		if err != nil {

@@ -139,7 +139,9 @@ type GuardSpec struct {
 // workspace and it pinned, so that none can be renamed away with it and
 // replaced; the repository of each other directory the box may write,
 // where one is a repository's root (or what the repository enclosing it
-// names in it); cordon's own files under a
+// names in it); the user's global git config and what it includes, where
+// they lie under a directory the box may write (guardGlobalConfig);
+// cordon's own files under a
 // directory the box may write (see guardOwn); and the workspace's nested
 // repositories, checked after the run (Nested). The list is settled: see
 // settle. A run whose configuration lies where the box may write is
@@ -189,6 +191,11 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 		}
 		out = append(out, more...)
 	}
+	more, err = guardGlobalConfig(writable)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, more...)
 	for _, f := range g.Own {
 		more, err := guardOwn(f, writable)
 		if err != nil {

@@ -1,0 +1,89 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The user's global git config, and what it includes, guarded where it
+// lies under a directory the box may write.
+func TestGuardGlobalConfig(t *testing.T) {
+	type tree map[string]string // path ({home}, {ws}) -> contents; "@target" a link
+	for _, c := range []struct {
+		name    string
+		xdg     string
+		tree    tree
+		want    []string
+		never   []string
+		wantErr string
+	}{
+		{name: "include in the workspace", tree: tree{"{home}/.gitconfig": "[include]\n\tpath = {ws}/gitextra\n", "{ws}/gitextra": "[include]\n\tpath = more\n", "{ws}/more": ""},
+			want: []string{"read-only {ws}/gitextra", "read-only {ws}/more"}},
+		{name: "missing include", tree: tree{"{home}/.gitconfig": "[includeIf \"gitdir:~/x/\"]\n\tpath = {ws}/sub/gitextra\n", "{ws}/sub/": ""},
+			want: []string{"unmade {ws}/sub/gitextra"}},
+		{name: "a link into a dotfiles workspace", tree: tree{"{home}/.gitconfig": "@{ws}/dots/gitconfig", "{ws}/dots/gitconfig": "[include]\n\tpath = extra\n", "{ws}/dots/extra": ""},
+			want: []string{"pinned {ws}/dots", "read-only {ws}/dots/gitconfig", "read-only {ws}/dots/extra"}},
+		{name: "xdg config in the workspace", xdg: "{ws}/xdg", tree: tree{"{ws}/xdg/git/config": ""},
+			want: []string{"pinned {ws}/xdg", "pinned {ws}/xdg/git", "read-only {ws}/xdg/git/config"}},
+		{name: "a link in the workspace", xdg: "{ws}/xdg", tree: tree{"{ws}/xdg/git/config": "@{home}/real", "{home}/real": ""},
+			wantErr: "is a symbolic link"},
+		{name: "outside", tree: tree{"{home}/.gitconfig": "[include]\n\tpath = other\n", "{home}/other": "", "{ws}/gitextra": ""},
+			never: []string{"gitextra", ".gitconfig", "other"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws, home := realTempDir(t), realTempDir(t)
+			x := strings.NewReplacer("{ws}", ws, "{home}", home)
+			t.Setenv("HOME", home)
+			t.Setenv("XDG_CONFIG_HOME", x.Replace(c.xdg))
+			for p, data := range c.tree {
+				p, data = x.Replace(p), x.Replace(data)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				var err error
+				switch {
+				case strings.HasSuffix(p, "/"):
+					err = os.MkdirAll(p, 0o755)
+				case strings.HasPrefix(data, "@"):
+					err = os.Symlink(data[1:], p)
+				default:
+					err = os.WriteFile(p, []byte(data), 0o644)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			paths, err := guardGlobalConfig([]string{ws})
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("guardGlobalConfig = %v, %v; want an error with %q", paths, err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := describeGuards(paths, "")
+			for _, w := range c.want {
+				if w = x.Replace(w); !slices.Contains(got, w) {
+					t.Errorf("guardGlobalConfig lacks %q:\n%s", w, strings.Join(got, "\n"))
+				}
+			}
+			for _, n := range c.never {
+				for _, p := range paths {
+					if strings.HasSuffix(p.Path, "/"+n) {
+						t.Errorf("guardGlobalConfig guards %s:\n%s", p.Path, strings.Join(got, "\n"))
+					}
+				}
+			}
+			for _, p := range paths {
+				if !Within(p.Path, ws) {
+					t.Errorf("guardGlobalConfig guards %s, outside the workspace", p.Path)
+				}
+			}
+		})
+	}
+}

@@ -34,6 +34,9 @@ func TestGuardEnclosing(t *testing.T) {
 			never: []string{".husky", "tools/x.sh"}},
 		{name: "the workspace's own repository first", tree: tree{".git/config": "[core]\n\thooksPath = ws/.husky\n", "ws/.husky/": "", "ws/.git/HEAD": ""},
 			never: []string{"{ws}/.husky"}},
+		{name: "a .git that is a link", tree: tree{".git": "@store/repo.git", "store/repo.git/HEAD": "", "store/repo.git/objects/": "", "store/repo.git/refs/": "",
+			"store/repo.git/config": "[core]\n\thooksPath = ws/hooks\n", "ws/hooks/": ""},
+			want: []string{"read-only {ws}/hooks"}},
 		{name: "a linked worktree's .git file", tree: tree{".git": "gitdir: main/.git/worktrees/w\n",
 			"main/.git/worktrees/w/commondir": "../..\n", "main/.git/worktrees/w/HEAD": "", "main/.git/config": "[core]\n\thooksPath = ws/hooks\n", "ws/hooks/": ""},
 			want: []string{"read-only {ws}/hooks"}},
@@ -47,7 +50,7 @@ func TestGuardEnclosing(t *testing.T) {
 			for p, d := range repo {
 				files[p] = d
 			}
-			if _, ok := c.tree[".git"]; ok {
+			if _, ok := c.tree[".git"]; ok { // a .git of the case's own
 				files = tree{"ws/": ""}
 			}
 			for p, d := range c.tree {
@@ -61,6 +64,8 @@ func TestGuardEnclosing(t *testing.T) {
 				var err error
 				if strings.HasSuffix(p, "/") {
 					err = os.MkdirAll(full, 0o755)
+				} else if strings.HasPrefix(data, "@") {
+					err = os.Symlink(data[1:], full)
 				} else {
 					err = os.WriteFile(full, []byte(data), 0o644)
 				}

@@ -855,8 +855,10 @@ func enclosingRepo(root string) (dir, worktree string, ok bool) {
 		dotgit := filepath.Join(d, ".git")
 		if fi, err := os.Stat(dotgit); err == nil {
 			if fi.IsDir() && isGitDir(dotgit) {
-				if real, err := filepath.EvalSymlinks(dotgit); err == nil {
+				if real, err := filepath.EvalSymlinks(dotgit); err == nil && real == dotgit {
 					return real, "", true
+				} else if err == nil {
+					return real, d, true // a link: the worktree is still d
 				}
 			} else if gd, ok := gitdirOf(dotgit); ok && !fi.IsDir() {
 				return gd, d, true

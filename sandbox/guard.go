@@ -132,9 +132,9 @@ type GuardSpec struct {
 
 // GuardWorkspace lists how to guard the workspace (a real path): its git
 // repository (GuardRepo), or what the repository enclosing it names in it
-// (GuardEnclosing), and the repositories nested in it (guardNested); its
-// project file, which the next run reads as policy (a regular one; one
-// that is a link is refused, see linkedProjectRefusal);
+// (GuardEnclosing); its project file, which the next run reads as
+// policy (a regular one; one that is a link is refused, see
+// linkedProjectRefusal);
 // the read_only paths that exist, each with the directories between the
 // workspace and it pinned, so that none can be renamed away with it and
 // replaced; the repository of each other directory the box may write,
@@ -164,7 +164,6 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 		return nil, err
 	}
 	out = append(out, more...)
-	out = append(out, guardNested(ws, out)...)
 	project := filepath.Join(ws, policy.ProjectFile)
 	if fi, err := os.Lstat(project); err == nil && fi.Mode().IsRegular() {
 		out = append(out, GuardedPath{Path: project, Guard: ReadOnly})
@@ -922,70 +921,6 @@ func GuardEnclosing(root string) ([]GuardedPath, error) {
 		return nil, fmt.Errorf("the repository enclosing %s: %w", root, err)
 	}
 	return pinAbove(root, append(out, more...))
-}
-
-// maxNestedWalk bounds the directories guardNested reads: past it, the
-// repositories further on are left to the check after the run (Nested).
-const maxNestedWalk = 100_000
-
-// guardNested guards the repositories nested in the workspace ws when the
-// run is built (an ordinary clone in a subdirectory, not a submodule):
-// git run in one on the host (a prompt that shows the branch does it at
-// a cd) runs its config and hooks, and what they name, as in the
-// workspace's own. Each is guarded as GuardRepo guards the workspace's
-// (its git directory pinned, its config, hooks, includes and the hooks
-// directory and programs its config names read-only, with the
-// directories between ws and them pinned), but for those guards already
-// holds (submodule checkouts). The walk does not enter git directories or
-// follow links, and reads at most maxNestedWalk directories. A nested
-// repository that cannot be guarded (a link where a guard would go) is
-// left as it was before: to the check after the run, which sets it aside
-// if its config or hooks changed.
-func guardNested(ws string, guards []GuardedPath) []GuardedPath {
-	guarded := map[string]bool{}
-	for _, g := range guards {
-		if g.Guard == Pinned || g.Guard == ReadOnly {
-			guarded[g.Path] = true
-		}
-	}
-	var out []GuardedPath
-	budget := maxNestedWalk
-	var walk func(dir string)
-	walk = func(dir string) {
-		if budget--; budget < 0 {
-			return
-		}
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return
-		}
-		for _, e := range entries {
-			if e.Name() != ".git" || dir == ws || guarded[filepath.Join(dir, ".git")] {
-				continue
-			}
-			g := repoWalk{entries: maxRepoModuleEntries, top: ws}
-			more, err := g.repo(dir, 1)
-			if err == nil {
-				more, err = pinAbove(ws, more)
-			}
-			if err != nil {
-				break
-			}
-			for _, m := range more {
-				if m.Guard == Pinned || m.Guard == ReadOnly {
-					guarded[m.Path] = true
-				}
-			}
-			out = append(out, more...)
-		}
-		for _, e := range entries {
-			if e.IsDir() && e.Name() != ".git" && !strings.HasPrefix(e.Name(), ".git.cordon-set-aside-") {
-				walk(filepath.Join(dir, e.Name()))
-			}
-		}
-	}
-	walk(ws)
-	return out
 }
 
 // modules finds the submodules' git directories under d (a submodule's

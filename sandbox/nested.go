@@ -177,16 +177,33 @@ func gitDirChangedSince(dir string, since time.Time) (bool, error) {
 
 // configChangedSince says whether the config, config.worktree, commondir
 // or hooks (the directory or a file in it) of the git directory p changed
-// since.
+// since, or what its config names for git to run or read: a hooks
+// directory core.hooksPath names and the hooks in it, an include, a
+// program (a file made since counts).
 func configChangedSince(p string, since time.Time) (bool, error) {
 	check := []string{"config", "config.worktree", "commondir", "hooks"}
-	if hooks, err := os.ReadDir(filepath.Join(p, "hooks")); err == nil {
-		for _, h := range hooks {
-			check = append(check, filepath.Join("hooks", h.Name()))
+	for i := range check {
+		check[i] = filepath.Join(p, check[i])
+	}
+	// What its config names for git to run or read (a hooks directory
+	// core.hooksPath names, includes, programs), as for the workspace's
+	// own repository (configured), wherever it is.
+	named, err := (&repoWalk{top: filepath.Dir(p)}).configured(p, filepath.Dir(p))
+	if err != nil {
+		return false, err
+	}
+	for _, g := range named {
+		check = append(check, g.Path)
+	}
+	for _, d := range slices.Clone(check) {
+		if entries, err := os.ReadDir(d); err == nil { // a hooks directory
+			for _, e := range entries {
+				check = append(check, filepath.Join(d, e.Name()))
+			}
 		}
 	}
-	for _, name := range check {
-		_, changed, err := fileTimes(filepath.Join(p, name))
+	for _, f := range check {
+		_, changed, err := fileTimes(f)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

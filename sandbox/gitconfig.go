@@ -309,11 +309,7 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 	home := os.Getenv("HOME")
 	own := filepath.Join(dir, "config")
 	configs := []string{own, filepath.Join(dir, "config.worktree")}
-	if c, err := readRegular(filepath.Join(dir, "commondir")); err == nil {
-		common := strings.TrimSpace(string(c))
-		if !filepath.IsAbs(common) {
-			common = filepath.Join(dir, common)
-		}
+	if common, ok := commonDir(dir); ok {
 		own = filepath.Join(common, "config")
 		configs = append(configs, own)
 	}

@@ -668,16 +668,26 @@ func indexGitlinks(p string, hashSize int) ([]string, string, error) {
 	return links, shared, nil
 }
 
+// commonDir is the common directory a linked worktree's git directory dir
+// names in its commondir file, if it has one.
+func commonDir(dir string) (string, bool) {
+	c, err := readRegular(filepath.Join(dir, "commondir"))
+	if err != nil {
+		return "", false
+	}
+	common := strings.TrimSpace(string(c))
+	if !filepath.IsAbs(common) {
+		common = filepath.Join(dir, common)
+	}
+	return common, true
+}
+
 // hashSizeOf is the size of the object names of the repository whose git
 // directory is dir: 32 where its config (a linked worktree's is in the
 // common directory) sets extensions.objectFormat to sha256, else 20.
 func hashSizeOf(dir string) int {
 	configs := []string{filepath.Join(dir, "config")}
-	if c, err := readRegular(filepath.Join(dir, "commondir")); err == nil {
-		common := strings.TrimSpace(string(c))
-		if !filepath.IsAbs(common) {
-			common = filepath.Join(dir, common)
-		}
+	if common, ok := commonDir(dir); ok {
 		configs = append(configs, filepath.Join(common, "config"))
 	}
 	for _, c := range configs {
@@ -902,11 +912,7 @@ func GuardEnclosing(root string) ([]GuardedPath, error) {
 	g := repoWalk{entries: maxRepoModuleEntries, top: root}
 	var out []GuardedPath
 	configs := []string{filepath.Join(dir, "config"), filepath.Join(dir, "config.worktree")}
-	if c, err := readRegular(filepath.Join(dir, "commondir")); err == nil {
-		common := strings.TrimSpace(string(c))
-		if !filepath.IsAbs(common) {
-			common = filepath.Join(dir, common)
-		}
+	if common, ok := commonDir(dir); ok {
 		configs = append(configs, filepath.Join(common, "config"))
 	}
 	for _, c := range configs {

@@ -259,11 +259,31 @@ type chunk struct {
 func newMaskReader(src io.ReadCloser, m *matcher, emit func([]byte, int) ([]byte, error)) *maskReader {
 	r := &maskReader{src: src, st: stream{m: m, emit: emit, window: true},
 		chunks: make(chan chunk, 2), free: make(chan []byte, 2), done: make(chan struct{}), exited: make(chan struct{})}
-	r.free <- make([]byte, readChunk)
-	r.free <- make([]byte, readChunk)
+	r.free <- *readAheadBuffers.Get().(*[]byte)
+	r.free <- *readAheadBuffers.Get().(*[]byte)
 	r.idle = time.NewTimer(time.Hour)
 	r.idle.Stop()
 	return r
+}
+
+// readAheadBuffers are the buffers maskReaders read their sources into.
+var readAheadBuffers = sync.Pool{New: func() any { b := make([]byte, readChunk); return &b }}
+
+// giveBack returns the read-ahead buffers to their pool once the pump has
+// exited.
+func (r *maskReader) giveBack() {
+	for {
+		select {
+		case b := <-r.free:
+			b = b[:cap(b)]
+			readAheadBuffers.Put(&b)
+		case c := <-r.chunks:
+			b := c.b[:cap(c.b)]
+			readAheadBuffers.Put(&b)
+		default:
+			return
+		}
+	}
 }
 
 // pump reads the source ahead until it fails or the reader is closed.
@@ -326,6 +346,10 @@ func (r *maskReader) next() {
 		// The held tail may be the start of a secret: it is dropped.
 		r.err = c.err
 	}
+	if c.err != nil {
+		<-r.exited // it sent its last
+		r.giveBack()
+	}
 }
 
 // Close stops the read-ahead, closes the source, and returns once nothing
@@ -340,6 +364,7 @@ func (r *maskReader) Close() error {
 		err = r.src.Close()
 		r.start.Do(func() { close(r.exited) })
 		<-r.exited
+		r.giveBack()
 	})
 	return err
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+
+	"github.com/cordon-sandbox/cordon/internal/echotest"
 )
 
 var discardLog = log.New(io.Discard, "", 0)
@@ -32,13 +34,19 @@ var benchOrigin = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) 
 	}
 })
 
-// benchPaths are the opaque relay (the baseline) and the terminator.
+// benchPaths are the opaque relay (the baseline), the terminator, and the
+// terminator with a credential for the origin (filled in on every
+// request, every response masked).
 func benchPaths(b *testing.B, h2 bool) (name []string, clients []*http.Client, r []*rig) {
 	opaque := newRig(b, benchOrigin, rigOptions{opaque: true})
 	pool := x509.NewCertPool()
 	pool.AddCert(opaque.Origin.Certificate())
 	term := newRig(b, benchOrigin, rigOptions{})
-	return []string{"tunnel", "mitm"}, []*http.Client{opaque.client(pool, h2), term.client(term.ClientRoots, h2)}, []*rig{opaque, term}
+	creds, _ := echotest.Creds(b, "s3cr3t-value-for-the-benchmarks")
+	cred := newRig(b, benchOrigin, rigOptions{creds: creds})
+	return []string{"tunnel", "mitm", "mitm-credential"},
+		[]*http.Client{opaque.client(pool, h2), term.client(term.ClientRoots, h2), cred.client(cred.ClientRoots, h2)},
+		[]*rig{opaque, term, cred}
 }
 
 func get(b *testing.B, c *http.Client, u string) int64 {

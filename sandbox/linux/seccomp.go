@@ -29,6 +29,19 @@ var deniedSyscalls = []syscallNr{
 // ioctlNr is ioctl's number, whose requests deniedIoctls filters.
 var ioctlNr = syscallNr{"ioctl", 16, 29}
 
+// socketNrs are the calls that make sockets, whose address family
+// allowedFamilies filters.
+var socketNrs = []syscallNr{{"socket", 41, 198}, {"socketpair", 53, 199}}
+
+// allowedFamilies are the socket address families a box may use: unix,
+// IPv4, IPv6 and netlink (which getaddrinfo and ip read interfaces
+// through). Every other answers EAFNOSUPPORT: AF_VSOCK above all, which no
+// network namespace scopes, so that a box on a virtual machine could talk
+// to the hypervisor's or the host's vsock services past the proxy and the
+// nftables rules (and AF_PACKET, AF_ALG, Bluetooth, CAN, XDP, which a box
+// has no business with).
+var allowedFamilies = []uint32{1, 2, 10, 16} // AF_UNIX, AF_INET, AF_INET6, AF_NETLINK
+
 // syscallNr is one syscall's number on each supported architecture.
 type syscallNr struct {
 	name         string
@@ -48,9 +61,11 @@ const (
 	retErrno    = 0x00050000
 	errnoEPERM  = 1
 	errnoENOSYS = 38
+	errnoEAFNO  = 97 // EAFNOSUPPORT
 	offNr       = 0
 	offArch     = 4
-	offArg1Low  = 16 + 8*1 // low 32 bits of args[1] on little-endian machines
+	offArg0Low  = 16 + 8*0 // low 32 bits of args[0] on little-endian machines
+	offArg1Low  = 16 + 8*1 // and of args[1]
 	x32Bit      = 0x40000000
 )
 
@@ -73,7 +88,8 @@ var seccompArches = map[string]seccompArch{
 // seccompProgram assembles the filter for a Go architecture name: native
 // syscalls in deniedSyscalls and ioctls in deniedIoctls answer EPERM
 // (ioctl's request is compared on its low 32 bits, as the kernel reads
-// it); any other ABI (x32 and i386 on amd64, arm on arm64) answers ENOSYS;
+// it); a socket of a family not in allowedFamilies answers EAFNOSUPPORT;
+// any other ABI (x32 and i386 on amd64, arm on arm64) answers ENOSYS;
 // everything else is allowed.
 func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
 	a, ok := seccompArches[goarch]
@@ -81,7 +97,8 @@ func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
 		return nil, fmt.Errorf("seccomp: no syscall table for %s; cordon's Linux sandbox supports amd64 and arm64", goarch)
 	}
 	// Labels are resolved by counting: the three return blocks sit at the
-	// end (allow, EPERM, ENOSYS), the ioctl block just before them.
+	// end (allow, EPERM, ENOSYS), the ioctl block just before them (it
+	// falls through to allow), the socket block before that.
 	var prog []bpf.Instruction
 	type jump struct {
 		at     int
@@ -105,8 +122,17 @@ func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
 		jeq(a.nr(sc), "eperm")
 	}
 	jeq(a.nr(ioctlNr), "ioctl")
+	for _, sc := range socketNrs {
+		jeq(a.nr(sc), "socket")
+	}
 	prog = append(prog, bpf.RetConstant{Val: retAllow})
-	labels := map[string]int{"ioctl": len(prog)}
+	labels := map[string]int{"socket": len(prog)}
+	prog = append(prog, bpf.LoadAbsolute{Off: offArg0Low, Size: 4})
+	for _, f := range allowedFamilies {
+		jeq(f, "allow")
+	}
+	prog = append(prog, bpf.RetConstant{Val: retErrno | errnoEAFNO})
+	labels["ioctl"] = len(prog)
 	prog = append(prog, bpf.LoadAbsolute{Off: offArg1Low, Size: 4})
 	for _, req := range deniedIoctls {
 		jeq(req, "eperm")
@@ -154,7 +180,7 @@ func seccompListing(goarch string, prog []bpf.RawInstruction) string {
 	for i, sc := range deniedSyscalls {
 		names[i] = sc.name
 	}
-	fmt.Fprintf(&b, "seccomp filter for %s: EPERM for %s and ioctl TIOCSTI/TIOCLINUX/TIOCSETD; ENOSYS for other ABIs\n", goarch, strings.Join(names, ", "))
+	fmt.Fprintf(&b, "seccomp filter for %s: EPERM for %s and ioctl TIOCSTI/TIOCLINUX/TIOCSETD; EAFNOSUPPORT for sockets but unix, inet, inet6 and netlink; ENOSYS for other ABIs\n", goarch, strings.Join(names, ", "))
 	for i, in := range prog {
 		fmt.Fprintf(&b, "%3d: %v\n", i, in.Disassemble())
 	}

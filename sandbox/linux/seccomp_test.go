@@ -22,6 +22,14 @@ func seccompData(nr int, auditArch uint32, arg1 uint64) []byte {
 	return b
 }
 
+// seccompArg0 is seccompData with args[0] (a socket's family) set.
+func seccompArg0(nr int, auditArch uint32, arg0 uint64) []byte {
+	b := seccompData(nr, auditArch, 0)
+	binary.BigEndian.PutUint32(b[offArg0Low:], uint32(arg0))
+	binary.BigEndian.PutUint32(b[offArg0Low+4:], uint32(arg0>>32))
+	return b
+}
+
 // kernelTables are go-seccomp-bpf's syscall tables, generated from the
 // kernel's: the filter's own numbers must agree with them.
 var kernelTables = map[string]*arch.Info{"amd64": arch.X86_64, "arm64": arch.AARCH64}
@@ -37,7 +45,7 @@ func TestSyscallNumbers(t *testing.T) {
 		if a.audit != uint32(oracle.ID) {
 			t.Errorf("%s: audit arch %#x, the kernel's is %#x", goarch, a.audit, uint32(oracle.ID))
 		}
-		for _, sc := range append([]syscallNr{ioctlNr}, deniedSyscalls...) {
+		for _, sc := range append(append([]syscallNr{ioctlNr}, socketNrs...), deniedSyscalls...) {
 			want, ok := oracle.SyscallNames[sc.name]
 			if !ok {
 				t.Errorf("%s: the kernel has no syscall %s", goarch, sc.name)
@@ -93,6 +101,17 @@ func TestSeccompProgram(t *testing.T) {
 				{"ioctl TIOCGETD", seccompData(nr("ioctl"), native, 0x5424), retAllow},
 				{"ioctl TIOCSTI with high bits set", seccompData(nr("ioctl"), native, 0xdead_0000_0000_5412), eperm},
 				{"other arch", seccompData(nr("read"), uint32(arch.I386.ID), 0), enosys},
+				{"socket AF_UNIX", seccompArg0(nr("socket"), native, 1), retAllow},
+				{"socket AF_INET", seccompArg0(nr("socket"), native, 2), retAllow},
+				{"socket AF_INET6", seccompArg0(nr("socket"), native, 10), retAllow},
+				{"socket AF_NETLINK", seccompArg0(nr("socket"), native, 16), retAllow},
+				{"socketpair AF_UNIX", seccompArg0(nr("socketpair"), native, 1), retAllow},
+				{"socket AF_VSOCK", seccompArg0(nr("socket"), native, 40), retErrno | errnoEAFNO},
+				{"socketpair AF_VSOCK", seccompArg0(nr("socketpair"), native, 40), retErrno | errnoEAFNO},
+				{"socket AF_PACKET", seccompArg0(nr("socket"), native, 17), retErrno | errnoEAFNO},
+				{"socket AF_ALG", seccompArg0(nr("socket"), native, 38), retErrno | errnoEAFNO},
+				{"socket AF_BLUETOOTH", seccompArg0(nr("socket"), native, 31), retErrno | errnoEAFNO},
+				{"socket AF_INET with high bits set", seccompArg0(nr("socket"), native, 0xdead_0000_0000_0002), retAllow},
 			}
 			for _, sc := range deniedSyscalls {
 				tests = append(tests, struct {

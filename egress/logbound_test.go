@@ -13,14 +13,16 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/tlsterm"
 )
 
 // TestHugeRequestsLogBounded: whatever a client sends, the lines the proxy
 // logs stay short (each field at most audit.MaxFieldBytes, escaped) and
-// readable: an unauthenticated CONNECT to a 900 KB target, whose line once
-// took as much of the session's audit budget, and an allowed request whose
-// path, "<" escaped as \u003c, once made a line past audit.MaxLineBytes
-// that `cordon audit` skipped.
+// readable: an unauthenticated CONNECT to a 40 KB target, and an allowed
+// request with a 48 KB path of "<", escaped as \u003c (before headers were
+// bounded at tlsterm.MaxHeaderBytes, a 900 KB target took as much of the
+// session's audit budget, and such a path made a line past
+// audit.MaxLineBytes that `cordon audit` skipped).
 func TestHugeRequestsLogBounded(t *testing.T) {
 	far := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	t.Cleanup(far.Close)
@@ -34,11 +36,11 @@ func TestHugeRequestsLogBounded(t *testing.T) {
 		clipped func(audit.Record) string
 	}{
 		{"unauthenticated CONNECT", func(string) string {
-			return "CONNECT " + strings.Repeat("<a", 450<<10) + ":443 HTTP/1.1\r\n\r\n"
+			return "CONNECT " + strings.Repeat("<a", 20<<10) + ":443 HTTP/1.1\r\n\r\n"
 		}, http.StatusProxyAuthRequired, audit.Deny, func(r audit.Record) string { return r.Host }},
 		{"allowed request with a huge path", func(auth string) string {
 			return fmt.Sprintf("GET http://%s/%s?k=v HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n",
-				target, strings.Repeat("%3C", 300<<10), target, auth)
+				target, strings.Repeat("%3C", 16<<10), target, auth)
 		}, http.StatusOK, audit.Allow, func(r audit.Record) string { return r.Path }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,5 +81,31 @@ func TestHugeRequestsLogBounded(t *testing.T) {
 				t.Errorf("no %s decision with a clipped field in the log", tt.decision)
 			}
 		})
+	}
+}
+
+// TestHeaderBounded: a request header past tlsterm.MaxHeaderBytes is
+// refused (431) and logged, not held: each one held cost cordon several
+// times its size, outside the box's limits.
+func TestHeaderBounded(t *testing.T) {
+	proxy, auth, logPath := startProxy(t, "allowed.test", 0)
+	c, err := net.Dial("tcp", proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	go fmt.Fprintf(c, "CONNECT allowed.test:443 HTTP/1.1\r\nProxy-Authorization: Basic %s\r\nX-Big: %s\r\n\r\n",
+		auth, strings.Repeat("y", 2*tlsterm.MaxHeaderBytes))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("answered %d, want 431", resp.StatusCode)
+	}
+	data, _ := os.ReadFile(logPath)
+	if !strings.Contains(string(data), `"reason":"bad_request"`) {
+		t.Fatalf("the refusal is not in the log:\n%s", data)
 	}
 }

@@ -502,6 +502,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		},
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    tlsterm.MaxHeaderBytes,
 		ErrorLog:          s.cfg.ErrorLog,
 	}
 	stopped := make(chan struct{})

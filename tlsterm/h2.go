@@ -23,6 +23,7 @@ func serveH2(c *tls.Conn, h http.Handler) {
 		}),
 		ReadHeaderTimeout: headerTimeout,
 		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          log.New(io.Discard, "", 0),
 		ConnState: func(_ net.Conn, s http.ConnState) {
 			if s == http.StateClosed || s == http.StateHijacked {

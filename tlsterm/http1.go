@@ -30,11 +30,20 @@ import (
 // (header limits and timeouts, hop-by-hop headers, 1xx and 101 responses,
 // retrying a stale idle connection) is done explicitly.
 
+// MaxHeaderBytes bounds the header block of a request from the sandboxed
+// side, on every path (CONNECT and plain HTTP to the proxy, HTTP/1.1 and
+// HTTP/2 in a tunnel), where net/http's default is 1 MiB. An unfinished
+// header is held until its timeout, and holding one costs cordon, outside
+// the box's limits, several times its size: at 1 MiB a box that opened a
+// few hundred such connections took cordon to nearly a gigabyte. Real
+// clients' headers (cookies and tokens included) are a few KiB.
+const MaxHeaderBytes = 64 << 10
+
 // Limits of the HTTP/1.x path, net/http's where it has one.
 const (
-	// maxRequestHeader bounds a request's header block, as net/http's
-	// server does by default.
-	maxRequestHeader = http.DefaultMaxHeaderBytes + 4096
+	// maxRequestHeader bounds a request's header block (MaxHeaderBytes,
+	// and the slack net/http's server adds to it).
+	maxRequestHeader = MaxHeaderBytes + 4096
 	// maxResponseHeader bounds a response's header block, as net/http's
 	// Transport does by default.
 	maxResponseHeader = 10 << 20

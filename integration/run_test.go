@@ -1253,7 +1253,7 @@ func TestRunRestoresTerminalModes(t *testing.T) {
 		printed string // what the command printed last, when it must arrive
 	}{
 		{[]string{"--net", "off", "--", "python3", "-c", ttyMangle}, "exit 0", ""},
-		{[]string{"--net", "off", "--timeout", "1s", "--", "python3", "-c", ttyMangle + "import time; time.sleep(30)\n"}, "exit 124", ""},
+		{[]string{"--net", "off", "--timeout", "5s", "--", "python3", "-c", ttyMangle + "import time; time.sleep(30)\n"}, "exit 124", ""}, // room for a slow start (make race) before the deadline
 		{[]string{"--net", "restricted", "--config", cfg, "--credential", "provider", "--timeout", "20s", "--",
 			"python3", "-c", ttyMangle + "print('printed after', flush=True)\n", "blocking"}, "exit 0", "printed after"},
 	} {

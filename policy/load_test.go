@@ -447,7 +447,7 @@ read_only: [pkg/Makefile, docs]
 // (another user's /tmp/.cordon.yaml, say) is passed over.
 func TestProjectFileAboveOwnedByAnother(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root, to give a file to another user")
+		t.Fatal("this test gives a file to another user, which needs root: run the tests as root, as make test does")
 	}
 	home := fakeHome(t)
 	writeFile(t, filepath.Join(home, "proj", ProjectFile), "network: off\n")

@@ -77,20 +77,7 @@ func TestGuardEnclosing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := describeGuards(paths, "")
-			for _, w := range c.want {
-				if w = strings.ReplaceAll(w, "{ws}", ws); !slices.Contains(got, w) {
-					t.Errorf("GuardEnclosing lacks %q:\n%s", w, strings.Join(got, "\n"))
-				}
-			}
-			for _, n := range c.never {
-				n = strings.ReplaceAll(n, "{ws}", ws)
-				for _, p := range paths {
-					if p.Path == n || strings.HasSuffix(p.Path, "/"+n) {
-						t.Errorf("GuardEnclosing guards %s:\n%s", n, strings.Join(got, "\n"))
-					}
-				}
-			}
+			checkGuards(t, "GuardEnclosing", paths, ws, c.want, c.never)
 			for _, p := range paths {
 				if !Within(p.Path, ws) {
 					t.Errorf("GuardEnclosing guards %s, outside the workspace", p.Path)

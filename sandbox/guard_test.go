@@ -147,23 +147,10 @@ func TestGuardRepo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := describeGuards(paths, "")
-			if c.want == nil && got != nil {
+			if got := describeGuards(paths, ""); c.want == nil && got != nil {
 				t.Errorf("GuardRepo = %q; want nothing", got)
 			}
-			for _, w := range c.want {
-				if w = strings.ReplaceAll(w, "{ws}", ws); !slices.Contains(got, w) {
-					t.Errorf("GuardRepo lacks %q:\n%s", w, strings.Join(got, "\n"))
-				}
-			}
-			for _, n := range c.never {
-				n = strings.ReplaceAll(n, "{ws}", ws)
-				for _, p := range paths {
-					if p.Guard != Checkouts && (p.Path == n || strings.HasSuffix(p.Path, "/"+n)) {
-						t.Errorf("GuardRepo guards %s:\n%s", n, strings.Join(got, "\n"))
-					}
-				}
-			}
+			checkGuards(t, "GuardRepo", paths, ws, c.want, c.never)
 			// A git directory comes before what is inside it: a bind
 			// mount of it would cover mounts made earlier.
 			for i, p := range paths {
@@ -592,5 +579,26 @@ func TestGuardProjectFilesAbove(t *testing.T) {
 				t.Errorf("a project file outside what the box writes is guarded: %+v", got)
 			}
 		})
+	}
+}
+
+// checkGuards checks that what guard returned (paths) holds each of want,
+// as describeGuards writes it, and guards (a checkouts walk aside) none of
+// never; "{ws}" in either is the workspace.
+func checkGuards(t *testing.T, guard string, paths []GuardedPath, ws string, want, never []string) {
+	t.Helper()
+	got := describeGuards(paths, "")
+	for _, w := range want {
+		if w = strings.ReplaceAll(w, "{ws}", ws); !slices.Contains(got, w) {
+			t.Errorf("%s lacks %q:\n%s", guard, w, strings.Join(got, "\n"))
+		}
+	}
+	for _, n := range never {
+		n = strings.ReplaceAll(n, "{ws}", ws)
+		for _, p := range paths {
+			if p.Guard != Checkouts && (p.Path == n || strings.HasSuffix(p.Path, "/"+n)) {
+				t.Errorf("%s guards %s:\n%s", guard, n, strings.Join(got, "\n"))
+			}
+		}
 	}
 }

@@ -223,12 +223,14 @@ func (w *Writer) RealPath() string {
 	return real
 }
 
-// Write stamps time and session on r and appends it as one line.
-func (w *Writer) Write(r Record) error { return w.write(r, false) }
+// Write stamps time and session on each record and appends them, a line
+// each, in one write(2): a decision and what it led to (the credentials
+// put on a request) reach the log together.
+func (w *Writer) Write(rs ...Record) error { return w.write(rs, false) }
 
 // Sync is Write followed by fsync: for launch lines that must be durable
 // before anything starts.
-func (w *Writer) Sync(r Record) error { return w.write(r, true) }
+func (w *Writer) Sync(r Record) error { return w.write([]Record{r}, true) }
 
 // Later queues r to be appended just before the next Write's record, in
 // the same write(2), or on its own within laterDelay: for a record of what
@@ -331,7 +333,7 @@ func (w *Writer) syncLocked() error {
 	return nil
 }
 
-func (w *Writer) write(r Record, sync bool) error {
+func (w *Writer) write(rs []Record, sync bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
@@ -340,15 +342,18 @@ func (w *Writer) write(r Record, sync bool) error {
 	case w.spent && !sync:
 		return ErrBudgetSpent
 	}
-	r = w.stamp(r)
-	line := append(r.appendJSON(w.buf[:0]), '\n')
-	if cap(line) <= maxKeptLine {
-		w.buf = line
+	lines := w.buf[:0]
+	for _, r := range rs {
+		r = w.stamp(r)
+		lines = append(r.appendJSON(lines), '\n')
 	}
-	if !sync && w.budget > 0 && w.written+int64(len(w.later)+len(line)) > w.budget {
+	if cap(lines) <= maxKeptLine {
+		w.buf = lines
+	}
+	if !sync && w.budget > 0 && w.written+int64(len(w.later)+len(lines)) > w.budget {
 		return w.spendLocked()
 	}
-	if err := w.flushLocked(line); err != nil {
+	if err := w.flushLocked(lines); err != nil {
 		return err
 	}
 	if sync {

@@ -73,6 +73,50 @@ func TestWriterLater(t *testing.T) {
 	want(paths(), "/1", "/2", "/3", "/4", "/5", "/6")
 }
 
+// TestWriterWritesTogether: the records of one Write land in the order
+// given, after what Later queued, all or none: a budget the first record
+// fits and the two do not writes neither (a decision never lands without
+// the inject lines it led to).
+func TestWriterWritesTogether(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	w, err := Open(path, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	decision := Record{Type: TypeDecision, Decision: Allow, Host: "api.example", Path: "/1"}
+	inject := Record{Type: TypeInject, Host: "api.example", Path: "/1", Credential: "api"}
+	w.Later(Record{Type: TypeClose, Path: "/0"})
+	if err := w.Write(decision, inject); err != nil {
+		t.Fatal(err)
+	}
+	data, recs := readLog(t, path)
+	var got []string
+	for _, r := range recs {
+		got = append(got, string(r.Type)+" "+r.Path)
+		if r.Session != "s" || r.Time.IsZero() {
+			t.Errorf("record not stamped: %+v", r)
+		}
+	}
+	if want := "close /0,decision /1,inject /1"; strings.Join(got, ",") != want {
+		t.Errorf("log holds %q, want %q", got, want)
+	}
+
+	w.SetBudget(int64(len(data)) + int64(len(data))/3)
+	decision.Path, inject.Path = "/2", "/2"
+	if err := w.Write(decision, inject); err != ErrBudgetSpent {
+		t.Fatalf("a Write past the budget: %v, want ErrBudgetSpent", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, recs = readLog(t, path)
+	for _, r := range recs {
+		if r.Path == "/2" {
+			t.Errorf("a record of the Write past the budget was written: %+v", r)
+		}
+	}
+}
+
 // TestWriterSyncs: Sync fsyncs its record and Close fsyncs whatever was
 // written since the last fsync, and nothing twice.
 func TestWriterSyncs(t *testing.T) {

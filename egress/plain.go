@@ -131,12 +131,13 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 		id := s.ids.Add(1)
 		rec := decisionRecord(audit.KindHTTP, req.RemoteAddr, d)
 		rec.ID, rec.Addr, rec.Method, rec.Path = id, addr.String(), method, path
-		if err := s.record(rec); err != nil {
+		recs := []audit.Record{rec}
+		for _, name := range injected {
+			recs = append(recs, audit.Record{Type: audit.TypeInject, Kind: audit.KindHTTP, ID: id, Host: host, Port: t.Port, Method: method, Path: path, Credential: name})
+		}
+		if err := s.record(recs...); err != nil {
 			return nil, &plainRefusal{d: policy.Decision{Reason: ReasonAuditFailed,
 				Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, status: http.StatusServiceUnavailable}
-		}
-		for _, name := range injected {
-			s.record(audit.Record{Type: audit.TypeInject, Kind: audit.KindHTTP, ID: id, Host: host, Port: t.Port, Method: method, Path: path, Credential: name})
 		}
 		closeLine := func(up, down int64, f policy.Decision) {
 			r := audit.Record{Type: audit.TypeClose, Kind: audit.KindHTTP, ID: id, Host: host, Port: t.Port,

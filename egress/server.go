@@ -209,10 +209,10 @@ func decisionRecord(kind audit.Kind, client string, d policy.Decision) audit.Rec
 		Reason: string(d.Reason), Detail: d.Detail, Rule: d.Rule}
 }
 
-// record writes an audit line; the error is returned for callers that must
-// fail closed, and the first one also logged.
-func (s *Server) record(r audit.Record) error {
-	err := s.cfg.Audit.Write(r)
+// record writes audit lines, in one write(2); the error is returned for
+// callers that must fail closed, and the first one also logged.
+func (s *Server) record(rs ...audit.Record) error {
+	err := s.cfg.Audit.Write(rs...)
 	if s.cfg.Audit.Report(err) {
 		s.cfg.ErrorLog.Printf("cordon: %v", err)
 	}

@@ -71,12 +71,13 @@ func (st *stream) admit(r *http.Request, framing string) (credinject.Outcome, *r
 		return out, &refusal{status: http.StatusForbidden, d: policy.Decision{Reason: err.Reason, Detail: err.Error()}}
 	}
 	base.Decision, base.Reason = audit.Allow, string(policy.ReasonAllowed)
-	if err := st.record(base); err != nil {
+	recs := []audit.Record{base}
+	for _, name := range out.Injected {
+		recs = append(recs, audit.Record{Type: audit.TypeInject, Method: r.Method, Path: r.URL.Path, Credential: name})
+	}
+	if err := st.record(recs...); err != nil {
 		return out, &refusal{status: http.StatusServiceUnavailable,
 			d: policy.Decision{Reason: "audit_failed", Detail: "the audit log cannot be written, so nothing is allowed"}}
-	}
-	for _, name := range out.Injected {
-		st.record(audit.Record{Type: audit.TypeInject, Method: r.Method, Path: r.URL.Path, Credential: name})
 	}
 	return out, nil
 }

@@ -177,15 +177,24 @@ type stream struct {
 	upstreams []net.Conn
 }
 
-func (st *stream) record(r audit.Record) error {
-	r.Kind, r.ID, r.Host, r.Port, r.Addr = st.s.Kind, st.s.ID, st.s.Host, st.s.Port, st.s.Addr
-	if r.Type == audit.TypeClose {
-		// A close line reports what already happened: it goes out with
-		// the next line, sparing a keep-alive request a write(2).
-		st.t.cfg.Audit.Later(r)
+// record logs rs, each stamped with the stream's connection, in one
+// write(2); a close line waits for the next write (audit.Writer.Later).
+func (st *stream) record(rs ...audit.Record) error {
+	now := rs[:0]
+	for _, r := range rs {
+		r.Kind, r.ID, r.Host, r.Port, r.Addr = st.s.Kind, st.s.ID, st.s.Host, st.s.Port, st.s.Addr
+		if r.Type == audit.TypeClose {
+			// A close line reports what already happened: it goes out
+			// with the next line, sparing a keep-alive request a write(2).
+			st.t.cfg.Audit.Later(r)
+			continue
+		}
+		now = append(now, r)
+	}
+	if len(now) == 0 {
 		return nil
 	}
-	err := st.t.cfg.Audit.Write(r)
+	err := st.t.cfg.Audit.Write(now...)
 	if st.t.cfg.Audit.Report(err) {
 		st.t.cfg.ErrorLog.Printf("cordon: %v", err)
 	}

@@ -1,16 +1,20 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -23,7 +27,7 @@ func init() { register("audit", newAuditCmd) }
 // auditFlags are the flags of `cordon audit`, as typed.
 type auditFlags struct {
 	file, session, decision, host, since, typ string
-	json, summary                             bool
+	json, summary, follow                     bool
 }
 
 // topDenyReasons is how many deny reasons --summary shows per host.
@@ -37,13 +41,18 @@ func newAuditCmd() *cobra.Command {
 		Long: `audit reads cordon's JSONL audit log (default $CORDON_AUDIT, else
 $XDG_STATE_HOME/cordon/audit.jsonl, else ~/.local/state/cordon/audit.jsonl) and
 prints the records that match every filter given: as a table, as the raw
-JSON lines (--json), or totalled per host (--summary).`,
+JSON lines (--json), or totalled per host (--summary). With --follow it
+then waits for more, printing each matching record as it is written, until
+interrupted.`,
 		Example: `  cordon audit --decision deny --since 1h
   cordon audit --host '*.github.com' --summary
-  cordon audit --session 3f2a --json | jq .`,
+  cordon audit --session 3f2a --json | jq .
+  cordon audit --follow --since 1m`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAudit(cmd.OutOrStdout(), cmd.ErrOrStderr(), f, time.Now())
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runAudit(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), f, time.Now())
 		},
 	}
 	fl := cmd.Flags()
@@ -55,7 +64,9 @@ JSON lines (--json), or totalled per host (--summary).`,
 	fl.StringVar(&f.typ, "type", "", "only one record type: "+typeNames())
 	fl.BoolVar(&f.json, "json", false, "print matching records as JSON lines, exactly as logged")
 	fl.BoolVar(&f.summary, "summary", false, "total allows, denies, bytes and top deny reasons per host")
+	fl.BoolVarP(&f.follow, "follow", "f", false, "then wait for more records, printing each as it is written, until interrupted")
 	cmd.MarkFlagsMutuallyExclusive("json", "summary")
+	cmd.MarkFlagsMutuallyExclusive("follow", "summary")
 	return cmd
 }
 
@@ -100,7 +111,10 @@ func (f auditFlags) filter(now time.Time) (audit.Filter, error) {
 	return flt, nil
 }
 
-func runAudit(stdout, stderr io.Writer, f auditFlags, now time.Time) error {
+// runAudit prints the records of the log f names that match f's filters;
+// with f.follow, it then prints each new one as it is written, until ctx
+// ends.
+func runAudit(ctx context.Context, stdout, stderr io.Writer, f auditFlags, now time.Time) error {
 	flt, err := f.filter(now)
 	if err != nil {
 		return err
@@ -111,16 +125,27 @@ func runAudit(stdout, stderr io.Writer, f auditFlags, now time.Time) error {
 			return err
 		}
 	}
+	warn := func(msg string) { fmt.Fprintf(stderr, "cordon: warning: %s\n", msg) }
 	file, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) && f.follow {
+		file, err = awaitLog(ctx, path, warn)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("no audit log at %s: one is written by `cordon run` and `cordon proxy`; run one of them first, or name an existing log with --file or $CORDON_AUDIT", path)
 	}
 	if err != nil {
 		return fmt.Errorf("open audit log: %w", err)
 	}
-	defer file.Close()
+	var src io.Reader = file
+	if f.follow {
+		t := &tail{ctx: ctx, path: path, f: file, warn: warn}
+		defer t.close()
+		src = t
+	} else {
+		defer file.Close()
+	}
 
-	rd := audit.NewReader(file, func(line int, err error) {
+	rd := audit.NewReader(src, func(line int, err error) {
 		fmt.Fprintf(stderr, "cordon: warning: %s:%d: skipped: %v\n", path, line, err)
 	})
 	var out recordSink
@@ -130,7 +155,7 @@ func runAudit(stdout, stderr io.Writer, f auditFlags, now time.Time) error {
 	case f.summary:
 		out = &summarySink{w: stdout}
 	default:
-		out = newTableSink(stdout)
+		out = newTableSink(stdout, f.follow)
 	}
 	for rd.Next() {
 		if flt.Match(rd.Record()) {
@@ -170,16 +195,45 @@ func (s *jsonSink) add(_ audit.Record, raw []byte) error {
 
 func (s *jsonSink) flush() error { return nil }
 
-// tableSink prints one aligned row per record.
+// tableSink prints one aligned row per record. A live table (--follow)
+// prints each row as it comes, so its columns have fixed widths instead of
+// the widest cell's.
 type tableSink struct {
-	tw   *tabwriter.Writer
+	tw   *tabwriter.Writer // nil for a live table
+	w    io.Writer
 	rows int
 }
 
-func newTableSink(w io.Writer) *tableSink {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tSESSION\tTYPE\tKIND\tDECISION\tHOST:PORT\tREASON\tDETAIL")
-	return &tableSink{tw: tw}
+// liveWidths are a live table's column widths, but the last's: enough for
+// every type, kind and decision, and most hosts and reasons; a longer cell
+// pushes the rest of its row along.
+var liveWidths = [...]int{19, shortSession, 9, 11, 8, 30, 18}
+
+func newTableSink(w io.Writer, live bool) *tableSink {
+	s := &tableSink{w: w}
+	if !live {
+		s.tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	}
+	s.line([]string{"TIME", "SESSION", "TYPE", "KIND", "DECISION", "HOST:PORT", "REASON", "DETAIL"})
+	return s
+}
+
+// line prints one row of cells.
+func (s *tableSink) line(cells []string) error {
+	if s.tw != nil {
+		_, err := fmt.Fprintln(s.tw, strings.Join(cells, "\t"))
+		return err
+	}
+	var b strings.Builder
+	for i, c := range cells {
+		b.WriteString(c)
+		if i < len(liveWidths) {
+			b.WriteString(strings.Repeat(" ", max(liveWidths[i]-utf8.RuneCountInString(c), 0)+2))
+		}
+	}
+	b.WriteByte('\n')
+	_, err := io.WriteString(s.w, b.String())
+	return err
 }
 
 // shortSession is how many characters of a session id a table shows.
@@ -208,14 +262,15 @@ func (s *tableSink) add(r audit.Record, _ []byte) error {
 	for i, c := range cells {
 		cells[i] = cell(c)
 	}
-	_, err := fmt.Fprintln(s.tw, strings.Join(cells, "\t"))
-	return err
+	return s.line(cells)
 }
 
 func (s *tableSink) flush() error {
+	if s.tw == nil {
+		return nil // a live table's rows are out; it ends when interrupted
+	}
 	if s.rows == 0 {
-		_, err := fmt.Fprintln(s.tw, "(no matching records)")
-		if err != nil {
+		if _, err := fmt.Fprintln(s.tw, "(no matching records)"); err != nil {
 			return err
 		}
 	}

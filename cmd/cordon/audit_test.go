@@ -194,7 +194,7 @@ func TestAuditSinceRelative(t *testing.T) {
 	path := writeLog(t, sampleLog())
 	now := auditT0.Add(602 * time.Second)
 	var out, errOut bytes.Buffer
-	if err := runAudit(&out, &errOut, auditFlags{file: path, since: "5m"}, now); err != nil {
+	if err := runAudit(t.Context(), &out, &errOut, auditFlags{file: path, since: "5m"}, now); err != nil {
 		t.Fatal(err)
 	}
 	if _, rows := tableRows(t, out.String()); len(rows) != 2 || strings.Contains(out.String(), "aaaa1111") {
@@ -316,6 +316,7 @@ func TestAuditErrors(t *testing.T) {
 		{"bad wildcard", []string{"--file", good, "--host", "*."}, "", []string{"--host"}},
 		{"bare star", []string{"--file", good, "--host", "*"}, "", []string{"--host"}},
 		{"json and summary", []string{"--file", good, "--json", "--summary"}, "", []string{"json", "summary"}},
+		{"follow and summary", []string{"--file", good, "--follow", "--summary"}, "", []string{"follow", "summary"}},
 		{"stray argument", []string{"--file", good, "deny"}, "", []string{`takes no arguments, got "deny"`}},
 	}
 	for _, tt := range tests {

@@ -65,10 +65,17 @@ func TestUnauthenticatedFloodBounded(t *testing.T) {
 		return resp.StatusCode
 	}
 	const flood = unauthBurst + 50
+	start := time.Now()
 	for i := range flood {
 		if code := send("CONNECT flood.test:443 HTTP/1.1\r\nHost: flood.test:443\r\n\r\n"); code != http.StatusProxyAuthRequired {
 			t.Fatalf("request %d: %d", i, code)
 		}
+	}
+	// The bucket refills while the flood goes on (slowly under the race
+	// detector): those lines are allowed too.
+	bound := unauthBurst + int(time.Since(start).Seconds()*unauthRate) + 2
+	if bound >= flood {
+		t.Fatalf("the flood of %d took %v, too slow to show a bound of %d lines", flood, time.Since(start), unauthBurst)
 	}
 	time.Sleep(time.Second / unauthRate * 2)
 	send("CONNECT after.test:443 HTTP/1.1\r\nHost: after.test:443\r\n\r\n")
@@ -90,7 +97,7 @@ func TestUnauthenticatedFloodBounded(t *testing.T) {
 			own++
 		}
 	}
-	if unauth+counted > unauthBurst+5 || counted != 1 || own != 1 {
+	if unauth+counted > bound || counted < 1 || own != 1 {
 		t.Fatalf("%d refusals sent: %d logged one by one, %d lines with a count, %d of the session's own; log:\n%s",
 			flood+1, unauth, counted, own, data)
 	}

@@ -9,9 +9,10 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/syncbuf"
 )
 
 // propertySeeds is how many random cases each property test runs.
@@ -211,32 +212,13 @@ func TestMaskWriterCases(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer a MaskWriter's idle flush may write to
-// while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestMaskWriterHandsOutQuietTails: a prompt, a line protocol's message or
 // the start of a secret is held back alike, and written once no more bytes
 // come; nothing tells the command whether what it wrote starts a secret.
 func TestMaskWriterHandsOutQuietTails(t *testing.T) {
 	set := secretSet("sk-live-0123456789")
 	for _, chunk := range []string{"Password: ", "{\"jsonrpc\":\"2.0\"}\n", "sk-live-01", "sk-live-0123456789 ok"} {
-		var got lockedBuffer
+		var got syncbuf.Buffer
 		mw := NewMaskWriter(&got, set)
 		if _, err := mw.Write([]byte(chunk)); err != nil {
 			t.Fatal(err)

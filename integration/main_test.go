@@ -281,7 +281,9 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 func run(t testing.TB, timeout time.Duration, cmd *exec.Cmd) (string, error) {
 	t.Helper()
 	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &lockedWriter{w: &out}, &lockedWriter{w: &out}
+	// One writer for both: exec copies each through a goroutine of its own.
+	w := &lockedWriter{w: &out}
+	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
 		return "", err
 	}

@@ -1,37 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/syncbuf"
 )
 
-// syncBuffer is a bytes.Buffer that a follower writes while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // waitFor waits, at most 5 s, for buf to hold want.
-func waitFor(t *testing.T, buf *syncBuffer, want string) {
+func waitFor(t *testing.T, buf *syncbuf.Buffer, want string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(buf.String(), want) {
@@ -69,7 +50,7 @@ func appendDeny(t *testing.T, path, host string) {
 func TestAuditFollow(t *testing.T) {
 	path := writeLog(t, sampleLog())
 	ctx, cancel := context.WithCancel(t.Context())
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- runAudit(ctx, &out, &errOut, auditFlags{file: path, decision: audit.Deny, follow: true}, time.Now())
@@ -143,7 +124,7 @@ func TestAuditFollowJSON(t *testing.T) {
 	path := writeLog(t, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- runAudit(ctx, &out, &errOut, auditFlags{file: path, host: "json.example", json: true, follow: true}, time.Now())
@@ -170,7 +151,7 @@ func TestAuditFollowAwaitsTheLog(t *testing.T) {
 	path := t.TempDir() + "/audit.jsonl"
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- runAudit(ctx, &out, &errOut, auditFlags{file: path, follow: true}, time.Now())

@@ -35,6 +35,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/syncbuf"
 )
 
 // The escape corpus: every attack cordon must stop, kept as data in
@@ -570,8 +571,8 @@ func (g *escapeGroup) prepareRun(t *testing.T, env escapeEnv) *exec.Cmd {
 // goroutine: a command still running at the deadline is killed with its
 // process group and reported.
 func runBounded(cmd *exec.Cmd, timeout time.Duration) (result, error) {
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &lockedWriter{w: &stdout}, &lockedWriter{w: &stderr}
+	var stdout, stderr syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		return result{}, err
 	}

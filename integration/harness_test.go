@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/syncbuf"
 )
 
 // result is how a command run by the tests ended.
@@ -33,12 +35,12 @@ func cordonIn(t testing.TB, dir string, env []string, args ...string) *exec.Cmd 
 // stderr apart. A command still running at the deadline fails the test.
 func runResult(t testing.TB, timeout time.Duration, cmd *exec.Cmd) result {
 	t.Helper()
-	var stdout, stderr strings.Builder
+	var stdout, stderr syncbuf.Buffer
 	if cmd.Stdout == nil {
-		cmd.Stdout = &lockedWriter{w: &stdout}
+		cmd.Stdout = &stdout
 	}
 	if cmd.Stderr == nil {
-		cmd.Stderr = &lockedWriter{w: &stderr}
+		cmd.Stderr = &stderr
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", cmd.Path, err)

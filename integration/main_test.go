@@ -10,7 +10,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -23,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/syncbuf"
 )
 
 // TestMain removes the test host, and the cordon binaries the tests
@@ -155,7 +156,7 @@ func asUser(t testing.TB, env []string, name string, args ...string) *exec.Cmd {
 type proxyProc struct {
 	cmd    *exec.Cmd
 	env    map[string]string
-	stderr *strings.Builder
+	stderr *syncbuf.Buffer
 	audit  string
 }
 
@@ -199,8 +200,8 @@ func startProxyEnv(t testing.TB, env []string, args ...string) *proxyProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxyProc{cmd: cmd, env: map[string]string{}, stderr: &strings.Builder{}, audit: auditPath}
-	cmd.Stderr = &lockedWriter{w: p.stderr}
+	p := &proxyProc{cmd: cmd, env: map[string]string{}, stderr: &syncbuf.Buffer{}, audit: auditPath}
+	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -266,24 +267,11 @@ func parseExport(l string) (string, string, error) {
 	return name, strings.ReplaceAll(q[1:len(q)-1], `'\''`, "'"), nil
 }
 
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
-}
-
 // run runs a command with a deadline and returns its combined output.
 func run(t testing.TB, timeout time.Duration, cmd *exec.Cmd) (string, error) {
 	t.Helper()
-	var out strings.Builder
-	// One writer for both: exec copies each through a goroutine of its own.
-	w := &lockedWriter{w: &out}
-	cmd.Stdout, cmd.Stderr = w, w
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		return "", err
 	}

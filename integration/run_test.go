@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/syncbuf"
 )
 
 // runTimeout bounds one cordon run in these tests.
@@ -929,8 +930,8 @@ func TestRunTerminal(t *testing.T) {
 	ptmx, pts := openPty(t)
 	cmd := b.cmd("--net", "off", "--", "sh", "-c", "test -t 0 && test -t 1 && echo on-a-tty")
 	cmd.Stdin, cmd.Stdout = pts, pts
-	var stderr strings.Builder
-	cmd.Stderr = &lockedWriter{w: &stderr}
+	var stderr syncbuf.Buffer
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/syncbuf"
 )
 
 // TestRunRelaysSignals: signals cordon receives reach the command (pid 2
@@ -29,14 +31,9 @@ func TestRunRelaysSignals(t *testing.T) {
 			script := "sleep " + marker + " & trap 'echo got-" + tt.name + "; kill -0 $! && echo bg-alive; kill $!; exit 7' " + tt.name +
 				"; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; exit 9"
 			cmd := b.cmd("--net", tt.net, "--", "sh", "-c", script)
-			var out strings.Builder
-			cmd.Stdout = &lockedWriter{w: &out}
-			stdout := func() string {
-				w := cmd.Stdout.(*lockedWriter)
-				w.mu.Lock()
-				defer w.mu.Unlock()
-				return out.String()
-			}
+			var out syncbuf.Buffer
+			cmd.Stdout = &out
+			stdout := out.String
 			done := make(chan result, 1)
 			go func() { done <- runResult(t, runTimeout, cmd) }()
 			if !eventually(30*time.Second, func() bool { return strings.Contains(stdout(), "ready") }) {

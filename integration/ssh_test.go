@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/syncbuf"
 )
 
 // startSSHD runs an sshd on the test host (port 22 in its namespace) that
@@ -55,8 +56,8 @@ AllowUsers %s
 		t.Fatalf("unlock %s for key logins: %v\n%s", TestUser, err, out)
 	}
 	cmd := exec.Command("ip", "netns", "exec", originNS, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
-	var log strings.Builder
-	cmd.Stderr = &lockedWriter{w: &log}
+	var log syncbuf.Buffer
+	cmd.Stderr = &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start sshd: %v", err)

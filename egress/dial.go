@@ -90,11 +90,25 @@ func (d *Dialer) lookup(ctx context.Context, host string) ([]netip.Addr, error) 
 	if r == nil {
 		r = net.DefaultResolver
 	}
-	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	addrs, err := r.LookupNetIP(ctx, "ip", rooted(host))
 	if err == nil && len(addrs) == 0 {
 		err = errors.New("no addresses")
 	}
 	return addrs, err
+}
+
+// rooted is the name to ask the resolver for host. Unrooted, a resolver
+// that finds nothing for a name goes on to try it under the host's search
+// domains (wiki.example.com.corp.example), a name outside the allowlist
+// whose addresses would then be dialled as the allowed name's. A name of
+// one label stays as it is: only an allow entry naming exactly it admits
+// it (a wildcard covers names of three labels or more), and /etc/hosts
+// lists such names (localhost) only unrooted.
+func rooted(host string) string {
+	if !strings.Contains(host, ".") {
+		return host
+	}
+	return host + "."
 }
 
 // judgeAddr decides one resolved address: a deny rule refuses it, an

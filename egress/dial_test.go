@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -110,6 +111,30 @@ func TestDialerCheck(t *testing.T) {
 				t.Errorf("detail %q does not name the host", dec.Detail)
 			}
 		})
+	}
+}
+
+// asked is a resolver that keeps the names it is asked for.
+type asked struct{ names []string }
+
+func (a *asked) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	a.names = append(a.names, host)
+	return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+}
+
+// TestDialerLooksUpRooted: a name is asked for rooted, so the resolver
+// tries no search domain; a one-label name (an exact allow entry, such
+// as a name /etc/hosts lists) is asked for as it is.
+func TestDialerLooksUpRooted(t *testing.T) {
+	r := &asked{}
+	d := &Dialer{Rules: mustRules(t, "*.example.com", "jenkins"), Resolver: r}
+	for _, host := range []string{"wiki.example.com", "jenkins"} {
+		if _, dec := d.Check(context.Background(), host, 443); !dec.Allow {
+			t.Fatalf("%s: %+v", host, dec)
+		}
+	}
+	if want := []string{"wiki.example.com.", "jenkins"}; !slices.Equal(r.names, want) {
+		t.Fatalf("asked for %q, want %q", r.names, want)
 	}
 }
 

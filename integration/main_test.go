@@ -16,6 +16,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,10 +193,18 @@ func startProxy(t testing.TB, args ...string) *proxyProc {
 // startProxyEnv is startProxy with extra environment for cordon itself.
 func startProxyEnv(t testing.TB, env []string, args ...string) *proxyProc {
 	t.Helper()
+	return startProxyVia(t, env, nil, args...)
+}
+
+// startProxyVia is startProxyEnv with cordon started by the command wrap
+// (given cordon's argv after its own), still as the test user.
+func startProxyVia(t testing.TB, env, wrap []string, args ...string) *proxyProc {
+	t.Helper()
 	dir := userDir(t, "cordon-it-audit-")
 	auditPath := filepath.Join(dir, "audit.jsonl")
-	full := append([]string{"proxy", "--audit", auditPath}, args...)
-	cmd := asUser(t, env, cordonBin(t), full...)
+	full := append([]string{cordonBin(t), "proxy", "--audit", auditPath}, args...)
+	full = append(slices.Clone(wrap), full...)
+	cmd := asUser(t, env, full[0], full[1:]...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -28,7 +28,14 @@ var metadataAddrs = []netip.Addr{
 	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
 	netip.MustParseAddr("168.63.129.16"),   // Azure WireServer
 	netip.MustParseAddr("192.0.0.192"),     // Oracle Cloud
-	netip.MustParseAddr("fd00:ec2::254"),   // AWS IMDS over IPv6
+	// The IPv6 ones sit in ULA space, which classify would otherwise
+	// judge private (allowed unless deny_private).
+	netip.MustParseAddr("fd00:ec2::254"),      // AWS IMDS over IPv6
+	netip.MustParseAddr("fd00:ec2::23"),       // AWS EKS Pod Identity Agent (credentials)
+	netip.MustParseAddr("fd20:ce::254"),       // GCP metadata over IPv6
+	netip.MustParseAddr("fd00:42::42"),        // Scaleway metadata over IPv6
+	netip.MustParseAddr("fd00:c1::a9fe:a9fe"), // Oracle Cloud IMDS over IPv6
+	netip.MustParseAddr("fd00:a9fe:a9fe::1"),  // Akamai (Linode) metadata over IPv6
 }
 
 var (

@@ -29,6 +29,10 @@ type Dialer struct {
 	// Own lists this host's interface addresses: never dialled unless
 	// allowlisted by address.
 	Own []netip.AddrPort
+	// Local lists the ranges the kernel delivers to this host itself (see
+	// LocalRanges): each address in them is judged as an Own one, on any
+	// port.
+	Local []netip.Prefix
 	// Self lists cordon's own listeners: never dialled at all, so the proxy
 	// cannot be made to talk to itself.
 	Self []netip.AddrPort
@@ -133,14 +137,12 @@ func (d *Dialer) judgeAddr(a netip.Addr, port int) policy.Decision {
 		}
 	}
 	allowRule, allowed := d.Rules.AllowRule(a, port)
-	for _, own := range d.Own {
-		if own.Addr() == a && (own.Port() == 0 || int(own.Port()) == port) {
-			if allowed && allowRule.Prefix.IsSingleIP() {
-				return policy.Decision{Allow: true, Reason: policy.ReasonAllowed, Rule: allowRule.Raw}
-			}
-			return policy.Decision{Reason: policy.ReasonBlockedAddr,
-				Detail: fmt.Sprintf("%s, an address of this host; allow it only by address (--allow %s)", hp, hp)}
+	if d.isOwn(a, port) {
+		if allowed && allowRule.Prefix.IsSingleIP() {
+			return policy.Decision{Allow: true, Reason: policy.ReasonAllowed, Rule: allowRule.Raw}
 		}
+		return policy.Decision{Reason: policy.ReasonBlockedAddr,
+			Detail: fmt.Sprintf("%s, an address of this host; allow it only by address (--allow %s)", hp, hp)}
 	}
 	switch c := classify(a); c {
 	case "":
@@ -160,6 +162,22 @@ func (d *Dialer) judgeAddr(a netip.Addr, port int) policy.Decision {
 		return policy.Decision{Allow: true, Reason: policy.ReasonAllowed, Rule: allowRule.Raw}
 	}
 	return policy.Decision{Allow: true, Reason: policy.ReasonAllowed}
+}
+
+// isOwn reports whether dialling a on port reaches this host: one of its
+// interface addresses (Own) or an address its local routes deliver to it.
+func (d *Dialer) isOwn(a netip.Addr, port int) bool {
+	for _, own := range d.Own {
+		if own.Addr() == a && (own.Port() == 0 || int(own.Port()) == port) {
+			return true
+		}
+	}
+	for _, r := range d.Local {
+		if r.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // Dial connects to a checked target, trying its addresses in order. It

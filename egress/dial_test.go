@@ -157,6 +157,12 @@ func TestDialerOwnAndSelf(t *testing.T) {
 	if _, dec := d.Check(context.Background(), "127.0.0.1", 3129); !dec.Allow {
 		t.Errorf("allowlisted loopback address refused: %+v", dec)
 	}
+	// An address a local route delivers to this host (AnyIP) is its own.
+	d.Local = []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}
+	d.Resolver = fixed{netip.MustParseAddr("10.77.0.9")}
+	if _, dec := d.Check(context.Background(), "a.test", 443); dec.Allow || dec.Reason != policy.ReasonBlockedAddr {
+		t.Errorf("local-route address: %+v", dec)
+	}
 }
 
 // TestDialerRebinding resolves once: the address that passed the check is the

@@ -160,6 +160,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		Resolver:    o.Resolver,
 		DenyPrivate: p.DenyPrivate,
 		Own:         egress.OwnAddrs(),
+		Local:       egress.LocalRanges(),
 		Static:      static,
 	}
 	if ln != nil {

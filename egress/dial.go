@@ -165,16 +165,20 @@ func (d *Dialer) judgeAddr(a netip.Addr, port int) policy.Decision {
 }
 
 // isOwn reports whether dialling a on port reaches this host: one of its
-// interface addresses (Own) or an address its local routes deliver to it.
+// interface addresses (Own) or an address its local routes deliver to it,
+// itself or through the IPv4 address an IPv6 form of it embeds (a NAT64
+// gateway hands 64:ff9b::a.b.c.d back to this host's a.b.c.d).
 func (d *Dialer) isOwn(a netip.Addr, port int) bool {
-	for _, own := range d.Own {
-		if own.Addr() == a && (own.Port() == 0 || int(own.Port()) == port) {
-			return true
+	for _, e := range reaches(a) {
+		for _, own := range d.Own {
+			if own.Addr() == e && (own.Port() == 0 || int(own.Port()) == port) {
+				return true
+			}
 		}
-	}
-	for _, r := range d.Local {
-		if r.Contains(a) {
-			return true
+		for _, r := range d.Local {
+			if r.Contains(e) {
+				return true
+			}
 		}
 	}
 	return false

@@ -217,6 +217,8 @@ func TestDialerSeesThroughAddresses(t *testing.T) {
 		{"metadata exactly", []string{"169.254.169.254:*"}, nil, "169.254.169.254", true, policy.ReasonAllowed},
 		{"own address under 0.0.0.0/0", []string{"0.0.0.0/0:*"}, nil, own.String(), false, policy.ReasonBlockedAddr},
 		{"own address exactly", []string{own.String() + ":*"}, nil, own.String(), true, policy.ReasonAllowed},
+		{"own address in NAT64 under ::/0", []string{"[::/0]:*"}, nil, "64:ff9b::" + own.String(), false, policy.ReasonBlockedAddr},
+		{"own address in NAT64 exactly", []string{"[64:ff9b::a00:20f]:*"}, nil, "64:ff9b::" + own.String(), true, policy.ReasonAllowed},
 		{"public under 0.0.0.0/0", []string{"0.0.0.0/0:*"}, nil, "93.184.216.34", true, policy.ReasonAllowed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

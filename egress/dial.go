@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/policy"
@@ -33,6 +34,9 @@ type Dialer struct {
 	// LocalRanges): each address in them is judged as an Own one, on any
 	// port.
 	Local []netip.Prefix
+	// Host, when set, adds this host's addresses as they are now (see
+	// HostAddrs) to Own and Local.
+	Host *HostAddrs
 	// Self lists cordon's own listeners: never dialled at all, so the proxy
 	// cannot be made to talk to itself.
 	Self []netip.AddrPort
@@ -170,18 +174,56 @@ func (d *Dialer) judgeAddr(a netip.Addr, port int) policy.Decision {
 // gateway hands 64:ff9b::a.b.c.d back to this host's a.b.c.d).
 func (d *Dialer) isOwn(a netip.Addr, port int) bool {
 	for _, e := range reaches(a) {
-		for _, own := range d.Own {
-			if own.Addr() == e && (own.Port() == 0 || int(own.Port()) == port) {
-				return true
-			}
+		if ownAddr(d.Own, d.Local, e, port) {
+			return true
 		}
-		for _, r := range d.Local {
-			if r.Contains(e) {
+		if d.Host != nil {
+			if own, local := d.Host.current(); ownAddr(own, local, e, port) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// ownAddr reports whether e on port is one of own or lies in local.
+func ownAddr(own []netip.AddrPort, local []netip.Prefix, e netip.Addr, port int) bool {
+	for _, o := range own {
+		if o.Addr() == e && (o.Port() == 0 || int(o.Port()) == port) {
+			return true
+		}
+	}
+	for _, r := range local {
+		if r.Contains(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostAddrsAge is how long HostAddrs keeps what it read.
+const hostAddrsAge = time.Second
+
+// HostAddrs is this host's addresses (OwnAddrs) and local ranges
+// (LocalRanges) as they are now: read again when asked for a second or
+// more after the last read, so an address that comes up during a session
+// (a VPN, a new lease, an AnyIP route) is this host's within a second,
+// not only one that was up when the session started. The zero value is
+// ready to use.
+type HostAddrs struct {
+	mu    sync.Mutex
+	at    time.Time
+	own   []netip.AddrPort
+	local []netip.Prefix
+}
+
+func (h *HostAddrs) current() ([]netip.AddrPort, []netip.Prefix) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if now := time.Now(); now.Sub(h.at) >= hostAddrsAge {
+		h.own, h.local, h.at = OwnAddrs(), LocalRanges(), now
+	}
+	return h.own, h.local
 }
 
 // Dial connects to a checked target, trying its addresses in order. It

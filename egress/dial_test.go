@@ -163,6 +163,14 @@ func TestDialerOwnAndSelf(t *testing.T) {
 	if _, dec := d.Check(context.Background(), "a.test", 443); dec.Allow || dec.Reason != policy.ReasonBlockedAddr {
 		t.Errorf("local-route address: %+v", dec)
 	}
+	// Host reads this host's addresses as they are.
+	live := &Dialer{Rules: mustRules(t, "a.test:*"), Host: &HostAddrs{}}
+	for _, own := range OwnAddrs() {
+		live.Resolver = fixed{own.Addr()}
+		if _, dec := live.Check(context.Background(), "a.test", 443); dec.Allow || !strings.Contains(dec.Detail, "an address of this host") {
+			t.Errorf("this host's address %s: %+v", own.Addr(), dec)
+		}
+	}
 }
 
 // TestDialerRebinding resolves once: the address that passed the check is the

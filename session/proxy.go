@@ -159,8 +159,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		Rules:       rules,
 		Resolver:    o.Resolver,
 		DenyPrivate: p.DenyPrivate,
-		Own:         egress.OwnAddrs(),
-		Local:       egress.LocalRanges(),
+		Host:        &egress.HostAddrs{},
 		Static:      static,
 	}
 	if ln != nil {

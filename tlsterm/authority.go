@@ -22,6 +22,9 @@ const (
 	ReasonClientGone policy.Reason = "client_gone"
 	// ReasonBadRequest is a request that could not be read as HTTP.
 	ReasonBadRequest policy.Reason = "bad_request"
+	// ReasonTooManyRequests is an HTTP/2 request past the bound on
+	// requests in flight at once (Config.MaxRequests).
+	ReasonTooManyRequests policy.Reason = "too_many_requests"
 )
 
 // CheckSNI decides a ClientHello's server name against the tunnel's host.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync/atomic"
@@ -95,8 +96,25 @@ func bodyRefusal(out credinject.Outcome) (reason, detail string, ok bool) {
 	return "", "", false
 }
 
+// refuseBusy answers an HTTP/2 request past the bound on requests in
+// flight (Config.MaxRequests) with 503, after its deny line.
+func (st *stream) refuseBusy(w http.ResponseWriter, r *http.Request) {
+	d := policy.Decision{Reason: ReasonTooManyRequests,
+		Detail: fmt.Sprintf("this session already has %d HTTP/2 requests in flight, its most at once; one must end first", cap(st.t.requests))}
+	st.record(audit.Record{Type: audit.TypeDecision, Method: r.Method, Path: r.URL.Path,
+		Decision: audit.Deny, Reason: string(d.Reason), Detail: d.Detail})
+	WriteRefusal(w, d, http.StatusServiceUnavailable)
+}
+
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	select {
+	case h.st.t.requests <- struct{}{}:
+		defer func() { <-h.st.t.requests }()
+	default:
+		h.st.refuseBusy(w, r)
+		return
+	}
 	out, ref := h.st.admit(r, "")
 	if ref != nil {
 		WriteRefusal(w, ref.d, ref.status)

@@ -46,6 +46,8 @@ type rigOptions struct {
 	// plaintext serves the origin without TLS and the streams as Plaintext.
 	plaintext bool
 	creds     *credinject.Set
+	// maxRequests is the Terminator's MaxRequests; zero means its default.
+	maxRequests int
 	// opaque relays connections untouched (the tunnel baseline).
 	opaque bool
 	// idle is the origin's idle timeout; zero means net/http's default.
@@ -121,7 +123,7 @@ func newRig(tb testing.TB, h http.Handler, o rigOptions) *rig {
 	if !o.plaintext {
 		roots.AddCert(origin.Certificate())
 	}
-	r.T, err = New(Config{Leaves: certs.NewLeafCache(ca, 16), Roots: func() (*x509.CertPool, error) { return roots, nil }, Audit: aw, Creds: o.creds})
+	r.T, err = New(Config{Leaves: certs.NewLeafCache(ca, 16), Roots: func() (*x509.CertPool, error) { return roots, nil }, Audit: aw, Creds: o.creds, MaxRequests: o.maxRequests})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -41,14 +41,29 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// MaxStreams caps concurrently terminated streams; zero means 1024.
 	MaxStreams int
+	// MaxRequests caps the HTTP/2 requests in flight at once, across all
+	// the terminated streams; zero means 1024 (defaultMaxRequests).
+	MaxRequests int
 	// ErrorLog receives problems that have no client to go to.
 	ErrorLog *log.Logger
 }
+
+// defaultMaxRequests is how many HTTP/2 requests may be in flight at once
+// across a session's terminated streams, by default: as many as its
+// HTTP/1.x streams could carry, one each. Without a bound, each HTTP/2
+// stream multiplies its connection by net/http's 250 concurrent
+// requests, each holding an upstream connection of its own when the
+// upstream does not speak HTTP/2 (or caps its streams): a box could make
+// cordon, outside the box's limits, hold a quarter of a million sockets.
+const defaultMaxRequests = 1024
 
 // Terminator terminates client TLS streams.
 type Terminator struct {
 	cfg   Config
 	slots chan struct{}
+	// requests holds a token per HTTP/2 request in flight
+	// (Config.MaxRequests).
+	requests chan struct{}
 }
 
 // New builds a Terminator.
@@ -62,12 +77,16 @@ func New(cfg Config) (*Terminator, error) {
 	if cfg.MaxStreams == 0 {
 		cfg.MaxStreams = 1024
 	}
+	if cfg.MaxRequests == 0 {
+		cfg.MaxRequests = defaultMaxRequests
+	}
 	if cfg.ErrorLog == nil {
 		cfg.ErrorLog = log.New(io.Discard, "", 0)
 	}
 	return &Terminator{
-		cfg:   cfg,
-		slots: make(chan struct{}, cfg.MaxStreams),
+		cfg:      cfg,
+		slots:    make(chan struct{}, cfg.MaxStreams),
+		requests: make(chan struct{}, cfg.MaxRequests),
 	}, nil
 }
 

@@ -1,0 +1,110 @@
+package tlsterm
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/audit"
+)
+
+// TestHTTP2RequestsBounded: at most MaxRequests HTTP/2 requests are in
+// flight at once; one more is refused (503, too_many_requests) before it
+// goes upstream, and logged; once one ends, its slot serves the next.
+// Without the bound, one HTTP/2 connection to an upstream that speaks
+// only HTTP/1.1 made cordon open an upstream connection per concurrent
+// request (net/http allows 250 per connection), 1024 terminated streams a
+// quarter of a million.
+func TestHTTP2RequestsBounded(t *testing.T) {
+	const max = 4
+	var upstreams atomic.Int64
+	arrived := make(chan struct{}, 2*max)
+	release := make(chan struct{})
+	r := newRig(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		arrived <- struct{}{}
+		if req.URL.Path == "/hold" {
+			<-release
+		}
+	}), rigOptions{h1Only: true, maxRequests: max})
+	r.Origin.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			upstreams.Add(1)
+		}
+	}
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free()
+	c := r.client(r.ClientRoots, true)
+	get := func(path string) (*http.Response, error) {
+		resp, err := c.Get(r.url(path))
+		if err == nil {
+			resp.Body.Close()
+			if resp.ProtoMajor != 2 {
+				return nil, fmt.Errorf("spoke %s, want HTTP/2", resp.Proto)
+			}
+		}
+		return resp, err
+	}
+	held := make(chan error, max)
+	for range max {
+		go func() {
+			_, err := get("/hold")
+			held <- err
+		}()
+	}
+	for range max {
+		select {
+		case <-arrived:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the held requests never all reached the origin")
+		}
+	}
+	for range 2 {
+		resp, err := get("/more")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Cordon-Reason") != string(ReasonTooManyRequests) {
+			t.Fatalf("a request past the bound: %d %q, want 503 %s", resp.StatusCode, resp.Header.Get("X-Cordon-Reason"), ReasonTooManyRequests)
+		}
+	}
+	select {
+	case <-arrived:
+		t.Fatal("a refused request reached the origin")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if n := upstreams.Load(); n != max {
+		t.Fatalf("the origin saw %d connections, want %d (one per request in flight)", n, max)
+	}
+	denied := 0
+	for _, rec := range r.waitRecords(t, audit.TypeDecision, max+2) {
+		if rec.Decision == audit.Deny {
+			if rec.Reason != string(ReasonTooManyRequests) || rec.Path != "/more" {
+				t.Fatalf("deny line %+v, want /more refused with %s", rec, ReasonTooManyRequests)
+			}
+			denied++
+		}
+	}
+	if denied != 2 {
+		t.Fatalf("%d deny lines, want 2", denied)
+	}
+
+	// Requests that end give their slots back.
+	free()
+	for range max {
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := get("/after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a request once the others ended: %d, want 200", resp.StatusCode)
+	}
+}

@@ -24,6 +24,7 @@ func serveH2(c *tls.Conn, h http.Handler) {
 		ReadHeaderTimeout: headerTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
+		HTTP2:             &http.HTTP2Config{MaxReadFrameSize: maxFrameSize},
 		ErrorLog:          log.New(io.Discard, "", 0),
 		ConnState: func(_ net.Conn, s http.ConnState) {
 			if s == http.StateClosed || s == http.StateHijacked {
@@ -63,4 +64,12 @@ const (
 	// idleTimeout bounds the wait for a kept-alive connection's next
 	// request.
 	idleTimeout = 2 * time.Minute
+	// maxFrameSize is the largest HTTP/2 frame a client may send: the
+	// protocol's default, which every client speaks (RFC 9113, 4.2), where
+	// net/http advertises 1 MiB. The server reads each frame whole into a
+	// buffer its connection keeps, so one frame of 1 MiB (of any type,
+	// flow control or not) made cordon, outside the box's limits, hold
+	// 1 MiB per terminated connection for as long as it lasted. A larger
+	// frame ends the connection with FRAME_SIZE_ERROR.
+	maxFrameSize = 16 << 10
 )

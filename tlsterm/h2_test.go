@@ -1,0 +1,91 @@
+package tlsterm
+
+import (
+	"crypto/tls"
+	"net/http"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// h2Conn opens a terminated HTTP/2 connection through r, speaks the
+// client's preface and reads the server's settings.
+func (r *rig) h2Conn(t *testing.T) (*tls.Conn, *http2.Framer, *http2.SettingsFrame) {
+	t.Helper()
+	c, err := tls.Dial("tcp", r.Addr, &tls.Config{RootCAs: r.ClientRoots, ServerName: r.Host, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
+		t.Fatalf("negotiated %q, want h2", p)
+	}
+	c.Write([]byte(http2.ClientPreface))
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fr.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok {
+		t.Fatalf("first frame %v, want SETTINGS", f)
+	}
+	return c, fr, sf
+}
+
+// TestHTTP2FrameSizeBounded: a terminated HTTP/2 client may send frames
+// of the protocol's default size, 16 KiB, and no larger; a larger one
+// ends its connection with FRAME_SIZE_ERROR. net/http advertised 1 MiB,
+// and kept a buffer the size of the largest frame read for the life of
+// the connection, so a box could make cordon hold 1 MiB per terminated
+// connection with one frame each.
+func TestHTTP2FrameSizeBounded(t *testing.T) {
+	r := newRig(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), rigOptions{})
+	_, fr, sf := r.h2Conn(t)
+	if v, ok := sf.Value(http2.SettingMaxFrameSize); ok && v != maxFrameSize {
+		t.Fatalf("the server advertises frames of %d bytes, want %d", v, maxFrameSize)
+	}
+	// A frame of an unknown type is read whole and ignored: at the bound,
+	// the connection goes on (the PING after it is answered).
+	if err := fr.WriteRawFrame(0xfa, 0, 0, make([]byte, maxFrameSize)); err != nil {
+		t.Fatal(err)
+	}
+	fr.WritePing(false, [8]byte{1})
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("a frame of %d bytes: %v, want the connection to go on", maxFrameSize, err)
+		}
+		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() {
+			break
+		}
+	}
+	// One byte more ends the connection.
+	if err := fr.WriteRawFrame(0xfa, 0, 0, make([]byte, maxFrameSize+1)); err != nil {
+		t.Fatal(err)
+	}
+	fr.WritePing(false, [8]byte{2})
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("a frame of %d bytes: the connection ended (%v) without GOAWAY FRAME_SIZE_ERROR", maxFrameSize+1, err)
+		}
+		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() {
+			t.Fatalf("a frame of %d bytes was read, and the connection goes on", maxFrameSize+1)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeFrameSize {
+				t.Fatalf("GOAWAY %v, want %v", g.ErrCode, http2.ErrCodeFrameSize)
+			}
+			break
+		}
+	}
+	if _, err := fr.ReadFrame(); err == nil {
+		t.Fatalf("the connection stayed open after its GOAWAY: %v", err)
+	}
+}

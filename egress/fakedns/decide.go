@@ -18,6 +18,9 @@ const (
 	ReasonNoReverse policy.Reason = "dns_no_reverse"
 	// ReasonRangeFull: every fake address is taken.
 	ReasonRangeFull policy.Reason = "dns_range_full"
+	// ReasonTooManyConnections: the TCP connections reached their bound
+	// (Config.MaxTCPConns); the proxy's own bound says the same.
+	ReasonTooManyConnections policy.Reason = "too_many_connections"
 )
 
 // DecideName judges whether a normalised host resolves: it does when an

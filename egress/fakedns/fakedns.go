@@ -36,7 +36,10 @@
 // records, gets FORMERR; an EDNS version other than 0 gets BADVERS. A
 // query with EDNS gets an OPT back (payload 1232). A UDP reply longer than
 // 512 bytes, or than the client's EDNS payload, is truncated with TC set;
-// TCP replies are never truncated. Malformed messages are not logged.
+// TCP replies are never truncated. Malformed messages are not logged. At
+// most Config.MaxTCPConns TCP connections are served at once; the next
+// waits in the listen queue until one closes, and reaching the bound is
+// logged once, with reason too_many_connections.
 //
 // TTL is short so that a cache which outlives the session (the fake range
 // is reallocated from scratch each session) forgets its answers within
@@ -90,6 +93,9 @@ type Config struct {
 	Range netip.Prefix
 	// ErrorLog receives audit write failures; nil discards them.
 	ErrorLog *log.Logger
+	// MaxTCPConns bounds the TCP connections served at once; zero means
+	// 256 (defaultMaxTCPConns).
+	MaxTCPConns int
 }
 
 // Resolver is a running fake-IP DNS server.
@@ -127,6 +133,9 @@ func New(cfg Config) (*Resolver, error) {
 	if cfg.ErrorLog == nil {
 		cfg.ErrorLog = log.New(io.Discard, "", 0)
 	}
+	if cfg.MaxTCPConns == 0 {
+		cfg.MaxTCPConns = defaultMaxTCPConns
+	}
 	p, err := newPool(cfg.Range)
 	if err != nil {
 		return nil, fmt.Errorf("fakedns: %w", err)
@@ -146,6 +155,7 @@ func New(cfg Config) (*Resolver, error) {
 func (r *Resolver) Serve(ctx context.Context, pc net.PacketConn, l net.Listener) error {
 	r.addr = pc.LocalAddr().String()
 	r.udp = r.newServer(func(s *dns.Server) { s.PacketConn = pc })
+	l = newBoundedListener(l, r.cfg.MaxTCPConns, r.tcpFull)
 	r.tcp = r.newServer(func(s *dns.Server) { s.Listener = l })
 	if err := serve(r.udp); err != nil {
 		pc.Close()

@@ -1,8 +1,12 @@
 package tlsterm
 
 import (
+	"context"
 	"crypto/tls"
+	"io"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +91,47 @@ func TestHTTP2FrameSizeBounded(t *testing.T) {
 	}
 	if _, err := fr.ReadFrame(); err == nil {
 		t.Fatalf("the connection stayed open after its GOAWAY: %v", err)
+	}
+}
+
+// TestClosedUpstreamsForgotten: a stream keeps only the upstream
+// connections still open. A client that cancels each request in the
+// middle of its response leaves that request's upstream connection
+// unusable, so the next request dials anew; the stream kept every
+// connection it had ever opened, with its buffers, until the client
+// connection ended, which a client that keeps it busy never does.
+func TestClosedUpstreamsForgotten(t *testing.T) {
+	big := strings.Repeat("x", 1<<20)
+	r := newRig(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		io.WriteString(w, big)
+	}), rigOptions{h1Only: true})
+	st := &stream{t: r.T, authority: r.authority(), s: &Stream{Host: r.Host, Port: r.Port,
+		Redial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", r.authority())
+		}}}
+	defer st.closeUpstream()
+	c := &http.Client{Transport: st.newTransport()}
+	const requests = 20
+	for range requests {
+		resp, err := c.Get("https://" + r.authority() + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadFull(resp.Body, make([]byte, 1000))
+		resp.Body.Close() // cancelled mid-body: its connection is closed
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st.upMu.Lock()
+		n := len(st.upstreams)
+		st.upMu.Unlock()
+		if n <= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d cancelled requests the stream holds %d upstream connections, want the open one at most", requests, n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -191,9 +191,11 @@ type stream struct {
 	// server offers it).
 	rp http.Handler
 	// first is the pre-dialled upstream TCP connection, used once.
-	first     atomic.Pointer[net.Conn]
+	first atomic.Pointer[net.Conn]
+	// upstreams are the upstream connections the stream opened and that
+	// are still open, for its end to close.
 	upMu      sync.Mutex
-	upstreams []net.Conn
+	upstreams map[*trackedConn]struct{}
 }
 
 // record logs rs, each stamped with the stream's connection, in one
@@ -240,18 +242,15 @@ func (st *stream) newTransport() *http.Transport {
 		ExpectContinueTimeout: time.Second,
 		TLSHandshakeTimeout:   st.t.cfg.HandshakeTimeout,
 		DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			c, err := st.dial(ctx, []string{"h2", "http/1.1"})
-			if err == nil {
-				st.track(c)
-			}
-			return c, err
+			return st.dial(ctx, []string{"h2", "http/1.1"})
 		},
 	}
 }
 
 // dial connects to the checked address (the pre-dialled connection first)
 // and, unless the stream is plaintext, verifies the upstream's TLS offering
-// protos. The caller owns the connection.
+// protos. The caller owns the connection; the stream's end closes it if
+// it is still open.
 func (st *stream) dial(ctx context.Context, protos []string) (net.Conn, error) {
 	var raw net.Conn
 	if p := st.first.Swap(nil); p != nil {
@@ -263,18 +262,46 @@ func (st *stream) dial(ctx context.Context, protos []string) (net.Conn, error) {
 		}
 		raw = c
 	}
-	raw = &drainConn{Conn: raw}
+	raw = &drainConn{Conn: st.track(raw)}
 	if st.s.Plaintext {
 		return raw, nil
 	}
 	return st.handshakeUpstream(ctx, raw, protos)
 }
 
-// track remembers an upstream connection so the stream's end closes it.
-func (st *stream) track(c net.Conn) {
+// track remembers an upstream connection until it closes, so the
+// stream's end closes it if it is still open.
+func (st *stream) track(c net.Conn) net.Conn {
+	tc := &trackedConn{Conn: c, st: st}
 	st.upMu.Lock()
-	st.upstreams = append(st.upstreams, c)
+	if st.upstreams == nil {
+		st.upstreams = map[*trackedConn]struct{}{}
+	}
+	st.upstreams[tc] = struct{}{}
 	st.upMu.Unlock()
+	return tc
+}
+
+// trackedConn is an upstream connection that its stream forgets when it
+// closes. Kept until the stream's end instead, every connection a
+// long-lived client connection ever had opened stayed in memory with its
+// buffers: a client that cancels each request mid-response (which leaves
+// its upstream connection unusable, so the next request dials anew)
+// made cordon, outside the box's limits, hold some 50 KiB more per
+// request, without end.
+type trackedConn struct {
+	net.Conn
+	st *stream
+}
+
+// NetConn is the connection underneath, for sysConn.
+func (c *trackedConn) NetConn() net.Conn { return c.Conn }
+
+func (c *trackedConn) Close() error {
+	c.st.upMu.Lock()
+	delete(c.st.upstreams, c)
+	c.st.upMu.Unlock()
+	return c.Conn.Close()
 }
 
 // handshakeUpstream verifies the upstream against Roots with SNI = the
@@ -308,8 +335,8 @@ func (st *stream) closeUpstream() {
 	}
 	st.upMu.Lock()
 	defer st.upMu.Unlock()
-	for _, c := range st.upstreams {
-		c.Close()
+	for c := range st.upstreams {
+		c.Conn.Close() // not c.Close, which takes upMu
 	}
 }
 

@@ -25,9 +25,16 @@ type FramingGuard struct {
 	mu       sync.Mutex
 	verdicts []string // "" means sound framing
 	state    framingState
-	line     []byte // the header block or chunk line being collected
-	remain   int64  // body or chunk bytes still to skip
-	dead     bool
+	// line is the start of the line being collected (maxKeptLine), and
+	// clipped says it went on past that.
+	line    []byte
+	clipped bool
+	remain  int64 // body or chunk bytes still to skip
+	dead    bool
+	// lines counts the lines of the header block being read, and block is
+	// what they said about its framing.
+	lines int
+	block framingBlock
 	// first is the request line of the latest header block.
 	first []byte
 }
@@ -41,7 +48,7 @@ const maxRequestLine = 200
 func (g *FramingGuard) RequestLine() string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.state == inHeader && len(g.line) > 0 && bytes.IndexByte(g.line, '\n') < 0 {
+	if g.state == inHeader && g.lines == 0 && len(g.line) > 0 {
 		return string(g.line[:min(len(g.line), maxRequestLine)])
 	}
 	return string(g.first)
@@ -57,9 +64,12 @@ const (
 	inTrailer
 )
 
-// maxFramingLine bounds what the guard buffers: net/http's default header
-// limit plus slack.
-const maxFramingLine = 1<<20 + 4096
+// maxKeptLine bounds how much of one line the guard keeps. A header block
+// is judged line by line, so only the line being read is held, and only
+// its start: all a header line's judgement needs unless it names
+// Content-Length or Transfer-Encoding. Keeping whole blocks doubled what
+// an unfinished header cost cordon (the reader above holds one too).
+const maxKeptLine = 4096
 
 func (g *FramingGuard) Read(p []byte) (int, error) {
 	n, err := g.Conn.Read(p)
@@ -79,7 +89,7 @@ func NewFramingGuard(c net.Conn) *FramingGuard { return &FramingGuard{Conn: c} }
 func (g *FramingGuard) Stop() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.dead, g.line, g.verdicts = true, nil, nil
+	g.dead, g.line, g.verdicts, g.block = true, nil, nil, framingBlock{}
 }
 
 // Next returns the verdict for the next request net/http hands out: ""
@@ -128,37 +138,38 @@ func (g *FramingGuard) feed(b []byte) {
 }
 
 func (g *FramingGuard) collect(b []byte) {
-	if len(g.line)+len(b) > maxFramingLine {
-		g.dead = true
-		return
+	if room := maxKeptLine - len(g.line); len(b) > room {
+		b, g.clipped = b[:room], true
 	}
 	g.line = append(g.line, b...)
 }
 
-// lineDone acts on a completed line (header and trailer states collect
-// whole blocks, line by line).
+// lineDone acts on a completed line.
 func (g *FramingGuard) lineDone() {
+	defer func() { g.line, g.clipped = g.line[:0], false }()
 	if g.dead {
 		return
 	}
+	blank := bytes.Equal(g.line, []byte("\r\n")) || bytes.Equal(g.line, []byte("\n"))
 	switch g.state {
 	case inHeader:
-		if bytes.Equal(g.line, []byte("\r\n")) || bytes.Equal(g.line, []byte("\n")) {
-			g.line = g.line[:0] // blank lines between requests are allowed
-			return
-		}
-		if bytes.IndexByte(g.line, '\n') == len(g.line)-1 { // the block's first line
+		switch {
+		case blank && g.lines == 0:
+			// blank lines between requests are allowed
+		case blank:
+			g.headerDone()
+		case g.lines == 0: // the request line
+			g.lines++
 			first := bytes.TrimRight(g.line, "\r\n")
 			g.first = append(g.first[:0], first[:min(len(first), maxRequestLine)]...)
+		default:
+			g.lines++
+			g.headerLine()
 		}
-		if !bytes.HasSuffix(g.line, []byte("\n\r\n")) && !bytes.HasSuffix(g.line, []byte("\n\n")) {
-			return // the block goes on
-		}
-		g.headerDone(g.line)
 	case inChunkSize:
 		size, ok := parseChunkSize(string(g.line))
 		switch {
-		case !ok:
+		case !ok || g.clipped:
 			g.dead = true
 		case size == 0:
 			g.state = inTrailer
@@ -166,16 +177,41 @@ func (g *FramingGuard) lineDone() {
 			g.state, g.remain = inChunkData, size+2 // data and its CRLF
 		}
 	case inTrailer:
-		if bytes.Equal(g.line, []byte("\r\n")) || bytes.Equal(g.line, []byte("\n")) {
+		if blank {
 			g.state = inHeader
 		}
 	}
-	g.line = g.line[:0]
+}
+
+// headerLine takes in one header line of the block (not its request
+// line). A clipped line is judged by its start when that holds its whole
+// name and the name is neither Content-Length nor Transfer-Encoding; else
+// the guard cannot follow the stream any further.
+func (g *FramingGuard) headerLine() {
+	l := bytes.TrimSuffix(g.line, []byte("\n"))
+	name, val, ok := bytes.Cut(bytes.TrimRight(l, "\r"), []byte(":"))
+	if !ok {
+		g.dead = g.clipped // the name may go on past what was kept
+		return
+	}
+	trimmed := bytes.TrimSpace(name)
+	cl, te := equalFoldASCII(trimmed, "content-length"), equalFoldASCII(trimmed, "transfer-encoding")
+	if (cl || te) && g.clipped {
+		g.dead = true // its value was not all kept
+		return
+	}
+	switch {
+	case cl:
+		g.block.contentLength(string(bytes.TrimSpace(val)))
+	case te:
+		g.block.transferEncoding(string(bytes.TrimSpace(val)), len(name) != len(trimmed))
+	}
 }
 
 // headerDone judges one request's header block and sets up its body.
-func (g *FramingGuard) headerDone(block []byte) {
-	problem, body, length := judgeFraming(block)
+func (g *FramingGuard) headerDone() {
+	problem, body, length := g.block.verdict()
+	g.lines, g.block = 0, framingBlock{}
 	g.verdicts = append(g.verdicts, problem)
 	switch body {
 	case bodyNone:
@@ -198,47 +234,58 @@ const (
 	bodyUnknown
 )
 
-// judgeFraming reads a request's header block and says whether its framing
-// is sound, and how its body is delimited.
-func judgeFraming(block []byte) (problem string, body bodyKind, length int64) {
-	var cls, tes []string
-	_, rest, _ := bytes.Cut(block, []byte("\n")) // the request line
-	for len(rest) > 0 {
-		var l []byte
-		l, rest, _ = bytes.Cut(rest, []byte("\n"))
-		name, val, ok := bytes.Cut(bytes.TrimRight(l, "\r"), []byte(":"))
-		if !ok {
-			continue
-		}
-		trimmed := bytes.TrimSpace(name)
-		switch {
-		case equalFoldASCII(trimmed, "content-length"):
-			cls = append(cls, string(bytes.TrimSpace(val)))
-		case equalFoldASCII(trimmed, "transfer-encoding"):
-			tes = append(tes, string(bytes.TrimSpace(val)))
-			if len(name) != len(trimmed) {
-				problem = "whitespace around the Transfer-Encoding header name"
-			}
-		}
+// framingBlock is what the header lines of one request have said about
+// its framing so far.
+type framingBlock struct {
+	problem string
+	// cls counts the Content-Length headers, cl is the first one's value,
+	// and clConflict says another differed from it.
+	cls        int
+	cl         string
+	clConflict bool
+	// te says a Transfer-Encoding header came; lastCoding is the last
+	// coding the last one named.
+	te         bool
+	lastCoding string
+}
+
+func (b *framingBlock) contentLength(v string) {
+	if b.cls == 0 {
+		b.cl = v
+	} else if v != b.cl {
+		b.clConflict = true
 	}
+	b.cls++
+}
+
+// transferEncoding takes in a Transfer-Encoding value; spaced says
+// whitespace surrounded the header's name.
+func (b *framingBlock) transferEncoding(v string, spaced bool) {
+	b.te = true
+	b.lastCoding = v[strings.LastIndexByte(v, ',')+1:]
+	if spaced {
+		b.problem = "whitespace around the Transfer-Encoding header name"
+	}
+}
+
+// verdict says whether a request's framing is sound, and how its body is
+// delimited.
+func (b *framingBlock) verdict() (problem string, body bodyKind, length int64) {
 	switch {
-	case problem != "":
-		return problem, bodyUnknown, 0
-	case len(cls) > 0 && len(tes) > 0:
+	case b.problem != "":
+		return b.problem, bodyUnknown, 0
+	case b.cls > 0 && b.te:
 		return "both Content-Length and Transfer-Encoding", bodyUnknown, 0
-	case len(tes) > 0:
-		codings := strings.Split(strings.Join(tes, ","), ",")
-		if !equalFoldASCII(strings.TrimSpace(codings[len(codings)-1]), "chunked") {
+	case b.te:
+		if !equalFoldASCII(strings.TrimSpace(b.lastCoding), "chunked") {
 			return "", bodyUnknown, 0 // net/http answers 501
 		}
 		return "", bodyChunked, 0
-	case len(cls) > 0:
-		for _, v := range cls[1:] {
-			if v != cls[0] {
-				return "conflicting Content-Length values", bodyUnknown, 0
-			}
+	case b.cls > 0:
+		if b.clConflict {
+			return "conflicting Content-Length values", bodyUnknown, 0
 		}
-		n, err := strconv.ParseInt(cls[0], 10, 64)
+		n, err := strconv.ParseInt(b.cl, 10, 64)
 		if err != nil || n < 0 {
 			return "", bodyUnknown, 0 // net/http answers 400
 		}

@@ -70,3 +70,34 @@ func FuzzFramingGuard(f *testing.F) {
 		}
 	})
 }
+
+// TestFramingGuardKeepsALineStart: the guard holds only the start of the
+// line it is reading, never a whole header block, so an unfinished
+// header costs cordon one copy of it (the reader's), not two. A line past
+// that start is judged by it when the start holds the whole name and the
+// name is neither Content-Length nor Transfer-Encoding; otherwise the
+// guard stops following the stream, and what comes after gets no verdict
+// (it is refused).
+func TestFramingGuardKeepsALineStart(t *testing.T) {
+	big := strings.Repeat("y", 60<<10)
+	head := "POST / HTTP/1.1\r\nHost: a\r\nX-Big: " + big
+	g := feedAll(head, 4096)
+	if len(g.line) > maxKeptLine || cap(g.line) > 2*maxKeptLine {
+		t.Fatalf("an unfinished 60 KiB header line: the guard holds %d bytes (capacity %d), want %d at most",
+			len(g.line), cap(g.line), maxKeptLine)
+	}
+	g = feedAll(head+"\r\nContent-Length: 5\r\n\r\nhelloGET /"+big+" HTTP/1.1\r\nHost: a\r\n\r\n", 4096)
+	if strings.Join(g.verdicts, "|") != "|" || g.dead {
+		t.Fatalf("requests with long lines: verdicts %q (dead %v), want two sound ones", g.verdicts, g.dead)
+	}
+	for _, line := range []string{
+		"Content-Length: " + strings.Repeat("0", maxKeptLine) + "5",
+		"Transfer-Encoding: " + strings.Repeat(" ", maxKeptLine) + "chunked",
+		strings.Repeat(" ", maxKeptLine) + "Transfer-Encoding: chunked",
+	} {
+		g := feedAll("POST / HTTP/1.1\r\nHost: a\r\n"+line+"\r\n\r\n", 4096)
+		if len(g.verdicts) != 0 || !g.dead {
+			t.Errorf("a framing header longer than the guard keeps (%.40q…): verdicts %q (dead %v), want none", line, g.verdicts, g.dead)
+		}
+	}
+}

@@ -27,6 +27,10 @@ import (
 	"github.com/cordon-sandbox/cordon/sandbox/linux/holder"
 )
 
+// unreportedGrace is how long bwrap's init has to report the command's
+// end once the command has ended, before the run ends the tree itself.
+const unreportedGrace = 2 * time.Second
+
 // stopGrace is how long a run told to stop (SIGTERM, SIGINT, SIGHUP) has
 // before its whole process tree is killed.
 const stopGrace = 10 * time.Second
@@ -222,22 +226,17 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	released := make(chan error, 1)
 	go func() { released <- release(s, h, l, st, fds.goAhead) }()
 	var startErr error
-	// With scratch files, a watcher finds the command as soon as it runs,
-	// so they go early; otherwise the command is looked up when a signal
-	// is to be relayed.
-	var found chan *process
-	if l.scratch != "" {
-		watched := make(chan *process)
-		go func() {
-			c := st.findCommand(ended)
-			select {
-			case watched <- c:
-			case <-ended:
-				c.close()
-			}
-		}()
-		found = watched
-	}
+	// A watcher finds the command as soon as it runs: its scratch files,
+	// if any, go then, and its end is watched (commandEnded below).
+	found := make(chan *process)
+	go func() {
+		c := st.findCommand(ended)
+		select {
+		case found <- c:
+		case <-ended:
+			c.close()
+		}
+	}()
 
 	var deadline <-chan time.Time
 	if s.Timeout > 0 {
@@ -262,6 +261,23 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	}
 	var running *process
 	defer func() { running.close() }()
+	// commandEnded is closed once the command has ended, and unreported
+	// fires if bwrap's init has not reported that end by then: the init
+	// reports within milliseconds, unless the command stopped or altered
+	// it (it may: same user; a PTRACE_ATTACH whose tracer exits leaves
+	// it stopped), which would otherwise keep the run, and every daemon
+	// the command left, going until a deadline or a signal. The run then
+	// ends the tree itself, with the code the command ended with
+	// (orphaned), read from its zombie.
+	var commandEnded <-chan struct{}
+	var unreported <-chan time.Time
+	var orphaned *int
+	unreportedEnd := false
+	watch := func(c *process) {
+		if c != nil && commandEnded == nil {
+			commandEnded = c.ended(ended)
+		}
+	}
 	timedOut := false
 	var grace <-chan time.Time
 	var waitErr error
@@ -287,7 +303,7 @@ loop:
 			exitKnown = nil
 			if startErr == nil {
 				res := commandResult(*st.exitCode(), timedOut, time.Since(begin))
-				exited, deadline, grace = &res, nil, nil
+				exited, deadline, grace, unreported = &res, nil, nil, nil
 				if s.Exited != nil {
 					recorded = make(chan struct{})
 					go func() { defer close(recorded); s.Exited(res) }()
@@ -303,16 +319,31 @@ loop:
 			// The command runs, so bwrap has made every mount: the
 			// scratch files are no longer needed, and a killed cordon
 			// leaves none.
-			_ = os.RemoveAll(l.scratch)
+			if l.scratch != "" {
+				_ = os.RemoveAll(l.scratch)
+			}
 			found = nil
+			watch(running)
+		case <-commandEnded:
+			commandEnded = nil
+			if exited == nil {
+				unreported = time.After(unreportedGrace)
+			}
+		case <-unreported:
+			unreported = nil
+			orphaned, unreportedEnd = running.exitCode(), true
+			kill()
 		case sig := <-sigs:
 			if running == nil {
-				// The watcher, if any, may not have looked since the
+				// The watcher may not have looked since the
 				// command started.
 				if running = commandOf(st.initPid()); running != nil && found != nil {
-					_ = os.RemoveAll(l.scratch)
+					if l.scratch != "" {
+						_ = os.RemoveAll(l.scratch)
+					}
 					found = nil
 				}
+				watch(running)
 			}
 			if running != nil {
 				running.signal(sig.(unix.Signal))
@@ -356,6 +387,11 @@ loop:
 		return commandResult(0, true, time.Since(begin)), nil
 	case st.exitCode() != nil && startErr == nil:
 		return commandResult(*st.exitCode(), false, time.Since(begin)), nil
+	case orphaned != nil && startErr == nil:
+		return commandResult(*orphaned, false, time.Since(begin)), nil
+	case unreportedEnd && startErr == nil:
+		return sandbox.Result{Duration: time.Since(begin), ExitCode: ExitLaunchFailed},
+			&StartError{Code: ExitLaunchFailed, Reason: "the command ended, but the sandbox's init (which the command may have stopped or altered) neither reported nor kept its exit code; cordon ended the sandbox"}
 	}
 	res := sandbox.Result{Duration: time.Since(begin), ExitCode: ExitLaunchFailed}
 	if startErr != nil {
@@ -837,6 +873,76 @@ func isCommand(pid, init int) bool {
 // signal sends sig to the command.
 func (c *process) signal(sig unix.Signal) {
 	_ = unix.PidfdSendSignal(c.fd, sig, nil, 0)
+}
+
+// ended returns a channel closed once the command has ended (its pidfd
+// polls readable), or never if stop is closed first. It polls a copy of
+// the pidfd, which close does not reach.
+func (c *process) ended(stop <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	fd, err := unix.Dup(c.fd)
+	if err != nil {
+		return done
+	}
+	go func() {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			if n, err := unix.Poll(fds, 100); n > 0 {
+				close(done)
+				return
+			} else if err != nil && err != unix.EINTR {
+				return
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	return done
+}
+
+// exitCode reads the ended command's exit code, as bwrap reports one (the
+// status, or 128+N for signal N), from its zombie's /proc stat; nil if its
+// parent, the init, has reaped it already.
+func (c *process) exitCode() *int {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.pid))
+	// The pidfd reaching the process still means the pid was not
+	// reused: the file read was the command's.
+	if err != nil || unix.PidfdSendSignal(c.fd, 0, nil, 0) != nil {
+		return nil
+	}
+	status, ok := statExitStatus(string(stat))
+	if !ok {
+		return nil
+	}
+	code := status.ExitStatus()
+	if status.Signaled() {
+		code = 128 + int(status.Signal())
+	}
+	return &code
+}
+
+// statExitStatus is the exit_code field (the 52nd) of a /proc/PID/stat
+// line: the wait status of a process that has ended. The fields are
+// counted after the command name, which may hold spaces and parentheses.
+func statExitStatus(stat string) (syscall.WaitStatus, bool) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, false
+	}
+	fields := strings.Fields(stat[i+1:])
+	const exitCodeField = 52 - 3 // fields[0] is the third, the state
+	if len(fields) <= exitCodeField {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(fields[exitCodeField], 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return syscall.WaitStatus(v), true
 }
 
 // close releases the pidfd; a nil command is fine.

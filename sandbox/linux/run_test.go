@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestStatusReader(t *testing.T) {
@@ -270,5 +272,44 @@ func TestGoAheadWithheld(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEndedCommandExitCode: a command whose end its parent has not reaped
+// (the sandbox's init, stopped by the command) is seen to end through its
+// pidfd, and its exit code is read from its zombie as bwrap would report
+// it; once reaped, there is none to read.
+func TestEndedCommandExitCode(t *testing.T) {
+	for script, want := range map[string]int{"exit 7": 7, "kill -SEGV $$": 139} {
+		cmd := exec.Command("sh", "-c", script)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &process{pid: cmd.Process.Pid, fd: pfd}
+		stop := make(chan struct{})
+		select {
+		case <-c.ended(stop):
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: its end was not seen", script)
+		}
+		if got := c.exitCode(); got == nil || *got != want {
+			t.Errorf("%s: exit code %v, want %d", script, got, want)
+		}
+		cmd.Wait()
+		if got := c.exitCode(); got != nil {
+			t.Errorf("%s: reaped, yet exit code %d", script, *got)
+		}
+		close(stop)
+		c.close()
+	}
+	if s, ok := statExitStatus("42 (a) b (c)) Z " + strings.Repeat("0 ", 48) + "2816 extra"); !ok || s.ExitStatus() != 11 {
+		t.Errorf("exit_code after a name holding ') ': %v %v", s, ok)
+	}
+	if _, ok := statExitStatus("42 (short) Z 1 2"); ok {
+		t.Error("a stat line without exit_code gave one")
 	}
 }

@@ -42,6 +42,22 @@ var socketNrs = []syscallNr{{"socket", 41, 198}, {"socketpair", 53, 199}}
 // has no business with).
 var allowedFamilies = []uint32{1, 2, 10, 16} // AF_UNIX, AF_INET, AF_INET6, AF_NETLINK
 
+// prctlNr is prctl's number, whose PR_SET_PDEATHSIG the filter bounds:
+// only SIGKILL may be set. bwrap's init, pid 1 of the box, dies with its
+// parent by its parent-death signal, SIGKILL, and with it the whole box;
+// the command may attach to the init (same user) and make it call prctl,
+// and a death signal cleared or changed (a pid namespace's init ignores
+// any other signal it has no handler for) left the box running after a
+// kill -9 of cordon. The init runs under this filter too.
+var prctlNr = syscallNr{"prctl", 157, 167}
+
+// prSetPdeathsig and sigkill are the prctl option and the only signal it
+// may set.
+const (
+	prSetPdeathsig = 1
+	sigkill        = 9
+)
+
 // syscallNr is one syscall's number on each supported architecture.
 type syscallNr struct {
 	name         string
@@ -88,7 +104,9 @@ var seccompArches = map[string]seccompArch{
 // seccompProgram assembles the filter for a Go architecture name: native
 // syscalls in deniedSyscalls and ioctls in deniedIoctls answer EPERM
 // (ioctl's request is compared on its low 32 bits, as the kernel reads
-// it); a socket of a family not in allowedFamilies answers EAFNOSUPPORT;
+// it), and so does a prctl(PR_SET_PDEATHSIG) of any signal but SIGKILL
+// (the kernel refuses a signal with high bits set, so the low 32 bits
+// decide); a socket of a family not in allowedFamilies answers EAFNOSUPPORT;
 // any other ABI (x32 and i386 on amd64, arm on arm64) answers ENOSYS;
 // everything else is allowed.
 func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
@@ -98,7 +116,7 @@ func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
 	}
 	// Labels are resolved by counting: the three return blocks sit at the
 	// end (allow, EPERM, ENOSYS), the ioctl block just before them (it
-	// falls through to allow), the socket block before that.
+	// falls through to allow), the prctl and socket blocks before that.
 	var prog []bpf.Instruction
 	type jump struct {
 		at     int
@@ -108,6 +126,10 @@ func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
 	var jumps []jump
 	jeq := func(val uint32, target string) {
 		jumps = append(jumps, jump{at: len(prog), target: target, onTrue: true})
+		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: val})
+	}
+	jne := func(val uint32, target string) {
+		jumps = append(jumps, jump{at: len(prog), target: target})
 		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: val})
 	}
 	prog = append(prog, bpf.LoadAbsolute{Off: offArch, Size: 4})
@@ -125,6 +147,7 @@ func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
 	for _, sc := range socketNrs {
 		jeq(a.nr(sc), "socket")
 	}
+	jeq(a.nr(prctlNr), "prctl")
 	prog = append(prog, bpf.RetConstant{Val: retAllow})
 	labels := map[string]int{"socket": len(prog)}
 	prog = append(prog, bpf.LoadAbsolute{Off: offArg0Low, Size: 4})
@@ -132,6 +155,12 @@ func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
 		jeq(f, "allow")
 	}
 	prog = append(prog, bpf.RetConstant{Val: retErrno | errnoEAFNO})
+	labels["prctl"] = len(prog)
+	prog = append(prog, bpf.LoadAbsolute{Off: offArg0Low, Size: 4})
+	jne(prSetPdeathsig, "allow")
+	prog = append(prog, bpf.LoadAbsolute{Off: offArg1Low, Size: 4})
+	jeq(sigkill, "allow")
+	prog = append(prog, bpf.RetConstant{Val: retErrno | errnoEPERM})
 	labels["ioctl"] = len(prog)
 	prog = append(prog, bpf.LoadAbsolute{Off: offArg1Low, Size: 4})
 	for _, req := range deniedIoctls {
@@ -180,7 +209,7 @@ func seccompListing(goarch string, prog []bpf.RawInstruction) string {
 	for i, sc := range deniedSyscalls {
 		names[i] = sc.name
 	}
-	fmt.Fprintf(&b, "seccomp filter for %s: EPERM for %s and ioctl TIOCSTI/TIOCLINUX/TIOCSETD; EAFNOSUPPORT for sockets but unix, inet, inet6 and netlink; ENOSYS for other ABIs\n", goarch, strings.Join(names, ", "))
+	fmt.Fprintf(&b, "seccomp filter for %s: EPERM for %s, ioctl TIOCSTI/TIOCLINUX/TIOCSETD and prctl PR_SET_PDEATHSIG but SIGKILL; EAFNOSUPPORT for sockets but unix, inet, inet6 and netlink; ENOSYS for other ABIs\n", goarch, strings.Join(names, ", "))
 	for i, in := range prog {
 		fmt.Fprintf(&b, "%3d: %v\n", i, in.Disassemble())
 	}

@@ -30,6 +30,14 @@ func seccompArg0(nr int, auditArch uint32, arg0 uint64) []byte {
 	return b
 }
 
+// seccompArgs is seccompData with args[0] and args[1] set.
+func seccompArgs(nr int, auditArch uint32, arg0, arg1 uint64) []byte {
+	b := seccompArg0(nr, auditArch, arg0)
+	binary.BigEndian.PutUint32(b[offArg1Low:], uint32(arg1))
+	binary.BigEndian.PutUint32(b[offArg1Low+4:], uint32(arg1>>32))
+	return b
+}
+
 // kernelTables are go-seccomp-bpf's syscall tables, generated from the
 // kernel's: the filter's own numbers must agree with them.
 var kernelTables = map[string]*arch.Info{"amd64": arch.X86_64, "arm64": arch.AARCH64}
@@ -45,7 +53,7 @@ func TestSyscallNumbers(t *testing.T) {
 		if a.audit != uint32(oracle.ID) {
 			t.Errorf("%s: audit arch %#x, the kernel's is %#x", goarch, a.audit, uint32(oracle.ID))
 		}
-		for _, sc := range append(append([]syscallNr{ioctlNr}, socketNrs...), deniedSyscalls...) {
+		for _, sc := range append(append([]syscallNr{ioctlNr, prctlNr}, socketNrs...), deniedSyscalls...) {
 			want, ok := oracle.SyscallNames[sc.name]
 			if !ok {
 				t.Errorf("%s: the kernel has no syscall %s", goarch, sc.name)
@@ -112,6 +120,15 @@ func TestSeccompProgram(t *testing.T) {
 				{"socket AF_ALG", seccompArg0(nr("socket"), native, 38), retErrno | errnoEAFNO},
 				{"socket AF_BLUETOOTH", seccompArg0(nr("socket"), native, 31), retErrno | errnoEAFNO},
 				{"socket AF_INET with high bits set", seccompArg0(nr("socket"), native, 0xdead_0000_0000_0002), retAllow},
+				{"prctl PR_SET_PDEATHSIG SIGKILL", seccompArgs(nr("prctl"), native, 1, 9), retAllow},
+				{"prctl PR_SET_PDEATHSIG 0", seccompArgs(nr("prctl"), native, 1, 0), eperm},
+				{"prctl PR_SET_PDEATHSIG SIGTERM", seccompArgs(nr("prctl"), native, 1, 15), eperm},
+				{"prctl PR_SET_PDEATHSIG SIGSTOP", seccompArgs(nr("prctl"), native, 1, 19), eperm},
+				{"prctl PR_SET_PDEATHSIG with high option bits", seccompArgs(nr("prctl"), native, 0xdead_0000_0000_0001, 0), eperm},
+				{"prctl PR_SET_PDEATHSIG SIGKILL with high bits (the kernel refuses it)", seccompArgs(nr("prctl"), native, 1, 0x1_0000_0009), retAllow},
+				{"prctl PR_GET_PDEATHSIG", seccompArgs(nr("prctl"), native, 2, 0), retAllow},
+				{"prctl PR_SET_NAME", seccompArgs(nr("prctl"), native, 15, 0), retAllow},
+				{"prctl PR_SET_DUMPABLE 0", seccompArgs(nr("prctl"), native, 4, 0), retAllow},
 			}
 			for _, sc := range deniedSyscalls {
 				tests = append(tests, struct {

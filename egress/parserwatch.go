@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/connlimit"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/tlsterm"
 )
@@ -32,19 +32,13 @@ type parserWatch struct {
 	// carries from then on is a tunnel's, not answers to HTTP requests.
 	hijacked atomic.Bool
 
-	// slots is the listener's bound; the connection holds one of them
+	// slot holds the connection's place under the listener's bound
 	// until it closes or becomes a tunnel (free).
-	slots chan struct{}
-	freed sync.Once
+	slot *connlimit.Conn
 }
 
 // free gives back the connection's place under the listener's bound.
-func (c *parserWatch) free() { c.freed.Do(func() { <-c.slots }) }
-
-func (c *parserWatch) Close() error {
-	c.free()
-	return c.Conn.Close()
-}
+func (c *parserWatch) free() { c.slot.Release() }
 
 func (c *parserWatch) Write(p []byte) (int, error) {
 	if !c.hijacked.Load() {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/credinject"
+	"github.com/cordon-sandbox/cordon/internal/connlimit"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/tlsterm"
 )
@@ -595,43 +596,24 @@ type guardKey struct{}
 // end finds them waiting in the listen queue, not each held by a
 // goroutine of cordon's until its header timeout.
 type guardedListener struct {
-	net.Listener
-	s      *Server
-	slots  chan struct{}
-	closed chan struct{}
-	once   sync.Once
-	// full logs, once, that the bound was reached.
-	full sync.Once
+	*connlimit.Listener
+	s *Server
 }
 
 func newGuardedListener(l net.Listener, s *Server) *guardedListener {
-	return &guardedListener{Listener: l, s: s, slots: make(chan struct{}, s.cfg.MaxTunnels), closed: make(chan struct{})}
+	g := &guardedListener{s: s}
+	g.Listener = connlimit.NewListener(l, s.cfg.MaxTunnels, func() {
+		s.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(ReasonTooManyConnections),
+			Detail: fmt.Sprintf("the proxy already serves %d client connections at once, its most; the next wait in the listen queue until one closes (said once per session)", s.cfg.MaxTunnels)})
+	})
+	return g
 }
 
 func (l *guardedListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	default:
-		l.full.Do(func() {
-			l.s.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(ReasonTooManyConnections),
-				Detail: fmt.Sprintf("the proxy already serves %d client connections at once, its most; the next wait in the listen queue until one closes (said once per session)", cap(l.slots))})
-		})
-		select {
-		case l.slots <- struct{}{}:
-		case <-l.closed:
-			return nil, net.ErrClosed
-		}
-	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.slots
 		return nil, err
 	}
 	g := tlsterm.NewFramingGuard(c)
-	return &parserWatch{Conn: g, guard: g, refused: l.s.recordParserRefusal(c.RemoteAddr().String()), slots: l.slots}, nil
-}
-
-func (l *guardedListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return l.Listener.Close()
+	return &parserWatch{Conn: g, guard: g, refused: l.s.recordParserRefusal(c.RemoteAddr().String()), slot: c.(*connlimit.Conn)}, nil
 }

@@ -72,6 +72,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/connlimit"
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
@@ -155,7 +156,7 @@ func New(cfg Config) (*Resolver, error) {
 func (r *Resolver) Serve(ctx context.Context, pc net.PacketConn, l net.Listener) error {
 	r.addr = pc.LocalAddr().String()
 	r.udp = r.newServer(func(s *dns.Server) { s.PacketConn = pc })
-	l = newBoundedListener(l, r.cfg.MaxTCPConns, r.tcpFull)
+	l = connlimit.NewListener(l, r.cfg.MaxTCPConns, r.tcpFull)
 	r.tcp = r.newServer(func(s *dns.Server) { s.Listener = l })
 	if err := serve(r.udp); err != nil {
 		pc.Close()

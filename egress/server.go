@@ -272,7 +272,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		w.hijacked.Store(true)
 		w.guard.Stop()
 		w.free()
-		client = w.guard.Conn
+		client = w.slot.Conn // the socket itself, which splice(2) and the client watch need
 	}
 	t.client = readerConn(client, rw.Reader)
 	s.carry(t, kind)

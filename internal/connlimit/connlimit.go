@@ -94,6 +94,9 @@ type Conn struct {
 // moved under another bound).
 func (c *Conn) Release() { c.released.Do(func() { <-c.slots }) }
 
+// NetConn returns the connection the listener accepted.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
+
 // Close closes the connection and gives its place back.
 func (c *Conn) Close() error {
 	err := c.Conn.Close()

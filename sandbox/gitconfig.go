@@ -209,6 +209,9 @@ func globalConfigFiles(home string, link func(path string) error) ([]string, err
 			out = append(out, real)
 		}
 		data, err := readRegular(real)
+		if errors.Is(err, errGitFileTooLarge) {
+			return err // what it includes is unknown
+		}
 		if err != nil {
 			return nil
 		}
@@ -318,10 +321,17 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 	for _, f := range configs {
 		files = append(append(files, f), configIncludes(f, home)...)
 	}
-	global, _ := globalConfigFiles(home, nil)
+	global, err := globalConfigFiles(home, nil)
+	if errors.Is(err, errGitFileTooLarge) {
+		return nil, fmt.Errorf("your global git config: %w", err)
+	}
 	files = append(files, global...)
 	for _, f := range files {
 		data, err := readRegular(f)
+		if errors.Is(err, errGitFileTooLarge) {
+			// Git reads it all, and what it names is unknown.
+			return nil, fmt.Errorf("the git config of %s: %w", dir, err)
+		}
 		if err != nil {
 			continue
 		}

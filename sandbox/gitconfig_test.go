@@ -1,10 +1,12 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -150,5 +152,46 @@ func TestGuardRepoLinkedWorktreeHooksPath(t *testing.T) {
 		if !Within(p.Path, ws) {
 			t.Errorf("GuardRepo guards %s, outside the workspace", p.Path)
 		}
+	}
+}
+
+// A git config file, or one it includes, longer than cordon reads
+// (maxGitFileSize) refuses the run rather than being read whole: an
+// include may name any file of the host (/proc/self/pagemap reads on for
+// hundreds of gigabytes, a sparse file for as long as it says), and what
+// it names for git to run is unknown.
+func TestGuardRepoGitFileBounded(t *testing.T) {
+	for _, c := range []struct{ name, config, global string }{
+		{"an include", "[include]\n\tpath = big.gitconfig\n", ""},
+		{"the global config", "", "[include]\n\tpath = big.gitconfig\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws, home := realTempDir(t), realTempDir(t)
+			t.Setenv("HOME", home)
+			t.Setenv("XDG_CONFIG_HOME", "")
+			if err := os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			big := filepath.Join(ws, ".git", "big.gitconfig")
+			if c.global != "" {
+				big = filepath.Join(home, "big.gitconfig")
+			}
+			for p, data := range map[string]string{
+				filepath.Join(ws, ".git", "config"): c.config,
+				filepath.Join(home, ".gitconfig"):   c.global,
+				big:                                 "[core]\n\tfsmonitor = tools/fsmon.sh\n",
+			} {
+				if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Truncate(big, 4*maxGitFileSize); err != nil { // sparse: nothing is written
+				t.Fatal(err)
+			}
+			paths, err := GuardRepo(ws)
+			if !errors.Is(err, errGitFileTooLarge) || !strings.Contains(err.Error(), big) {
+				t.Errorf("GuardRepo = %q, %v; want an error naming %s as too large", describeGuards(paths, ws), err, big)
+			}
+		})
 	}
 }

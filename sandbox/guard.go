@@ -47,6 +47,17 @@ const (
 // file of any size.
 const maxIndexSize = 1 << 30
 
+// maxGitFileSize bounds the other files of a repository cordon reads
+// whole: its config files (and what they include), commondir and .git
+// files. Real ones are kilobytes; an include may name any file of the
+// host, and /proc/self/pagemap, a regular file that says it is empty,
+// reads on for hundreds of gigabytes, which cordon took into memory until
+// it died of it.
+const maxGitFileSize = 16 << 20
+
+// errGitFileTooLarge is a file of a repository longer than maxGitFileSize.
+var errGitFileTooLarge = fmt.Errorf("longer than the %d bytes cordon reads of a git config file", maxGitFileSize)
+
 // Guard says how a backend guards one path of the workspace.
 type Guard int
 
@@ -967,12 +978,21 @@ func openRegular(p string) (*os.File, fs.FileInfo, error) {
 	return regular.Open(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 }
 
-// readRegular reads the regular file p (openRegular).
+// readRegular reads the regular file p (openRegular), refusing one longer
+// than maxGitFileSize (errGitFileTooLarge): its size is no bound, as a
+// file of /proc says it is empty.
 func readRegular(p string) ([]byte, error) {
 	f, _, err := openRegular(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(f)
+	data, err := io.ReadAll(io.LimitReader(f, maxGitFileSize+1))
+	switch {
+	case len(data) > maxGitFileSize:
+		return nil, fmt.Errorf("%s is %w", p, errGitFileTooLarge)
+	case err != nil:
+		return nil, err
+	}
+	return data, nil
 }

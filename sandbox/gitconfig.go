@@ -1,8 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,8 +25,7 @@ type configEntry struct {
 func configEntries(config []byte) []configEntry {
 	var out []configEntry
 	section, sub := "", ""
-	sc := bufio.NewScanner(bytes.NewReader(config))
-	sc.Buffer(nil, 1<<20)
+	sc := configLines(config)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if strings.HasPrefix(line, "[") {

@@ -195,3 +195,38 @@ func TestGuardRepoGitFileBounded(t *testing.T) {
 		})
 	}
 }
+
+// Git reads a config line of any length: a key after a long one (a
+// comment of more than a megabyte) is read all the same, so what it names
+// is guarded, and what an include after it includes.
+func TestGuardRepoAfterALongLine(t *testing.T) {
+	ws := realTempDir(t)
+	t.Setenv("HOME", realTempDir(t))
+	t.Setenv("XDG_CONFIG_HOME", "")
+	for _, d := range []string{".git/hooks", ".githooks", "tools"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := "# " + strings.Repeat("x", 2<<20) + "\n"
+	for p, data := range map[string]string{
+		".git/config":          long + "[core]\n\thooksPath = .githooks\n" + long + "[include]\n\tpath = ../more.gitconfig\n",
+		"more.gitconfig":       long + "[core]\n\tfsmonitor = tools/fsmon.sh\n",
+		"tools/fsmon.sh":       "#!/bin/sh\n",
+		".githooks/pre-commit": "#!/bin/sh\n",
+	} {
+		if err := os.WriteFile(filepath.Join(ws, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths, err := GuardRepo(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := describeGuards(paths, ws)
+	for _, want := range []string{"read-only .githooks", "read-only more.gitconfig", "read-only tools/fsmon.sh"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("GuardRepo = %q; want %s", got, want)
+		}
+	}
+}

@@ -51,8 +51,7 @@ func configIncludes(path, home string) []string {
 func includePaths(config []byte) []string {
 	var paths []string
 	section := ""
-	sc := bufio.NewScanner(bytes.NewReader(config))
-	sc.Buffer(nil, 1<<20)
+	sc := configLines(config)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if strings.HasPrefix(line, "[") {
@@ -79,6 +78,16 @@ func includePaths(config []byte) []string {
 		}
 	}
 	return paths
+}
+
+// configLines scans the lines of the git config config, taking a line of
+// any length: git does, and a scanner that stopped at a long one (a
+// comment of a megabyte) left every key after it unseen. config is
+// bounded (readRegular).
+func configLines(config []byte) *bufio.Scanner {
+	sc := bufio.NewScanner(bytes.NewReader(config))
+	sc.Buffer(nil, len(config)+1)
+	return sc
 }
 
 // configValue reads a git config value: leading space and unquoted

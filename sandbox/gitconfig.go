@@ -65,7 +65,9 @@ func configEntries(config []byte) []configEntry {
 			continue
 		}
 		key, value, ok := strings.Cut(line, "=")
-		if !ok {
+		if ok {
+			value = continued(value, sc)
+		} else {
 			key, _, _ = strings.Cut(key, "#")
 			key, _, _ = strings.Cut(key, ";")
 		}

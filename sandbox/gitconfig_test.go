@@ -24,6 +24,9 @@ func TestConfigEntries(t *testing.T) {
 		{"[extensions]\n\tworktreeConfig\n", []string{"extensions..worktreeconfig= (bare)"}},
 		{"[core] fsmonitor = ./f\n", []string{"core..fsmonitor=./f"}},
 		{"# comment\nkey = before any section\n[broken\n\tx = 1\n", nil},
+		// A value whose line ends in a backslash goes on into the next.
+		{"[core]\n\tfsmonitor = sh tools/\\\nfsmon.sh\n\tpager = \"less \\\n-R\" # c \\\n[alias]\n\tx = y \\\\\n", []string{"core..fsmonitor=sh tools/fsmon.sh", "core..pager=less -R", "alias..x=y \\"}},
+		{"[core]\n\teditor = vi # not \\\nhooksPath = h\n", []string{"core..editor=vi", "core..hookspath=h"}},
 	} {
 		var got []string
 		for _, e := range configEntries([]byte(c.config)) {
@@ -225,6 +228,38 @@ func TestGuardRepoAfterALongLine(t *testing.T) {
 	}
 	got := describeGuards(paths, ws)
 	for _, want := range []string{"read-only .githooks", "read-only more.gitconfig", "read-only tools/fsmon.sh"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("GuardRepo = %q; want %s", got, want)
+		}
+	}
+}
+
+// A value whose line ends in a backslash goes on into the next line, for
+// git: what it names there is guarded.
+func TestGuardRepoContinuedValue(t *testing.T) {
+	ws := realTempDir(t)
+	t.Setenv("HOME", realTempDir(t))
+	t.Setenv("XDG_CONFIG_HOME", "")
+	for _, d := range []string{".git/hooks", ".githooks", "tools"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, data := range map[string]string{
+		".git/config":          "[core]\n\thooksPath = .git\\\nhooks\n\tfsmonitor = sh tools/\\\nfsmon.sh\n",
+		"tools/fsmon.sh":       "#!/bin/sh\n",
+		".githooks/pre-commit": "#!/bin/sh\n",
+	} {
+		if err := os.WriteFile(filepath.Join(ws, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths, err := GuardRepo(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := describeGuards(paths, ws)
+	for _, want := range []string{"read-only .githooks", "read-only tools/fsmon.sh"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("GuardRepo = %q; want %s", got, want)
 		}

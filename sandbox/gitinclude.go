@@ -66,11 +66,14 @@ func includePaths(config []byte) []string {
 			section = strings.ToLower(name)
 			line = strings.TrimSpace(line[end+1:]) // a key may follow on the line
 		}
-		if section != "include" && section != "includeif" {
+		key, value, ok := strings.Cut(line, "=")
+		if !ok {
 			continue
 		}
-		key, value, ok := strings.Cut(line, "=")
-		if !ok || !strings.EqualFold(strings.TrimSpace(key), "path") {
+		// Read on whatever the section: the lines a value takes are
+		// no keys.
+		value = continued(value, sc)
+		if section != "include" && section != "includeif" || !strings.EqualFold(strings.TrimSpace(key), "path") {
 			continue
 		}
 		if v := configValue(value); v != "" {
@@ -88,6 +91,36 @@ func configLines(config []byte) *bufio.Scanner {
 	sc := bufio.NewScanner(bytes.NewReader(config))
 	sc.Buffer(nil, len(config)+1)
 	return sc
+}
+
+// continued is the raw config value v, with the lines it continues on
+// taken from sc: git reads a value whose line ends in a backslash (not
+// escaped, quoted or not, and not in a comment) on into the next line, so
+// "fsmonitor = sh tools/\" and "fsmon.sh" run tools/fsmon.sh.
+func continued(v string, sc *bufio.Scanner) string {
+	for continues(v) && sc.Scan() {
+		v = v[:len(v)-1] + sc.Text()
+	}
+	return v
+}
+
+// continues says whether the raw config value v ends in a backslash that
+// escapes the end of its line (see continued).
+func continues(v string) bool {
+	quoted := false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\\' && i+1 == len(v):
+			return true
+		case c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case (c == '#' || c == ';') && !quoted:
+			return false
+		}
+	}
+	return false
 }
 
 // configValue reads a git config value: leading space and unquoted

@@ -24,8 +24,19 @@ func TestIncludePaths(t *testing.T) {
 	path = "e\"q.gitconfig"
 	path=f.gitconfig
 	other = g
+[user]
+	name = x\
+[include]
+	path = no.gitconfig
+[include]
+	x = y\
+[user]
+	path = "h\
+.gitconfig"
 `
-	want := []string{"a.gitconfig", "b c.gitconfig", "~/work.gitconfig", "d.gitconfig", `e"q.gitconfig`, "f.gitconfig"}
+	// A value ending in a backslash takes the next line, a section
+	// header included: no.gitconfig is user.path, h.gitconfig an include.
+	want := []string{"a.gitconfig", "b c.gitconfig", "~/work.gitconfig", "d.gitconfig", `e"q.gitconfig`, "f.gitconfig", "h.gitconfig"}
 	if got := includePaths([]byte(config)); !slices.Equal(got, want) {
 		t.Errorf("includePaths =\n%q\nwant\n%q", got, want)
 	}

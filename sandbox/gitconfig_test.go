@@ -23,6 +23,7 @@ func TestConfigEntries(t *testing.T) {
 		{"[diff.Bin]\n\ttextconv = ./bin/tc\n", []string{"diff.bin.textconv=./bin/tc"}},
 		{"[extensions]\n\tworktreeConfig\n", []string{"extensions..worktreeconfig= (bare)"}},
 		{"[core] fsmonitor = ./f\n", []string{"core..fsmonitor=./f"}},
+		{"\ufeff[core]\n\tfsmonitor = ./f\n", []string{"core..fsmonitor=./f"}}, // a byte order mark, which git skips
 		{"# comment\nkey = before any section\n[broken\n\tx = 1\n", nil},
 		// A value whose line ends in a backslash goes on into the next.
 		{"[core]\n\tfsmonitor = sh tools/\\\nfsmon.sh\n\tpager = \"less \\\n-R\" # c \\\n[alias]\n\tx = y \\\\\n", []string{"core..fsmonitor=sh tools/fsmon.sh", "core..pager=less -R", "alias..x=y \\"}},

@@ -86,8 +86,11 @@ func includePaths(config []byte) []string {
 // configLines scans the lines of the git config config, taking a line of
 // any length: git does, and a scanner that stopped at a long one (a
 // comment of a megabyte) left every key after it unseen. config is
-// bounded (readRegular).
+// bounded (readRegular). A UTF-8 byte order mark that starts it (an
+// editor's) is skipped, as git skips it: read as part of the first line,
+// it hid the section header there, and every key under it.
 func configLines(config []byte) *bufio.Scanner {
+	config = bytes.TrimPrefix(config, []byte("\xef\xbb\xbf"))
 	sc := bufio.NewScanner(bytes.NewReader(config))
 	sc.Buffer(nil, len(config)+1)
 	return sc

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -580,6 +581,37 @@ git -C mine config core.fsmonitor "touch $PWD/pwned; true" && echo changed`, "ma
 	}
 	if _, err := os.Stat(filepath.Join(b.ws, "pwned")); err == nil {
 		t.Error("the host's git ran a command the box planted in a nested repository")
+	}
+}
+
+// TestRunWarnsInPrintableNames: the warnings after a run name paths the
+// box chose. A name holding escape sequences and a newline must reach the
+// terminal escaped: raw, it erased cordon's "set aside" warning, wrote a
+// line of the box's in its place and hid the rest.
+func TestRunWarnsInPrintableNames(t *testing.T) {
+	b := newBox(t)
+	r := b.run("--net", "off", "--", "sh", "-c",
+		`d=$(printf 'x\033[2K\rcordon: all clean\033[8m\nfake') && mkdir -p "$d" && git init -q "$d" && echo made`)
+	expectCode(t, r, 0)
+	if strings.ContainsAny(r.stderr, "\x1b\r") {
+		t.Errorf("cordon's warnings carry the box's escape sequences to the terminal:\n%q", r.stderr)
+	}
+	made := filepath.Join(b.ws, "x\x1b[2K\rcordon: all clean\x1b[8m\nfake")
+	var aside []string
+	entries, _ := os.ReadDir(made)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".git.cordon-set-aside-") {
+			aside = append(aside, filepath.Join(made, e.Name()))
+		}
+	}
+	if len(aside) != 1 {
+		t.Fatalf("the box's repository was not set aside: %v\n%s", aside, r.stderr)
+	}
+	if want := `set aside as ` + strings.Trim(strconv.Quote(aside[0]), `"`); !strings.Contains(r.stderr, want) {
+		t.Errorf("no escaped warning %q in:\n%q", want, r.stderr)
+	}
+	if !slices.ContainsFunc(b.records(), func(r audit.Record) bool { return r.Type == audit.TypeSetAside && r.Path == aside[0] }) {
+		t.Error("no set_aside audit line naming the repository as it is")
 	}
 }
 

@@ -319,10 +319,18 @@ func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
+	return printable(s, maxCell)
+}
+
+// printable escapes the control characters of s (tabs and newlines too),
+// which a sandboxed command may have chosen (a name it made), for a
+// terminal: an escape sequence there could rewrite or hide what cordon
+// prints. With limit > 0, s is cut after limit runes.
+func printable(s string, limit int) string {
 	var b strings.Builder
 	n := 0
 	for _, r := range s {
-		if n == maxCell {
+		if n == limit && limit > 0 {
 			b.WriteString("…")
 			break
 		}

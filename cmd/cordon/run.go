@@ -520,7 +520,8 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		if err := r.w.Write(audit.Record{Type: t, Path: p, Detail: detail}); err != nil {
 			fmt.Fprintf(stderr, "cordon: %v\n", err)
 		}
-		fmt.Fprintf(stderr, "cordon: %s%s: %s\n", what, p, detail)
+		// The path, and a reason's, are the box's to name.
+		fmt.Fprintf(stderr, "cordon: %s%s: %s\n", what, printable(p, 0), printable(detail, 0))
 	}
 	for _, p := range res.Removed {
 		after(audit.TypeRemoved, p, "removed ", "the sandboxed command made it, and git, run on the host, would have taken config and hooks from it, or run it (a git directory's commondir, a file the repository's config includes, a hooks directory or program the config names)")

@@ -679,6 +679,48 @@ func TestRunWideningProjectFileRefused(t *testing.T) {
 	}
 }
 
+// TestRunPrintsWorkspaceNamesEscaped: what cordon prints of a hostile
+// repository's names reaches the terminal with their escape sequences
+// escaped: the target of a .cordon.yaml link in the refusal, a read_only
+// directory in the --dry-run argv (as $'...', which bash reads back).
+// Raw, they cleared the screen, set the window's title, or the clipboard
+// (OSC 52) where the terminal allows it, for the user to paste.
+func TestRunPrintsWorkspaceNamesEscaped(t *testing.T) {
+	const esc = "\x1b[2J\x1b]52;c;ZWNobyBwd25lZA==\a"
+	b := newBox(t)
+	uid, gid, _ := testUser(t)
+	link := filepath.Join(b.ws, ".cordon.yaml")
+	if err := os.Symlink("/x"+esc, link); err != nil {
+		t.Fatal(err)
+	}
+	os.Lchown(link, int(uid), int(gid))
+	r := b.run("--net", "off", "--", "true")
+	expectCode(t, r, 125)
+	if strings.ContainsAny(r.stderr, "\x1b\a") || !strings.Contains(r.stderr, `(to /x\x1b[2J\x1b]52;c;ZWNobyBwd25lZA==\a)`) {
+		t.Errorf("the refusal does not name the link's target escaped:\n%q", r.stderr)
+	}
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(b.ws, "v"+esc)
+	b.file(filepath.Join(dir, "f"), "x\n")
+	b.file(link, "read_only: [\"v\\e[2J\\e]52;c;ZWNobyBwd25lZA==\\a\"]\n")
+	r = b.run("--dry-run", "--net", "off", "--", "true")
+	expectCode(t, r, 0)
+	if strings.ContainsAny(r.stdout+r.stderr, "\x1b\a") || !strings.Contains(r.stdout, `$'`+dir[:len(dir)-len(esc)]+`\x1b[2J\x1b]52;c;ZWNobyBwd25lZA==\x07'`) {
+		t.Errorf("the plan does not name the read_only directory escaped:\n%q", r.stdout)
+	}
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	b.file(link, "deny_read: [\""+b.ws+"/gone\\e[2J\"]\n")
+	r = b.run("--net", "off", "--", "true")
+	expectCode(t, r, 0)
+	if strings.Contains(r.stderr, "\x1b") || !strings.Contains(r.stderr, "deny_read "+b.ws+`/gone\x1b[2J does not exist`) {
+		t.Errorf("the warning does not name the missing deny_read entry escaped:\n%q", r.stderr)
+	}
+}
+
 // TestRunLinkedProjectFileRefused: a .cordon.yaml that is a link to a
 // file inside the workspace (conf/cordon.yaml) is refused: no guard holds
 // a link, and the box rewrote its target, so the next run dropped the

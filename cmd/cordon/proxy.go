@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -103,7 +105,32 @@ func printExports(w io.Writer, env []string) {
 	}
 }
 
-// shellQuote single-quotes s for POSIX shells.
+// shellQuote single-quotes s for POSIX shells. A string that is not
+// printable UTF-8 throughout (a name from the workspace may hold escape
+// sequences, which a terminal would act on) is written $'...' instead,
+// each byte that is no printable character as \xHH, which bash, zsh and
+// ksh read back as it was.
 func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == '\'' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case unicode.IsPrint(r) && (r != utf8.RuneError || size > 1):
+			b.WriteRune(r)
+		default:
+			for _, c := range []byte(s[i : i+size]) {
+				fmt.Fprintf(&b, `\x%02x`, c)
+			}
+		}
+		i += size
+	}
+	b.WriteString("'")
+	return b.String()
 }

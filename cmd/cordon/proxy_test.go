@@ -2,8 +2,11 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 func TestListenAddr(t *testing.T) {
@@ -56,5 +59,25 @@ func TestProxyRefusesNonlocalListen(t *testing.T) {
 	}
 	if _, err := os.Stat(log); !os.IsNotExist(err) {
 		t.Fatalf("a refused proxy touched its audit log: %v", err)
+	}
+}
+
+// shellQuote's output, pasted into bash, is the string again; one holding
+// what a terminal acts on (escape sequences, bytes that are no UTF-8) is
+// written with none of it raw.
+func TestShellQuote(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatalf("bash, to read the quoted strings back: %v", err)
+	}
+	for _, s := range []string{"plain", "it's", "", "a b\\c", "/ws/v\x1b[2J\x1b]52;c;ZWNobw==\a", "line\nbreak", "bad\xff\xfe", "it's\x1b\\", "é\u202e"} {
+		q := shellQuote(s)
+		if strings.ContainsFunc(q, func(r rune) bool { return !unicode.IsPrint(r) }) || !utf8.ValidString(q) {
+			t.Errorf("shellQuote(%q) = %q: not printable", s, q)
+		}
+		out, err := exec.Command(bash, "-c", "printf %s "+q).Output()
+		if err != nil || string(out) != s {
+			t.Errorf("shellQuote(%q) = %s, which bash reads as %q (%v)", s, q, out, err)
+		}
 	}
 }

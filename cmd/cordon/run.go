@@ -392,7 +392,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	}
 	r.w.SetBudget(s.Policy.Limits.AuditBudget)
 	for _, d := range sandbox.MissingDenyRead(s.Policy, s.Workspace) {
-		fmt.Fprintf(stderr, "cordon: warning: deny_read %s does not exist, so nothing is hidden there; if it held a secret, an earlier run may have moved it, with a directory above it, to a name nothing hides: look for it and put it back (if it is not made yet, the first run after it is hides it)\n", d)
+		fmt.Fprintf(stderr, "cordon: warning: deny_read %s does not exist, so nothing is hidden there; if it held a secret, an earlier run may have moved it, with a directory above it, to a name nothing hides: look for it and put it back (if it is not made yet, the first run after it is hides it)\n", printable(d, 0))
 	}
 	r.out.Network.Mode = string(s.Policy.Network)
 	switch s.Policy.Network {

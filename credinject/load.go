@@ -48,6 +48,10 @@ type Options struct {
 	Env func(string) string
 	// CommandTimeout bounds each command source; zero means DefaultCommandTimeout.
 	CommandTimeout time.Duration
+	// Writable are the directories a sandboxed command may write (the
+	// workspace, read-write allow_paths): a command source runs with a
+	// PATH that leaves out the entries in them (commandPath).
+	Writable []string
 }
 
 // Load validates the selected credentials, reads their secrets and makes
@@ -230,7 +234,16 @@ func readSecret(pc policy.Credential, opts Options) (string, error) {
 	case src.File != "":
 		return readSecretFile(src.File)
 	default:
-		return runSecretCommand(src.Command, opts.CommandTimeout)
+		var env, left []string // nil: cordon's own environment
+		if path, ok := os.LookupEnv("PATH"); ok && len(opts.Writable) > 0 {
+			path, left = commandPath(path, opts.Writable)
+			env = append(os.Environ(), "PATH="+path) // the last one counts
+		}
+		v, err := runSecretCommand(src.Command, opts.CommandTimeout, env)
+		if err != nil && len(left) > 0 {
+			err = fmt.Errorf("%w (it runs without the PATH entries the sandboxed command may write, where it could have planted a program of the name: %s)", err, strings.Join(left, ", "))
+		}
+		return v, err
 	}
 }
 
@@ -264,13 +277,14 @@ func readSecretFile(path string) (string, error) {
 	return v, nil
 }
 
-// runSecretCommand runs command with /bin/sh -c, from commandDir, and
-// returns its stdout.
-func runSecretCommand(command string, timeout time.Duration) (string, error) {
+// runSecretCommand runs command with /bin/sh -c, from commandDir, in the
+// environment env (nil: cordon's), and returns its stdout.
+func runSecretCommand(command string, timeout time.Duration, env []string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
 	cmd.Dir = commandDir()
+	cmd.Env = env
 	var stdout, stderr limitedBuffer
 	stdout.limit, stderr.limit = maxSecretSource, maxSecretSource
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -308,6 +322,35 @@ func commandDir() string {
 		}
 	}
 	return "/"
+}
+
+// commandPath is path, a PATH, without its entries that lie in one of
+// writable, which it returns as left (as written or with their links resolved): the directories a
+// sandboxed command may write. A workspace directory on PATH (an activated
+// virtualenv's bin, a node_modules/.bin) may hold a program of a command
+// source's name that a box wrote in an earlier run, and the source runs
+// on the host, with the user's rights, before any box exists.
+func commandPath(path string, writable []string) (kept string, left []string) {
+	var keep []string
+	for _, d := range filepath.SplitList(path) {
+		real := d
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			real = r
+		}
+		if slices.ContainsFunc(writable, func(w string) bool { return within(w, d) || within(w, real) }) {
+			left = append(left, d)
+		} else {
+			keep = append(keep, d)
+		}
+	}
+	return strings.Join(keep, string(filepath.ListSeparator)), left
+}
+
+// within says whether the absolute path p is dir or lies below it; a
+// relative p (taken from commandDir) is in none.
+func within(dir, p string) bool {
+	p = filepath.Clean(p)
+	return filepath.IsAbs(p) && (p == dir || dir == "/" || strings.HasPrefix(p, dir+"/"))
 }
 
 // quoteStderr returns ": " and the end of stderr, with anything the command

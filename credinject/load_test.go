@@ -423,3 +423,47 @@ func FuzzMaskBytes(f *testing.F) {
 		}
 	})
 }
+
+// A command source runs with a PATH that leaves out the directories a
+// sandboxed command may write (Options.Writable): an activated
+// virtualenv's bin in the workspace may hold a program of the source's
+// name that a box planted, which would run on the host with the user's
+// rights. A tool elsewhere on PATH runs; one found only in the workspace
+// does not, and the error says why.
+func TestLoadCommandPathLeavesOutWritable(t *testing.T) {
+	base := t.TempDir()
+	ws, tools, linked := filepath.Join(base, "ws"), filepath.Join(base, "tools"), filepath.Join(base, "linked-bin")
+	venv := filepath.Join(ws, ".venv", "bin")
+	for dir, value := range map[string]string{venv: "planted-by-the-box", tools: "value-from-tools"} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "tool"), []byte("#!/bin/sh\necho "+value+"\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(venv, "only-here"), []byte("#!/bin/sh\necho planted-only-here\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(venv, linked); err != nil { // a PATH entry that leads into the workspace
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", base)
+	for _, path := range []string{venv + ":" + tools + ":/usr/bin:/bin", linked + ":" + tools + ":/usr/bin:/bin"} {
+		t.Setenv("PATH", path)
+		c := validCred()
+		c.Source = policy.Source{Command: "tool"}
+		set, err := Load([]policy.Credential{c}, []string{"openai"}, Options{Env: testEnv, Writable: []string{ws}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := set.creds[0].secret; got != "value-from-tools" {
+			t.Errorf("with PATH %s, the command read %q, want value-from-tools", path, got)
+		}
+		c.Source = policy.Source{Command: "only-here"}
+		_, err = Load([]policy.Credential{c}, []string{"openai"}, Options{Env: testEnv, Writable: []string{ws}})
+		if err == nil || !strings.Contains(err.Error(), "without the PATH entries the sandboxed command may write") {
+			t.Errorf("with PATH %s, a program found only in the workspace: %v, want a refusal saying why", path, err)
+		}
+	}
+}

@@ -351,3 +351,37 @@ printf '#!/bin/sh\necho sh > %s\n' > cordon-plant && chmod +x cordon-plant && ec
 		t.Fatalf("the credential's source command ran what the box planted in the workspace, on the host (%q)", got)
 	}
 }
+
+// A credential's source command runs on the host with a PATH that leaves
+// out the directories the box may write: with a project's virtualenv
+// activated, its bin (in the workspace) comes first on PATH, and a
+// program of the command's name that a run planted there ran, outside
+// any box, at the next run that loaded the credential.
+func TestCredentialCommandPassesOverTheWorkspacesPath(t *testing.T) {
+	b := newBox(t)
+	marker := filepath.Join(b.ws, "ran-on-the-host")
+	venv := filepath.Join(b.ws, ".venv", "bin")
+	cfg := b.config(`credentials:
+  - name: provider
+    source: {command: "cordon-token 2>/dev/null || echo sk-from-command-0123456789"}
+    hosts: [api.provider.example]
+    header: "Authorization: Bearer {}"
+    env: PROVIDER_API_KEY
+`)
+	plant := fmt.Sprintf(`mkdir -p .venv/bin && printf '#!/bin/sh\necho ran > %s\necho sk-planted-0123456789\n' > .venv/bin/cordon-token && chmod +x .venv/bin/cordon-token && echo PLANTED`, marker)
+	r := b.run("--net", "off", "--", "sh", "-c", plant)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "PLANTED") {
+		t.Fatalf("the first run did not plant its program:\n%s%s", r.stdout, r.stderr)
+	}
+	cmd := cordonIn(t, b.ws, b.env("PATH="+venv+":/usr/local/bin:/usr/bin:/bin"), "run", "--audit", b.audit, "--net", "restricted", "--config", cfg,
+		"--credential", "provider", "--ephemeral-ca", "--", "sh", "-c", `echo "placeholder: ${PROVIDER_API_KEY:+set}"`)
+	r = runResult(t, runTimeout, cmd)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "placeholder: set") {
+		t.Fatalf("the credential was not loaded:\n%s%s", r.stdout, r.stderr)
+	}
+	if got, err := os.ReadFile(marker); err == nil {
+		t.Fatalf("the credential's source command ran the program the box planted on PATH, on the host (%q)", got)
+	}
+}

@@ -51,6 +51,10 @@ type Options struct {
 	EphemeralCA bool
 	// Credentials names the configured credentials this session uses.
 	Credentials []string
+	// Writable are the directories the sandbox may write (the workspace,
+	// read-write allow_paths), whose PATH entries a credential's command
+	// source runs without (credinject.Options.Writable).
+	Writable []string
 	// BundlePath is where the session's trust bundle is written; empty
 	// means a file in a fresh temporary directory, or, InSandbox, no file:
 	// the sandbox is given the bundle's bytes (Proxy.Sandbox).
@@ -99,7 +103,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	// the start of every session. A bad extra CA file is found at once:
 	// the trust bundle reads it too.
 	roots := sync.OnceValues(func() (*x509.CertPool, error) { return certs.UpstreamPool(p.ExtraCA) })
-	creds, err := credinject.Load(p.Credentials, o.Credentials, credinject.Options{})
+	creds, err := credinject.Load(p.Credentials, o.Credentials, credinject.Options{Writable: o.Writable})
 	if err != nil {
 		return nil, err
 	}

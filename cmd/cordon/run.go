@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -162,6 +163,20 @@ func (f *runFlags) spec(argv []string) (*sandbox.Spec, error) {
 		Policy: p, Argv: argv, Workdir: cwd, Workspace: ws, Timeout: p.Limits.Timeout, Config: config, Projects: above,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 	}, nil
+}
+
+// writableDirs are the directories the sandbox of s may write, as real
+// paths: its workspace and its read-write allow_paths (those that exist).
+func writableDirs(s *sandbox.Spec) []string {
+	out := []string{s.Workspace}
+	for _, e := range s.Policy.AllowPaths {
+		if r, err := policy.ParsePathRule(e); err == nil && r.Write {
+			if real, err := filepath.EvalSymlinks(r.Path); err == nil {
+				out = append(out, real)
+			}
+		}
+	}
+	return out
 }
 
 // plan prints the launch for --dry-run.
@@ -433,7 +448,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	}
 	if s.Policy.Network == policy.NetRestricted {
 		px, err := session.StartProxy(ctx, session.Options{Policy: s.Policy, Audit: r.w, InSandbox: sandboxInside.OwnNetwork,
-			Credentials: f.pf.credentials, EphemeralCA: f.pf.ephemeralCA})
+			Credentials: f.pf.credentials, EphemeralCA: f.pf.ephemeralCA, Writable: writableDirs(s)})
 		if err != nil {
 			return r.refuse("proxy", err.Error(), "")
 		}

@@ -185,8 +185,8 @@ func globalConfigs(home string) []string {
 // globalConfigFiles lists the user's global git config files
 // (globalConfigs) and what they include, in turn, to git's depth, as git
 // reads them: each as the path git opens (relative includes are from its
-// directory, "~/" from home) and, where links on the way lead elsewhere,
-// the real path they reach (a dotfiles repository's gitconfig, which
+// directory, "~/" and "~user/" from a home, homePath) and, where links on
+// the way lead elsewhere, the real path they reach (a dotfiles repository's gitconfig, which
 // ~/.gitconfig links to). link, when not nil, is called with each
 // symbolic link on the way (Resolve): its error is returned.
 func globalConfigFiles(home string, link func(path string) error) ([]string, error) {
@@ -216,9 +216,10 @@ func globalConfigFiles(home string, link func(path string) error) ([]string, err
 		}
 		for _, inc := range includePaths(data) {
 			incs := []string{inc}
+			h, fromHome := homePath(inc, home)
 			switch {
-			case strings.HasPrefix(inc, "~/"):
-				incs = []string{filepath.Join(home, inc[2:])}
+			case fromHome:
+				incs = []string{h}
 			case !filepath.IsAbs(inc):
 				// Git takes it from the directory of the path it
 				// opened; from the real one's too, to be sure.
@@ -298,7 +299,7 @@ func guardGlobalConfig(roots []string) ([]GuardedPath, error) {
 // directories between the workspace and it pinned; a missing one is
 // removed after the run if the run made it (Unmade). A relative path is
 // from the repository's worktree, where git runs hooks and commands; "~/"
-// from home. A hooks directory that is the workspace root itself has each
+// and "~user/" from a home (homePath). A hooks directory that is the workspace root itself has each
 // hook git would run from it guarded instead. worktree is the
 // repository's worktree, or "" to take it from dir (its core.worktree,
 // or the directory above a .git). A linked worktree's git
@@ -372,11 +373,12 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 		}
 		for _, w := range words {
 			p := w.path
+			h, fromHome := homePath(p, home)
 			switch {
 			case p == "":
 				continue
-			case strings.HasPrefix(p, "~/"):
-				p = filepath.Join(home, p[2:])
+			case fromHome:
+				p = h
 			case !filepath.IsAbs(p):
 				p = filepath.Join(worktree, p)
 			}

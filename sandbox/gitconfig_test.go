@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -261,6 +262,53 @@ func TestGuardRepoContinuedValue(t *testing.T) {
 	}
 	got := describeGuards(paths, ws)
 	for _, want := range []string{"read-only .githooks", "read-only tools/fsmon.sh"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("GuardRepo = %q; want %s", got, want)
+		}
+	}
+}
+
+// A path from a user's home, "~user/", is that user's home directory's,
+// as git (include.path, core.hooksPath) and the shell (a command) take
+// it, not a directory "~user" of the worktree.
+func TestGuardRepoUserHomePath(t *testing.T) {
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, err := filepath.EvalSymlinks(me.HomeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := os.MkdirTemp(real, "cordon-test-") // under the home ~name/ names
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	t.Setenv("HOME", t.TempDir()) // ~name/ is looked up, not taken from $HOME
+	t.Setenv("XDG_CONFIG_HOME", "")
+	from := "~" + me.Username + "/" + filepath.Base(ws)
+	for _, d := range []string{".git/hooks", ".githooks", "tools"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, data := range map[string]string{
+		".git/config":          "[core]\n\thooksPath = " + from + "/.githooks\n\tfsmonitor = sh " + from + "/tools/fsmon.sh\n[include]\n\tpath = " + from + "/more.gitconfig\n",
+		"more.gitconfig":       "[user]\n\tname = x\n",
+		"tools/fsmon.sh":       "#!/bin/sh\n",
+		".githooks/pre-commit": "#!/bin/sh\n",
+	} {
+		if err := os.WriteFile(filepath.Join(ws, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths, err := GuardRepo(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := describeGuards(paths, ws)
+	for _, want := range []string{"read-only .githooks", "read-only tools/fsmon.sh", "read-only more.gitconfig"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("GuardRepo = %q; want %s", got, want)
 		}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
+	"os/user"
 	"path/filepath"
 	"strings"
 )
@@ -13,8 +14,8 @@ const maxIncludeDepth = 10
 // configIncludes lists the files the git config file at path includes
 // (include.path and includeIf.*.path, whatever the condition: a condition
 // may hold on the host), and those they include in turn, as absolute
-// paths: relative ones from the including file's directory, "~/" from
-// home. A file that cannot be read, or is no regular file (readRegular),
+// paths: relative ones from the including file's directory, "~/" and
+// "~user/" from a home (homePath). A file that cannot be read, or is no regular file (readRegular),
 // includes nothing.
 func configIncludes(path, home string) []string {
 	var out []string
@@ -30,9 +31,10 @@ func configIncludes(path, home string) []string {
 			return
 		}
 		for _, inc := range includePaths(data) {
+			h, fromHome := homePath(inc, home)
 			switch {
-			case strings.HasPrefix(inc, "~/"):
-				inc = filepath.Join(home, inc[2:])
+			case fromHome:
+				inc = h
 			case !filepath.IsAbs(inc):
 				inc = filepath.Join(filepath.Dir(p), inc)
 			}
@@ -43,6 +45,26 @@ func configIncludes(path, home string) []string {
 	}
 	walk(path, 0)
 	return out
+}
+
+// homePath is the path p, a git config path ("~/x", "~alice/x") or a
+// command's word, taken from a home directory as git (for include.path,
+// core.hooksPath, init.templateDir) and the shell (for a command) take
+// it: "~" is home's, "~user" that user's, from the password database.
+// ok is false for a p that starts with no "~", or names no user.
+func homePath(p, home string) (string, bool) {
+	name, rest, _ := strings.Cut(strings.TrimPrefix(p, "~"), "/")
+	switch {
+	case !strings.HasPrefix(p, "~"):
+		return "", false
+	case name == "":
+		return filepath.Join(home, rest), true
+	}
+	u, err := user.Lookup(name)
+	if err != nil || !filepath.IsAbs(u.HomeDir) {
+		return "", false
+	}
+	return filepath.Join(u.HomeDir, rest), true
 }
 
 // includePaths reads the path values of a git config's [include] and

@@ -94,7 +94,9 @@ func (e configEntry) truth() bool {
 
 // commandKeys are the config keys whose value is a command git (or a
 // program it starts) runs on the host, by section and key; each in any
-// subsection (a filter, diff or merge driver's name, an alias).
+// subsection (a filter, diff or merge driver's name, an alias, ssh in
+// gpg.ssh.defaultKeyCommand, a trailer's token). A submodule's update is
+// a command when it starts with "!".
 var commandKeys = map[[2]string]bool{
 	{"core", "fsmonitor"}: true, {"core", "sshcommand"}: true, {"core", "editor"}: true,
 	{"core", "pager"}: true, {"core", "askpass"}: true, {"sequence", "editor"}: true,
@@ -105,6 +107,10 @@ var commandKeys = map[[2]string]bool{
 	{"difftool", "cmd"}: true, {"mergetool", "cmd"}: true, {"difftool", "path"}: true,
 	{"mergetool", "path"}: true, {"remote", "uploadpack"}: true, {"remote", "receivepack"}: true,
 	{"browser", "cmd"}: true, {"browser", "path"}: true, {"man", "cmd"}: true, {"man", "path"}: true,
+	{"core", "alternaterefscommand"}: true, {"core", "gitproxy"}: true, {"gpg", "defaultkeycommand"}: true,
+	{"trailer", "cmd"}: true, {"trailer", "command"}: true, {"submodule", "update"}: true,
+	{"sendemail", "sendmailcmd"}: true, {"sendemail", "smtpserver"}: true, {"sendemail", "tocmd"}: true,
+	{"sendemail", "cccmd"}: true, {"guitool", "cmd"}: true, {"instaweb", "httpd"}: true,
 }
 
 // commandWord is one word of a command-valued config key that may name a

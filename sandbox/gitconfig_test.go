@@ -86,6 +86,15 @@ func TestCommandWords(t *testing.T) {
 		{"alias", "", "st", "status --short ./dir", nil}, // a git command
 		{"user", "", "name", "sh a/b", nil},              // no command
 		{"core", "", "editor", "vim", nil},
+		// Commands git runs at a signed commit, a --trailer, a submodule
+		// update, a fetch or push: each guarded as the others.
+		{"gpg", "ssh", "defaultkeycommand", "sh tools/key.sh", []string{"tools/key.sh"}},
+		{"trailer", "sign", "cmd", "sh tools/tr.sh", []string{"tools/tr.sh"}},
+		{"submodule", "lib", "update", "!sh tools/up.sh", []string{"tools/up.sh"}},
+		{"submodule", "lib", "update", "rebase", nil},
+		{"core", "", "alternaterefscommand", "tools/refs.sh", []string{"1:tools/refs.sh"}},
+		{"core", "", "gitproxy", "tools/proxy.sh for example.com", []string{"1:tools/proxy.sh", "for", "example.com"}},
+		{"sendemail", "", "tocmd", "./tools/to.sh", []string{"1:./tools/to.sh"}},
 	} {
 		var got []string
 		for _, w := range commandWords(configEntry{section: c.section, sub: c.sub, key: c.key, value: c.value}) {

@@ -37,20 +37,28 @@ func Aftercare(guards []GuardedPath) Care {
 			guarded[g.Path] = true
 		}
 	}
-	putAside := func(p string) {
-		to, err := setAside(p)
-		if err != nil {
-			c.Unchecked = append(c.Unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
-			return
-		}
-		c.SetAside = append(c.SetAside, to)
-	}
 	// The run began no later than its Nested guard was taken.
 	var began time.Time
 	for _, g := range guards {
 		if g.Guard == Nested && (began.IsZero() || g.Since.Before(began)) {
 			began = g.Since
 		}
+	}
+	putAside := func(p string) {
+		// A .git file may name a git directory in the workspace that is
+		// missing, under a directory the box could make a link (gitdir:
+		// gd/repo, and gd a link to the user's home): the rename would
+		// have moved the host's directory of that name.
+		if err := linkMadeOnTheWay(p, began, "set aside"); err != nil {
+			c.Unchecked = append(c.Unchecked, Unchecked{Path: p, Reason: err})
+			return
+		}
+		to, err := setAside(p)
+		if err != nil {
+			c.Unchecked = append(c.Unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
+			return
+		}
+		c.SetAside = append(c.SetAside, to)
 	}
 	for _, g := range guards {
 		switch g.Guard {
@@ -166,14 +174,8 @@ func setAside(p string) (string, error) {
 // box may have put it there to send the removal to a directory of the
 // host's.
 func removeMade(p string, began time.Time) (bool, error) {
-	for d := filepath.Dir(p); d != filepath.Dir(d); d = filepath.Dir(d) {
-		fi, err := os.Lstat(d)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			continue
-		}
-		if _, changed, err := fileTimes(d); err != nil || began.IsZero() || !changed.Before(began) {
-			return false, fmt.Errorf("%s, on the way to it, is a symbolic link made during the run; nothing is removed through it", d)
-		}
+	if err := linkMadeOnTheWay(p, began, "removed"); err != nil {
+		return false, err
 	}
 	remove := func() error {
 		if _, err := os.Lstat(p); err != nil {
@@ -192,6 +194,25 @@ func removeMade(p string, began time.Time) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// linkMadeOnTheWay refuses a symbolic link above p (its directory, or
+// one above it) made or changed since began, the run's start (any link,
+// when began is zero): the box may have put it there, where a path of
+// the workspace was missing, to send cordon's removal or rename (what,
+// for the error) to a file or directory of the host's, which it could not
+// even see.
+func linkMadeOnTheWay(p string, began time.Time, what string) error {
+	for d := filepath.Dir(p); d != filepath.Dir(d); d = filepath.Dir(d) {
+		fi, err := os.Lstat(d)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		if _, changed, err := fileTimes(d); err != nil || began.IsZero() || !changed.Before(began) {
+			return fmt.Errorf("%s, on the way to it, is a symbolic link made during the run; nothing is %s through it", d, what)
+		}
+	}
+	return nil
 }
 
 // lstatOpened is os.Lstat of p, through directories above it the box

@@ -550,3 +550,40 @@ func TestAftercareRemovesNothingThroughALinkTheRunMade(t *testing.T) {
 		t.Errorf("through a link from before the run: removed %v, %v", c.Removed, err)
 	}
 }
+
+// A .git file naming a git directory in the workspace that is missing
+// (gitdir: gd/repo) has a run that makes it set it aside; but a run that
+// makes gd a link to a directory of the host's (the user's home) made
+// cordon rename the host's gd/repo, which the box could not even see.
+// Nothing is set aside through a link the run made: it is reported.
+func TestAftercareSetsAsideNothingThroughALinkTheRunMade(t *testing.T) {
+	base := realTempDir(t)
+	ws, victim := filepath.Join(base, "ws"), filepath.Join(base, "victim")
+	for _, d := range []string{ws, filepath.Join(victim, "repo")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: gd/repo\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	paths, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := describeGuards(paths, ws); !slices.Contains(got, "unborn gd/repo") {
+		t.Fatalf("GuardWorkspace = %q", got)
+	}
+	time.Sleep(2 * clockSlack)
+	// The run: gd, missing, made a link to the host's directory.
+	if err := os.Symlink(victim, filepath.Join(ws, "gd")); err != nil {
+		t.Fatal(err)
+	}
+	c := Aftercare(paths)
+	if _, err := os.Stat(filepath.Join(victim, "repo")); err != nil || c.SetAside != nil {
+		t.Fatalf("the host's directory behind the link was set aside (%v): %v", c.SetAside, err)
+	}
+	if len(c.Unchecked) != 1 || !strings.Contains(c.Unchecked[0].Reason.Error(), filepath.Join(ws, "gd")+", on the way to it, is a symbolic link made during the run; nothing is set aside through it") {
+		t.Errorf("unchecked %v, want the link reported", c.Unchecked)
+	}
+}

@@ -589,8 +589,13 @@ func (g *repoWalk) repo(root string, depth int) ([]GuardedPath, error) {
 			return nil, err
 		}
 		out = append(out, more...)
+	case depth == 0:
+		// A named pipe, say, which no guard holds: the box could
+		// replace it with a repository of its own, and the root's .git
+		// is not the walk's to set aside (Nested).
+		return nil, fmt.Errorf("%s is neither a directory nor a file (%s): git cannot use it, and the sandboxed command could replace it with a repository of its own, whose config and hooks git run there on the host would follow; remove it", dotgit, fi.Mode().Type())
 	default:
-		return nil, nil
+		return nil, nil // a checkout's: one the run makes is set aside (Checkouts)
 	}
 	links, err := repoGitlinks(dir)
 	if err != nil {

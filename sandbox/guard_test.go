@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -395,6 +396,22 @@ func TestGuardUnborn(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(aside[0], "config")); err != nil {
 		t.Errorf("the set-aside repository lost its contents: %v", err)
+	}
+}
+
+// A workspace whose .git is neither a directory nor a file (a named pipe
+// a repository's archive held) is refused: no guard holds it, the box
+// replaced it with a repository of its own, and the walk after the run
+// leaves the root's .git alone, so the host's git status ran the box's
+// core.fsmonitor.
+func TestGuardRepoOddDotGit(t *testing.T) {
+	ws := realTempDir(t)
+	if err := syscall.Mkfifo(filepath.Join(ws, ".git"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	paths, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	if err == nil || !strings.Contains(err.Error(), "is neither a directory nor a file") {
+		t.Errorf("GuardWorkspace = %q, %v; want a refusal", describeGuards(paths, ws), err)
 	}
 }
 

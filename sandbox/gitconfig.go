@@ -179,13 +179,22 @@ var hookNames = []string{"applypatch-msg", "pre-applypatch", "post-applypatch", 
 	"post-rewrite", "sendemail-validate", "fsmonitor-watchman", "p4-changelist",
 	"p4-prepare-changelist", "p4-post-changelist", "p4-pre-submit", "post-index-change"}
 
-// globalConfigs are the user's git config files, as git finds them.
+// globalConfigs are the user's git config files, as git finds them, and
+// the files $GIT_CONFIG_GLOBAL and $GIT_CONFIG_SYSTEM name in their
+// place (git run with cordon's environment reads those; git run
+// elsewhere, without them, the others).
 func globalConfigs(home string) []string {
 	xdg := os.Getenv("XDG_CONFIG_HOME")
 	if xdg == "" {
 		xdg = filepath.Join(home, ".config")
 	}
-	return []string{filepath.Join(xdg, "git", "config"), filepath.Join(home, ".gitconfig")}
+	out := []string{filepath.Join(xdg, "git", "config"), filepath.Join(home, ".gitconfig")}
+	for _, v := range []string{"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"} {
+		if p := os.Getenv(v); filepath.IsAbs(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // globalConfigFiles lists the user's global git config files

@@ -15,6 +15,7 @@ func TestGuardGlobalConfig(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		xdg     string
+		global  string // $GIT_CONFIG_GLOBAL
 		tree    tree
 		want    []string
 		never   []string
@@ -30,6 +31,8 @@ func TestGuardGlobalConfig(t *testing.T) {
 			want: []string{"pinned {ws}/xdg", "pinned {ws}/xdg/git", "read-only {ws}/xdg/git/config"}},
 		{name: "a link in the workspace", xdg: "{ws}/xdg", tree: tree{"{ws}/xdg/git/config": "@{home}/real", "{home}/real": ""},
 			wantErr: "is a symbolic link"},
+		{name: "GIT_CONFIG_GLOBAL in the workspace", global: "{ws}/dots/gitconfig", tree: tree{"{ws}/dots/gitconfig": "[include]\n\tpath = extra\n", "{ws}/dots/extra": ""},
+			want: []string{"pinned {ws}/dots", "read-only {ws}/dots/gitconfig", "read-only {ws}/dots/extra"}},
 		{name: "outside", tree: tree{"{home}/.gitconfig": "[include]\n\tpath = other\n", "{home}/other": "", "{ws}/gitextra": ""},
 			never: []string{"gitextra", ".gitconfig", "other"}},
 	} {
@@ -38,6 +41,8 @@ func TestGuardGlobalConfig(t *testing.T) {
 			x := strings.NewReplacer("{ws}", ws, "{home}", home)
 			t.Setenv("HOME", home)
 			t.Setenv("XDG_CONFIG_HOME", x.Replace(c.xdg))
+			t.Setenv("GIT_CONFIG_GLOBAL", x.Replace(c.global))
+			t.Setenv("GIT_CONFIG_SYSTEM", "")
 			for p, data := range c.tree {
 				p, data = x.Replace(p), x.Replace(data)
 				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

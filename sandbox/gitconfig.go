@@ -278,6 +278,9 @@ func guardGlobalConfig(roots []string) ([]GuardedPath, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseHardLinked(files, roots); err != nil {
+		return nil, fmt.Errorf("your global git config: %w", err)
+	}
 	var out []GuardedPath
 	for _, f := range files {
 		held := false

@@ -92,3 +92,44 @@ func TestGuardGlobalConfig(t *testing.T) {
 		})
 	}
 }
+
+// A file the box must not write that has other hard links on the file
+// system of a directory the box may write is refused: a read-only mount
+// holds one name, and the box wrote the file through another (a dotfiles
+// workspace whose gitconfig ~/.gitconfig is a hard link of; a read_only
+// file with a second name in the workspace).
+func TestGuardHardLinked(t *testing.T) {
+	ws, home := realTempDir(t), realTempDir(t)
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("GIT_CONFIG_GLOBAL", "")
+	t.Setenv("GIT_CONFIG_SYSTEM", "")
+	for p, data := range map[string]string{"dots/gitconfig": "[user]\n\tname = x\n", "Makefile": "all:\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := GuardWorkspace(GuardSpec{Workspace: ws, ReadOnly: []string{"Makefile"}}); err != nil {
+		t.Fatalf("with no hard links: %v", err)
+	}
+	if err := os.Link(filepath.Join(ws, "Makefile"), filepath.Join(ws, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := GuardWorkspace(GuardSpec{Workspace: ws, ReadOnly: []string{"Makefile"}}); err == nil || !strings.Contains(err.Error(), filepath.Join(ws, "notes.txt")+" is a hard link of "+filepath.Join(ws, "Makefile")) {
+		t.Errorf("a read_only file with a second name in the workspace: %v, want a refusal", err)
+	}
+	if err := os.Link(filepath.Join(ws, "dots", "gitconfig"), filepath.Join(home, ".gitconfig")); err != nil {
+		t.Fatal(err)
+	}
+	// Another directory the box may write, holding no name of it, is
+	// searched and passes.
+	if _, err := guardGlobalConfig([]string{realTempDir(t)}); err != nil {
+		t.Errorf("~/.gitconfig hard-linked outside the directories the box may write: %v", err)
+	}
+	if _, err := guardGlobalConfig([]string{ws}); err == nil || !strings.Contains(err.Error(), filepath.Join(ws, "dots", "gitconfig")+" is a hard link of "+filepath.Join(home, ".gitconfig")) {
+		t.Errorf("~/.gitconfig a hard link of the workspace's gitconfig: %v, want a refusal", err)
+	}
+}

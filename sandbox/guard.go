@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -221,8 +223,76 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 		}
 		out = append(out, more...)
 	}
+	var readOnly []string
+	for _, g := range out {
+		if g.Guard == ReadOnly {
+			readOnly = append(readOnly, g.Path)
+		}
+	}
+	if err := refuseHardLinked(readOnly, writable); err != nil {
+		return nil, err
+	}
 	out = append(out, GuardedPath{Path: ws, Guard: Nested, Dir: true, Since: time.Now().Add(-clockSlack)})
 	return settle(out), nil
+}
+
+// Bounds on the search for the other names of a hard-linked file
+// (refuseHardLinked), as for credential files in exposed trees.
+const (
+	maxLinkSearchEntries = 100_000
+	maxLinkSearchTime    = 5 * time.Second
+)
+
+// refuseHardLinked refuses a file of files, ones the box must not write
+// (those kept read-only, the user's global git config), that has another
+// name in one of writable, the directories the box may write: a read-only
+// mount holds one name, and the box wrote the file through another (a
+// dotfiles workspace whose gitconfig ~/.gitconfig is a hard link of: a
+// core.fsmonitor it appended ran at the user's next git status anywhere).
+// Only a file with more than one link is searched for, by a walk of
+// writable within a bound; a search that cannot be finished refuses too.
+func refuseHardLinked(files, writable []string) error {
+	type inode struct{ dev, ino uint64 }
+	want := map[inode]string{}
+	for _, p := range files {
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+			want[inode{uint64(st.Dev), uint64(st.Ino)}] = p
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	entries, deadline := 0, time.Now().Add(maxLinkSearchTime)
+	for _, w := range writable {
+		err := filepath.WalkDir(w, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err // what cannot be read could hold another name
+			}
+			if entries++; entries > maxLinkSearchEntries || time.Now().After(deadline) {
+				return fmt.Errorf("more than %d entries, or %s, to search", maxLinkSearchEntries, maxLinkSearchTime)
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return nil // gone
+			}
+			st, ok := fi.Sys().(*syscall.Stat_t)
+			if p, found := want[inode{uint64(st.Dev), uint64(st.Ino)}]; ok && found && path != p {
+				return fmt.Errorf("%s is a hard link of %s, which cordon keeps from the sandboxed command: it could write the file through this name; make it a symbolic link, or a copy", path, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("looking in %s for other names of %s, which have more hard links than one: %w", w, strings.Join(slices.Sorted(maps.Values(want)), ", "), err)
+		}
+	}
+	return nil
 }
 
 // guardOwn guards file, one cordon runs on the host, when it lies under

@@ -428,6 +428,9 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 					// A missing bare name is a word, not a file.
 					continue
 				case errors.Is(err, fs.ErrNotExist):
+					if err := linkUnder(g.top, p); err != nil {
+						return nil, fmt.Errorf("the git config of %s names %s for git to run (%s.%s): %w", dir, p, e.section, e.key, err)
+					}
 					out = append(out, GuardedPath{Path: p, Guard: Unmade})
 					continue
 				}

@@ -647,6 +647,9 @@ func (g *repoWalk) repo(root string, depth int) ([]GuardedPath, error) {
 			// repository the run made where none was.
 			named, ok := gitdirNamed(dotgit)
 			if _, err := os.Lstat(named); ok && errors.Is(err, fs.ErrNotExist) && Within(named, g.top) && named != g.top {
+				if err := linkUnder(g.top, named); err != nil {
+					return nil, fmt.Errorf("%s names the git directory %s: %w", dotgit, named, err)
+				}
 				out = append(out, GuardedPath{Path: named, Guard: Unborn})
 			}
 			return out, nil
@@ -823,6 +826,24 @@ func gitdirNamed(dotgit string) (string, bool) {
 	return filepath.Clean(p), true
 }
 
+// linkUnder refuses a symbolic link under root on the way to p, a path
+// under root that does not exist, which cordon removes or sets aside
+// after the run if the run made it (Unmade, Unborn): through a link,
+// aftercare would act where the link leads, on what the box did not make
+// (a repository's gd linked to ~/.cache/cordon, and include.path =
+// gd/aftercare: cordon removed its own records of owed aftercare, which
+// it had made during the run), and the box could point the link
+// elsewhere.
+func linkUnder(root, p string) error {
+	_, _, err := Resolve(p, func(l string) error {
+		if Within(l, root) && l != root {
+			return linkRefusal(l)
+		}
+		return nil
+	})
+	return err
+}
+
 // linkRefusal is the error for a guarded path that is a symbolic link: a
 // guard would land on the link's target, and the link itself could be
 // replaced.
@@ -922,6 +943,9 @@ func (g *repoWalk) includes(p string) ([]GuardedPath, error) {
 		if _, err := os.Lstat(inc); errors.Is(err, fs.ErrNotExist) {
 			// A placeholder would not do: git fails on an include it
 			// cannot read. One the run makes is removed after it.
+			if err := linkUnder(g.top, inc); err != nil {
+				return nil, fmt.Errorf("%s includes %s: %w", p, inc, err)
+			}
 			out = append(out, GuardedPath{Path: inc, Guard: Unmade})
 			continue
 		}

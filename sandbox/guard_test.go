@@ -619,3 +619,43 @@ func checkGuards(t *testing.T, guard string, paths []GuardedPath, ws string, wan
 		}
 	}
 }
+
+// A path the run must not make (an include, a program the config names,
+// a git directory a .git file names) that is missing, with a symbolic
+// link on the way in the workspace, is refused: aftercare would remove or
+// set aside what is there through the link, outside the workspace, though
+// the box did not make it (a repository's gd linked to ~/.cache/cordon
+// and include.path = ../gd/aftercare had cordon remove its own records of
+// owed aftercare, which it had made during the run).
+func TestGuardMissingThroughALink(t *testing.T) {
+	for name, c := range map[string]struct{ config, dotgit string }{
+		"an include":      {config: "[include]\n\tpath = ../gd/aftercare\n"},
+		"a program":       {config: "[core]\n\tfsmonitor = gd/fsmon.sh\n"},
+		"a git directory": {dotgit: "gitdir: gd/repo\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ws, outside := realTempDir(t), realTempDir(t)
+			t.Setenv("HOME", realTempDir(t))
+			t.Setenv("XDG_CONFIG_HOME", "")
+			if err := os.Symlink(outside, filepath.Join(ws, "gd")); err != nil {
+				t.Fatal(err)
+			}
+			if c.dotgit != "" {
+				if err := os.WriteFile(filepath.Join(ws, ".git"), []byte(c.dotgit), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				if err := os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(ws, ".git", "config"), []byte(c.config), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			paths, err := GuardRepo(ws)
+			if err == nil || !strings.Contains(err.Error(), filepath.Join(ws, "gd")+" is a symbolic link") {
+				t.Errorf("GuardRepo = %q, %v; want the link refused", describeGuards(paths, ws), err)
+			}
+		})
+	}
+}

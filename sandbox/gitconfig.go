@@ -373,6 +373,7 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 			}
 		}
 	}
+	homeVar := strings.NewReplacer("${HOME}", home, "$HOME", home)
 	var out []GuardedPath
 	worktreeConfig := false
 	for _, e := range entries {
@@ -387,6 +388,9 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 			// repository the user makes or clones.
 			words, hooks = []commandWord{{path: e.value, first: true}}, true
 		default:
+			// The shell that runs the command expands $HOME, which
+			// commandWords takes for a separator and a word.
+			e.value = homeVar.Replace(e.value)
 			words = commandWords(e)
 		}
 		for _, w := range words {

@@ -323,3 +323,36 @@ func TestGuardRepoUserHomePath(t *testing.T) {
 		}
 	}
 }
+
+// A command's $HOME is the shell's to expand: a script named from it in
+// the workspace is guarded as one named from ~/.
+func TestGuardRepoHomeVariable(t *testing.T) {
+	home := realTempDir(t)
+	ws := filepath.Join(home, "proj")
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	for _, d := range []string{".git/hooks", "tools"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, data := range map[string]string{
+		".git/config":    "[core]\n\tfsmonitor = sh $HOME/proj/tools/fsmon.sh\n[alias]\n\tx = !sh ${HOME}/proj/tools/x.sh\n",
+		"tools/fsmon.sh": "#!/bin/sh\n",
+		"tools/x.sh":     "#!/bin/sh\n",
+	} {
+		if err := os.WriteFile(filepath.Join(ws, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths, err := GuardRepo(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := describeGuards(paths, ws)
+	for _, want := range []string{"read-only tools/fsmon.sh", "read-only tools/x.sh"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("GuardRepo = %q; want %s", got, want)
+		}
+	}
+}

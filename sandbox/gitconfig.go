@@ -364,12 +364,15 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 		if filepath.Base(dir) == ".git" {
 			worktree = filepath.Dir(dir)
 		}
-		for _, e := range ownEntries {
-			if e.is("core", "worktree") && e.value != "" {
-				worktree = e.value
-				if !filepath.IsAbs(worktree) {
-					worktree = filepath.Join(dir, worktree)
-				}
+	}
+	// The git directory's own core.worktree is where git runs hooks and
+	// commands, and takes relative paths from, whichever directory holds
+	// its .git (a linked worktree's, in the common config, is not its).
+	for _, e := range ownEntries {
+		if e.is("core", "worktree") && e.value != "" && own == filepath.Join(dir, "config") {
+			worktree = e.value
+			if !filepath.IsAbs(worktree) {
+				worktree = filepath.Join(dir, worktree)
 			}
 		}
 	}

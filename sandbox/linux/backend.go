@@ -263,17 +263,18 @@ func scratchName() string {
 
 // writeScratch creates the launch's scratch directory and files, readable
 // by uid (the account bwrap runs as). A launch without one needs none.
+// The directory is handed to uid only once it is complete: run as root,
+// cordon runs the command as run_as, an account other processes may run
+// as too, and a link one of them put in the directory while root was
+// still writing there would have root write through it to any file on
+// the machine. Each file is made anew (O_EXCL), never opened through a
+// link.
 func writeScratch(l *launch, uid, gid int) error {
 	if l.scratch == "" {
 		return nil
 	}
 	if err := os.Mkdir(l.scratch, 0o700); err != nil {
 		return fmt.Errorf("create scratch directory: %w", err)
-	}
-	if uid != os.Getuid() {
-		if err := os.Chown(l.scratch, uid, gid); err != nil {
-			return fmt.Errorf("hand the scratch directory to uid %d: %w", uid, err)
-		}
 	}
 	if l.emptyDir != "" {
 		if err := os.Mkdir(l.emptyDir, 0o555); err != nil {
@@ -286,9 +287,28 @@ func writeScratch(l *launch, uid, gid int) error {
 	}
 	sort.Strings(paths)
 	for _, p := range paths {
-		if err := os.WriteFile(p, l.files[p], 0o444); err != nil {
+		if err := writeNew(p, l.files[p], 0o444); err != nil {
 			return fmt.Errorf("write scratch file: %w", err)
 		}
 	}
+	if uid != os.Getuid() {
+		if err := os.Chown(l.scratch, uid, gid); err != nil {
+			return fmt.Errorf("hand the scratch directory to uid %d: %w", uid, err)
+		}
+	}
 	return nil
+}
+
+// writeNew writes data to path, a file it creates (O_EXCL: whatever is
+// already there, a link included, is an error, not followed).
+func writeNew(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

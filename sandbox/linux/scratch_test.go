@@ -1,0 +1,77 @@
+//go:build linux
+
+package linux
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestScratchNotWrittenThroughRunAsLinks: cordon run as root hands its
+// scratch directory to run_as (default nobody), an account other
+// processes on the machine may run as. Such a process, spinning on the
+// name of a scratch file (the names are fixed: file-0, empty), must never
+// get a symbolic link in before root writes the file: root would follow
+// it and overwrite any file on the machine with the file's contents.
+func TestScratchNotWrittenThroughRunAsLinks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test hands a directory to another account; run it as root, as make test does")
+	}
+	const nobody = 65534
+	base, err := os.MkdirTemp("", "cordon-scratch-test-") // t.TempDir's parent is closed to others
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(base, "victim")
+	const original = "root's own\n"
+	if err := os.WriteFile(victim, []byte(original), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scratch := filepath.Join(base, "scratch")
+	link := filepath.Join(scratch, "file-0")
+
+	// The other account's process: it tries to plant the link until it
+	// has, or for at most 20 seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	spin := exec.CommandContext(ctx, "setpriv", "--reuid="+strconv.Itoa(nobody), "--regid="+strconv.Itoa(nobody), "--clear-groups",
+		"perl", "-e", `$end = time + 20; until (symlink($ARGV[0], $ARGV[1])) { exit 1 if time > $end }`, victim, link)
+	if err := spin.Start(); err != nil {
+		t.Fatalf("start the other account's process: %v", err)
+	}
+	planted := make(chan error, 1)
+	go func() { planted <- spin.Wait() }()
+
+	l := &launch{scratch: scratch, files: map[string][]byte{link: []byte("127.0.0.1 localhost\n")}}
+	deadline := time.Now().Add(3 * time.Second)
+	for i := 0; i < 20000 && time.Now().Before(deadline); i++ {
+		err := writeScratch(l, nobody, nobody)
+		if got, rerr := os.ReadFile(victim); rerr != nil || string(got) != original {
+			t.Fatalf("after %d scratch directories, root's file %s holds %q (%v): root wrote through the other account's link (writeScratch: %v)", i+1, victim, got, rerr, err)
+		}
+		select {
+		case <-planted:
+			t.Fatalf("after %d scratch directories, the other account planted %s in one (writeScratch: %v)", i+1, link, err)
+		default:
+		}
+		// Back to root before it is removed, so that no link goes in
+		// while it is.
+		if err := os.Chown(scratch, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(scratch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	<-planted
+}

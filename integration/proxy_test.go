@@ -10,16 +10,21 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -776,5 +781,38 @@ func TestTLSRedialsTheLoggedAddress(t *testing.T) {
 	}
 	if want := []string{first, fmt.Sprintf("%s:%d", originAddr, originHTTPS)}; !slices.Equal(named, want) {
 		t.Fatalf("the tunnel's allow lines name %v, want %v (the first unreachable then)", named, want)
+	}
+}
+
+// TestProxyBundleOutOfOthersReach: the trust bundle's path outlives the
+// session in its clients' environment (eval "$(cordon proxy)" sets it in a
+// shell). Once the session has ended and removed it, no other user may
+// make that path anew: in /tmp one could, with a CA of their own in it,
+// and (on the session's port, free again) intercept every TLS connection
+// the user's shell then makes.
+func TestProxyBundleOutOfOthersReach(t *testing.T) {
+	p := startProxy(t, "--allow", "example.test")
+	bundle := p.env["SSL_CERT_FILE"]
+	if bundle == "" {
+		t.Fatal("cordon proxy printed no SSL_CERT_FILE")
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("cordon proxy did not end cleanly on SIGTERM: %v\n%s", err, p.stderr.String())
+	}
+	if _, err := os.Lstat(bundle); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the session's bundle %s is still there after it ended: %v", bundle, err)
+	}
+	// Another user (nobody) tries to make the bundle's directory anew.
+	dir := filepath.Dir(bundle)
+	mk := exec.Command("mkdir", dir)
+	mk.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := mk.CombinedOutput()
+	if err == nil {
+		os.RemoveAll(dir)
+		t.Fatalf("another user made the ended session's bundle directory %s anew: the user's clients would trust the CA put there", dir)
+	}
+	if !strings.Contains(string(out), "Permission denied") {
+		t.Fatalf("mkdir %s as another user failed, but not for want of permission: %v\n%s", dir, err, out)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/certs"
@@ -174,7 +175,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	// with a network of its own is given the bytes, so no file is needed.
 	bundle, tmpDir := o.BundlePath, ""
 	if bundle == "" && !o.InSandbox {
-		if tmpDir, err = os.MkdirTemp("", "cordon-bundle-"); err != nil {
+		if tmpDir, err = bundleDir(); err != nil {
 			closeListener()
 			closeAudit()
 			return nil, fmt.Errorf("trust bundle: %w", err)
@@ -349,6 +350,49 @@ func loadCA(o Options) (*certs.CA, error) {
 		}
 	}
 	return certs.LoadOrCreate(dir)
+}
+
+// bundleDir makes a session's own directory for its trust bundle: in
+// $TMPDIR where no other user can make names (macOS gives each user
+// one), else in the sessions directory in cordon's cache directory. The
+// bundle's path outlives the session in its clients' environment (eval
+// "$(cordon proxy)" sets it in a shell), and in a directory shared with
+// other users, as /tmp is, one of them could make that path anew once
+// the session has removed it, with a CA of their own in it for those
+// clients to trust.
+func bundleDir() (string, error) {
+	parent, err := bundleParent()
+	if err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(parent, "cordon-bundle-")
+}
+
+// bundleParent is where bundleDir makes the directory.
+func bundleParent() (string, error) {
+	tmp := os.TempDir()
+	if fi, err := os.Stat(tmp); err == nil && ownPrivateDir(fi) {
+		return tmp, nil
+	}
+	c := sandbox.CacheDir()
+	if c == "" {
+		return "", fmt.Errorf("the temporary directory %s is shared with other users, and there is no cache directory of yours to make the bundle in instead: set $HOME or $XDG_CACHE_HOME", tmp)
+	}
+	d := filepath.Join(c, "sessions")
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return "", err
+	}
+	if fi, err := os.Stat(d); err != nil || !ownPrivateDir(fi) {
+		return "", fmt.Errorf("%s is not a directory of yours that only you can write: remove it, cordon makes it anew", d)
+	}
+	return d, nil
+}
+
+// ownPrivateDir says whether fi is a directory of this user's in which
+// no one else can make or remove names.
+func ownPrivateDir(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && fi.IsDir() && fi.Mode().Perm()&0o022 == 0 && int(st.Uid) == os.Geteuid()
 }
 
 // trustBundle returns the session's trust bundle, written at path unless

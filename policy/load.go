@@ -306,8 +306,9 @@ func ownedByUserOrRoot(fi fs.FileInfo) bool {
 
 // findWorkspace returns the project root holding cwd (Sources.Workspace):
 // the nearest directory at or above cwd, below home, holding .cordon.yaml
-// or .git, else cwd itself. It refuses home, / and any directory
-// containing home.
+// or .git, else cwd itself; above cwd, not past a directory every user
+// may write, and not for a marker another user owns (othersCannotMark).
+// It refuses home, / and any directory containing home.
 func findWorkspace(cwd, home string) (string, error) {
 	if !filepath.IsAbs(cwd) {
 		return "", fmt.Errorf("working directory %q is not absolute", cwd)
@@ -322,13 +323,32 @@ func findWorkspace(cwd, home string) (string, error) {
 		return "", fmt.Errorf("refusing %s as a workspace: it contains your home directory %s; cd into a project directory first", dir, home)
 	}
 	for d := dir; d != home && d != filepath.Dir(d); d = filepath.Dir(d) {
+		if d != dir && !othersCannotMark(d) {
+			break
+		}
 		for _, marker := range []string{ProjectFile, ".git"} {
-			if _, err := os.Lstat(filepath.Join(d, marker)); err == nil {
+			if fi, err := os.Lstat(filepath.Join(d, marker)); err == nil {
+				if d != dir && !ownedByUserOrRoot(fi) {
+					return dir, nil
+				}
 				return d, nil
 			}
 		}
 	}
 	return dir, nil
+}
+
+// othersCannotMark says whether d is a directory in which not every user
+// can make a marker. The workspace is bound read-write in the box: a
+// .git another user made in /tmp, above the working directory /tmp/proj,
+// would otherwise make all of /tmp the workspace, and hand the box the
+// user's sockets and files there (a tmux server's, an ssh agent's). So
+// the search for the project root stops at such a directory, and at a
+// marker neither the user nor root owns; the working directory itself is
+// the user's choice.
+func othersCannotMark(d string) bool {
+	fi, err := os.Stat(d)
+	return err == nil && fi.Mode().Perm()&0o002 == 0
 }
 
 // resolvePath cleans an absolute path and resolves the symlinks of its

@@ -180,6 +180,52 @@ func TestFindWorkspace(t *testing.T) {
 	}
 }
 
+// A marker another user could make above the working directory does not
+// choose the workspace, which the box may write: another user's .git in
+// a directory everyone may write (/tmp, above /tmp/proj) would have made
+// all of it the workspace. Nor does a marker neither the user nor root
+// owns in a directory that is not everyone's.
+func TestFindWorkspaceOthersMarkers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test gives files to another user, which needs root: run the tests as root, as make test does")
+	}
+	home := fakeHome(t)
+	shared := filepath.Join(filepath.Dir(home), "tmp")
+	proj := filepath.Join(shared, "proj")
+	mkdirs(t, proj)
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		marker string
+		uid    int
+		mode   os.FileMode
+		want   string
+	}{
+		{"another's .git in a directory everyone writes", ".git", 12345, 0o1777, proj},
+		{"another's .cordon.yaml in a directory everyone writes", ProjectFile, 12345, 0o1777, proj},
+		{"root's .git in a directory everyone writes", ".git", 0, 0o1777, proj},
+		{"another's .git in a directory of root's", ".git", 12345, 0o755, proj},
+		{"root's .git in a directory of root's", ".git", 0, 0o755, shared},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := filepath.Join(shared, tc.marker)
+			mkdirs(t, m)
+			defer os.RemoveAll(m)
+			if err := os.Chown(m, tc.uid, tc.uid); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(shared, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := findWorkspace(proj, home); err != nil || got != tc.want {
+				t.Errorf("findWorkspace(%s) = %q, %v; want %q", proj, got, err, tc.want)
+			}
+		})
+	}
+}
+
 func TestGlobalConfigPath(t *testing.T) {
 	home := fakeHome(t)
 	tests := []struct{ xdg, env, want string }{

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -122,5 +123,62 @@ func TestGuardWorkspaceEnclosing(t *testing.T) {
 		if !slices.Contains(got, w) {
 			t.Errorf("GuardWorkspace lacks %q:\n%s", w, strings.Join(got, "\n"))
 		}
+	}
+}
+
+// A repository above the workspace that another user owns (their .git in
+// /tmp, above a workspace in /tmp) is refused as git refuses it
+// (safe.directory): its config does not choose what cordon guards in the
+// workspace, and removes after the run when the run made it.
+func TestGuardEnclosingOthersRepository(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test gives a repository to another user, which needs root: run the tests as root, as make test does")
+	}
+	t.Setenv("HOME", realTempDir(t))
+	t.Setenv("XDG_CONFIG_HOME", "")
+	outer := realTempDir(t)
+	ws := filepath.Join(outer, "ws")
+	for p, data := range map[string]string{
+		".git/HEAD": "ref: refs/heads/main\n", ".git/objects/": "", ".git/refs/": "",
+		".git/config": "[core]\n\thooksPath = ws/hooks\n[include]\n\tpath = ../ws/work.txt\n", "ws/": "",
+	} {
+		full := filepath.Join(outer, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if strings.HasSuffix(p, "/") {
+			err = os.MkdirAll(full, 0o755)
+		} else {
+			err = os.WriteFile(full, []byte(data), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		owner int
+		want  []string
+	}{
+		{0, []string{"unmade {ws}/hooks", "unmade {ws}/work.txt"}},
+		{12345, nil},
+	} {
+		if err := filepath.Walk(filepath.Join(outer, ".git"), func(p string, _ os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, c.owner, c.owner)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		paths, err := GuardEnclosing(ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.want == nil && len(paths) > 0 {
+			t.Errorf("a repository of uid %d above the workspace: GuardEnclosing guards %s", c.owner, describeGuards(paths, ws))
+			continue
+		}
+		checkGuards(t, fmt.Sprintf("GuardEnclosing (owner %d)", c.owner), paths, ws, c.want, nil)
 	}
 }

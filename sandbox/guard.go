@@ -968,28 +968,49 @@ func (g *repoWalk) includes(p string) ([]GuardedPath, error) {
 // follows links), or one that is itself a git directory by its layout (a
 // bare repository). dir is its git directory, as a real path; worktree
 // is its worktree, or "" for configured to take from dir (core.worktree,
-// or the directory above a .git).
+// or the directory above a .git). As git does (safe.directory), it
+// refuses a repository another user owns, and looks no further: another
+// user's /tmp/.git, above a workspace in /tmp, would otherwise have its
+// config name paths in the workspace that cordon guards, and removes
+// after the run when the run made them (the user's new work).
 func enclosingRepo(root string) (dir, worktree string, ok bool) {
+	found := func(marker, dir, worktree string) (string, string, bool) {
+		if !ownedByUserOrRoot(marker) || !ownedByUserOrRoot(dir) {
+			return "", "", false
+		}
+		return dir, worktree, true
+	}
 	for d := filepath.Dir(root); ; d = filepath.Dir(d) {
 		dotgit := filepath.Join(d, ".git")
 		if fi, err := os.Stat(dotgit); err == nil {
 			if fi.IsDir() && isGitDir(dotgit) {
 				if real, err := filepath.EvalSymlinks(dotgit); err == nil && real == dotgit {
-					return real, "", true
+					return found(dotgit, real, "")
 				} else if err == nil {
-					return real, d, true // a link: the worktree is still d
+					return found(dotgit, real, d) // a link: the worktree is still d
 				}
 			} else if gd, ok := gitdirOf(dotgit); ok && !fi.IsDir() {
-				return gd, d, true
+				return found(dotgit, gd, d)
 			}
 		}
 		if isGitDir(d) {
-			return d, "", true
+			return found(d, d, "")
 		}
 		if d == filepath.Dir(d) {
 			return "", "", false
 		}
 	}
+}
+
+// ownedByUserOrRoot says whether p (a link itself, not what it names) is
+// this user's or root's.
+func ownedByUserOrRoot(p string) bool {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && (st.Uid == 0 || int(st.Uid) == os.Geteuid())
 }
 
 // isGitDir says whether d is laid out as a git directory (gitDirLayout).

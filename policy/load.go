@@ -306,9 +306,10 @@ func ownedByUserOrRoot(fi fs.FileInfo) bool {
 
 // findWorkspace returns the project root holding cwd (Sources.Workspace):
 // the nearest directory at or above cwd, below home, holding .cordon.yaml
-// or .git, else cwd itself; above cwd, not past a directory every user
-// may write, and not for a marker another user owns (othersCannotMark).
-// It refuses home, / and any directory containing home.
+// or .git, else cwd itself; above cwd, not in a shared temporary
+// directory, and not for a marker another user owns (sharedTemp). It
+// refuses home, /, any directory containing home, and a shared temporary
+// directory.
 func findWorkspace(cwd, home string) (string, error) {
 	if !filepath.IsAbs(cwd) {
 		return "", fmt.Errorf("working directory %q is not absolute", cwd)
@@ -321,9 +322,11 @@ func findWorkspace(cwd, home string) (string, error) {
 		return "", fmt.Errorf("refusing your home directory %s as a workspace: cd into a project directory first", home)
 	case isWithin(dir, home):
 		return "", fmt.Errorf("refusing %s as a workspace: it contains your home directory %s; cd into a project directory first", dir, home)
+	case sharedTemp(dir):
+		return "", fmt.Errorf("refusing %s as a workspace: every user may make files in it, and it holds your sockets (a tmux server's, an ssh agent's), through which the command could act outside the box; make a project directory in it and cd there first", dir)
 	}
 	for d := dir; d != home && d != filepath.Dir(d); d = filepath.Dir(d) {
-		if d != dir && !othersCannotMark(d) {
+		if sharedTemp(d) {
 			break
 		}
 		for _, marker := range []string{ProjectFile, ".git"} {
@@ -338,17 +341,18 @@ func findWorkspace(cwd, home string) (string, error) {
 	return dir, nil
 }
 
-// othersCannotMark says whether d is a directory in which not every user
-// can make a marker. The workspace is bound read-write in the box: a
-// .git another user made in /tmp, above the working directory /tmp/proj,
-// would otherwise make all of /tmp the workspace, and hand the box the
-// user's sockets and files there (a tmux server's, an ssh agent's). So
-// the search for the project root stops at such a directory, and at a
-// marker neither the user nor root owns; the working directory itself is
-// the user's choice.
-func othersCannotMark(d string) bool {
+// sharedTemp says whether d is a directory every user may make files
+// in, as /tmp (world-writable and sticky). The workspace is bound
+// read-write in the box: such a directory holds the user's sockets (a
+// tmux server's, an ssh agent's), through which the command would act
+// outside the box, and others' files; and a .git another user made in
+// /tmp, above the working directory /tmp/proj, would make all of /tmp
+// the workspace. So such a directory is refused as the workspace, and
+// the search for the project root stops below it, and at a marker
+// neither the user nor root owns.
+func sharedTemp(d string) bool {
 	fi, err := os.Stat(d)
-	return err == nil && fi.Mode().Perm()&0o002 == 0
+	return err == nil && fi.Mode().Perm()&0o002 != 0 && fi.Mode()&os.ModeSticky != 0
 }
 
 // resolvePath cleans an absolute path and resolves the symlinks of its

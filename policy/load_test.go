@@ -182,9 +182,10 @@ func TestFindWorkspace(t *testing.T) {
 
 // A marker another user could make above the working directory does not
 // choose the workspace, which the box may write: another user's .git in
-// a directory everyone may write (/tmp, above /tmp/proj) would have made
+// a shared temporary directory (/tmp, above /tmp/proj) would have made
 // all of it the workspace. Nor does a marker neither the user nor root
-// owns in a directory that is not everyone's.
+// owns elsewhere. And a shared temporary directory is no workspace: the
+// user's sockets there (tmux's) would take the command out of the box.
 func TestFindWorkspaceOthersMarkers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test gives files to another user, which needs root: run the tests as root, as make test does")
@@ -193,7 +194,7 @@ func TestFindWorkspaceOthersMarkers(t *testing.T) {
 	shared := filepath.Join(filepath.Dir(home), "tmp")
 	proj := filepath.Join(shared, "proj")
 	mkdirs(t, proj)
-	if err := os.Chmod(shared, 0o1777); err != nil {
+	if err := os.Chmod(shared, os.ModeSticky|0o777); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -203,9 +204,9 @@ func TestFindWorkspaceOthersMarkers(t *testing.T) {
 		mode   os.FileMode
 		want   string
 	}{
-		{"another's .git in a directory everyone writes", ".git", 12345, 0o1777, proj},
-		{"another's .cordon.yaml in a directory everyone writes", ProjectFile, 12345, 0o1777, proj},
-		{"root's .git in a directory everyone writes", ".git", 0, 0o1777, proj},
+		{"another's .git in a shared temporary directory", ".git", 12345, os.ModeSticky | 0o777, proj},
+		{"another's .cordon.yaml in a shared temporary directory", ProjectFile, 12345, os.ModeSticky | 0o777, proj},
+		{"root's .git in a shared temporary directory", ".git", 0, os.ModeSticky | 0o777, proj},
 		{"another's .git in a directory of root's", ".git", 12345, 0o755, proj},
 		{"root's .git in a directory of root's", ".git", 0, 0o755, shared},
 	} {
@@ -223,6 +224,18 @@ func TestFindWorkspaceOthersMarkers(t *testing.T) {
 				t.Errorf("findWorkspace(%s) = %q, %v; want %q", proj, got, err, tc.want)
 			}
 		})
+	}
+	for _, tc := range []struct {
+		mode   os.FileMode
+		refuse bool
+	}{{os.ModeSticky | 0o777, true}, {0o777, false}, {os.ModeSticky | 0o755, false}} {
+		if err := os.Chmod(shared, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		got, err := findWorkspace(shared, home)
+		if refused := err != nil && strings.Contains(err.Error(), "every user may make files in it"); refused != tc.refuse {
+			t.Errorf("findWorkspace(%s), mode %v = %q, %v; want refused: %v", shared, tc.mode, got, err, tc.refuse)
+		}
 	}
 }
 

@@ -307,7 +307,7 @@ func ownedByUserOrRoot(fi fs.FileInfo) bool {
 // findWorkspace returns the project root holding cwd (Sources.Workspace):
 // the nearest directory at or above cwd, below home, holding .cordon.yaml
 // or .git, else cwd itself; above cwd, not in a shared temporary
-// directory, and not for a marker another user owns (sharedTemp). It
+// directory, and not for a marker another user owns (SharedTemp). It
 // refuses home, /, any directory containing home, and a shared temporary
 // directory.
 func findWorkspace(cwd, home string) (string, error) {
@@ -322,11 +322,11 @@ func findWorkspace(cwd, home string) (string, error) {
 		return "", fmt.Errorf("refusing your home directory %s as a workspace: cd into a project directory first", home)
 	case isWithin(dir, home):
 		return "", fmt.Errorf("refusing %s as a workspace: it contains your home directory %s; cd into a project directory first", dir, home)
-	case sharedTemp(dir):
+	case SharedTemp(dir):
 		return "", fmt.Errorf("refusing %s as a workspace: every user may make files in it, and it holds your sockets (a tmux server's, an ssh agent's), through which the command could act outside the box; make a project directory in it and cd there first", dir)
 	}
 	for d := dir; d != home && d != filepath.Dir(d); d = filepath.Dir(d) {
-		if sharedTemp(d) {
+		if SharedTemp(d) {
 			break
 		}
 		for _, marker := range []string{ProjectFile, ".git"} {
@@ -341,7 +341,7 @@ func findWorkspace(cwd, home string) (string, error) {
 	return dir, nil
 }
 
-// sharedTemp says whether d is a directory every user may make files
+// SharedTemp says whether d is a directory every user may make files
 // in, as /tmp (world-writable and sticky). The workspace is bound
 // read-write in the box: such a directory holds the user's sockets (a
 // tmux server's, an ssh agent's), through which the command would act
@@ -350,7 +350,7 @@ func findWorkspace(cwd, home string) (string, error) {
 // the workspace. So such a directory is refused as the workspace, and
 // the search for the project root stops below it, and at a marker
 // neither the user nor root owns.
-func sharedTemp(d string) bool {
+func SharedTemp(d string) bool {
 	fi, err := os.Stat(d)
 	return err == nil && fi.Mode().Perm()&0o002 != 0 && fi.Mode()&os.ModeSticky != 0
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -33,6 +34,15 @@ var credentialNames = map[string]bool{
 // steals; its shared memory and message queues; and its cgroups. Each is
 // refused, and hidden inside a wider exposed directory.
 var hostViews = []string{"/proc", "/dev/pts", "/dev/shm", "/dev/mqueue", "/sys/fs/cgroup"}
+
+// sharedTemps are the host's shared temporary directories, which every
+// user may make files in (policy.SharedTemp): they hold the user's
+// sockets (a tmux server's, an ssh agent's, the X server's), through
+// which whatever connects acts outside the box, read-only mount or not,
+// and other users' files. Each is refused, as is any other such
+// directory, and hidden inside a wider exposed directory; a directory in
+// one is not.
+var sharedTemps = []string{"/tmp", "/var/tmp"}
 
 // hostSockets are the sockets through which a process could have the host
 // run commands for it, outside the box (the container engines' APIs, the
@@ -174,6 +184,7 @@ func (g guard) protected() []string {
 		out = append(out, o.path)
 	}
 	out = append(out, hostViews...)
+	out = append(out, sharedTemps...)
 	return append(out, g.sockets...)
 }
 
@@ -213,6 +224,9 @@ func (g guard) check(what, path string) error {
 			if sandbox.Within(p, v) {
 				return fmt.Errorf("%s %s: refusing the host's %s: the box has its own, and the host's would show it the host's processes, terminals or shared memory", what, path, v)
 			}
+		}
+		if slices.Contains(sharedTemps, p) || policy.SharedTemp(p) {
+			return fmt.Errorf("%s %s: refusing a directory every user may make files in: it holds your sockets (a tmux server's, an ssh agent's), through which the command could act outside the box, read-only or not; name a directory in it", what, path)
 		}
 		for _, c := range g.sockets {
 			if sandbox.Within(p, c) {

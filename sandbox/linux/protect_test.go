@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +15,13 @@ func TestGuardCheck(t *testing.T) {
 	symlink(t, f.home, filepath.Join(f.root, "home-link"))
 	cache := filepath.Join(f.root, "xdg-cache", "cordon")
 	g := newGuard([]string{filepath.Join(f.root, "home-link"), ""}, f.audit, cache)
+	shared := filepath.Join(f.root, "shared")
+	if err := os.Mkdir(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		path string
 		want string // "" means allowed
@@ -52,8 +60,14 @@ func TestGuardCheck(t *testing.T) {
 		{"/sys/fs/cgroup/user.slice", "refusing the host's /sys/fs/cgroup"},
 		{"/dev/kvm", ""},
 		{"/sys", ""}, // its cgroups are hidden in it
+		// A directory every user may make files in holds the user's
+		// sockets (tmux's): read-only or not, the box could connect.
+		{"/var/tmp", "every user may make files in"},
+		{shared, "every user may make files in"},
+		{filepath.Join(shared, "data"), ""},
+		{"/var", ""}, // its tmp is hidden in it
 	}
-	for _, v := range hostViews {
+	for _, v := range append(hostViews, "/tmp", "/var/tmp") {
 		if !slices.Contains(g.protected(), v) {
 			t.Errorf("%s is refused but not hidden inside a wider exposed directory", v)
 		}

@@ -153,15 +153,19 @@ func resolveSource(path string, writable func(string) bool) (string, error) {
 	return real, nil
 }
 
-// walker searches trees for credential file names within one budget.
+// walker searches trees for credential file names and sockets within one
+// budget.
 type walker struct {
 	entries, limit int
 	deadline       time.Time
 }
 
 // credentialFiles returns the paths under root whose names are in
-// credentialNames. Unreadable directories are skipped: the sandboxed
-// process, the same user, cannot read them either.
+// credentialNames, and its unix sockets: a read-only mount does not stop
+// a connection, and whatever listens there (a tmux server, an editor's
+// server, an ssh agent in the user's runtime directory) may act outside
+// the box, or use the user's keys. Unreadable directories are skipped:
+// the sandboxed process, the same user, cannot read them either.
 func (w *walker) credentialFiles(root string) ([]string, error) {
 	var found []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -175,7 +179,7 @@ func (w *walker) credentialFiles(root string) ([]string, error) {
 		if w.entries > w.limit || (w.entries%256 == 0 && time.Now().After(w.deadline)) {
 			return errWalkBound
 		}
-		if credentialNames[d.Name()] {
+		if credentialNames[d.Name()] || d.Type()&fs.ModeSocket != 0 {
 			found = append(found, path)
 		}
 		return nil

@@ -5,6 +5,8 @@ package linux
 import (
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,6 +36,32 @@ func TestCredentialFiles(t *testing.T) {
 	want := []string{"a/.npmrc", "a/b/credentials", "c/.netrc", "c/.pypirc", "d/.git-credentials", "e/credentials.toml"}
 	if !slices.Equal(rel, want) {
 		t.Fatalf("found %q, want %q", rel, want)
+	}
+}
+
+// A unix socket in an exposed tree is hidden as a credential file is: a
+// read-only mount does not stop a connection, and the user's tmux server
+// there would run the box's commands on the host.
+func TestCredentialFilesSockets(t *testing.T) {
+	f := newFixture(t)
+	tree := filepath.Join(f.root, "runtime")
+	writeFile(t, filepath.Join(tree, "readme"), "x", 0o644)
+	if err := os.MkdirAll(filepath.Join(tree, "tmux-1000"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(tree, "tmux-1000", "default")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	w := walker{limit: 100, deadline: time.Now().Add(time.Minute)}
+	got, err := w.credentialFiles(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{sock}) {
+		t.Fatalf("found %q, want the socket %s alone", got, sock)
 	}
 }
 

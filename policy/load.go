@@ -258,7 +258,7 @@ func readProjectFiles(ws, home string) ([]*configFile, error) {
 	for _, d := range slices.Backward(dirs) {
 		path := filepath.Join(d, ProjectFile)
 		fi, err := os.Lstat(path)
-		if err != nil || !ownedByUserOrRoot(fi) {
+		if err != nil || !OwnedByUserOrRoot(fi) {
 			continue
 		}
 		f, err := readConfig(path, false, d)
@@ -297,9 +297,9 @@ func rebaseReadOnly(entries []string, dir, ws string) ([]string, error) {
 	return out, nil
 }
 
-// ownedByUserOrRoot says whether fi is owned by the effective user or by
+// OwnedByUserOrRoot says whether fi is owned by the effective user or by
 // root.
-func ownedByUserOrRoot(fi fs.FileInfo) bool {
+func OwnedByUserOrRoot(fi fs.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return !ok || st.Uid == 0 || int(st.Uid) == os.Geteuid()
 }
@@ -331,7 +331,7 @@ func findWorkspace(cwd, home string) (string, error) {
 		}
 		for _, marker := range []string{ProjectFile, ".git"} {
 			if fi, err := os.Lstat(filepath.Join(d, marker)); err == nil {
-				if d != dir && !ownedByUserOrRoot(fi) {
+				if d != dir && !OwnedByUserOrRoot(fi) {
 					return dir, nil
 				}
 				return d, nil

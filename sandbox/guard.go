@@ -975,8 +975,10 @@ func (g *repoWalk) includes(p string) ([]GuardedPath, error) {
 // after the run when the run made them (the user's new work).
 func enclosingRepo(root string) (dir, worktree string, ok bool) {
 	found := func(marker, dir, worktree string) (string, string, bool) {
-		if !ownedByUserOrRoot(marker) || !ownedByUserOrRoot(dir) {
-			return "", "", false
+		for _, p := range []string{marker, dir} {
+			if fi, err := os.Lstat(p); err != nil || !policy.OwnedByUserOrRoot(fi) {
+				return "", "", false
+			}
 		}
 		return dir, worktree, true
 	}
@@ -1000,17 +1002,6 @@ func enclosingRepo(root string) (dir, worktree string, ok bool) {
 			return "", "", false
 		}
 	}
-}
-
-// ownedByUserOrRoot says whether p (a link itself, not what it names) is
-// this user's or root's.
-func ownedByUserOrRoot(p string) bool {
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && (st.Uid == 0 || int(st.Uid) == os.Geteuid())
 }
 
 // isGitDir says whether d is laid out as a git directory (gitDirLayout).

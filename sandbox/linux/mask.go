@@ -161,11 +161,12 @@ type walker struct {
 }
 
 // credentialFiles returns the paths under root whose names are in
-// credentialNames, and its unix sockets: a read-only mount does not stop
-// a connection, and whatever listens there (a tmux server, an editor's
-// server, an ssh agent in the user's runtime directory) may act outside
-// the box, or use the user's keys. Unreadable directories are skipped:
-// the sandboxed process, the same user, cannot read them either.
+// credentialNames, and the unix sockets below it: a read-only mount does
+// not stop a connection, and whatever listens there (a tmux server, an
+// editor's server, an ssh agent in the user's runtime directory) may act
+// outside the box, or use the user's keys. A socket that is root itself
+// was named to be exposed (a database's). Unreadable directories are
+// skipped: the sandboxed process, the same user, cannot read them either.
 func (w *walker) credentialFiles(root string) ([]string, error) {
 	var found []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -179,7 +180,7 @@ func (w *walker) credentialFiles(root string) ([]string, error) {
 		if w.entries > w.limit || (w.entries%256 == 0 && time.Now().After(w.deadline)) {
 			return errWalkBound
 		}
-		if credentialNames[d.Name()] || d.Type()&fs.ModeSocket != 0 {
+		if credentialNames[d.Name()] || (d.Type()&fs.ModeSocket != 0 && path != root) {
 			found = append(found, path)
 		}
 		return nil

@@ -41,7 +41,8 @@ func TestCredentialFiles(t *testing.T) {
 
 // A unix socket in an exposed tree is hidden as a credential file is: a
 // read-only mount does not stop a connection, and the user's tmux server
-// there would run the box's commands on the host.
+// there would run the box's commands on the host. One named itself is
+// exposed.
 func TestCredentialFilesSockets(t *testing.T) {
 	f := newFixture(t)
 	tree := filepath.Join(f.root, "runtime")
@@ -62,6 +63,10 @@ func TestCredentialFilesSockets(t *testing.T) {
 	}
 	if !slices.Equal(got, []string{sock}) {
 		t.Fatalf("found %q, want the socket %s alone", got, sock)
+	}
+	// Named itself, a socket is exposed (a database's).
+	if got, err := w.credentialFiles(sock); err != nil || len(got) != 0 {
+		t.Fatalf("a socket named itself: found %q, %v; want it exposed", got, err)
 	}
 }
 

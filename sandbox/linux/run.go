@@ -31,6 +31,12 @@ import (
 // end once the command has ended, before the run ends the tree itself.
 const unreportedGrace = 2 * time.Second
 
+// watchDelay is how long a run with no scratch files waits before it
+// looks for the command to watch its end. A command that stops the init
+// and ends sooner keeps the run going until a deadline or a signal, as a
+// command that never ends would.
+const watchDelay = 100 * time.Millisecond
+
 // stopGrace is how long a run told to stop (SIGTERM, SIGINT, SIGHUP) has
 // before its whole process tree is killed.
 const stopGrace = 10 * time.Second
@@ -226,10 +232,19 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	released := make(chan error, 1)
 	go func() { released <- release(s, h, l, st, fds.goAhead) }()
 	var startErr error
-	// A watcher finds the command as soon as it runs: its scratch files,
-	// if any, go then, and its end is watched (commandEnded below).
+	// A watcher finds the command and watches its end (commandEnded
+	// below): as soon as it runs when it has scratch files, which go
+	// then; otherwise after watchDelay, which most short runs end before,
+	// sparing them the look through /proc.
 	found := make(chan *process)
 	go func() {
+		if l.scratch == "" {
+			select {
+			case <-time.After(watchDelay):
+			case <-ended:
+				return
+			}
+		}
 		c := st.findCommand(ended)
 		select {
 		case found <- c:

@@ -179,16 +179,22 @@ var hookNames = []string{"applypatch-msg", "pre-applypatch", "post-applypatch", 
 	"post-rewrite", "sendemail-validate", "fsmonitor-watchman", "p4-changelist",
 	"p4-prepare-changelist", "p4-post-changelist", "p4-pre-submit", "post-index-change"}
 
-// globalConfigs are the user's git config files, as git finds them, and
-// the files $GIT_CONFIG_GLOBAL and $GIT_CONFIG_SYSTEM name in their
-// place (git run with cordon's environment reads those; git run
+// systemGitConfig is the system-wide config git reads in every repository
+// ($(prefix)/etc/gitconfig of a git built with prefix /usr, as Linux
+// distributions build it), whatever $GIT_CONFIG_NOSYSTEM says to this
+// process: the user's later git may not be told the same.
+var systemGitConfig = "/etc/gitconfig"
+
+// globalConfigs are the user's git config files, as git finds them, the
+// system's, and the files $GIT_CONFIG_GLOBAL and $GIT_CONFIG_SYSTEM name
+// in their place (git run with cordon's environment reads those; git run
 // elsewhere, without them, the others).
 func globalConfigs(home string) []string {
 	xdg := os.Getenv("XDG_CONFIG_HOME")
 	if xdg == "" {
 		xdg = filepath.Join(home, ".config")
 	}
-	out := []string{filepath.Join(xdg, "git", "config"), filepath.Join(home, ".gitconfig")}
+	out := []string{filepath.Join(xdg, "git", "config"), filepath.Join(home, ".gitconfig"), systemGitConfig}
 	for _, v := range []string{"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"} {
 		if p := os.Getenv(v); filepath.IsAbs(p) {
 			out = append(out, p)

@@ -109,26 +109,40 @@ func TestCommandWords(t *testing.T) {
 	}
 }
 
-// The user's global config names hooks for every repository: a relative
-// core.hooksPath there is each repository's own directory.
+// The user's global config, and the system's, name hooks for every
+// repository: a relative core.hooksPath there is each repository's own
+// directory.
 func TestGuardRepoGlobalHooksPath(t *testing.T) {
-	ws, home := realTempDir(t), realTempDir(t)
-	t.Setenv("HOME", home)
-	t.Setenv("XDG_CONFIG_HOME", "")
-	for _, d := range []string{".git/hooks", ".githooks"} {
-		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[core]\n\thooksPath = .githooks\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	paths, err := GuardRepo(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := describeGuards(paths, ws); !slices.Contains(got, "read-only .githooks") {
-		t.Errorf("GuardRepo = %q; want .githooks read-only", got)
+	for _, where := range []string{"global", "system"} {
+		t.Run(where, func(t *testing.T) {
+			ws, home := realTempDir(t), realTempDir(t)
+			t.Setenv("HOME", home)
+			t.Setenv("XDG_CONFIG_HOME", "")
+			t.Setenv("GIT_CONFIG_GLOBAL", "")
+			t.Setenv("GIT_CONFIG_SYSTEM", "")
+			config := filepath.Join(home, ".gitconfig")
+			if where == "system" {
+				config = filepath.Join(realTempDir(t), "gitconfig")
+				old := systemGitConfig
+				systemGitConfig = config
+				t.Cleanup(func() { systemGitConfig = old })
+			}
+			for _, d := range []string{".git/hooks", ".githooks"} {
+				if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(config, []byte("[core]\n\thooksPath = .githooks\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			paths, err := GuardRepo(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := describeGuards(paths, ws); !slices.Contains(got, "read-only .githooks") {
+				t.Errorf("GuardRepo = %q; want .githooks read-only", got)
+			}
+		})
 	}
 }
 

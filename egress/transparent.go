@@ -8,6 +8,7 @@ import (
 	"net/netip"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/connlimit"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/tlsterm"
 )
@@ -21,7 +22,15 @@ const ReasonNoDestination policy.Reason = "no_destination"
 // carries them as it does a CONNECT to that destination: the redirect
 // stands in for the CONNECT line, and only the sandbox can reach l. It
 // returns when ctx ends, after ending the tunnels in flight.
+//
+// At most Config.MaxTunnels connections are being judged at once (a
+// judged one moves under the tunnels' own bound); past them the next
+// wait in the listen queue, and reaching the bound is logged once.
 func (s *Server) ServeTransparent(ctx context.Context, l net.Listener, dest func(net.Conn) (netip.AddrPort, error)) error {
+	l = connlimit.NewListener(l, s.cfg.MaxTunnels, func() {
+		s.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Kind: audit.KindTransparent, Reason: string(ReasonTooManyConnections),
+			Detail: fmt.Sprintf("the transparent listener already holds %d connections being judged, its most; the next wait in the listen queue until one is (said once per session)", s.cfg.MaxTunnels)})
+	})
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	for {
@@ -32,18 +41,19 @@ func (s *Server) ServeTransparent(ctx context.Context, l net.Listener, dest func
 				return nil
 			}
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if errors.As(err, &ne) && ne.Timeout() || connlimit.Exhausted(err) {
 				continue
 			}
 			return fmt.Errorf("transparent listener: %w", err)
 		}
-		go s.serveRedirected(ctx, c, dest)
+		go s.serveRedirected(ctx, c.(*connlimit.Conn), dest)
 	}
 }
 
-func (s *Server) serveRedirected(ctx context.Context, c net.Conn, dest func(net.Conn) (netip.AddrPort, error)) {
+func (s *Server) serveRedirected(ctx context.Context, lc *connlimit.Conn, dest func(net.Conn) (netip.AddrPort, error)) {
+	var c net.Conn = lc
 	kind, client := audit.KindTransparent, c.RemoteAddr().String()
-	dst, err := dest(c)
+	dst, err := dest(lc.NetConn())
 	if err != nil {
 		s.record(decisionRecord(kind, client, policy.Decision{Reason: ReasonNoDestination,
 			Detail: fmt.Sprintf("a connection reached the transparent listener without being redirected there: %v", err)}))
@@ -61,6 +71,10 @@ func (s *Server) serveRedirected(ctx context.Context, c net.Conn, dest func(net.
 		c.Close()
 		return
 	}
+	// Judged, it moves under the tunnels' bound, on its socket itself
+	// (which splice(2) needs).
+	lc.Release()
+	c = lc.NetConn()
 	if !s.track(c, t) {
 		return
 	}

@@ -55,7 +55,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		<-l.slots
-		if exhausted(err) {
+		if Exhausted(err) {
 			pause := min(max(2*time.Duration(l.pause.Load()), minPause), maxPause)
 			l.pause.Store(int64(pause))
 			select {
@@ -69,9 +69,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 	return &Conn{Conn: c, slots: l.slots}, nil
 }
 
-// exhausted says err is the process or system out of descriptors or
-// memory: a failure that lasts until something is freed.
-func exhausted(err error) bool {
+// Exhausted says err is the process or system out of descriptors or
+// memory: a failure that lasts until something is freed, after which
+// accepting may go on.
+func Exhausted(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
 		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }

@@ -95,25 +95,12 @@ func TestGuardWorkspaceEnclosing(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", "")
 	mono, other := realTempDir(t), realTempDir(t)
 	ws, lib := filepath.Join(mono, "frontend"), filepath.Join(other, "lib")
-	for p, data := range map[string]string{
+	layTree(t, "", map[string]string{
 		mono + "/.git/HEAD": "", mono + "/.git/objects/": "", mono + "/.git/refs/": "", mono + "/.git/config": "[core]\n\thooksPath = frontend/.husky\n",
 		ws + "/.husky/pre-commit": "",
 		other + "/.git/HEAD":      "", other + "/.git/objects/": "", other + "/.git/refs/": "", other + "/.git/config": "[core]\n\thooksPath = lib/hooks\n",
 		lib + "/hooks/pre-push": "",
-	} {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		if strings.HasSuffix(p, "/") {
-			err = os.MkdirAll(p, 0o755)
-		} else {
-			err = os.WriteFile(p, []byte(data), 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	paths, err := GuardWorkspace(GuardSpec{Workspace: ws, Writable: []string{lib}})
 	if err != nil {
 		t.Fatal(err)
@@ -138,24 +125,10 @@ func TestGuardEnclosingOthersRepository(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", "")
 	outer := realTempDir(t)
 	ws := filepath.Join(outer, "ws")
-	for p, data := range map[string]string{
+	layTree(t, outer, map[string]string{
 		".git/HEAD": "ref: refs/heads/main\n", ".git/objects/": "", ".git/refs/": "",
 		".git/config": "[core]\n\thooksPath = ws/hooks\n[include]\n\tpath = ../ws/work.txt\n", "ws/": "",
-	} {
-		full := filepath.Join(outer, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		if strings.HasSuffix(p, "/") {
-			err = os.MkdirAll(full, 0o755)
-		} else {
-			err = os.WriteFile(full, []byte(data), 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	for _, c := range []struct {
 		owner int
 		want  []string

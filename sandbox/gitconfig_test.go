@@ -231,32 +231,19 @@ func TestGuardRepoAfterALongLine(t *testing.T) {
 	ws := realTempDir(t)
 	t.Setenv("HOME", realTempDir(t))
 	t.Setenv("XDG_CONFIG_HOME", "")
-	for _, d := range []string{".git/hooks", ".githooks", "tools"} {
-		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	long := "# " + strings.Repeat("x", 2<<20) + "\n"
-	for p, data := range map[string]string{
+	layTree(t, ws, map[string]string{
+		".git/hooks/": "", ".githooks/": "", "tools/": "",
 		".git/config":          long + "[core]\n\thooksPath = .githooks\n" + long + "[include]\n\tpath = ../more.gitconfig\n",
 		"more.gitconfig":       long + "[core]\n\tfsmonitor = tools/fsmon.sh\n",
 		"tools/fsmon.sh":       "#!/bin/sh\n",
 		".githooks/pre-commit": "#!/bin/sh\n",
-	} {
-		if err := os.WriteFile(filepath.Join(ws, p), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	paths, err := GuardRepo(ws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := describeGuards(paths, ws)
-	for _, want := range []string{"read-only .githooks", "read-only more.gitconfig", "read-only tools/fsmon.sh"} {
-		if !slices.Contains(got, want) {
-			t.Errorf("GuardRepo = %q; want %s", got, want)
-		}
-	}
+	checkGuards(t, "GuardRepo", paths, ws, []string{"read-only {ws}/.githooks", "read-only {ws}/more.gitconfig", "read-only {ws}/tools/fsmon.sh"}, nil)
 }
 
 // A value whose line ends in a backslash goes on into the next line, for
@@ -265,30 +252,17 @@ func TestGuardRepoContinuedValue(t *testing.T) {
 	ws := realTempDir(t)
 	t.Setenv("HOME", realTempDir(t))
 	t.Setenv("XDG_CONFIG_HOME", "")
-	for _, d := range []string{".git/hooks", ".githooks", "tools"} {
-		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for p, data := range map[string]string{
+	layTree(t, ws, map[string]string{
+		".git/hooks/": "", ".githooks/": "", "tools/": "",
 		".git/config":          "[core]\n\thooksPath = .git\\\nhooks\n\tfsmonitor = sh tools/\\\nfsmon.sh\n",
 		"tools/fsmon.sh":       "#!/bin/sh\n",
 		".githooks/pre-commit": "#!/bin/sh\n",
-	} {
-		if err := os.WriteFile(filepath.Join(ws, p), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	paths, err := GuardRepo(ws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := describeGuards(paths, ws)
-	for _, want := range []string{"read-only .githooks", "read-only tools/fsmon.sh"} {
-		if !slices.Contains(got, want) {
-			t.Errorf("GuardRepo = %q; want %s", got, want)
-		}
-	}
+	checkGuards(t, "GuardRepo", paths, ws, []string{"read-only {ws}/.githooks", "read-only {ws}/tools/fsmon.sh"}, nil)
 }
 
 // A path from a user's home, "~user/", is that user's home directory's,
@@ -311,31 +285,18 @@ func TestGuardRepoUserHomePath(t *testing.T) {
 	t.Setenv("HOME", t.TempDir()) // ~name/ is looked up, not taken from $HOME
 	t.Setenv("XDG_CONFIG_HOME", "")
 	from := "~" + me.Username + "/" + filepath.Base(ws)
-	for _, d := range []string{".git/hooks", ".githooks", "tools"} {
-		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for p, data := range map[string]string{
+	layTree(t, ws, map[string]string{
+		".git/hooks/": "", ".githooks/": "", "tools/": "",
 		".git/config":          "[core]\n\thooksPath = " + from + "/.githooks\n\tfsmonitor = sh " + from + "/tools/fsmon.sh\n[include]\n\tpath = " + from + "/more.gitconfig\n",
 		"more.gitconfig":       "[user]\n\tname = x\n",
 		"tools/fsmon.sh":       "#!/bin/sh\n",
 		".githooks/pre-commit": "#!/bin/sh\n",
-	} {
-		if err := os.WriteFile(filepath.Join(ws, p), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	paths, err := GuardRepo(ws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := describeGuards(paths, ws)
-	for _, want := range []string{"read-only .githooks", "read-only tools/fsmon.sh", "read-only more.gitconfig"} {
-		if !slices.Contains(got, want) {
-			t.Errorf("GuardRepo = %q; want %s", got, want)
-		}
-	}
+	checkGuards(t, "GuardRepo", paths, ws, []string{"read-only {ws}/.githooks", "read-only {ws}/tools/fsmon.sh", "read-only {ws}/more.gitconfig"}, nil)
 }
 
 // A command's $HOME is the shell's to expand: a script named from it in
@@ -345,30 +306,17 @@ func TestGuardRepoHomeVariable(t *testing.T) {
 	ws := filepath.Join(home, "proj")
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_CONFIG_HOME", "")
-	for _, d := range []string{".git/hooks", "tools"} {
-		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for p, data := range map[string]string{
+	layTree(t, ws, map[string]string{
+		".git/hooks/": "", "tools/": "",
 		".git/config":    "[core]\n\tfsmonitor = sh $HOME/proj/tools/fsmon.sh\n[alias]\n\tx = !sh ${HOME}/proj/tools/x.sh\n",
 		"tools/fsmon.sh": "#!/bin/sh\n",
 		"tools/x.sh":     "#!/bin/sh\n",
-	} {
-		if err := os.WriteFile(filepath.Join(ws, p), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	paths, err := GuardRepo(ws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := describeGuards(paths, ws)
-	for _, want := range []string{"read-only tools/fsmon.sh", "read-only tools/x.sh"} {
-		if !slices.Contains(got, want) {
-			t.Errorf("GuardRepo = %q; want %s", got, want)
-		}
-	}
+	checkGuards(t, "GuardRepo", paths, ws, []string{"read-only {ws}/tools/fsmon.sh", "read-only {ws}/tools/x.sh"}, nil)
 }
 
 // A repository's core.worktree is where git runs its hooks and commands

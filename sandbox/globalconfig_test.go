@@ -43,24 +43,11 @@ func TestGuardGlobalConfig(t *testing.T) {
 			t.Setenv("XDG_CONFIG_HOME", x.Replace(c.xdg))
 			t.Setenv("GIT_CONFIG_GLOBAL", x.Replace(c.global))
 			t.Setenv("GIT_CONFIG_SYSTEM", "")
+			laid := map[string]string{}
 			for p, data := range c.tree {
-				p, data = x.Replace(p), x.Replace(data)
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				var err error
-				switch {
-				case strings.HasSuffix(p, "/"):
-					err = os.MkdirAll(p, 0o755)
-				case strings.HasPrefix(data, "@"):
-					err = os.Symlink(data[1:], p)
-				default:
-					err = os.WriteFile(p, []byte(data), 0o644)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				laid[x.Replace(p)] = x.Replace(data)
 			}
+			layTree(t, "", laid)
 			paths, err := guardGlobalConfig([]string{ws})
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {

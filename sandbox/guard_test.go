@@ -659,3 +659,32 @@ func TestGuardMissingThroughALink(t *testing.T) {
 		})
 	}
 }
+
+// layTree makes tree below root: a path ending in "/" is a directory, a
+// content starting with "@" a symbolic link to the rest, anything else a
+// file with that content; parents are made as needed, and an absolute
+// path is taken as it is.
+func layTree(t *testing.T, root string, tree map[string]string) {
+	t.Helper()
+	for p, data := range tree {
+		dir := strings.HasSuffix(p, "/")
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(root, p)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		switch {
+		case dir:
+			err = os.MkdirAll(p, 0o755)
+		case strings.HasPrefix(data, "@"):
+			err = os.Symlink(data[1:], p)
+		default:
+			err = os.WriteFile(p, []byte(data), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

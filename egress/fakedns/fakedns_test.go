@@ -25,6 +25,12 @@ var testDeny = []string{"blocked.test", "ssh.test:22"}
 // startResolver starts a Resolver on 127.0.0.1 with a fresh audit log.
 func startResolver(t testing.TB, allow, deny []string, rng netip.Prefix) (*Resolver, string) {
 	t.Helper()
+	return startResolverWith(t, allow, deny, Config{Range: rng})
+}
+
+// startResolverWith is startResolver with cfg's other fields.
+func startResolverWith(t testing.TB, allow, deny []string, cfg Config) (*Resolver, string) {
+	t.Helper()
 	rules, err := policy.Compile(allow, deny)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +40,8 @@ func startResolver(t testing.TB, allow, deny []string, rng netip.Prefix) (*Resol
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := start(context.Background(), Config{Rules: rules, Audit: w, Range: rng})
+	cfg.Rules, cfg.Audit = rules, w
+	r, err := start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

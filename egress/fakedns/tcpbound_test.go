@@ -1,15 +1,10 @@
 package fakedns
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
-
-	"github.com/cordon-sandbox/cordon/audit"
-	"github.com/cordon-sandbox/cordon/policy"
 )
 
 // TestTCPConnectionsBounded: at most MaxTCPConns TCP connections are
@@ -20,23 +15,7 @@ import (
 // ran out of descriptors.
 func TestTCPConnectionsBounded(t *testing.T) {
 	const max = 2
-	rules, err := policy.Compile(testAllow, testDeny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	w, err := audit.Open(path, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := start(context.Background(), Config{Rules: rules, Audit: w, MaxTCPConns: max})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		r.Close()
-		w.Close()
-	})
+	r, path := startResolverWith(t, testAllow, testDeny, Config{MaxTCPConns: max})
 	dial := func() *dns.Conn {
 		t.Helper()
 		c, err := dns.Dial("tcp", r.addr)

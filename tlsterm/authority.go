@@ -25,6 +25,8 @@ const (
 	// ReasonTooManyRequests is an HTTP/2 request past the bound on
 	// requests in flight at once (Config.MaxRequests).
 	ReasonTooManyRequests policy.Reason = "too_many_requests"
+	// ReasonNestedConnect is a CONNECT request inside a terminated stream.
+	ReasonNestedConnect policy.Reason = "nested_connect"
 )
 
 // CheckSNI decides a ClientHello's server name against the tunnel's host.
@@ -49,12 +51,22 @@ func CheckSNI(sni, host string, port int) policy.Decision {
 // CheckRequest decides one request inside a terminated stream: its
 // authority (HTTP/1.1 Host or absolute-form URI, HTTP/2 :authority) must
 // name the stream's host and port, with the scheme's default port elided,
-// and it may not try to switch protocols to h2c.
+// and it may not try to switch protocols to h2c, nor open a tunnel of its
+// own with CONNECT.
 func CheckRequest(r *http.Request, host string, port, defaultPort int) policy.Decision {
 	d := policy.Decision{Host: host, Port: port}
 	if HasToken(r.Header, "Upgrade", "h2c") || r.Header.Get("HTTP2-Settings") != "" {
 		d.Reason = ReasonH2CUpgrade
 		d.Detail = "an Upgrade to h2c inside a tunnel is refused: it would hide later requests from the authority check"
+		return d
+	}
+	if r.Method == http.MethodConnect {
+		// What follows a CONNECT is the new tunnel's bytes, which nothing
+		// here reads: an HTTP/2 stream's DATA went upstream raw after an
+		// HTTP/1.1 CONNECT line, where the server read them as requests
+		// of their own.
+		d.Reason = ReasonNestedConnect
+		d.Detail = "a CONNECT inside a tunnel is refused: the bytes after it would reach the server unread"
 		return d
 	}
 	if d2 := CheckAuthority(r.Host, host, port, defaultPort); !d2.Allow {

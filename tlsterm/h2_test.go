@@ -7,10 +7,13 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/cordon-sandbox/cordon/audit"
 )
 
 // h2Conn opens a terminated HTTP/2 connection through r, speaks the
@@ -133,5 +136,43 @@ func TestClosedUpstreamsForgotten(t *testing.T) {
 			t.Fatalf("after %d cancelled requests the stream holds %d upstream connections, want the open one at most", requests, n)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestHTTP2NestedConnectRefused: a CONNECT on an HTTP/2 stream, to the
+// tunnel's own authority, is refused and logged, and nothing reaches the
+// origin. It was forwarded as an HTTP/1.1 CONNECT with the stream's DATA
+// written raw after it, which the origin read as a request of its own:
+// another Host, and no decision line for it.
+func TestHTTP2NestedConnectRefused(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	r := newRig(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		seen = append(seen, req.Method+" "+req.Host+" "+req.RequestURI)
+		mu.Unlock()
+	}), rigOptions{h1Only: true})
+	req, err := http.NewRequest(http.MethodConnect, "https://"+r.authority(), strings.NewReader("GET /hidden HTTP/1.1\r\nHost: other.test\r\n\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := r.client(r.ClientRoots, true).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Cordon-Reason") != string(ReasonNestedConnect) {
+		t.Fatalf("got %s %d %v %q, want HTTP/2 403 %s", resp.Proto, resp.StatusCode, resp.Header, body, ReasonNestedConnect)
+	}
+	d := r.waitRecords(t, audit.TypeDecision, 1)[0]
+	if d.Decision != audit.Deny || d.Reason != string(ReasonNestedConnect) || d.Method != http.MethodConnect {
+		t.Fatalf("decision line %+v, want a deny for the CONNECT", d)
+	}
+	time.Sleep(100 * time.Millisecond) // what was forwarded would have arrived
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) > 0 {
+		t.Fatalf("the origin got %q", seen)
 	}
 }

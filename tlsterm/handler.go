@@ -58,7 +58,7 @@ func (st *stream) admit(r *http.Request, framing string) (credinject.Outcome, *r
 		st.record(base)
 		status := http.StatusMisdirectedRequest
 		switch d.Reason {
-		case ReasonH2CUpgrade:
+		case ReasonH2CUpgrade, ReasonNestedConnect:
 			status = http.StatusForbidden
 		case ReasonBadFraming:
 			status = http.StatusBadRequest

@@ -253,6 +253,9 @@ func TestHTTP1Refusals(t *testing.T) {
 		{"absolute form", "GET https://other.test/a HTTP/1.1\r\nHost: " + auth + "\r\n\r\n", 421, "authority_mismatch"},
 		{"CL and TE", "POST /a HTTP/1.1\r\nHost: " + auth + "\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, "bad_framing"},
 		{"h2c", "GET /a HTTP/1.1\r\nHost: " + auth + "\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n", 403, "h2c_upgrade"},
+		// Its body would be the new tunnel's bytes to a server that
+		// takes the CONNECT (TestHTTP2NestedConnectRefused).
+		{"CONNECT", "CONNECT " + auth + " HTTP/1.1\r\nHost: " + auth + "\r\nContent-Length: 29\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", 403, "nested_connect"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, br := r.dial(t, false)
@@ -270,13 +273,13 @@ func TestHTTP1Refusals(t *testing.T) {
 		})
 	}
 	denies := 0
-	for _, rec := range r.waitRecords(t, audit.TypeDecision, 8) {
+	for _, rec := range r.waitRecords(t, audit.TypeDecision, 10) {
 		if rec.Decision == audit.Deny {
 			denies++
 		}
 	}
-	if denies != 4 {
-		t.Fatalf("%d deny lines, want 4", denies)
+	if denies != 5 {
+		t.Fatalf("%d deny lines, want 5", denies)
 	}
 }
 

@@ -505,6 +505,11 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    tlsterm.MaxHeaderBytes,
 		ErrorLog:          s.cfg.ErrorLog,
+		// "OPTIONS *" comes to ServeHTTP like any request, to take its
+		// framing verdict: answered by net/http itself, it left its
+		// verdict to the connection's next request, whose own (a
+		// Content-Length with a Transfer-Encoding) went to the one after.
+		DisableGeneralOptionsHandler: true,
 	}
 	stopped := make(chan struct{})
 	go func() {

@@ -52,7 +52,7 @@ func CheckSNI(sni, host string, port int) policy.Decision {
 // authority (HTTP/1.1 Host or absolute-form URI, HTTP/2 :authority) must
 // name the stream's host and port, with the scheme's default port elided,
 // and it may not try to switch protocols to h2c, nor open a tunnel of its
-// own with CONNECT.
+// own with CONNECT, nor carry an opaque URI, which names no authority.
 func CheckRequest(r *http.Request, host string, port, defaultPort int) policy.Decision {
 	d := policy.Decision{Host: host, Port: port}
 	if HasToken(r.Header, "Upgrade", "h2c") || r.Header.Get("HTTP2-Settings") != "" {
@@ -67,6 +67,15 @@ func CheckRequest(r *http.Request, host string, port, defaultPort int) policy.De
 		// of their own.
 		d.Reason = ReasonNestedConnect
 		d.Detail = "a CONNECT inside a tunnel is refused: the bytes after it would reach the server unread"
+		return d
+	}
+	if r.URL.Opaque != "" {
+		// An absolute URI without "//" ("https:http://other/x") names no
+		// authority to check, and goes upstream as written: as an
+		// absolute-form target naming another host, which the server
+		// takes over Host. Not quoted: its query is never logged.
+		d.Reason = ReasonAuthorityMismatch
+		d.Detail = fmt.Sprintf("an opaque request URI (a scheme without \"//\") names no authority to check against the tunnel's %s, and would go upstream as written; one connection speaks to one authority", policy.JoinHostPort(host, port))
 		return d
 	}
 	if d2 := CheckAuthority(r.Host, host, port, defaultPort); !d2.Allow {

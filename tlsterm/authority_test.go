@@ -80,6 +80,10 @@ func TestCheckRequest(t *testing.T) {
 		{"h2c upgrade", req("a.test", "/x", map[string]string{"Upgrade": "websocket, h2c"}), ReasonH2CUpgrade},
 		{"http2-settings", req("a.test", "/x", map[string]string{"HTTP2-Settings": "AAA"}), ReasonH2CUpgrade},
 		{"websocket upgrade", req("a.test", "/x", map[string]string{"Upgrade": "websocket"}), policy.ReasonAllowed},
+		// Sent as written: "http://b.test/x", absolute-form naming b.test.
+		{"opaque URI", req("a.test", "https:http://b.test/x", nil), ReasonAuthorityMismatch},
+		{"opaque URI, no slashes", req("a.test", "https:b.test:443/x", nil), ReasonAuthorityMismatch},
+		{"absolute-form without host", req("a.test", "https:///x", nil), policy.ReasonAllowed},
 	} {
 		if d := CheckRequest(tc.r, "a.test", 443, 443); d.Reason != tc.reason {
 			t.Errorf("%s: %+v, want %s", tc.name, d, tc.reason)

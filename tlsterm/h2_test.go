@@ -1,6 +1,7 @@
 package tlsterm
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/cordon-sandbox/cordon/audit"
 )
@@ -168,6 +170,57 @@ func TestHTTP2NestedConnectRefused(t *testing.T) {
 	d := r.waitRecords(t, audit.TypeDecision, 1)[0]
 	if d.Decision != audit.Deny || d.Reason != string(ReasonNestedConnect) || d.Method != http.MethodConnect {
 		t.Fatalf("decision line %+v, want a deny for the CONNECT", d)
+	}
+	time.Sleep(100 * time.Millisecond) // what was forwarded would have arrived
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) > 0 {
+		t.Fatalf("the origin got %q", seen)
+	}
+}
+
+// TestHTTP2OpaqueURIRefused: an HTTP/2 :path holding an opaque URI
+// ("https:http://other.test/x", no authority of its own) is refused and
+// logged. It passed the authority check, which found no host in it, and
+// went to an HTTP/1.1 upstream as written, an absolute-form target naming
+// another host, which the server takes over Host. (Go's client will not
+// send such a :path, so the frames are written here.)
+func TestHTTP2OpaqueURIRefused(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	r := newRig(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		seen = append(seen, req.Host+" "+req.RequestURI)
+		mu.Unlock()
+	}), rigOptions{h1Only: true})
+	_, fr, _ := r.h2Conn(t)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", r.authority()}, {":path", "https:http://other.test/x"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) { got[f.Name] = f.Value })
+	for got[":status"] == "" {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no response: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.HeadersFrame:
+			dec.Write(f.HeaderBlockFragment())
+		case *http2.RSTStreamFrame:
+			t.Fatalf("stream reset: %v", f.ErrCode)
+		}
+	}
+	if got[":status"] != "421" || got["x-cordon-reason"] != string(ReasonAuthorityMismatch) {
+		t.Fatalf("got %v, want 421 %s", got, ReasonAuthorityMismatch)
+	}
+	if d := r.waitRecords(t, audit.TypeDecision, 1)[0]; d.Decision != audit.Deny || d.Reason != string(ReasonAuthorityMismatch) {
+		t.Fatalf("decision line %+v, want a deny", d)
 	}
 	time.Sleep(100 * time.Millisecond) // what was forwarded would have arrived
 	mu.Lock()

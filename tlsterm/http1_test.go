@@ -251,6 +251,9 @@ func TestHTTP1Refusals(t *testing.T) {
 	}{
 		{"another host", "GET /a HTTP/1.1\r\nHost: other.test\r\n\r\n", 421, "authority_mismatch"},
 		{"absolute form", "GET https://other.test/a HTTP/1.1\r\nHost: " + auth + "\r\n\r\n", 421, "authority_mismatch"},
+		// Its URL has no host, only an opaque part, which went upstream
+		// as the target: "GET http://other.test/a".
+		{"opaque URI", "GET https:http://other.test/a HTTP/1.1\r\nHost: " + auth + "\r\n\r\n", 421, "authority_mismatch"},
 		{"CL and TE", "POST /a HTTP/1.1\r\nHost: " + auth + "\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, "bad_framing"},
 		{"h2c", "GET /a HTTP/1.1\r\nHost: " + auth + "\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n", 403, "h2c_upgrade"},
 		// Its body would be the new tunnel's bytes to a server that
@@ -273,13 +276,13 @@ func TestHTTP1Refusals(t *testing.T) {
 		})
 	}
 	denies := 0
-	for _, rec := range r.waitRecords(t, audit.TypeDecision, 10) {
+	for _, rec := range r.waitRecords(t, audit.TypeDecision, 12) {
 		if rec.Decision == audit.Deny {
 			denies++
 		}
 	}
-	if denies != 5 {
-		t.Fatalf("%d deny lines, want 5", denies)
+	if denies != 6 {
+		t.Fatalf("%d deny lines, want 6", denies)
 	}
 }
 

@@ -28,38 +28,16 @@ func configEntries(config []byte) []configEntry {
 	sc := configLines(config)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "[") {
-			inner := line[1:]
-			if q := strings.IndexByte(inner, '"'); q >= 0 && q < strings.IndexByte(inner+"]", ']') {
-				var b strings.Builder
-				j := q + 1
-				for ; j < len(inner) && inner[j] != '"'; j++ {
-					if inner[j] == '\\' && j+1 < len(inner) {
-						j++
-					}
-					b.WriteByte(inner[j])
-				}
-				rest := ""
-				if j < len(inner) {
-					rest = inner[j+1:]
-				}
-				end := strings.IndexByte(rest, ']')
-				if end < 0 {
-					section, sub = "", ""
-					continue
-				}
-				section, sub = strings.ToLower(strings.TrimSpace(inner[:q])), b.String()
-				line = strings.TrimSpace(rest[end+1:])
-			} else {
-				end := strings.IndexByte(inner, ']')
-				if end < 0 {
-					section, sub = "", ""
-					continue
-				}
-				name := strings.TrimSpace(inner[:end])
-				section, sub, _ = strings.Cut(strings.ToLower(name), ".")
-				line = strings.TrimSpace(inner[end+1:])
-			}
+		ok := true
+		// Headers may follow one another on a line, and a key the
+		// last of them: git reads "[x] [core] hooksPath = h" as
+		// core.hooksPath.
+		for ok && strings.HasPrefix(line, "[") {
+			section, sub, line, ok = sectionHeader(line)
+		}
+		if !ok {
+			section, sub = "", ""
+			continue
 		}
 		if line == "" || line[0] == '#' || line[0] == ';' || section == "" {
 			continue
@@ -78,6 +56,39 @@ func configEntries(config []byte) []configEntry {
 		out = append(out, e)
 	}
 	return out
+}
+
+// sectionHeader reads the section header that starts line ("[core]",
+// [diff "tool"], the old [diff.tool]) and returns its section (lower
+// case) and subsection, and what follows it on the line; ok is false for
+// a header that does not end.
+func sectionHeader(line string) (section, sub, rest string, ok bool) {
+	inner := line[1:]
+	if q := strings.IndexByte(inner, '"'); q >= 0 && q < strings.IndexByte(inner+"]", ']') {
+		var b strings.Builder
+		j := q + 1
+		for ; j < len(inner) && inner[j] != '"'; j++ {
+			if inner[j] == '\\' && j+1 < len(inner) {
+				j++
+			}
+			b.WriteByte(inner[j])
+		}
+		after := ""
+		if j < len(inner) {
+			after = inner[j+1:]
+		}
+		end := strings.IndexByte(after, ']')
+		if end < 0 {
+			return "", "", "", false
+		}
+		return strings.ToLower(strings.TrimSpace(inner[:q])), b.String(), strings.TrimSpace(after[end+1:]), true
+	}
+	end := strings.IndexByte(inner, ']')
+	if end < 0 {
+		return "", "", "", false
+	}
+	section, sub, _ = strings.Cut(strings.ToLower(strings.TrimSpace(inner[:end])), ".")
+	return section, sub, strings.TrimSpace(inner[end+1:]), true
 }
 
 // is says whether e is section.key (in any subsection).

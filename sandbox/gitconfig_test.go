@@ -24,6 +24,8 @@ func TestConfigEntries(t *testing.T) {
 		{"[diff.Bin]\n\ttextconv = ./bin/tc\n", []string{"diff.bin.textconv=./bin/tc"}},
 		{"[extensions]\n\tworktreeConfig\n", []string{"extensions..worktreeconfig= (bare)"}},
 		{"[core] fsmonitor = ./f\n", []string{"core..fsmonitor=./f"}},
+		// Headers one after another on a line, as git reads them.
+		{"[x] [core] fsmonitor = ./f\n[a \"b]\"][Core]hooksPath=h\n[y][diff \"t\"]\ttextconv = ./t\n", []string{"core..fsmonitor=./f", "core..hookspath=h", "diff.t.textconv=./t"}},
 		{"\ufeff[core]\n\tfsmonitor = ./f\n", []string{"core..fsmonitor=./f"}}, // a byte order mark, which git skips
 		{"# comment\nkey = before any section\n[broken\n\tx = 1\n", nil},
 		// A value whose line ends in a backslash goes on into the next.

@@ -68,38 +68,12 @@ func homePath(p, home string) (string, bool) {
 }
 
 // includePaths reads the path values of a git config's [include] and
-// [includeIf "..."] sections. Section and key names are case-insensitive;
-// a value may be quoted and followed by a comment.
+// [includeIf "..."] sections, as configEntries reads keys.
 func includePaths(config []byte) []string {
 	var paths []string
-	section := ""
-	sc := configLines(config)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "[") {
-			end := strings.IndexByte(line, ']')
-			if end < 0 {
-				continue
-			}
-			name := strings.TrimSpace(line[1:end])
-			if i := strings.IndexAny(name, " \t\"."); i >= 0 {
-				name = name[:i]
-			}
-			section = strings.ToLower(name)
-			line = strings.TrimSpace(line[end+1:]) // a key may follow on the line
-		}
-		key, value, ok := strings.Cut(line, "=")
-		if !ok {
-			continue
-		}
-		// Read on whatever the section: the lines a value takes are
-		// no keys.
-		value = continued(value, sc)
-		if section != "include" && section != "includeif" || !strings.EqualFold(strings.TrimSpace(key), "path") {
-			continue
-		}
-		if v := configValue(value); v != "" {
-			paths = append(paths, v)
+	for _, e := range configEntries(config) {
+		if (e.is("include", "path") || e.is("includeif", "path")) && e.value != "" {
+			paths = append(paths, e.value)
 		}
 	}
 	return paths

@@ -40,6 +40,9 @@ func TestIncludePaths(t *testing.T) {
 	if got := includePaths([]byte(config)); !slices.Equal(got, want) {
 		t.Errorf("includePaths =\n%q\nwant\n%q", got, want)
 	}
+	if got := includePaths([]byte("[user] [include] path = one.gitconfig\n[includeIf \"gitdir:a]\"][include]path=two.gitconfig\n")); !slices.Equal(got, []string{"one.gitconfig", "two.gitconfig"}) {
+		t.Errorf("includePaths after headers on one line = %q, want one.gitconfig, two.gitconfig", got)
+	}
 	if got := includePaths([]byte("\ufeff[include]\n\tpath = bom.gitconfig\n")); !slices.Equal(got, []string{"bom.gitconfig"}) {
 		t.Errorf("includePaths after a byte order mark = %q, want bom.gitconfig", got)
 	}

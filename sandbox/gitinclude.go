@@ -124,7 +124,8 @@ func continues(v string) bool {
 
 // configValue reads a git config value: leading space and unquoted
 // trailing space dropped, double quotes removed (with their backslash
-// escapes), a comment (# or ; outside quotes) dropped.
+// escapes: \n, \t and \b, a newline, a tab and a backspace, as git reads
+// them), a comment (# or ; outside quotes) dropped.
 func configValue(v string) string {
 	v = strings.TrimLeft(v, " \t")
 	var b strings.Builder
@@ -140,6 +141,8 @@ func configValue(v string) string {
 				b.WriteByte('\n')
 			case 't':
 				b.WriteByte('\t')
+			case 'b':
+				b.WriteByte('\b')
 			default:
 				b.WriteByte(v[i])
 			}

@@ -50,6 +50,7 @@ func TestIncludePaths(t *testing.T) {
 		` plain `:          "plain",
 		`" spaced "`:       " spaced ",
 		`a\tb`:             "a\tb",
+		`fs\b.sh`:          "fs\b.sh", // a backspace, as git reads \b
 		`x # comment`:      "x",
 		`"x # not" # is`:   "x # not",
 		`a;b`:              "a",

@@ -122,17 +122,30 @@ func continues(v string) bool {
 	return false
 }
 
-// configValue reads a git config value: leading space and unquoted
-// trailing space dropped, double quotes removed (with their backslash
-// escapes: \n, \t and \b, a newline, a tab and a backspace, as git reads
-// them), a comment (# or ; outside quotes) dropped.
+// configValue reads a git config value as git does: double quotes
+// removed (with their backslash escapes: \n, \t and \b, a newline, a tab
+// and a backspace), a comment (# or ; outside quotes) dropped, and each
+// blank outside quotes (a space, a tab, a carriage return) read as a
+// space, save those before anything else and after the last of it: git
+// reads "hk<tab>dir" as "hk dir", and `"" .githooks` as ".githooks".
 func configValue(v string) string {
-	v = strings.TrimLeft(v, " \t")
 	var b strings.Builder
-	keep := 0 // the length of b without its unquoted trailing space
+	blanks := 0 // unquoted blanks read and not yet written
 	quoted := false
 	for i := 0; i < len(v); i++ {
 		c := v[i]
+		if !quoted && (c == ' ' || c == '\t' || c == '\r') {
+			if b.Len() > 0 {
+				blanks++
+			}
+			continue
+		}
+		if !quoted && (c == '#' || c == ';') {
+			break
+		}
+		for ; blanks > 0; blanks-- {
+			b.WriteByte(' ')
+		}
 		switch {
 		case c == '\\' && i+1 < len(v):
 			i++
@@ -146,17 +159,11 @@ func configValue(v string) string {
 			default:
 				b.WriteByte(v[i])
 			}
-			keep = b.Len()
 		case c == '"':
 			quoted = !quoted
-		case (c == '#' || c == ';') && !quoted:
-			return b.String()[:keep]
 		default:
 			b.WriteByte(c)
-			if quoted || (c != ' ' && c != '\t') {
-				keep = b.Len()
-			}
 		}
 	}
-	return b.String()[:keep]
+	return b.String()
 }

@@ -51,6 +51,9 @@ func TestIncludePaths(t *testing.T) {
 		`" spaced "`:       " spaced ",
 		`a\tb`:             "a\tb",
 		`fs\b.sh`:          "fs\b.sh", // a backspace, as git reads \b
+		"hk\tdir \r":       "hk dir",  // unquoted blanks are spaces
+		`"" .githooks`:     ".githooks",
+		`a "" `:            "a ",
 		`x # comment`:      "x",
 		`"x # not" # is`:   "x # not",
 		`a;b`:              "a",

@@ -764,7 +764,7 @@ func commonDir(dir string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	common := strings.TrimSpace(string(c))
+	common := gitFilePath(c)
 	if !filepath.IsAbs(common) {
 		common = filepath.Join(dir, common)
 	}
@@ -816,7 +816,7 @@ func gitdirNamed(dotgit string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	p := string(bytes.TrimSpace(rest))
+	p := gitFilePath(bytes.TrimPrefix(rest, []byte(" ")))
 	if p == "" {
 		return "", false
 	}
@@ -824,6 +824,14 @@ func gitdirNamed(dotgit string) (string, bool) {
 		p = filepath.Join(filepath.Dir(dotgit), p)
 	}
 	return filepath.Clean(p), true
+}
+
+// gitFilePath is the path a file of git's names (a .git file's, after its
+// "gitdir: "; a commondir), as git reads it: only the line's end, \n and
+// \r, is dropped, so a space at either end is part of the name (git's
+// "gitdir: gd " is the directory "gd ").
+func gitFilePath(b []byte) string {
+	return strings.TrimRight(string(b), "\r\n")
 }
 
 // linkUnder refuses a symbolic link under root on the way to p, a path

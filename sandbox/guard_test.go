@@ -688,3 +688,33 @@ func layTree(t *testing.T, root string, tree map[string]string) {
 		}
 	}
 }
+
+// TestGuardRepoGitFileSpaces: a .git file's path, and a commondir's, keep
+// the spaces at their ends, as git keeps them (it drops only the line's
+// end): "gitdir: gd " is the directory "gd ", whose config was left
+// writable while cordon guarded a missing gd.
+func TestGuardRepoGitFileSpaces(t *testing.T) {
+	ws := realTempDir(t)
+	t.Setenv("HOME", realTempDir(t))
+	t.Setenv("XDG_CONFIG_HOME", "")
+	layTree(t, ws, map[string]string{
+		".git":         "gitdir: gd \r\n",
+		"gd /HEAD":     "ref: refs/heads/main\n",
+		"gd /config":   "[core]\n\tbare = false\n",
+		"gd /hooks/":   "",
+		"gd /objects/": "",
+		"gd /refs/":    "",
+		"wt/commondir": " common\r\n",
+	})
+	paths, err := GuardRepo(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := describeGuards(paths, ws); !slices.Contains(got, "read-only gd /config") {
+		t.Errorf("GuardRepo = %q; want gd /config read-only", got)
+	}
+	wt := filepath.Join(ws, "wt")
+	if got, ok := commonDir(wt); !ok || got != filepath.Join(wt, " common") {
+		t.Errorf("commonDir = %q, %v; want %q", got, ok, filepath.Join(wt, " common"))
+	}
+}

@@ -161,7 +161,37 @@ func commandWords(e configEntry) []commandWord {
 		return nil // a git command, not a program
 	}
 	v = strings.TrimSpace(strings.TrimPrefix(v, "!"))
-	words := strings.FieldsFunc(v, func(r rune) bool { return strings.ContainsRune(commandSeparators, r) })
+	split := func(s string) []string {
+		return strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(commandSeparators, r) })
+	}
+	words := split(v)
+	seen := make(map[string]bool, len(words))
+	for _, w := range words {
+		seen[w] = true
+	}
+	// The shell joins what quotes and backslashes split: sh
+	// tools/fs''mon.sh and sh tools/fs\mon.sh run tools/fsmon.sh. The
+	// words of its own words are words too, and one that is a command of
+	// its own (sh -c 'sh tools/"a".sh') is read the same way, a few
+	// levels deep.
+	level := []string{v}
+	for range maxShellDepth {
+		var next []string
+		for _, s := range level {
+			for _, sw := range shellWords(s) {
+				for _, w := range split(sw) {
+					if !seen[w] {
+						seen[w] = true
+						words = append(words, w)
+					}
+				}
+				if strings.ContainsAny(sw, " \t\n'\"\\") {
+					next = append(next, sw)
+				}
+			}
+		}
+		level = next
+	}
 	var out []commandWord
 	for i, w := range words {
 		if i == 0 && !strings.Contains(w, "/") {
@@ -170,6 +200,59 @@ func commandWords(e configEntry) []commandWord {
 		out = append(out, commandWord{path: w, first: i == 0})
 	}
 	return out
+}
+
+// maxShellDepth bounds how many shells deep commandWords reads a command
+// (sh -c "sh -c '...'").
+const maxShellDepth = 4
+
+// shellWords are the words of the command v as the shell reads them:
+// split at unquoted blanks and operators, each quote's content kept
+// without its quotes (a double quote's backslash escapes undone), and an
+// unquoted backslash's escape undone. Expansions are left as written.
+func shellWords(v string) []string {
+	var words []string
+	var b strings.Builder
+	in := false // a word has begun
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\'':
+			in = true
+			end := strings.IndexByte(v[i+1:], '\'')
+			if end < 0 {
+				end = len(v) - i - 1
+			}
+			b.WriteString(v[i+1 : i+1+end])
+			i += end + 1
+		case c == '"':
+			in = true
+			for i++; i < len(v) && v[i] != '"'; i++ {
+				if v[i] == '\\' && i+1 < len(v) && strings.IndexByte("$`\"\\\n", v[i+1]) >= 0 {
+					i++
+				}
+				b.WriteByte(v[i])
+			}
+		case c == '\\' && i+1 < len(v):
+			in = true
+			i++
+			if v[i] != '\n' {
+				b.WriteByte(v[i])
+			}
+		case strings.IndexByte(" \t\n;|&()<>", c) >= 0:
+			if in {
+				words = append(words, b.String())
+				b.Reset()
+				in = false
+			}
+		default:
+			in = true
+			b.WriteByte(c)
+		}
+	}
+	if in {
+		words = append(words, b.String())
+	}
+	return words
 }
 
 // commandPath is the program a command-valued config key names by a path

@@ -97,6 +97,11 @@ func TestCommandWords(t *testing.T) {
 		{"core", "", "alternaterefscommand", "tools/refs.sh", []string{"1:tools/refs.sh"}},
 		{"core", "", "gitproxy", "tools/proxy.sh for example.com", []string{"1:tools/proxy.sh", "for", "example.com"}},
 		{"sendemail", "", "tocmd", "./tools/to.sh", []string{"1:./tools/to.sh"}},
+		// What quotes or a backslash split, the shell joins.
+		{"core", "", "fsmonitor", "sh tools/fs''mon.sh", []string{"tools/fs", "mon.sh", "tools/fsmon.sh"}},
+		{"alias", "", "zz", `!sh tools/z\z.sh "a"'b'\ c`, []string{`tools/z\z.sh`, "a", "b", `\`, "c", "tools/zz.sh", "ab"}},
+		{"alias", "", "y", `!sh -c 'sh tools/"a".sh'`, []string{"-c", "sh", "tools/", "a", ".sh", "tools/a.sh"}},
+		{"alias", "", "w", `!sh -c "sh -c 'sh t/\"b\".sh'"`, []string{"-c", "sh", "-c", "sh", `t/\`, `b\`, ".sh", "t/", "b", "t/b.sh"}},
 	} {
 		var got []string
 		for _, w := range commandWords(configEntry{section: c.section, sub: c.sub, key: c.key, value: c.value}) {

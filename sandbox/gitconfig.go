@@ -476,7 +476,10 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 			}
 		}
 	}
-	homeVar := strings.NewReplacer("${HOME}", home, "$HOME", home)
+	// The shell that runs a command expands $HOME, and $PWD to where git
+	// runs it, the worktree; commandWords would take $ for a separator,
+	// and the rest for a relative word.
+	shellVars := strings.NewReplacer("${HOME}", home, "$HOME", home, "${PWD}", worktree, "$PWD", worktree)
 	var out []GuardedPath
 	worktreeConfig := false
 	for _, e := range entries {
@@ -491,9 +494,7 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 			// repository the user makes or clones.
 			words, hooks = []commandWord{{path: e.value, first: true}}, true
 		default:
-			// The shell that runs the command expands $HOME, which
-			// commandWords takes for a separator and a word.
-			e.value = homeVar.Replace(e.value)
+			e.value = shellVars.Replace(e.value)
 			words = commandWords(e)
 		}
 		for _, w := range words {

@@ -221,7 +221,15 @@ func (h *HostAddrs) current() ([]netip.AddrPort, []netip.Prefix) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if now := time.Now(); now.Sub(h.at) >= hostAddrsAge {
-		h.own, h.local, h.at = OwnAddrs(), LocalRanges(), now
+		// A read that failed (cordon out of descriptors, which a box
+		// opening connections can bring about) keeps what was read
+		// before, and is tried again at the next ask: taken as empty, it
+		// made no address this host's own for a second.
+		own, errOwn := OwnAddrs()
+		local, errLocal := LocalRanges()
+		if errOwn == nil && errLocal == nil {
+			h.own, h.local, h.at = own, local, now
+		}
 	}
 	return h.own, h.local
 }
@@ -256,16 +264,16 @@ func (d *Dialer) dialAddr(ctx context.Context, ap netip.AddrPort) (net.Conn, err
 }
 
 // OwnAddrs lists this host's interface addresses (any port).
-func OwnAddrs() []netip.AddrPort {
+func OwnAddrs() ([]netip.AddrPort, error) {
 	var out []netip.AddrPort
 	ifaddrs, err := net.InterfaceAddrs()
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("read this host's addresses: %w", err)
 	}
 	for _, ia := range ifaddrs {
 		if pfx, err := netip.ParsePrefix(ia.String()); err == nil {
 			out = append(out, netip.AddrPortFrom(pfx.Addr().Unmap().WithZone(""), 0))
 		}
 	}
-	return out
+	return out, nil
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/policy"
 )
@@ -165,7 +168,11 @@ func TestDialerOwnAndSelf(t *testing.T) {
 	}
 	// Host reads this host's addresses as they are.
 	live := &Dialer{Rules: mustRules(t, "a.test:*"), Host: &HostAddrs{}}
-	for _, own := range OwnAddrs() {
+	owns, err := OwnAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, own := range owns {
 		live.Resolver = fixed{own.Addr()}
 		if _, dec := live.Check(context.Background(), "a.test", 443); dec.Allow || !strings.Contains(dec.Detail, "an address of this host") {
 			t.Errorf("this host's address %s: %+v", own.Addr(), dec)
@@ -240,5 +247,55 @@ func TestDialerSeesThroughAddresses(t *testing.T) {
 				t.Fatalf("judgeAddr(%s) = %+v, want allow=%v %s", tc.addr, got, tc.wantAllow, tc.wantReason)
 			}
 		})
+	}
+}
+
+// TestHostAddrsKeptWhenReadFails: a read of this host's addresses that
+// fails (here for want of descriptors, as a box opening connections can
+// make cordon) keeps what was read before: taken as empty, no address was
+// this host's own until the next read.
+func TestHostAddrsKeptWhenReadFails(t *testing.T) {
+	var h HostAddrs
+	before, _ := h.current()
+	if len(before) == 0 {
+		t.Fatal("no address of this host read")
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	low := lim
+	low.Cur = 256
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	var files []*os.File
+	release := func() {
+		for _, f := range files {
+			f.Close()
+		}
+		files = nil
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer release()
+	for len(files) < int(low.Cur) {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			break
+		}
+		files = append(files, f)
+	}
+	if _, err := OwnAddrs(); err == nil {
+		t.Fatal("this host's addresses read with no descriptor left")
+	}
+	h.mu.Lock()
+	h.at = time.Time{} // due for a read
+	h.mu.Unlock()
+	during, _ := h.current()
+	release()
+	if !slices.Equal(during, before) {
+		t.Errorf("after a failed read, this host's addresses are %v, want %v as before", during, before)
 	}
 }

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"fmt"
 	"net/netip"
 	"syscall"
 )
@@ -10,15 +11,15 @@ import (
 // route per interface address, these include AnyIP ranges (`ip route add
 // local 10.77.0.0/24 dev lo`, or the IPv6 range a cloud VM is given),
 // every address of which reaches the services this host listens on at
-// the unspecified address. Nil if the routes cannot be read.
-func LocalRanges() []netip.Prefix {
+// the unspecified address.
+func LocalRanges() ([]netip.Prefix, error) {
 	rib, err := syscall.NetlinkRIB(syscall.RTM_GETROUTE, syscall.AF_UNSPEC)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("read the local routes: %w", err)
 	}
 	msgs, err := syscall.ParseNetlinkMessage(rib)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("read the local routes: %w", err)
 	}
 	var out []netip.Prefix
 	for i := range msgs {
@@ -26,7 +27,7 @@ func LocalRanges() []netip.Prefix {
 			out = append(out, p)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // localRoute is the destination of a route message of type local, unless

@@ -27,7 +27,7 @@ func configEntries(config []byte) []configEntry {
 	section, sub := "", ""
 	sc := configLines(config)
 	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
+		line := strings.Trim(sc.Text(), gitBlanks)
 		ok := true
 		// Headers may follow one another on a line, and a key the
 		// last of them: git reads "[x] [core] hooksPath = h" as
@@ -81,15 +81,20 @@ func sectionHeader(line string) (section, sub, rest string, ok bool) {
 		if end < 0 {
 			return "", "", "", false
 		}
-		return strings.ToLower(strings.TrimSpace(inner[:q])), b.String(), strings.TrimSpace(after[end+1:]), true
+		return strings.ToLower(strings.TrimSpace(inner[:q])), b.String(), strings.Trim(after[end+1:], gitBlanks), true
 	}
 	end := strings.IndexByte(inner, ']')
 	if end < 0 {
 		return "", "", "", false
 	}
 	section, sub, _ = strings.Cut(strings.ToLower(strings.TrimSpace(inner[:end])), ".")
-	return section, sub, strings.TrimSpace(inner[end+1:]), true
+	return section, sub, strings.Trim(inner[end+1:], gitBlanks), true
 }
+
+// gitBlanks are the bytes git's config reader takes for blanks: a form
+// feed, a vertical tab or a Unicode space (which strings.TrimSpace would
+// drop) is part of a value.
+const gitBlanks = " \t\r\n"
 
 // is says whether e is section.key (in any subsection).
 func (e configEntry) is(section, key string) bool { return e.section == section && e.key == key }

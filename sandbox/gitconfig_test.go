@@ -24,6 +24,13 @@ func TestConfigEntries(t *testing.T) {
 		{"[diff.Bin]\n\ttextconv = ./bin/tc\n", []string{"diff.bin.textconv=./bin/tc"}},
 		{"[extensions]\n\tworktreeConfig\n", []string{"extensions..worktreeconfig= (bare)"}},
 		{"[core] fsmonitor = ./f\n", []string{"core..fsmonitor=./f"}},
+		// A form feed, vertical tab or Unicode space ending a value is
+		// part of it; a NUL ends it; a backslash ending the file is
+		// dropped: as git reads them.
+		{"[core]\n\thooksPath = vt\v\n\tpager = ff\f\n\teditor = nb\u00a0\n", []string{"core..hookspath=vt\v", "core..pager=ff\f", "core..editor=nb\u00a0"}},
+		{"[core]\n\thooksPath = nul\x00x\n\tfsmonitor = eob\\\n", []string{"core..hookspath=nul", "core..fsmonitor=eob"}},
+		{"[core]\n\thooksPath = sp \x00\n", []string{"core..hookspath=sp "}}, // the blank before the NUL is kept
+		{"[core]\n\tfsmonitor = eob\\", []string{"core..fsmonitor=eob"}},
 		// Headers one after another on a line, as git reads them.
 		{"[x] [core] fsmonitor = ./f\n[a \"b]\"][Core]hooksPath=h\n[y][diff \"t\"]\ttextconv = ./t\n", []string{"core..fsmonitor=./f", "core..hookspath=h", "diff.t.textconv=./t"}},
 		{"\ufeff[core]\n\tfsmonitor = ./f\n", []string{"core..fsmonitor=./f"}}, // a byte order mark, which git skips

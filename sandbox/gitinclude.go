@@ -97,8 +97,12 @@ func configLines(config []byte) *bufio.Scanner {
 // escaped, quoted or not, and not in a comment) on into the next line, so
 // "fsmonitor = sh tools/\" and "fsmon.sh" run tools/fsmon.sh.
 func continued(v string, sc *bufio.Scanner) string {
-	for continues(v) && sc.Scan() {
-		v = v[:len(v)-1] + sc.Text()
+	for continues(v) {
+		v = v[:len(v)-1]
+		if !sc.Scan() {
+			break // git drops a backslash that ends the file
+		}
+		v += sc.Text()
 	}
 	return v
 }
@@ -128,6 +132,8 @@ func continues(v string) bool {
 // blank outside quotes (a space, a tab, a carriage return) read as a
 // space, save those before anything else and after the last of it: git
 // reads "hk<tab>dir" as "hk dir", and `"" .githooks` as ".githooks".
+// What follows a NUL byte is dropped: git's readers of the value stop
+// there.
 func configValue(v string) string {
 	var b strings.Builder
 	blanks := 0 // unquoted blanks read and not yet written
@@ -165,5 +171,6 @@ func configValue(v string) string {
 			b.WriteByte(c)
 		}
 	}
-	return b.String()
+	v, _, _ = strings.Cut(b.String(), "\x00")
+	return v
 }

@@ -482,9 +482,18 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 		}
 	}
 	// The shell that runs a command expands $HOME, and $PWD to where git
-	// runs it, the worktree; commandWords would take $ for a separator,
-	// and the rest for a relative word.
-	shellVars := strings.NewReplacer("${HOME}", home, "$HOME", home, "${PWD}", worktree, "$PWD", worktree)
+	// runs it, the worktree, as it does the substitutions that print that
+	// (pwd, git rev-parse --show-toplevel); commandWords would take $ and
+	// the substitution for separators and words, and the rest for a
+	// relative word (or /tools/x.sh, no file of the workspace).
+	var vars []string
+	for _, v := range []string{"${HOME}", "$HOME"} {
+		vars = append(vars, v, home)
+	}
+	for _, v := range []string{"${PWD}", "$PWD", "$(pwd)", "`pwd`", "$(git rev-parse --show-toplevel)", "`git rev-parse --show-toplevel`"} {
+		vars = append(vars, v, worktree)
+	}
+	shellVars := strings.NewReplacer(vars...)
 	var out []GuardedPath
 	worktreeConfig := false
 	for _, e := range entries {

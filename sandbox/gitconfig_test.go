@@ -334,22 +334,26 @@ func TestGuardRepoHomeVariable(t *testing.T) {
 }
 
 // $PWD in a git config command is where git runs it, the worktree, as
-// the shell expands it: sh $PWD/tools/fsmon.sh runs the workspace's.
+// the shell expands it, and so are $(pwd) and $(git rev-parse
+// --show-toplevel): sh $PWD/tools/fsmon.sh runs the workspace's.
 func TestGuardRepoPWDVariable(t *testing.T) {
 	ws := realTempDir(t)
 	t.Setenv("HOME", realTempDir(t))
 	t.Setenv("XDG_CONFIG_HOME", "")
 	layTree(t, ws, map[string]string{
 		".git/hooks/": "", "tools/": "",
-		".git/config":    "[core]\n\tfsmonitor = sh $PWD/tools/fsmon.sh\n[alias]\n\tx = !sh ${PWD}/tools/x.sh\n",
+		".git/config": "[core]\n\tfsmonitor = sh $PWD/tools/fsmon.sh\n[alias]\n\tx = !sh ${PWD}/tools/x.sh\n" +
+			"\tt = !sh \\\"$(git rev-parse --show-toplevel)/tools/t.sh\\\"\n\tp = !sh `pwd`/tools/p.sh\n",
 		"tools/fsmon.sh": "#!/bin/sh\n",
 		"tools/x.sh":     "#!/bin/sh\n",
+		"tools/t.sh":     "#!/bin/sh\n",
+		"tools/p.sh":     "#!/bin/sh\n",
 	})
 	paths, err := GuardRepo(ws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkGuards(t, "GuardRepo", paths, ws, []string{"read-only {ws}/tools/fsmon.sh", "read-only {ws}/tools/x.sh"}, nil)
+	checkGuards(t, "GuardRepo", paths, ws, []string{"read-only {ws}/tools/fsmon.sh", "read-only {ws}/tools/x.sh", "read-only {ws}/tools/t.sh", "read-only {ws}/tools/p.sh"}, nil)
 }
 
 // A repository's core.worktree is where git runs its hooks and commands

@@ -523,10 +523,20 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 				p = filepath.Join(worktree, p)
 			}
 			p = filepath.Clean(p)
+			// A pattern is whatever matches when git runs the command,
+			// which the box could add to (sh tools/fs*.sh ran the box's
+			// tools/0.sh): the directory it is matched in is kept from
+			// the box instead.
+			glob := false
+			if i := strings.IndexAny(p, "*?["); i >= 0 && !hooks {
+				glob, p = true, filepath.Dir(p[:i]+"_")
+			}
 			targets := []string{p}
 			switch {
 			case !Within(p, g.top):
 				continue
+			case p == g.top && glob:
+				return nil, fmt.Errorf("the git config of %s names a pattern, %q, matched in the workspace root, for git to run (%s.%s): the command could add a match; name the file itself", dir, w.path, e.section, e.key)
 			case p == g.top && !hooks:
 				continue
 			case p == g.top && e.is("init", "templatedir"):
@@ -542,11 +552,11 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 			for _, p := range targets {
 				fi, err := os.Lstat(p)
 				switch {
-				case !w.first && err == nil && fi.IsDir():
+				case !w.first && err == nil && fi.IsDir() && !glob:
 					// A later word naming a directory is where the
 					// command works, not what it runs.
 					continue
-				case !w.first && err != nil && !strings.Contains(w.path, "/"):
+				case !w.first && err != nil && !strings.Contains(w.path, "/") && !glob:
 					// A missing bare name is a word, not a file.
 					continue
 				case errors.Is(err, fs.ErrNotExist):

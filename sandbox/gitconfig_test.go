@@ -384,3 +384,38 @@ func TestGuardRepoCoreWorktree(t *testing.T) {
 		t.Errorf("GuardRepo = %q; want sub/.githooks read-only", got)
 	}
 }
+
+// A pattern in a command is matched when git runs it, so the box could
+// add a match (sh tools/fs*.sh ran the box's tools/0.sh): the directory
+// it is matched in is read-only, and one matched in the workspace root is
+// refused.
+func TestGuardRepoCommandPattern(t *testing.T) {
+	for _, c := range []struct{ command, want, wantErr string }{
+		{command: "sh tools/fs*.sh", want: "read-only {ws}/tools"},
+		{command: "sh tools/sub/fs?mon.sh", want: "read-only {ws}/tools/sub"},
+		{command: "sh tools/[f]smon.sh", want: "read-only {ws}/tools"},
+		{command: "sh *.sh", wantErr: "names a pattern"},
+	} {
+		t.Run(c.command, func(t *testing.T) {
+			ws := realTempDir(t)
+			t.Setenv("HOME", realTempDir(t))
+			t.Setenv("XDG_CONFIG_HOME", "")
+			layTree(t, ws, map[string]string{
+				".git/hooks/": "", "tools/sub/": "",
+				".git/config":    "[core]\n\tfsmonitor = " + c.command + "\n",
+				"tools/fsmon.sh": "#!/bin/sh\n",
+			})
+			paths, err := GuardRepo(ws)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("GuardRepo = %v, %v; want an error with %q", describeGuards(paths, ws), err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkGuards(t, "GuardRepo", paths, ws, []string{c.want}, nil)
+		})
+	}
+}

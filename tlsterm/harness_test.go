@@ -56,6 +56,9 @@ type rigOptions struct {
 	// write side first, then what still comes is read and dropped for a
 	// while before the close, so a request sent meanwhile draws no reset.
 	linger bool
+	// connState is the origin's http.Server.ConnState, set before it
+	// starts.
+	connState func(net.Conn, http.ConnState)
 }
 
 // lingerListener gives its connections a lingering Close (rigOptions.linger).
@@ -93,6 +96,7 @@ func newRig(tb testing.TB, h http.Handler, o rigOptions) *rig {
 	origin := httptest.NewUnstartedServer(h)
 	origin.Config.ErrorLog = discardLog
 	origin.Config.IdleTimeout = o.idle
+	origin.Config.ConnState = o.connState
 	if o.linger {
 		origin.Listener = lingerListener{origin.Listener}
 	}

@@ -29,12 +29,11 @@ func TestHTTP2RequestsBounded(t *testing.T) {
 		if req.URL.Path == "/hold" {
 			<-release
 		}
-	}), rigOptions{h1Only: true, maxRequests: max})
-	r.Origin.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+	}), rigOptions{h1Only: true, maxRequests: max, connState: func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			upstreams.Add(1)
 		}
-	}
+	}})
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
 	defer free()

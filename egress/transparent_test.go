@@ -5,13 +5,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cordon-sandbox/cordon/audit"
-	"github.com/cordon-sandbox/cordon/policy"
 )
 
 // TestTransparentConnectionsBounded: at most MaxTunnels redirected
@@ -21,19 +17,7 @@ import (
 // made cordon hold a socket and a goroutine for every one.
 func TestTransparentConnectionsBounded(t *testing.T) {
 	const max = 2
-	rules, err := policy.Compile([]string{"127.0.0.1"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(t.TempDir(), "audit.jsonl")
-	aw, err := audit.Open(logPath, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{Rules: rules, Dialer: &Dialer{Rules: rules}, Audit: aw, Token: NewToken(), MaxTunnels: max})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, aw, _, logPath := newTestServer(t, "127.0.0.1", max)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -59,20 +59,7 @@ func newBoundRig(t *testing.T, max int) *boundRig {
 // its token, and its audit log's path.
 func startProxy(t *testing.T, target string, max int) (proxy, auth, logPath string) {
 	t.Helper()
-	rules, err := policy.Compile([]string{target}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logPath = filepath.Join(t.TempDir(), "audit.jsonl")
-	aw, err := audit.Open(logPath, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := NewToken()
-	s, err := New(Config{Rules: rules, Dialer: &Dialer{Rules: rules}, Audit: aw, Token: token, MaxTunnels: max})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, aw, token, logPath := newTestServer(t, target, max)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -86,6 +73,26 @@ func startProxy(t *testing.T, target string, max int) (proxy, auth, logPath stri
 		aw.Close()
 	})
 	return ln.Addr().String(), base64.StdEncoding.EncodeToString([]byte("cordon:" + token)), logPath
+}
+
+// newTestServer makes a Server, with MaxTunnels set to max, that allows
+// target only, logging to a fresh audit log; it returns the server, the
+// log's writer (closed by the caller), the token and the log's path.
+func newTestServer(t *testing.T, target string, max int) (s *Server, aw *audit.Writer, token, logPath string) {
+	t.Helper()
+	rules, err := policy.Compile([]string{target}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath = filepath.Join(t.TempDir(), "audit.jsonl")
+	if aw, err = audit.Open(logPath, "test"); err != nil {
+		t.Fatal(err)
+	}
+	token = NewToken()
+	if s, err = New(Config{Rules: rules, Dialer: &Dialer{Rules: rules}, Audit: aw, Token: token, MaxTunnels: max}); err != nil {
+		t.Fatal(err)
+	}
+	return s, aw, token, logPath
 }
 
 // dial opens a client connection to the proxy.

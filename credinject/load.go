@@ -337,7 +337,7 @@ func commandPath(path string, writable []string) (kept string, left []string) {
 		if r, err := filepath.EvalSymlinks(d); err == nil {
 			real = r
 		}
-		if slices.ContainsFunc(writable, func(w string) bool { return within(w, d) || within(w, real) }) {
+		if slices.ContainsFunc(writable, func(w string) bool { return writableDir(w, d) || writableDir(w, real) }) {
 			left = append(left, d)
 		} else {
 			keep = append(keep, d)
@@ -346,11 +346,11 @@ func commandPath(path string, writable []string) (kept string, left []string) {
 	return strings.Join(keep, string(filepath.ListSeparator)), left
 }
 
-// within says whether the absolute path p is dir or lies below it; a
-// relative p (taken from commandDir) is in none.
-func within(dir, p string) bool {
+// writableDir says whether the PATH entry p lies in the writable
+// directory dir; a relative p (taken from commandDir) is in none.
+func writableDir(dir, p string) bool {
 	p = filepath.Clean(p)
-	return filepath.IsAbs(p) && (p == dir || dir == "/" || strings.HasPrefix(p, dir+"/"))
+	return filepath.IsAbs(p) && policy.Within(p, dir)
 }
 
 // quoteStderr returns ": " and the end of stderr, with anything the command

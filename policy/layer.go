@@ -341,7 +341,7 @@ func patternCovers(c, n string) bool {
 // written and with symlinks resolved: a link inside an allowed directory
 // must not carry a project file to its target.
 func pathCovers(c, n string) bool {
-	return isWithin(c, n) && isWithin(resolvePath(c), resolvePath(n))
+	return Within(n, c) && Within(resolvePath(n), resolvePath(c))
 }
 
 // pathRuleCovers reports whether allow_paths entry n is inside c and asks

@@ -216,7 +216,7 @@ func readConfig(path string, mustExist bool, workspace string) (*configFile, err
 	defer f.Close()
 	if workspace != "" {
 		real := resolvePath(path)
-		if ri, err := os.Stat(real); err != nil || !os.SameFile(fi, ri) || !isWithin(resolvePath(workspace), real) {
+		if ri, err := os.Stat(real); err != nil || !os.SameFile(fi, ri) || !Within(real, resolvePath(workspace)) {
 			return nil, fmt.Errorf("project config %s leads outside the workspace %s (to %s); cordon reads a project file only from the workspace itself: replace the link with the file", path, workspace, real)
 		}
 	}
@@ -251,7 +251,7 @@ func readProjectFiles(ws, home string) ([]*configFile, error) {
 	for d := filepath.Dir(ws); d != home && d != filepath.Dir(d); d = filepath.Dir(d) {
 		dirs = append(dirs, d)
 	}
-	if !isWithin(home, ws) {
+	if !Within(ws, home) {
 		dirs = append(dirs, string(filepath.Separator))
 	}
 	var out []*configFile
@@ -287,10 +287,10 @@ func rebaseReadOnly(entries []string, dir, ws string) ([]string, error) {
 	var out []string
 	for _, e := range entries {
 		p := filepath.Join(dir, e)
-		if isWithin(p, ws) {
+		if Within(ws, p) {
 			return nil, fmt.Errorf("read_only: %q holds the whole workspace %s, which cannot be made read-only; run cordon from %s, whose project file this is", e, ws, dir)
 		}
-		if rel, err := filepath.Rel(ws, p); err == nil && isWithin(ws, p) {
+		if rel, err := filepath.Rel(ws, p); err == nil && Within(p, ws) {
 			out = append(out, rel)
 		}
 	}
@@ -320,7 +320,7 @@ func findWorkspace(cwd, home string) (string, error) {
 		return "", fmt.Errorf("refusing / as a workspace: it would hand the whole machine to the command; cd into a project directory first")
 	case dir == home:
 		return "", fmt.Errorf("refusing your home directory %s as a workspace: cd into a project directory first", home)
-	case isWithin(dir, home):
+	case Within(home, dir):
 		return "", fmt.Errorf("refusing %s as a workspace: it contains your home directory %s; cd into a project directory first", dir, home)
 	case SharedTemp(dir):
 		return "", fmt.Errorf("refusing %s as a workspace: every user may make files in it, and it holds your sockets (a tmux server's, an ssh agent's), through which the command could act outside the box; make a project directory in it and cd there first", dir)
@@ -370,15 +370,10 @@ func resolvePath(p string) string {
 	}
 }
 
-// isWithin reports whether child is parent or lies below it.
-func isWithin(parent, child string) bool {
-	if parent == child {
-		return true
-	}
-	if !strings.HasSuffix(parent, string(filepath.Separator)) {
-		parent += string(filepath.Separator)
-	}
-	return strings.HasPrefix(child, parent)
+// Within reports whether p is dir or lies below it; both are absolute and
+// clean.
+func Within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
 // homeDir is $HOME, or the password database's entry when it is unset.

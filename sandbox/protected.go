@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/cordon-sandbox/cordon/policy"
 )
 
 // CacheDir is cordon's cache directory (its kept trust bundles and probe
@@ -103,8 +105,5 @@ func finalTarget(path string) string {
 	return real
 }
 
-// Within reports whether p is dir or lies below it; both are absolute and
-// clean.
-func Within(p, dir string) bool {
-	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
-}
+// Within reports whether p is dir or lies below it (policy.Within).
+func Within(p, dir string) bool { return policy.Within(p, dir) }

@@ -154,18 +154,10 @@ const commandSeparators = " \t\n\r'\"`;|&()<>$={}"
 // (configured looks). None for a key that is no command, or an alias
 // that is a git command.
 func commandWords(e configEntry) []commandWord {
-	key := [2]string{e.section, e.key}
-	if e.section == "alias" || e.section == "pager" {
-		key[1] = ""
-	}
-	if !commandKeys[key] {
+	v, ok := commandOf(e)
+	if !ok {
 		return nil
 	}
-	v := strings.TrimSpace(e.value)
-	if e.section == "alias" && !strings.HasPrefix(v, "!") {
-		return nil // a git command, not a program
-	}
-	v = strings.TrimSpace(strings.TrimPrefix(v, "!"))
 	split := func(s string) []string {
 		return strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(commandSeparators, r) })
 	}
@@ -205,6 +197,50 @@ func commandWords(e configEntry) []commandWord {
 		out = append(out, commandWord{path: w, first: i == 0})
 	}
 	return out
+}
+
+// commandOf is the command e gives git to run on the host: the value of a
+// command key (commandKeys; an alias's or helper's leading "!" dropped),
+// or the command of an ext:: URL (extCommand). ok is false for an entry
+// that names no command.
+func commandOf(e configEntry) (cmd string, ok bool) {
+	if cmd, ok := extCommand(e); ok {
+		return cmd, true
+	}
+	key := [2]string{e.section, e.key}
+	if e.section == "alias" || e.section == "pager" {
+		key[1] = ""
+	}
+	if !commandKeys[key] {
+		return "", false
+	}
+	v := strings.TrimSpace(e.value)
+	if e.section == "alias" && !strings.HasPrefix(v, "!") {
+		return "", false // a git command, not a program
+	}
+	return strings.TrimSpace(strings.TrimPrefix(v, "!")), true
+}
+
+// extCommand is the command of an ext:: URL: git runs "ext::sh
+// tools/x.sh" on the host, at the next fetch or push where
+// protocol.ext.allow (or protocol.allow) lets it, when it is a remote's
+// url or pushurl, or the base a url.BASE.insteadOf or pushInsteadOf
+// rewrites another URL to. git's escapes are undone ("% " is a blank
+// inside a word, "%%" a percent sign); its placeholders (%s, %S, %G) are
+// left as written.
+func extCommand(e configEntry) (string, bool) {
+	var u string
+	switch {
+	case e.section == "remote" && (e.key == "url" || e.key == "pushurl"):
+		u = e.value
+	case e.section == "url" && (e.key == "insteadof" || e.key == "pushinsteadof"):
+		u = e.sub
+	}
+	cmd, ok := strings.CutPrefix(strings.TrimSpace(u), "ext::")
+	if !ok {
+		return "", false
+	}
+	return strings.NewReplacer("% ", " ", "%%", "%").Replace(cmd), true
 }
 
 // maxShellDepth bounds how many shells deep commandWords reads a command

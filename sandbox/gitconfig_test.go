@@ -104,6 +104,13 @@ func TestCommandWords(t *testing.T) {
 		{"core", "", "alternaterefscommand", "tools/refs.sh", []string{"1:tools/refs.sh"}},
 		{"core", "", "gitproxy", "tools/proxy.sh for example.com", []string{"1:tools/proxy.sh", "for", "example.com"}},
 		{"sendemail", "", "tocmd", "./tools/to.sh", []string{"1:./tools/to.sh"}},
+		// An ext:: URL is a command git runs at a fetch or push, as a
+		// remote's URL or as what an insteadOf rewrites one to.
+		{"remote", "origin", "url", "ext::sh tools/fetch.sh %S", []string{"tools/fetch.sh", "%S"}},
+		{"remote", "origin", "pushurl", "ext::./tools/push%%.sh", []string{"1:./tools/push%.sh"}},
+		{"url", "ext::sh tools/gh.sh ", "insteadof", "https://github.com/", []string{"tools/gh.sh"}},
+		{"remote", "origin", "url", "https://example.com/ext::sh/x.sh", nil},
+		{"url", "https://mirror/", "insteadof", "ext::sh a/b", nil},
 		// What quotes or a backslash split, the shell joins.
 		{"core", "", "fsmonitor", "sh tools/fs''mon.sh", []string{"tools/fs", "mon.sh", "tools/fsmon.sh"}},
 		{"alias", "", "zz", `!sh tools/z\z.sh "a"'b'\ c`, []string{`tools/z\z.sh`, "a", "b", `\`, "c", "tools/zz.sh", "ab"}},
@@ -331,6 +338,27 @@ func TestGuardRepoHomeVariable(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGuards(t, "GuardRepo", paths, ws, []string{"read-only {ws}/tools/fsmon.sh", "read-only {ws}/tools/x.sh"}, nil)
+}
+
+// An ext:: URL runs its command at the user's next fetch or push (an
+// editor's automatic fetch, say), where protocol.ext.allow lets it: as a
+// remote's URL, or as the base an insteadOf rewrites a URL to.
+func TestGuardRepoExtURL(t *testing.T) {
+	ws := realTempDir(t)
+	t.Setenv("HOME", realTempDir(t))
+	t.Setenv("XDG_CONFIG_HOME", "")
+	layTree(t, ws, map[string]string{
+		".git/hooks/": "", "tools/": "",
+		".git/config": "[protocol \"ext\"]\n\tallow = always\n[remote \"origin\"]\n\turl = ext::sh tools/fetch.sh %S\n" +
+			"[url \"ext::sh tools/gh.sh \"]\n\tinsteadOf = https://github.com/\n",
+		"tools/fetch.sh": "#!/bin/sh\n",
+		"tools/gh.sh":    "#!/bin/sh\n",
+	})
+	paths, err := GuardRepo(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGuards(t, "GuardRepo", paths, ws, []string{"read-only {ws}/tools/fetch.sh", "read-only {ws}/tools/gh.sh"}, nil)
 }
 
 // $PWD in a git config command is where git runs it, the worktree, as

@@ -214,13 +214,17 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 // comes back from host and port. A 101's header keeps its Connection and
 // Upgrade (only values holding a secret change); what the switched
 // connection brings back is masked as a body is, and what the client sends
-// on it is guarded as a request body is.
+// on it is guarded as a request body is. A 101 whose protocol is encoded
+// past masking (tlsterm.CheckSwitch) is refused.
 func maskPlain(creds *credinject.Set, resp *http.Response, host string, port int) error {
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		return tlsterm.MaskResponse(creds, resp)
 	}
 	if len(creds.Names()) == 0 {
 		return nil
+	}
+	if err := tlsterm.CheckSwitch(creds, resp); err != nil {
+		return err
 	}
 	creds.MaskHeader(resp.Header)
 	if conn, ok := resp.Body.(io.ReadWriteCloser); ok {

@@ -147,12 +147,26 @@ func TestPlainMaskedResponses(t *testing.T) {
 		t.Cleanup(func() { resp.Body.Close() })
 		return resp
 	}
+	// websocket sends a WebSocket handshake offering permessage-deflate,
+	// for target, to the proxy, and returns the connection's reader.
+	websocket := func(t *testing.T, r *plainMaskRig, target string) *bufio.Reader {
+		c, err := net.Dial("tcp", r.proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, echotest.WebSocketRequest(r.origin.URL+target, strings.TrimPrefix(r.origin.URL, "http://"),
+			"Proxy-Authorization: "+r.auth, "Authorization: Bearer "+r.placeholder))
+		return bufio.NewReader(c)
+	}
 	for _, tc := range []struct {
 		name   string
 		reason policy.Reason // of the close line
+		detail string        // in the close line's detail
 		check  func(t *testing.T, r *plainMaskRig)
 	}{
-		{"103 early hints", "", func(t *testing.T, r *plainMaskRig) {
+		{"103 early hints", "", "", func(t *testing.T, r *plainMaskRig) {
 			var hints []http.Header
 			resp := get(t, r, "/hints", &httptrace.ClientTrace{Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
 				hints = append(hints, http.Header(h).Clone())
@@ -163,14 +177,14 @@ func TestPlainMaskedResponses(t *testing.T) {
 				t.Fatalf("1xx headers %v, body %q", hints, b)
 			}
 		}},
-		{"trailers", "", func(t *testing.T, r *plainMaskRig) {
+		{"trailers", "", "", func(t *testing.T, r *plainMaskRig) {
 			resp := get(t, r, "/trailer", nil)
 			b, _ := io.ReadAll(resp.Body)
 			if want := "Bearer " + r.placeholder; resp.Trailer.Get("X-Echo") != want || resp.Trailer.Get("X-Late") != want || string(b) != "body" {
 				t.Fatalf("trailers %v, body %q", resp.Trailer, b)
 			}
 		}},
-		{"gzip unasked", "", func(t *testing.T, r *plainMaskRig) {
+		{"gzip unasked", "", "", func(t *testing.T, r *plainMaskRig) {
 			resp := get(t, r, "/gzip", nil)
 			if enc := resp.Header.Get("Content-Encoding"); enc != "" {
 				t.Fatalf("Content-Encoding %s passed on", enc)
@@ -184,7 +198,7 @@ func TestPlainMaskedResponses(t *testing.T) {
 				t.Fatalf("second line %q %v", rest, err)
 			}
 		}},
-		{"br unasked", tlsterm.ReasonUncheckedEncoding, func(t *testing.T, r *plainMaskRig) {
+		{"br unasked", tlsterm.ReasonUncheckedEncoding, `Content-Encoding "br"`, func(t *testing.T, r *plainMaskRig) {
 			resp := get(t, r, "/br", nil)
 			b, _ := io.ReadAll(resp.Body)
 			if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("X-Cordon-Reason") != string(tlsterm.ReasonUncheckedEncoding) ||
@@ -192,7 +206,7 @@ func TestPlainMaskedResponses(t *testing.T) {
 				t.Fatalf("%d %v %q", resp.StatusCode, resp.Header, b)
 			}
 		}},
-		{"101 and the switched connection", "", func(t *testing.T, r *plainMaskRig) {
+		{"101 and the switched connection", "", "", func(t *testing.T, r *plainMaskRig) {
 			c, err := net.Dial("tcp", r.proxy)
 			if err != nil {
 				t.Fatal(err)
@@ -219,7 +233,30 @@ func TestPlainMaskedResponses(t *testing.T) {
 				t.Fatalf("the client's side of the switched connection: %q %v", line, err)
 			}
 		}},
-		{"a secret sent on the switched connection", credinject.ReasonSecretLeak, func(t *testing.T, r *plainMaskRig) {
+		{"WebSocket: no compression offered", "", "", func(t *testing.T, r *plainMaskRig) {
+			br := websocket(t, r, "/websocket")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil || resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Sec-WebSocket-Extensions") != "" {
+				t.Fatalf("handshake: %v %v; want 101 with no extension", resp, err)
+			}
+			// The frame's length says the secret's; the bytes are the
+			// placeholder's.
+			if rest, err := io.ReadAll(br); !strings.Contains(string(rest), "key Bearer "+r.placeholder) || err != nil {
+				t.Fatalf("message %q, %v; want the placeholder, uncompressed", rest, err)
+			}
+		}},
+		{"WebSocket compressed unasked", tlsterm.ReasonUncheckedEncoding, `Sec-WebSocket-Extensions "permessage-deflate"`, func(t *testing.T, r *plainMaskRig) {
+			resp, err := http.ReadResponse(websocket(t, r, "/websocket?unasked"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("X-Cordon-Reason") != string(tlsterm.ReasonUncheckedEncoding) ||
+				strings.Contains(string(b), plainSecret) {
+				t.Fatalf("%d %v %q; want 502 %s", resp.StatusCode, resp.Header, b, tlsterm.ReasonUncheckedEncoding)
+			}
+		}},
+		{"a secret sent on the switched connection", credinject.ReasonSecretLeak, "", func(t *testing.T, r *plainMaskRig) {
 			c, err := net.Dial("tcp", r.proxy)
 			if err != nil {
 				t.Fatal(err)
@@ -246,7 +283,7 @@ func TestPlainMaskedResponses(t *testing.T) {
 			if rec.Reason != string(tc.reason) {
 				t.Fatalf("close line %+v, want reason %q", rec, tc.reason)
 			}
-			if tc.reason == tlsterm.ReasonUncheckedEncoding && !strings.Contains(rec.Detail, `Content-Encoding "br"`) {
+			if !strings.Contains(rec.Detail, tc.detail) {
 				t.Fatalf("close line %+v says not why", rec)
 			}
 		})

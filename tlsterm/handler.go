@@ -203,12 +203,15 @@ func (s *Stream) defaultPort() int {
 // ApplyCredentials puts bound credentials on a request (over TLS, or plain
 // HTTP where a credential allows it) and refuses placeholders or secrets
 // headed anywhere else. With credentials loaded it also asks the upstream
-// for an unencoded body, so the response can be masked.
+// for an unencoded body, and a WebSocket without extensions (whose
+// messages permessage-deflate would compress), so the response can be
+// masked.
 func ApplyCredentials(creds *credinject.Set, r *http.Request, host string, port int, secure bool) (credinject.Outcome, *credinject.Error) {
 	if len(creds.Names()) == 0 {
 		return credinject.Outcome{}, nil
 	}
 	r.Header.Del("Accept-Encoding")
+	r.Header.Del("Sec-WebSocket-Extensions")
 	out, err := creds.Apply(r, host, port, secure)
 	if err != nil {
 		var ce *credinject.Error

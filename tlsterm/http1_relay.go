@@ -109,6 +109,9 @@ func (h *conn1) switchProtocols(x *exchange, body *clientBody) (int, int64, bool
 	case !strings.EqualFold(x.upgrade, got):
 		return h.fail(x, fmt.Errorf("upstream tried to switch protocol %q when %q was requested", got, x.upgrade), body)
 	}
+	if err := CheckSwitch(h.st.t.cfg.Creds, resp); err != nil {
+		return h.fail(x, err, body)
+	}
 	if x.wrote != nil {
 		// The request's body goes up whole before the new protocol.
 		err := <-x.wrote

@@ -17,14 +17,18 @@ import (
 // writes them, and bodies the upstream encoded although nobody asked it to.
 
 // ReasonUncheckedEncoding is a response refused because the upstream
-// encoded its body (Content-Encoding) in a way cordon did not ask for and
-// cannot see through, so a real secret in it could not be masked.
+// encoded its body (Content-Encoding), or a switched protocol's messages
+// (a WebSocket extension), in a way cordon did not ask for and cannot see
+// through, so a real secret in it could not be masked.
 const ReasonUncheckedEncoding policy.Reason = "unchecked_encoding"
 
-// EncodingError is a response MaskResponse refused: its body's encoding
-// hides it from masking.
+// EncodingError is a response MaskResponse or CheckSwitch refused: its
+// encoding hides it from masking.
 type EncodingError struct {
-	// Codings are the response's content codings, in the order applied.
+	// Header names the codings: Content-Encoding, or
+	// Sec-WebSocket-Extensions.
+	Header string
+	// Codings are the response's codings, in the order applied.
 	Codings []string
 }
 
@@ -33,15 +37,16 @@ func (e *EncodingError) Error() string {
 	for i, c := range e.Codings {
 		shown[i] = c
 		switch c {
-		case "br", "zstd", "deflate", "compress", "x-compress", "gzip", "x-gzip", "dcb", "dcz", "aes128gcm", "exi", "pack200-gzip":
+		case "br", "zstd", "deflate", "compress", "x-compress", "gzip", "x-gzip", "dcb", "dcz", "aes128gcm", "exi", "pack200-gzip",
+			"permessage-deflate", "x-webkit-deflate-frame":
 		default:
 			// The header came from the upstream: nothing of it but the
 			// names of known codings goes into a line or a page.
 			shown[i] = "(unrecognised)"
 		}
 	}
-	return fmt.Sprintf("the upstream sent its response with Content-Encoding %q, which cordon did not ask for and cannot check for real credentials; refused rather than passed on unchecked",
-		strings.Join(shown, ", "))
+	return fmt.Sprintf("the upstream sent its response with %s %q, which cordon did not ask for and cannot check for real credentials; refused rather than passed on unchecked",
+		e.Header, strings.Join(shown, ", "))
 }
 
 // UncheckedEncoding is the refusal of a response MaskResponse turned away
@@ -77,7 +82,32 @@ func decodeBody(resp *http.Response) error {
 		resp.Uncompressed = true
 		return nil
 	}
-	return &EncodingError{Codings: codings}
+	return &EncodingError{Header: "Content-Encoding", Codings: codings}
+}
+
+// CheckSwitch refuses a 101 whose new protocol the upstream encodes in a
+// way cordon cannot see through: a WebSocket extension (permessage-deflate
+// compresses every message, and masking, which reads the bytes as they
+// pass, would find no secret in them). ApplyCredentials keeps the client
+// from offering one, so only an upstream that ignores that names one. It
+// returns an *EncodingError, and nil without credentials.
+func CheckSwitch(creds *credinject.Set, resp *http.Response) error {
+	if len(creds.Names()) == 0 {
+		return nil
+	}
+	var exts []string
+	for _, v := range resp.Header.Values("Sec-WebSocket-Extensions") {
+		for ext := range strings.SplitSeq(v, ",") {
+			name, _, _ := strings.Cut(ext, ";")
+			if name = strings.ToLower(textproto.TrimString(name)); name != "" {
+				exts = append(exts, name)
+			}
+		}
+	}
+	if len(exts) > 0 {
+		return &EncodingError{Header: "Sec-WebSocket-Extensions", Codings: exts}
+	}
+	return nil
 }
 
 // gunzipBody is a gzip-encoded body, decoded as it is read. The gzip header

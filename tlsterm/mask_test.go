@@ -240,3 +240,41 @@ func TestMaskedBodyAbandonedEnds(t *testing.T) {
 		t.Fatalf("%d goroutines after 20 clients left mid-body, %d before", n, before)
 	}
 }
+
+// TestWebSocketUncompressed: a WebSocket client's permessage-deflate
+// offer does not reach the upstream, so a message echoing the injected
+// secret comes back uncompressed, where it is masked; an upstream that
+// compresses its messages anyway (its 101 names an extension) is refused,
+// 502 unchecked_encoding, and so logged. Before, the offer went up and a
+// compressed message carried the real secret to the client.
+func TestWebSocketUncompressed(t *testing.T) {
+	// As long as its placeholder, so that masking keeps the frame's length.
+	const secret = "s3cr3t-value-for-the-websocket-tests-0123"
+	creds, ph := echotest.Creds(t, secret)
+	r := newRig(t, echotest.Origin(nil), rigOptions{creds: creds})
+	c, br := r.dial(t, false)
+	io.WriteString(c, echotest.WebSocketRequest("/websocket", r.authority(), "Authorization: Bearer "+ph))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Sec-WebSocket-Extensions") != "" {
+		t.Fatalf("handshake: %v %v; want 101 with no extension", resp, err)
+	}
+	if text, err := echotest.ReadWebSocketText(br); text != "key Bearer "+ph || err != nil {
+		t.Fatalf("message %q, %v; want the placeholder", text, err)
+	}
+	c.Close()
+
+	c, br = r.dial(t, false)
+	io.WriteString(c, echotest.WebSocketRequest("/websocket?unasked", r.authority(), "Authorization: Bearer "+ph))
+	resp, body := readResp(t, br, "GET")
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("X-Cordon-Reason") != string(ReasonUncheckedEncoding) ||
+		!strings.Contains(body, "permessage-deflate") || strings.Contains(body, secret) {
+		t.Fatalf("an extension the client was not let offer: %d %v %q; want 502 %s", resp.StatusCode, resp.Header, body, ReasonUncheckedEncoding)
+	}
+	refused := false
+	for _, rec := range r.waitRecords(t, audit.TypeClose, 2) {
+		refused = refused || rec.Path == "/websocket" && rec.Status == http.StatusBadGateway && rec.Reason == string(ReasonUncheckedEncoding)
+	}
+	if !refused {
+		t.Fatal("no close line says the compressed WebSocket was refused")
+	}
+}

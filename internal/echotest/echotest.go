@@ -5,7 +5,14 @@
 package echotest
 
 import (
+	"bufio"
+	"bytes"
+	"compress/flate"
 	"compress/gzip"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,7 +45,9 @@ func Creds(t testing.TB, secret string) (*credinject.Set, string) {
 // Origin echoes the Authorization header in a 103's Link (/hints), in
 // declared and undeclared trailers (/trailer), in a gzipped body sent
 // unasked whose second line comes once next has a value or after 5 s
-// (/gzip), and in a body marked br (/br).
+// (/gzip), in a body marked br (/br), and in a WebSocket message (/websocket),
+// compressed with permessage-deflate when the client offers it (or, with
+// ?unasked, whether or not it does).
 func Origin(next <-chan struct{}) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/hints", func(w http.ResponseWriter, r *http.Request) {
@@ -71,5 +80,98 @@ func Origin(next <-chan struct{}) *http.ServeMux {
 		w.Header().Set("Content-Encoding", "br")
 		io.WriteString(w, "as if compressed: "+r.Header.Get("Authorization"))
 	})
+	mux.HandleFunc("/websocket", func(w http.ResponseWriter, r *http.Request) {
+		deflate := strings.Contains(r.Header.Get("Sec-WebSocket-Extensions"), "permessage-deflate") || r.URL.Query().Has("unasked")
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		accept := sha1.Sum([]byte(r.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+		ext := ""
+		if deflate {
+			ext = "Sec-WebSocket-Extensions: permessage-deflate\r\n"
+		}
+		fmt.Fprintf(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s\r\n",
+			base64.StdEncoding.EncodeToString(accept[:]), ext)
+		c.Write(WebSocketText("key "+r.Header.Get("Authorization"), deflate))
+	})
 	return mux
+}
+
+// WebSocketRequest is the handshake of a WebSocket client that offers
+// permessage-deflate, as browsers and most libraries do: target as the
+// request line has it, host for the Host header, then the header lines
+// given ("Name: value").
+func WebSocketRequest(target, host string, header ...string) string {
+	req := "GET " + target + " HTTP/1.1\r\nHost: " + host + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
+		"Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
+	for _, line := range header {
+		req += line + "\r\n"
+	}
+	return req + "\r\n"
+}
+
+// WebSocketText is one unfragmented text frame from a server holding
+// text, its payload compressed as permessage-deflate sends it (RSV1 set)
+// when deflate is set.
+func WebSocketText(text string, deflate bool) []byte {
+	payload, first := []byte(text), byte(0x81) // FIN, text
+	if deflate {
+		var b bytes.Buffer
+		zw, _ := flate.NewWriter(&b, flate.BestCompression)
+		io.WriteString(zw, text)
+		zw.Flush()
+		payload, first = bytes.TrimSuffix(b.Bytes(), []byte{0, 0, 0xff, 0xff}), first|0x40
+	}
+	frame := []byte{first}
+	switch n := len(payload); {
+	case n < 126:
+		frame = append(frame, byte(n))
+	case n < 1<<16:
+		frame = binary.BigEndian.AppendUint16(append(frame, 126), uint16(n))
+	default:
+		frame = binary.BigEndian.AppendUint64(append(frame, 127), uint64(n))
+	}
+	return append(frame, payload...)
+}
+
+// ReadWebSocketText reads one unfragmented, unmasked text frame and
+// returns its text, decompressed if RSV1 marks it compressed.
+func ReadWebSocketText(br *bufio.Reader) (string, error) {
+	var head [2]byte
+	if _, err := io.ReadFull(br, head[:]); err != nil {
+		return "", err
+	}
+	if head[0]&0x8f != 0x81 || head[1]&0x80 != 0 {
+		return "", fmt.Errorf("not an unfragmented, unmasked text frame: %x", head)
+	}
+	n := uint64(head[1])
+	switch n {
+	case 126:
+		var ext [2]byte
+		if _, err := io.ReadFull(br, ext[:]); err != nil {
+			return "", err
+		}
+		n = uint64(binary.BigEndian.Uint16(ext[:]))
+	case 127:
+		var ext [8]byte
+		if _, err := io.ReadFull(br, ext[:]); err != nil {
+			return "", err
+		}
+		n = binary.BigEndian.Uint64(ext[:])
+	}
+	payload := make([]byte, n)
+	if _, err := io.ReadFull(br, payload); err != nil {
+		return "", err
+	}
+	if head[0]&0x40 == 0 {
+		return string(payload), nil
+	}
+	text, err := io.ReadAll(flate.NewReader(io.MultiReader(bytes.NewReader(payload), bytes.NewReader([]byte{0, 0, 0xff, 0xff}))))
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = nil // the sync flush ends the message, not the stream
+	}
+	return string(text), err
 }

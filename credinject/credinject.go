@@ -313,3 +313,32 @@ func (s *Set) MaskBody(body io.ReadCloser) io.ReadCloser {
 	s = s.orEmpty()
 	return newMaskReader(body, s.secrets, s.replaceWithPlaceholder)
 }
+
+// Masker masks one message that arrives in pieces, such as a WebSocket
+// message spread over frames: every real secret in it becomes its
+// placeholder wherever the pieces split it. Mask holds back the last bytes
+// fed (fewer than the longest secret's longest spelling), whatever they
+// are, until more come or End. A Masker is for one goroutine at a time.
+type Masker struct {
+	st      stream
+	scratch []byte
+}
+
+// NewMasker returns a Masker for the secrets of s.
+func (s *Set) NewMasker() *Masker {
+	s = s.orEmpty()
+	return &Masker{st: stream{m: s.secrets, emit: s.replaceWithPlaceholder, window: true}}
+}
+
+// Mask feeds p and appends to dst what is decided.
+func (m *Masker) Mask(dst, p []byte) []byte {
+	dst, m.scratch, _ = m.st.write(dst, p, m.scratch) // emit never fails for a mask
+	return dst
+}
+
+// End ends the message, appending what was held back to dst; the Masker
+// then starts the next.
+func (m *Masker) End(dst []byte) []byte {
+	dst, _ = m.st.flush(dst)
+	return dst
+}

@@ -592,3 +592,32 @@ func TestMaskBodyCloseEndsReadAhead(t *testing.T) {
 		t.Fatalf("%d goroutines after 50 closed bodies, %d before", n, before)
 	}
 }
+
+// TestMaskerProperty: a message fed to a Masker in any pieces comes out
+// masked as the reference masks it whole, with never more than the window
+// held back, and a Masker that ended a message starts the next afresh.
+func TestMaskerProperty(t *testing.T) {
+	for seed := range uint64(propertySeeds) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		secrets := randomNeedles(rng, "ab")
+		set := secretSet(secrets...)
+		needles, placeholders, _ := spelt(set)
+		m := set.NewMasker()
+		for range 2 {
+			input := randomString(rng, "abc", rng.IntN(120))
+			var got []byte
+			off := 0
+			for _, n := range randomChunks(rng, len(input)) {
+				got = m.Mask(got, []byte(input[off:off+n]))
+				off += n
+				if held := len(m.st.tail); held > window(set) {
+					t.Fatalf("secrets %q, input %q: holds %d bytes, more than the window %d", secrets, input, held, window(set))
+				}
+			}
+			got = m.End(got)
+			if want := reference(input, needles, func(k int) string { return placeholders[k] }); string(got) != want {
+				t.Fatalf("secrets %q, input %q: got %q, want %q", secrets, input, got, want)
+			}
+		}
+	}
+}

@@ -187,10 +187,14 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 		switched, _ := resp.Body.(*maskedConn)
 		resp.Body = newCountedBody(resp.Body, func(up, down int64, end error) {
 			var f policy.Decision
+			unchecked, cut := tlsterm.UncheckedEncoding(end)
 			switch {
 			case switched != nil && switched.guard.Err() != nil:
 				// Cut for what the client sent on the switched protocol.
 				f = tlsterm.Failure(switched.guard.Err(), s.cfg.Creds)
+			case cut:
+				// Or for what the upstream sent on it.
+				f = unchecked
 			case end == nil || resp.StatusCode == http.StatusSwitchingProtocols:
 			case errors.Is(end, errBodyCut):
 				// The relay stopped before the body's end without a read
@@ -228,7 +232,7 @@ func maskPlain(creds *credinject.Set, resp *http.Response, host string, port int
 	}
 	creds.MaskHeader(resp.Header)
 	if conn, ok := resp.Body.(io.ReadWriteCloser); ok {
-		resp.Body = newMaskedConn(creds, conn, host, port)
+		resp.Body = newMaskedConn(creds, resp.Header.Get("Upgrade"), conn, host, port)
 	}
 	return nil
 }
@@ -242,10 +246,12 @@ type maskedConn struct {
 }
 
 // newMaskedConn starts the copy of what the client writes, through the
-// guard, to conn; a refused value ends it and the connection.
-func newMaskedConn(creds *credinject.Set, conn io.ReadWriteCloser, host string, port int) *maskedConn {
+// guard, to conn; a refused value ends it and the connection. What conn
+// brings back is masked as the switched protocol needs
+// (tlsterm.MaskSwitched).
+func newMaskedConn(creds *credinject.Set, protocol string, conn io.ReadWriteCloser, host string, port int) *maskedConn {
 	pr, pw := io.Pipe()
-	c := &maskedConn{ReadCloser: creds.MaskBody(conn), up: pw, guard: creds.GuardBody(pr, host, port)}
+	c := &maskedConn{ReadCloser: tlsterm.MaskSwitched(creds, protocol, conn), up: pw, guard: creds.GuardBody(pr, host, port)}
 	go func() {
 		if _, err := io.Copy(conn, c.guard); err != nil {
 			pr.CloseWithError(err)

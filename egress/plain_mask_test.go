@@ -256,6 +256,26 @@ func TestPlainMaskedResponses(t *testing.T) {
 				t.Fatalf("%d %v %q; want 502 %s", resp.StatusCode, resp.Header, b, tlsterm.ReasonUncheckedEncoding)
 			}
 		}},
+		{"WebSocket: a secret split between frames", "", "", func(t *testing.T, r *plainMaskRig) {
+			br := websocket(t, r, "/websocket?fragmented")
+			if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+				t.Fatalf("handshake: %v %v", resp, err)
+			}
+			msg, control, err := echotest.ReadWebSocketMessage(br)
+			if msg != "key Bearer "+r.placeholder || len(control) != 1 || control[0] != "Bearer "+r.placeholder || err != nil {
+				t.Fatalf("message %q, control frames %q, %v; want the placeholder", msg, control, err)
+			}
+			io.ReadAll(br) // to the end, for the close line
+		}},
+		{"WebSocket: a frame compressed unnegotiated", tlsterm.ReasonUncheckedEncoding, "reserved bit", func(t *testing.T, r *plainMaskRig) {
+			br := websocket(t, r, "/websocket?compressed")
+			if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+				t.Fatalf("handshake: %v %v", resp, err)
+			}
+			if rest, _ := io.ReadAll(br); len(rest) > 0 {
+				t.Fatalf("after a compressed frame: %q; want the connection cut", rest)
+			}
+		}},
 		{"a secret sent on the switched connection", credinject.ReasonSecretLeak, "", func(t *testing.T, r *plainMaskRig) {
 			c, err := net.Dial("tcp", r.proxy)
 			if err != nil {

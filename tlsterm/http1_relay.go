@@ -127,7 +127,7 @@ func (h *conn1) switchProtocols(x *exchange, body *clientBody) (int, int64, bool
 	var masked io.ReadCloser
 	if len(creds.Names()) > 0 {
 		guard = creds.GuardBody(io.NopCloser(h.br), h.st.s.Host, h.st.s.Port)
-		masked = creds.MaskBody(io.NopCloser(h.up.br))
+		masked = MaskSwitched(creds, got, io.NopCloser(h.up.br))
 		fromClient, fromUpstream = guard, masked
 	}
 	writeHead(h.bw, x.req, resp.StatusCode, resp.Header)
@@ -145,6 +145,9 @@ func (h *conn1) switchProtocols(x *exchange, body *clientBody) (int, int64, bool
 	if guard != nil && guard.Err() != nil {
 		// The switched protocol was cut for what the client sent on it.
 		d := Failure(guard.Err(), creds)
+		x.reason, x.detail = string(d.Reason), d.Detail
+	} else if d, ok := UncheckedEncoding(wsRefusal(masked)); ok {
+		// Or for what the upstream sent.
 		x.reason, x.detail = string(d.Reason), d.Detail
 	}
 	x.bytesUp += up

@@ -49,14 +49,20 @@ func (e *EncodingError) Error() string {
 		e.Header, strings.Join(shown, ", "))
 }
 
-// UncheckedEncoding is the refusal of a response MaskResponse turned away
-// (err is or wraps an *EncodingError), for its 502 and its close line.
+// UncheckedEncoding is the refusal of a response MaskResponse or
+// CheckSwitch turned away (err is or wraps an *EncodingError), for its 502
+// and its close line, or of a WebSocket cut for a frame masking could not
+// read (a *WebSocketError), for its close line.
 func UncheckedEncoding(err error) (policy.Decision, bool) {
 	var ee *EncodingError
-	if !errors.As(err, &ee) {
-		return policy.Decision{}, false
+	var we *WebSocketError
+	switch {
+	case errors.As(err, &ee):
+		return policy.Decision{Reason: ReasonUncheckedEncoding, Detail: ee.Error()}, true
+	case errors.As(err, &we):
+		return policy.Decision{Reason: ReasonUncheckedEncoding, Detail: we.Error()}, true
 	}
-	return policy.Decision{Reason: ReasonUncheckedEncoding, Detail: ee.Error()}, true
+	return policy.Decision{}, false
 }
 
 // decodeBody makes resp's body readable to masking. A body the upstream

@@ -258,7 +258,7 @@ func TestWebSocketUncompressed(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Sec-WebSocket-Extensions") != "" {
 		t.Fatalf("handshake: %v %v; want 101 with no extension", resp, err)
 	}
-	if text, err := echotest.ReadWebSocketText(br); text != "key Bearer "+ph || err != nil {
+	if text, _, err := echotest.ReadWebSocketMessage(br); text != "key Bearer "+ph || err != nil {
 		t.Fatalf("message %q, %v; want the placeholder", text, err)
 	}
 	c.Close()

@@ -45,9 +45,11 @@ func Creds(t testing.TB, secret string) (*credinject.Set, string) {
 // Origin echoes the Authorization header in a 103's Link (/hints), in
 // declared and undeclared trailers (/trailer), in a gzipped body sent
 // unasked whose second line comes once next has a value or after 5 s
-// (/gzip), in a body marked br (/br), and in a WebSocket message (/websocket),
-// compressed with permessage-deflate when the client offers it (or, with
-// ?unasked, whether or not it does).
+// (/gzip), in a body marked br (/br), and in a WebSocket message
+// (/websocket): compressed with permessage-deflate when the client offers
+// it (with ?unasked, whether or not it does; with ?compressed, whatever
+// the 101 says), or split (?fragmented) across two frames that cut the
+// header's value, with a ping echoing it whole between.
 func Origin(next <-chan struct{}) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/hints", func(w http.ResponseWriter, r *http.Request) {
@@ -81,7 +83,8 @@ func Origin(next <-chan struct{}) *http.ServeMux {
 		io.WriteString(w, "as if compressed: "+r.Header.Get("Authorization"))
 	})
 	mux.HandleFunc("/websocket", func(w http.ResponseWriter, r *http.Request) {
-		deflate := strings.Contains(r.Header.Get("Sec-WebSocket-Extensions"), "permessage-deflate") || r.URL.Query().Has("unasked")
+		q := r.URL.Query()
+		deflate := strings.Contains(r.Header.Get("Sec-WebSocket-Extensions"), "permessage-deflate") || q.Has("unasked")
 		c, _, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			return
@@ -94,7 +97,19 @@ func Origin(next <-chan struct{}) *http.ServeMux {
 		}
 		fmt.Fprintf(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s\r\n",
 			base64.StdEncoding.EncodeToString(accept[:]), ext)
-		c.Write(WebSocketText("key "+r.Header.Get("Authorization"), deflate))
+		text := "key " + r.Header.Get("Authorization")
+		switch {
+		case q.Has("fragmented"):
+			// Split in the middle of the header's value, a ping between.
+			cut := len(text) - len(r.Header.Get("Authorization"))/2
+			c.Write(WebSocketFrame(0x01, []byte(text[:cut])))
+			c.Write(WebSocketFrame(0x89, []byte(r.Header.Get("Authorization"))))
+			c.Write(WebSocketFrame(0x80, []byte(text[cut:])))
+		case q.Has("compressed"):
+			c.Write(WebSocketText(text, true)) // whatever was negotiated
+		default:
+			c.Write(WebSocketText(text, deflate))
+		}
 	})
 	return mux
 }
@@ -117,14 +132,19 @@ func WebSocketRequest(target, host string, header ...string) string {
 // text, its payload compressed as permessage-deflate sends it (RSV1 set)
 // when deflate is set.
 func WebSocketText(text string, deflate bool) []byte {
-	payload, first := []byte(text), byte(0x81) // FIN, text
-	if deflate {
-		var b bytes.Buffer
-		zw, _ := flate.NewWriter(&b, flate.BestCompression)
-		io.WriteString(zw, text)
-		zw.Flush()
-		payload, first = bytes.TrimSuffix(b.Bytes(), []byte{0, 0, 0xff, 0xff}), first|0x40
+	if !deflate {
+		return WebSocketFrame(0x81, []byte(text)) // FIN, text
 	}
+	var b bytes.Buffer
+	zw, _ := flate.NewWriter(&b, flate.BestCompression)
+	io.WriteString(zw, text)
+	zw.Flush()
+	return WebSocketFrame(0xc1, bytes.TrimSuffix(b.Bytes(), []byte{0, 0, 0xff, 0xff}))
+}
+
+// WebSocketFrame is an unmasked frame, first being its FIN and RSV bits
+// and opcode.
+func WebSocketFrame(first byte, payload []byte) []byte {
 	frame := []byte{first}
 	switch n := len(payload); {
 	case n < 126:
@@ -137,41 +157,62 @@ func WebSocketText(text string, deflate bool) []byte {
 	return append(frame, payload...)
 }
 
-// ReadWebSocketText reads one unfragmented, unmasked text frame and
-// returns its text, decompressed if RSV1 marks it compressed.
-func ReadWebSocketText(br *bufio.Reader) (string, error) {
-	var head [2]byte
-	if _, err := io.ReadFull(br, head[:]); err != nil {
-		return "", err
-	}
-	if head[0]&0x8f != 0x81 || head[1]&0x80 != 0 {
-		return "", fmt.Errorf("not an unfragmented, unmasked text frame: %x", head)
-	}
-	n := uint64(head[1])
-	switch n {
-	case 126:
-		var ext [2]byte
-		if _, err := io.ReadFull(br, ext[:]); err != nil {
-			return "", err
+// ReadWebSocketMessage reads unmasked frames up to the end of a data
+// message, as a client does: it puts the message's fragments together,
+// passes over control frames, and decompresses the message if its first
+// frame's RSV1 marks it compressed. It returns the message and the
+// payloads of the control frames met.
+func ReadWebSocketMessage(br *bufio.Reader) (string, []string, error) {
+	var msg []byte
+	var control []string
+	compressed, begun := false, false
+	for {
+		var head [2]byte
+		if _, err := io.ReadFull(br, head[:]); err != nil {
+			return "", control, err
 		}
-		n = uint64(binary.BigEndian.Uint16(ext[:]))
-	case 127:
-		var ext [8]byte
-		if _, err := io.ReadFull(br, ext[:]); err != nil {
-			return "", err
+		if head[1]&0x80 != 0 {
+			return "", control, fmt.Errorf("a masked frame from the server: %x", head)
 		}
-		n = binary.BigEndian.Uint64(ext[:])
+		n := uint64(head[1])
+		switch n {
+		case 126:
+			var ext [2]byte
+			if _, err := io.ReadFull(br, ext[:]); err != nil {
+				return "", control, err
+			}
+			n = uint64(binary.BigEndian.Uint16(ext[:]))
+		case 127:
+			var ext [8]byte
+			if _, err := io.ReadFull(br, ext[:]); err != nil {
+				return "", control, err
+			}
+			n = binary.BigEndian.Uint64(ext[:])
+		}
+		payload := make([]byte, n)
+		if _, err := io.ReadFull(br, payload); err != nil {
+			return "", control, err
+		}
+		if op := head[0] & 0x0f; op >= 0x8 {
+			control = append(control, string(payload))
+			continue
+		} else if (op == 0) != begun {
+			return "", control, fmt.Errorf("frame %x out of order", head)
+		}
+		if !begun {
+			begun, compressed = true, head[0]&0x40 != 0
+		}
+		msg = append(msg, payload...)
+		if head[0]&0x80 != 0 {
+			break
+		}
 	}
-	payload := make([]byte, n)
-	if _, err := io.ReadFull(br, payload); err != nil {
-		return "", err
+	if !compressed {
+		return string(msg), control, nil
 	}
-	if head[0]&0x40 == 0 {
-		return string(payload), nil
-	}
-	text, err := io.ReadAll(flate.NewReader(io.MultiReader(bytes.NewReader(payload), bytes.NewReader([]byte{0, 0, 0xff, 0xff}))))
+	text, err := io.ReadAll(flate.NewReader(io.MultiReader(bytes.NewReader(msg), bytes.NewReader([]byte{0, 0, 0xff, 0xff}))))
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		err = nil // the sync flush ends the message, not the stream
 	}
-	return string(text), err
+	return string(text), control, err
 }

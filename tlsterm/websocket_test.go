@@ -1,0 +1,162 @@
+package tlsterm
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/echotest"
+)
+
+// TestMaskSwitchedWebSocket: a WebSocket's messages reach the client with
+// the secret masked however the server frames them: split between
+// fragments (one byte a frame, too), with control frames between, in a
+// control frame itself, in a frame longer than one read, and with a
+// placeholder longer than its secret (the frames are made anew, so their
+// lengths hold). Before, the frames' bytes were masked as they passed,
+// and a secret split between two frames reached the client whole.
+func TestMaskSwitchedWebSocket(t *testing.T) {
+	const secret = "sk-short-secret" // its placeholder is longer
+	creds, ph := echotest.Creds(t, secret)
+	frame := echotest.WebSocketFrame
+	oneByteFrames := func(s string) []byte {
+		var b []byte
+		for i := range len(s) {
+			first := byte(0x0)
+			if i == 0 {
+				first = 0x1
+			}
+			if i == len(s)-1 {
+				first |= 0x80
+			}
+			b = append(b, frame(first, []byte(s[i:i+1]))...)
+		}
+		return b
+	}
+	long := strings.Repeat("x", 3*maxRecord)
+	for _, tc := range []struct {
+		name     string
+		frames   []byte
+		messages []string
+		control  []string
+	}{
+		{"split between fragments, a ping between", bytes.Join([][]byte{
+			frame(0x01, []byte("key sk-sho")), frame(0x89, []byte("ping")), frame(0x00, []byte("rt-sec")), frame(0x80, []byte("ret."))}, nil),
+			[]string{"key " + ph + "."}, []string{"ping"}},
+		{"one byte a frame", oneByteFrames("a " + secret + " b"), []string{"a " + ph + " b"}, nil},
+		{"in a control frame", append(frame(0x89, []byte("ping "+secret)), frame(0x88, []byte("\x03\xe8bye "+secret))...),
+			nil, []string{"ping " + ph, "\x03\xe8bye " + ph}},
+		{"across messages and a long frame", bytes.Join([][]byte{
+			frame(0x82, []byte(secret)), frame(0x01, []byte(long+secret[:4])), frame(0x80, []byte(secret[4:]+long))}, nil),
+			[]string{ph, long + ph + long}, nil},
+		{"empty frames", bytes.Join([][]byte{frame(0x01, nil), frame(0x00, []byte(secret)), frame(0x80, nil), frame(0x81, nil)}, nil),
+			[]string{ph, ""}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := io.ReadAll(MaskSwitched(creds, "WebSocket", io.NopCloser(bytes.NewReader(tc.frames))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(bytes.NewReader(out))
+			var messages, control []string
+			for {
+				msg, ctl, err := echotest.ReadWebSocketMessage(br)
+				control = append(control, ctl...)
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatalf("%v, in %q", err, out)
+				}
+				messages = append(messages, msg)
+			}
+			if strings.Join(messages, "|") != strings.Join(tc.messages, "|") || strings.Join(control, "|") != strings.Join(tc.control, "|") {
+				t.Fatalf("messages %q, control frames %q; want %q, %q", messages, control, tc.messages, tc.control)
+			}
+		})
+	}
+}
+
+// TestMaskSwitchedWebSocketRefuses: frames masking cannot read cut the
+// connection with a WebSocketError (logged unchecked_encoding): a reserved
+// bit set (a compressed message, no extension negotiated), a masked frame,
+// an unknown opcode, frames out of order, an oversized control frame.
+// What a message held back then goes nowhere; a connection cut in the
+// middle of a message ends unexpectedly, its held-back bytes dropped.
+func TestMaskSwitchedWebSocketRefuses(t *testing.T) {
+	const secret = "s3cr3t-value-for-the-websocket-tests-0123"
+	creds, _ := echotest.Creds(t, secret)
+	frame := echotest.WebSocketFrame
+	for _, tc := range []struct {
+		name   string
+		frames []byte
+		want   error
+	}{
+		{"reserved bit", echotest.WebSocketText("key "+secret, true), &WebSocketError{}},
+		{"masked", []byte{0x81, 0x84, 1, 2, 3, 4, 'a', 'b', 'c', 'd'}, &WebSocketError{}},
+		{"unknown opcode", frame(0x83, []byte("x")), &WebSocketError{}},
+		{"continuation first", frame(0x80, []byte("x")), &WebSocketError{}},
+		{"message in a message", append(frame(0x01, []byte("x")), frame(0x81, []byte("y"))...), &WebSocketError{}},
+		{"fragmented control", frame(0x09, []byte("x")), &WebSocketError{}},
+		{"oversized control", frame(0x89, bytes.Repeat([]byte("x"), 126)), &WebSocketError{}},
+		{"cut in a message", frame(0x01, []byte("key "+secret[:20])), io.ErrUnexpectedEOF},
+		{"cut in a frame", frame(0x81, []byte("key "+secret))[:30], io.ErrUnexpectedEOF},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := MaskSwitched(creds, "websocket", io.NopCloser(bytes.NewReader(tc.frames)))
+			out, err := io.ReadAll(m)
+			var we *WebSocketError
+			if _, isWS := tc.want.(*WebSocketError); isWS && !errors.As(err, &we) || !isWS && !errors.Is(err, tc.want) {
+				t.Fatalf("%v, want %T %v", err, tc.want, tc.want)
+			}
+			if d, ok := UncheckedEncoding(wsRefusal(m)); (we != nil) != ok || ok && d.Reason != ReasonUncheckedEncoding {
+				t.Fatalf("refusal %+v %v", d, ok)
+			}
+			if bytes.Contains(out, []byte(secret[:20])) {
+				t.Fatalf("handed out %q", out)
+			}
+		})
+	}
+}
+
+// TestWebSocketFragmentsMasked: through the terminated HTTP/1.1 path, a
+// WebSocket message whose secret the server splits between two frames
+// (a ping between) reaches the client masked; a frame compressed though
+// nothing was negotiated cuts the connection, and its close line says
+// why.
+func TestWebSocketFragmentsMasked(t *testing.T) {
+	const secret = "s3cr3t-value-for-the-websocket-tests-0123"
+	creds, ph := echotest.Creds(t, secret)
+	r := newRig(t, echotest.Origin(nil), rigOptions{creds: creds})
+	c, br := r.dial(t, false)
+	io.WriteString(c, echotest.WebSocketRequest("/websocket?fragmented", r.authority(), "Authorization: Bearer "+ph))
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	msg, control, err := echotest.ReadWebSocketMessage(br)
+	if msg != "key Bearer "+ph || len(control) != 1 || control[0] != "Bearer "+ph || err != nil {
+		t.Fatalf("message %q, control frames %q, %v; want the placeholder", msg, control, err)
+	}
+	c.Close()
+
+	c, br = r.dial(t, false)
+	io.WriteString(c, echotest.WebSocketRequest("/websocket?compressed", r.authority(), "Authorization: Bearer "+ph))
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	if rest, err := io.ReadAll(br); len(rest) > 0 || err != nil {
+		t.Fatalf("after a compressed frame: %q %v; want the connection cut", rest, err)
+	}
+	cut := false
+	for _, rec := range r.waitRecords(t, audit.TypeClose, 2) {
+		cut = cut || rec.Path == "/websocket" && rec.Reason == string(ReasonUncheckedEncoding) && strings.Contains(rec.Detail, "reserved bit")
+	}
+	if !cut {
+		t.Fatal("no close line says the WebSocket was cut for a frame it could not check")
+	}
+}

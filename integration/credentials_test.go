@@ -3,16 +3,20 @@
 package integration
 
 import (
+	"bufio"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/echotest"
 )
 
 const realKey = "sk-real-0123456789abcdef0123456789abcdef"
@@ -138,6 +142,47 @@ func TestCredentialPlaintextRefused(t *testing.T) {
 
 // assertNoSecretInLog checks neither the secret nor its placeholder is in
 // the audit log or on cordon's stderr.
+// TestCredentialWebSocketMasked: through the real proxy, a WebSocket
+// message in which the bound host echoes the injected key reaches the
+// client with the placeholder, however the host sends it: a client's
+// permessage-deflate offer does not reach it (a compressed message
+// carried the key whole), a message split over frames is masked across
+// them (the key split between two frames did too), and a frame compressed
+// all the same cuts the connection, unchecked_encoding on its close line.
+func TestCredentialWebSocketMasked(t *testing.T) {
+	p := credentialProxy(t, originName+":8443")
+	ph := p.env["PROVIDER_API_KEY"]
+	target := fmt.Sprintf("%s:%d", originName, originHTTPS)
+	handshake := func(t *testing.T, path string) *bufio.Reader {
+		tc, br := h1Through(t, p, target)
+		io.WriteString(tc, echotest.WebSocketRequest(path, target, "Authorization: Bearer "+ph))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Sec-WebSocket-Extensions") != "" {
+			t.Fatalf("handshake: %v %v; want 101 with no extension", resp, err)
+		}
+		return br
+	}
+	for _, path := range []string{"/websocket", "/websocket?fragmented"} {
+		t.Run(path, func(t *testing.T) {
+			msg, control, err := echotest.ReadWebSocketMessage(handshake(t, path))
+			if msg != "key Bearer "+ph || err != nil || strings.Contains(strings.Join(control, " "), realKey) {
+				t.Fatalf("message %q, control frames %q, %v; want the placeholder", msg, control, err)
+			}
+		})
+	}
+	t.Run("compressed unasked", func(t *testing.T) {
+		if rest, _ := io.ReadAll(handshake(t, "/websocket?compressed")); len(rest) > 0 {
+			t.Fatalf("after a compressed frame: %q; want the connection cut", rest)
+		}
+		waitFor(t, func() bool {
+			return slices.ContainsFunc(readAudit(t, p.audit), func(r audit.Record) bool {
+				return r.Type == audit.TypeClose && r.Path == "/websocket" && r.Reason == "unchecked_encoding"
+			})
+		}, "a close line saying the WebSocket was cut")
+	})
+	assertNoSecretInLog(t, p, ph)
+}
+
 func assertNoSecretInLog(t *testing.T, p *proxyProc, ph string) {
 	t.Helper()
 	log := string(mustRead(t, p.audit))

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/echotest"
 )
 
 // The test host: a network namespace joined to this one by a veth pair.
@@ -259,6 +260,9 @@ var rawAccepts atomic.Int64
 // cancelled (20 s at most), /stream/ streams until then.
 var hung sync.Map // path -> true
 
+// websocketEcho serves /websocket.
+var websocketEcho = echotest.Origin(nil)
+
 func echo(w http.ResponseWriter, r *http.Request) {
 	seen.Store(r.URL.Path, r.Header.Clone())
 	if strings.HasPrefix(r.URL.Path, "/stream/") {
@@ -279,6 +283,12 @@ func echo(w http.ResponseWriter, r *http.Request) {
 			hung.Store(r.URL.Path, true)
 		case <-time.After(20 * time.Second):
 		}
+		return
+	}
+	if r.URL.Path == "/websocket" {
+		// A WebSocket that sends the request's Authorization back in a
+		// message (echotest.Origin).
+		websocketEcho.ServeHTTP(w, r)
 		return
 	}
 	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {

@@ -3,6 +3,8 @@ package audit
 import (
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -49,11 +51,12 @@ func clipWords(words []string) []string {
 	return words
 }
 
-// appendJSON appends r as one JSON object, byte for byte what
-// encoding/json's Marshal makes of it (field order, omitempty, HTML-safe
-// string escaping) once each string is clipped (MaxFieldBytes), without
-// reflection: the proxy writes two of these per request, and Marshal was
-// most of their cost.
+// appendJSON appends r as one JSON object, what encoding/json's Marshal
+// makes of it (field order, omitempty, HTML-safe string escaping) once each
+// string is clipped (MaxFieldBytes) and what it leaves raw that a terminal
+// would act on is escaped too (see unprintable), without reflection: the
+// proxy writes two of these per request, and Marshal was most of their
+// cost.
 func (r *Record) appendJSON(b []byte) []byte {
 	b = append(b, `{"time":"`...)
 	b = r.Time.AppendFormat(b, time.RFC3339Nano)
@@ -127,7 +130,8 @@ func appendInt(b []byte, name string, n int64) []byte {
 // appendString appends s, clipped to MaxFieldBytes, as a JSON string
 // escaped as encoding/json does: quotes, backslashes and control
 // characters; <, > and & as \u escapes; invalid UTF-8 as U+FFFD; U+2028
-// and U+2029 escaped.
+// and U+2029 escaped; and, beyond what encoding/json does, DEL and every
+// other unprintable character as a \u escape.
 func appendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	s = clip(s, MaxFieldBytes)
@@ -136,7 +140,7 @@ func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if c >= 0x20 && c != 0x7f && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
 				i++
 				continue
 			}
@@ -166,9 +170,9 @@ func appendString(b []byte, s string) []byte {
 		case r == utf8.RuneError && size == 1:
 			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
+		case unprintable(r):
 			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			b = appendRuneEscape(b, r)
 		default:
 			i += size
 			continue
@@ -178,4 +182,68 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// unprintable says whether a terminal could take r, outside ASCII, for
+// something other than a character to show: a C1 control (U+009B is a
+// CSI, U+009D an OSC, to a terminal that reads UTF-8 C1 controls), a
+// format character (a bidi override such as U+202E, a zero-width space),
+// a separator other than a space (U+2028 and U+2029, which encoding/json
+// escapes too), a private-use or unassigned code point. A request path or
+// a DNS name holds what the sandboxed command chose, and the log is read
+// in terminals (cordon audit --json, tail -f): escaped, such a character
+// decodes to the same string but reaches no terminal raw.
+func unprintable(r rune) bool {
+	return r >= utf8.RuneSelf && !unicode.IsPrint(r)
+}
+
+// appendRuneEscape appends r as a JSON \u escape, a UTF-16 surrogate pair
+// beyond the Basic Multilingual Plane.
+func appendRuneEscape(b []byte, r rune) []byte {
+	const hex = "0123456789abcdef"
+	var units [2]uint16
+	for _, u := range utf16.AppendRune(units[:0], r) {
+		b = append(b, '\\', 'u', hex[u>>12&0xF], hex[u>>8&0xF], hex[u>>4&0xF], hex[u&0xF])
+	}
+	return b
+}
+
+// EscapeUnprintable returns line, one JSON value, with each character
+// unprintable says a terminal could act on (and DEL) written as a \u
+// escape, and each byte that is not UTF-8 as \ufffd: what `cordon audit
+// --json` prints of a line an older cordon wrote, or one not of cordon's
+// writing. The value it decodes to is the same, since outside its strings
+// a JSON value holds only ASCII. A line with nothing to escape is
+// returned as it is.
+func EscapeUnprintable(line []byte) []byte {
+	i := 0
+	for i < len(line) {
+		c := line[i]
+		if c < utf8.RuneSelf && c != 0x7f {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(line[i:])
+		if c == 0x7f || r == utf8.RuneError && size == 1 || unprintable(r) {
+			break
+		}
+		i += size
+	}
+	if i == len(line) {
+		return line
+	}
+	out := append([]byte(nil), line[:i]...)
+	for i < len(line) {
+		r, size := utf8.DecodeRune(line[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			out = append(out, `\ufffd`...)
+		case r == 0x7f || unprintable(r):
+			out = appendRuneEscape(out, r)
+		default:
+			out = append(out, line[i:i+size]...)
+		}
+		i += size
+	}
+	return out
 }

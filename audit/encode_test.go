@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // clipped is r as appendJSON writes it: every string clipped to
@@ -24,16 +26,34 @@ func clipped(r Record) Record {
 }
 
 // sameAsMarshal fails unless appendJSON and encoding/json agree on r, its
-// strings clipped, and the line is well below MaxLineBytes.
+// strings clipped and what a terminal could act on escaped
+// (EscapeUnprintable), the line holds no such character raw and decodes
+// as Marshal's does, and it is well below MaxLineBytes.
 func sameAsMarshal(t *testing.T, r Record) {
 	t.Helper()
-	want, err := json.Marshal(clipped(r))
+	marshalled, err := json.Marshal(clipped(r))
 	if err != nil {
 		t.Fatal(err)
 	}
+	want := EscapeUnprintable(marshalled)
 	got := r.appendJSON(nil)
 	if string(got) != string(want) {
-		t.Fatalf("appendJSON:\n%s\nencoding/json:\n%s", got, want)
+		t.Fatalf("appendJSON:\n%s\nencoding/json, escaped:\n%s", got, want)
+	}
+	for _, c := range string(got) {
+		if c == 0x7f || c >= utf8.RuneSelf && !unicode.IsPrint(c) {
+			t.Fatalf("appendJSON left %U raw: %s", c, got)
+		}
+	}
+	var fromGot, fromMarshal Record
+	if err := json.Unmarshal(got, &fromGot); err != nil {
+		t.Fatalf("appendJSON wrote no JSON: %v\n%s", err, got)
+	}
+	if err := json.Unmarshal(marshalled, &fromMarshal); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fromGot, fromMarshal) {
+		t.Fatalf("appendJSON's line decodes to\n%+v\nencoding/json's to\n%+v", fromGot, fromMarshal)
 	}
 	if len(got) >= MaxLineBytes/2 {
 		t.Fatalf("appendJSON wrote %d bytes, want fewer than %d", len(got), MaxLineBytes/2)
@@ -53,6 +73,10 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		{Time: at, Type: TypeExit, Command: []string{}, ExitCode: &code, Signal: "SIGTERM", Outcome: "completed"},
 		{Time: at, Type: TypeExit, ExitCode: &zero},
 		{Time: at, Detail: "bad \xff\xfe utf-8 \xe2\x80 cut, then ü, 日本, 🙂", Host: "\b\f\r"},
+		// What a terminal would act on: C1 controls (CSI, OSC, ST), a bidi
+		// override, a zero-width space, a non-breaking space, a tag
+		// character beyond the BMP, a private-use code point.
+		{Time: at, Type: TypeDecision, Method: "GET", Path: "/\u009b2K\u009d52;c;eA==\u009c\u202egnp.\u200bx\u00a0\U000e0041\ue000"},
 		{Time: at.In(time.FixedZone("x", 3600)), Session: "zone"},
 		{Time: at, Type: TypeDecision, Host: strings.Repeat("h", 900<<10), Path: strings.Repeat("<", 1<<20), Detail: strings.Repeat("日", MaxFieldBytes)},
 		{Time: at, Type: TypeLaunch, Command: []string{"sh", "-c", strings.Repeat("\x00", 1<<20)}, Workdir: strings.Repeat("/w", MaxFieldBytes)},
@@ -184,4 +208,29 @@ func BenchmarkRecordEncode(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestEscapeUnprintable(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"path":"/a b","detail":"café 日本 🙂 \u009b"}`, `{"path":"/a b","detail":"café 日本 🙂 \u009b"}`},
+		{"{\"path\":\"/\u009b2K\u009d0;t\u009c\"}", `{"path":"/\u009b2K\u009d0;t\u009c"}`},
+		{"{\"host\":\"evil\u202emoc.\u200bx\u00a0\U000e0041\"}", `{"host":"evil\u202emoc.\u200bx\u00a0\udb40\udc41"}`},
+		{"{\"detail\":\"\x9b2J\x7f \xff\"}", `{"detail":"\ufffd2J\u007f \ufffd"}`},
+	} {
+		got := EscapeUnprintable([]byte(c.in))
+		if string(got) != c.want {
+			t.Errorf("EscapeUnprintable(%q) = %q, want %q", c.in, got, c.want)
+		}
+		var in, out map[string]string
+		if err := json.Unmarshal([]byte(c.in), &in); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(got, &out); err != nil || !reflect.DeepEqual(in, out) {
+			t.Errorf("EscapeUnprintable(%q) decodes to %q (%v), the line to %q", c.in, out, err, in)
+		}
+	}
+	plain := []byte(`{"host":"example.com"}`)
+	if got := EscapeUnprintable(plain); &got[0] != &plain[0] {
+		t.Errorf("a line with nothing to escape was copied")
+	}
 }

@@ -182,11 +182,13 @@ type recordSink interface {
 	flush() error
 }
 
-// jsonSink passes matching lines through byte for byte.
+// jsonSink passes matching lines through byte for byte, but for the
+// characters a terminal could act on, which cordon writes escaped but an
+// older cordon left raw (audit.EscapeUnprintable).
 type jsonSink struct{ w io.Writer }
 
 func (s *jsonSink) add(_ audit.Record, raw []byte) error {
-	if _, err := s.w.Write(raw); err != nil {
+	if _, err := s.w.Write(audit.EscapeUnprintable(raw)); err != nil {
 		return err
 	}
 	_, err := io.WriteString(s.w, "\n")

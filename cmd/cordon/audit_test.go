@@ -362,3 +362,21 @@ func TestAuditTableBudgetLine(t *testing.T) {
 		t.Errorf("the budget line does not say what it means:\n%s", out)
 	}
 }
+
+func TestAuditJSONEscapesUnprintable(t *testing.T) {
+	// As an older cordon wrote a request path a sandboxed command chose:
+	// C1 controls (CSI erasing the line, OSC setting the title), a bidi
+	// override and a zero-width space, raw.
+	line := "{\"time\":\"2025-03-04T10:00:00Z\",\"session\":\"s1\",\"type\":\"decision\",\"host\":\"a.example\",\"decision\":\"allow\",\"method\":\"GET\",\"path\":\"/\u009b1A\u009b2K\u009d0;t\u009c\u202eexe.\u200b\"}"
+	out, stderr, err := runAuditCmd(t, "--file", writeLog(t, nil, line), "--json")
+	if err != nil || stderr != "" {
+		t.Fatalf("audit --json: %v, stderr %q", err, stderr)
+	}
+	if strings.ContainsAny(out, "\u009b\u009d\u009c\u202e\u200b") {
+		t.Fatalf("--json printed what a terminal acts on raw: %q", out)
+	}
+	want := `{"time":"2025-03-04T10:00:00Z","session":"s1","type":"decision","host":"a.example","decision":"allow","method":"GET","path":"/\u009b1A\u009b2K\u009d0;t\u009c\u202eexe.\u200b"}` + "\n"
+	if out != want {
+		t.Fatalf("--json =\n%s\nwant\n%s", out, want)
+	}
+}

@@ -199,12 +199,19 @@ func (s *jsonSink) flush() error { return nil }
 
 // tableSink prints one aligned row per record. A live table (--follow)
 // prints each row as it comes, so its columns have fixed widths instead of
-// the widest cell's.
+// the widest cell's. Any other is aligned a block of tableBlock rows at a
+// time: a tabwriter holds every row until it is flushed, and a log holds
+// as many rows as the sandboxed commands made decisions (millions, a
+// session's budget of them), which held at once would take more memory
+// than the log's size.
 type tableSink struct {
 	tw   *tabwriter.Writer // nil for a live table
 	w    io.Writer
 	rows int
 }
+
+// tableBlock is how many rows a table aligns together (tableSink).
+const tableBlock = 1000
 
 // liveWidths are a live table's column widths, but the last's: enough for
 // every type, kind and decision, and most hosts and reasons; a longer cell
@@ -264,7 +271,13 @@ func (s *tableSink) add(r audit.Record, _ []byte) error {
 	for i, c := range cells {
 		cells[i] = cell(c)
 	}
-	return s.line(cells)
+	if err := s.line(cells); err != nil {
+		return err
+	}
+	if s.tw != nil && s.rows%tableBlock == 0 {
+		return s.tw.Flush()
+	}
+	return nil
 }
 
 func (s *tableSink) flush() error {

@@ -380,3 +380,30 @@ func TestAuditJSONEscapesUnprintable(t *testing.T) {
 		t.Fatalf("--json =\n%s\nwant\n%s", out, want)
 	}
 }
+
+// TestAuditTableBounded: a table is written a block of rows at a time, not
+// held whole until the log's end, which for a log of millions of
+// decisions took more memory than the log's size.
+func TestAuditTableBounded(t *testing.T) {
+	var out bytes.Buffer
+	s := newTableSink(&out, false)
+	rec := sampleLog()[4]
+	for range tableBlock {
+		if err := s.add(rec, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(out.String(), "\n"); n != tableBlock+1 {
+		t.Fatalf("after %d rows the table wrote %d lines, want them all and the header", tableBlock, n)
+	}
+	if err := s.add(rec, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.flush(); err != nil {
+		t.Fatal(err)
+	}
+	header, rows := tableRows(t, out.String())
+	if len(rows) != tableBlock+1 || !strings.HasPrefix(header, "TIME") {
+		t.Fatalf("%d rows, header %q", len(rows), header)
+	}
+}

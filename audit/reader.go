@@ -226,10 +226,23 @@ type ReasonCount struct {
 	Count  int
 }
 
-// Summary groups decision and close records by host.
+// Summary groups decision and close records by host, MaxSummaryHosts of
+// them at most.
 type Summary struct {
 	hosts map[string]*hostTotals
+	// other totals the hosts past MaxSummaryHosts, nil until there is one.
+	other *hostTotals
 }
+
+// MaxSummaryHosts bounds how many hosts a Summary totals apart: a
+// sandboxed command chooses how many names it asks for (a DNS question
+// for each of a million random names), and a summary holding each would
+// take more memory than the log's size. The decisions of the hosts seen
+// after the first MaxSummaryHosts are totalled together, as OtherHosts.
+const MaxSummaryHosts = 10000
+
+// OtherHosts is the summary row of the hosts past MaxSummaryHosts.
+const OtherHosts = "(other hosts)"
 
 type hostTotals struct {
 	HostSummary
@@ -249,14 +262,7 @@ func (s *Summary) Add(r Record) {
 	if host == "" {
 		host = NoHost
 	}
-	if s.hosts == nil {
-		s.hosts = map[string]*hostTotals{}
-	}
-	h := s.hosts[host]
-	if h == nil {
-		h = &hostTotals{HostSummary: HostSummary{Host: host}, reasons: map[string]int{}}
-		s.hosts[host] = h
-	}
+	h := s.totals(host)
 	switch {
 	case r.Type == TypeClose:
 		h.BytesUp += r.BytesUp
@@ -269,26 +275,40 @@ func (s *Summary) Add(r Record) {
 	}
 }
 
-// Hosts returns one summary per host, most denied first, then by host;
-// each keeps at most top deny reasons.
+// totals returns host's totals, or OtherHosts' once MaxSummaryHosts
+// hosts have theirs.
+func (s *Summary) totals(host string) *hostTotals {
+	if h := s.hosts[host]; h != nil {
+		return h
+	}
+	if len(s.hosts) >= MaxSummaryHosts {
+		if s.other == nil {
+			s.other = newTotals(OtherHosts)
+		}
+		return s.other
+	}
+	if s.hosts == nil {
+		s.hosts = map[string]*hostTotals{}
+	}
+	h := newTotals(host)
+	s.hosts[host] = h
+	return h
+}
+
+func newTotals(host string) *hostTotals {
+	return &hostTotals{HostSummary: HostSummary{Host: host}, reasons: map[string]int{}}
+}
+
+// Capped says whether some hosts were totalled together as OtherHosts.
+func (s *Summary) Capped() bool { return s.other != nil }
+
+// Hosts returns one summary per host, most denied first, then by host,
+// and last OtherHosts' if some were totalled together; each keeps at most
+// top deny reasons.
 func (s *Summary) Hosts(top int) []HostSummary {
-	out := make([]HostSummary, 0, len(s.hosts))
+	out := make([]HostSummary, 0, len(s.hosts)+1)
 	for _, h := range s.hosts {
-		hs := h.HostSummary
-		hs.DenyReasons = nil
-		for reason, n := range h.reasons {
-			hs.DenyReasons = append(hs.DenyReasons, ReasonCount{Reason: reason, Count: n})
-		}
-		slices.SortFunc(hs.DenyReasons, func(a, b ReasonCount) int {
-			if a.Count != b.Count {
-				return b.Count - a.Count
-			}
-			return strings.Compare(a.Reason, b.Reason)
-		})
-		if len(hs.DenyReasons) > top {
-			hs.DenyReasons = hs.DenyReasons[:top]
-		}
-		out = append(out, hs)
+		out = append(out, h.summary(top))
 	}
 	slices.SortFunc(out, func(a, b HostSummary) int {
 		if a.Denied != b.Denied {
@@ -296,5 +316,27 @@ func (s *Summary) Hosts(top int) []HostSummary {
 		}
 		return strings.Compare(a.Host, b.Host)
 	})
+	if s.other != nil {
+		out = append(out, s.other.summary(top))
+	}
 	return out
+}
+
+// summary is h with its top deny reasons, most frequent first.
+func (h *hostTotals) summary(top int) HostSummary {
+	hs := h.HostSummary
+	hs.DenyReasons = nil
+	for reason, n := range h.reasons {
+		hs.DenyReasons = append(hs.DenyReasons, ReasonCount{Reason: reason, Count: n})
+	}
+	slices.SortFunc(hs.DenyReasons, func(a, b ReasonCount) int {
+		if a.Count != b.Count {
+			return b.Count - a.Count
+		}
+		return strings.Compare(a.Reason, b.Reason)
+	})
+	if len(hs.DenyReasons) > top {
+		hs.DenyReasons = hs.DenyReasons[:top]
+	}
+	return hs
 }

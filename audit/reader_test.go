@@ -406,3 +406,28 @@ func FuzzReadRecords(f *testing.F) {
 		}
 	})
 }
+
+// TestSummaryBounded: a summary totals MaxSummaryHosts hosts apart and
+// the rest together, as OtherHosts, last: a sandboxed command chooses how
+// many names it asks for.
+func TestSummaryBounded(t *testing.T) {
+	var s Summary
+	s.Add(Record{Type: TypeDecision, Host: "first.example", Decision: Deny, Reason: "not_allowlisted"})
+	for i := range MaxSummaryHosts + 4 {
+		s.Add(Record{Type: TypeDecision, Host: fmt.Sprintf("h%d.example", i), Decision: Deny, Reason: "not_allowlisted"})
+	}
+	s.Add(Record{Type: TypeDecision, Host: "first.example", Decision: Allow})
+	s.Add(Record{Type: TypeClose, Host: "late.example", BytesUp: 9})
+	hosts := s.Hosts(3)
+	if len(hosts) != MaxSummaryHosts+1 || !s.Capped() {
+		t.Fatalf("%d hosts (capped %v), want %d and %s", len(hosts), s.Capped(), MaxSummaryHosts, OtherHosts)
+	}
+	other := hosts[len(hosts)-1]
+	want := HostSummary{Host: OtherHosts, Denied: 5, BytesUp: 9, DenyReasons: []ReasonCount{{"not_allowlisted", 5}}}
+	if fmt.Sprintf("%+v", other) != fmt.Sprintf("%+v", want) {
+		t.Errorf("last row %+v, want %+v", other, want)
+	}
+	if i := slices.IndexFunc(hosts, func(h HostSummary) bool { return h.Host == "first.example" }); i < 0 || hosts[i].Allowed != 1 || hosts[i].Denied != 1 {
+		t.Errorf("first.example, seen before the cap, is not totalled apart: %v", i)
+	}
+}

@@ -153,7 +153,7 @@ func runAudit(ctx context.Context, stdout, stderr io.Writer, f auditFlags, now t
 	case f.json:
 		out = &jsonSink{w: stdout}
 	case f.summary:
-		out = &summarySink{w: stdout}
+		out = &summarySink{w: stdout, warn: warn}
 	default:
 		out = newTableSink(stdout, f.follow)
 	}
@@ -373,10 +373,12 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// summarySink totals records per host and prints them at the end.
+// summarySink totals records per host and prints them at the end; warn
+// says when some hosts had to be totalled together.
 type summarySink struct {
-	w   io.Writer
-	sum audit.Summary
+	w    io.Writer
+	warn func(string)
+	sum  audit.Summary
 }
 
 func (s *summarySink) add(r audit.Record, _ []byte) error {
@@ -386,6 +388,9 @@ func (s *summarySink) add(r audit.Record, _ []byte) error {
 
 func (s *summarySink) flush() error {
 	hosts := s.sum.Hosts(topDenyReasons)
+	if s.sum.Capped() {
+		s.warn(fmt.Sprintf("the summary totals %d hosts apart, and the decisions of every host after them together, in the row %s: narrow it with --session, --since or --host", audit.MaxSummaryHosts, audit.OtherHosts))
+	}
 	if len(hosts) == 0 {
 		_, err := fmt.Fprintln(s.w, "(no matching decisions)")
 		return err

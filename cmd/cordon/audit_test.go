@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -405,5 +406,24 @@ func TestAuditTableBounded(t *testing.T) {
 	header, rows := tableRows(t, out.String())
 	if len(rows) != tableBlock+1 || !strings.HasPrefix(header, "TIME") {
 		t.Fatalf("%d rows, header %q", len(rows), header)
+	}
+}
+
+func TestAuditSummaryBounded(t *testing.T) {
+	recs := make([]audit.Record, audit.MaxSummaryHosts+2)
+	for i := range recs {
+		recs[i] = audit.Record{Time: auditT0, Session: "s", Type: audit.TypeDecision, Kind: audit.KindDNS,
+			Host: fmt.Sprintf("n%d.example", i), Decision: audit.Deny, Reason: "not_allowlisted"}
+	}
+	out, stderr, err := runAuditCmd(t, "--file", writeLog(t, recs), "--summary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "the summary totals 10000 hosts apart") || !strings.Contains(stderr, "--session, --since or --host") {
+		t.Errorf("stderr does not say the summary was bounded: %q", stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != audit.MaxSummaryHosts+2 || strings.Join(strings.Fields(lines[len(lines)-1])[:4], " ") != audit.OtherHosts+" 0 2" {
+		t.Fatalf("%d lines, the last %q; want the header, %d hosts and %s with 2 denied", len(lines), lines[len(lines)-1], audit.MaxSummaryHosts, audit.OtherHosts)
 	}
 }

@@ -494,8 +494,13 @@ func TestRunExitCodes(t *testing.T) {
 	b := newBox(t)
 	b.file(filepath.Join(b.ws, "not-executable"), "echo hi\n")
 	b.file(filepath.Join(b.ws, "orphan-script"), "#!/nonexistent/interpreter\n")
-	if err := os.Chmod(filepath.Join(b.ws, "orphan-script"), 0o755); err != nil {
-		t.Fatal(err)
+	// A script a box wrote, whose interpreter's name sets the terminal's
+	// title and erases the line: cordon names it escaped.
+	b.file(filepath.Join(b.ws, "escape-script"), "#!/nonexistent/\x1b]0;pwned\a\x1b[2K\n")
+	for _, s := range []string{"orphan-script", "escape-script"} {
+		if err := os.Chmod(filepath.Join(b.ws, s), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.Mkdir(filepath.Join(b.ws, "subdir"), 0o755); err != nil {
 		t.Fatal(err)
@@ -513,6 +518,7 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"./subdir"}, 126, "./subdir: is a directory", false},
 		{[]string{"no-such-command-cordon"}, 127, "no-such-command-cordon: command not found", false},
 		{[]string{"./orphan-script"}, 127, "bad interpreter /nonexistent/interpreter", false},
+		{[]string{"./escape-script"}, 127, `bad interpreter /nonexistent/\x1b]0;pwned\a\x1b[2K: no such file`, false},
 		{[]string{"sh", "-c", "kill -TERM $$"}, 128 + 15, "cordon: the command was ended by SIGTERM (exit status 143)", false},
 		{[]string{"sh", "-c", "kill -SEGV $$"}, 128 + 11, "cordon: the command was ended by SIGSEGV (exit status 139)", false},
 		{[]string{"sh", "-c", "kill -INT $$"}, 128 + 2, "", true},
@@ -524,6 +530,9 @@ func TestRunExitCodes(t *testing.T) {
 			expectCode(t, r, tt.code)
 			if !strings.Contains(r.stderr, tt.stderr) {
 				t.Fatalf("stderr %q does not say %q", r.stderr, tt.stderr)
+			}
+			if strings.ContainsAny(r.stderr, "\x1b\a") {
+				t.Fatalf("stderr %q holds a raw escape sequence", r.stderr)
 			}
 			if tt.quiet && r.stderr != "" {
 				t.Fatalf("stderr %q; want nothing", r.stderr)

@@ -13,12 +13,12 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/termtext"
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
@@ -334,29 +334,7 @@ func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return printable(s, maxCell)
-}
-
-// printable escapes the control characters of s (tabs and newlines too),
-// which a sandboxed command may have chosen (a name it made), for a
-// terminal: an escape sequence there could rewrite or hide what cordon
-// prints. With limit > 0, s is cut after limit runes.
-func printable(s string, limit int) string {
-	var b strings.Builder
-	n := 0
-	for _, r := range s {
-		if n == limit && limit > 0 {
-			b.WriteString("…")
-			break
-		}
-		if unicode.IsPrint(r) {
-			b.WriteRune(r)
-		} else {
-			b.WriteString(strings.Trim(strconv.QuoteRune(r), "'"))
-		}
-		n++
-	}
-	return b.String()
+	return termtext.Printable(s, maxCell)
 }
 
 // formatBytes prints a byte count in binary units, one decimal place.

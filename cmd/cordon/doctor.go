@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/termtext"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -120,7 +121,10 @@ func verdict(r sandbox.Report) sandbox.Status {
 	return v
 }
 
-// printDoctor writes the report as a table with reasons and fixes.
+// printDoctor writes the report as a table with reasons and fixes. What
+// names a path is printed escaped (termtext): a project file's path is in
+// the workspace, whose directories a sandboxed command may have made and
+// named, and a reason may name where a link there points.
 func printDoctor(w io.Writer, r doctorReport) {
 	fmt.Fprintf(w, "sandbox:   %s %s\n", r.Backend, r.Version)
 	fmt.Fprintf(w, "network:   %s\n", r.Network)
@@ -131,18 +135,18 @@ func printDoctor(w io.Writer, r doctorReport) {
 	if !r.Sources.GlobalRead {
 		config += " (absent: defaults apply)"
 	}
-	fmt.Fprintf(w, "config:    %s\n", config)
+	fmt.Fprintf(w, "config:    %s\n", termtext.Printable(config, 0))
 	for _, f := range r.Sources.Projects {
-		fmt.Fprintf(w, "project:   %s\n", f)
+		fmt.Fprintf(w, "project:   %s\n", termtext.Printable(f, 0))
 	}
 	if r.Note != "" {
-		fmt.Fprintf(w, "note:      %s\n", r.Note)
+		fmt.Fprintf(w, "note:      %s\n", termtext.Lines(r.Note))
 	}
 	fmt.Fprintln(w)
 	for _, c := range r.Capabilities {
-		fmt.Fprintf(w, "%-9s %s: %s\n", c.Status, c.Name, c.Reason)
+		fmt.Fprintf(w, "%-9s %s: %s\n", c.Status, c.Name, termtext.Lines(c.Reason))
 		if c.Fix != "" && c.Status != sandbox.Ready {
-			fmt.Fprintf(w, "%-9s fix: %s\n", "", c.Fix)
+			fmt.Fprintf(w, "%-9s fix: %s\n", "", termtext.Lines(c.Fix))
 		}
 	}
 	fmt.Fprintf(w, "\nverdict: %s\n", r.Verdict)

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	_ "github.com/cordon-sandbox/cordon/internal/prefault" // start-up's page faults, taken in bulk
+	"github.com/cordon-sandbox/cordon/internal/termtext"
 )
 
 func main() {
@@ -16,27 +16,18 @@ func main() {
 	if err == nil {
 		return
 	}
+	// An error may name what the workspace holds (where a link points, a
+	// gitlink's path), which a hostile repository chose: its lines are
+	// printed escaped.
 	var ee exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintln(os.Stderr, "cordon:", printableLines(ee.msg))
+			fmt.Fprintln(os.Stderr, "cordon:", termtext.Lines(ee.msg))
 		}
 		os.Exit(ee.code)
 	}
-	fmt.Fprintln(os.Stderr, "cordon:", printableLines(err.Error()))
+	fmt.Fprintln(os.Stderr, "cordon:", termtext.Lines(err.Error()))
 	os.Exit(2)
-}
-
-// printableLines is msg, an error, with the control characters of each
-// of its lines escaped (printable): an error may name what the workspace
-// holds (where a link points, a gitlink's path), which a hostile
-// repository chose, and whose escape sequences a terminal would act on.
-func printableLines(msg string) string {
-	lines := strings.Split(msg, "\n")
-	for i, l := range lines {
-		lines[i] = printable(l, 0)
-	}
-	return strings.Join(lines, "\n")
 }
 
 // exitError ends the process with a specific code (and an optional message).

@@ -18,6 +18,7 @@ import (
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/certs"
 	"github.com/cordon-sandbox/cordon/credinject"
+	"github.com/cordon-sandbox/cordon/internal/termtext"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/sandbox/denycmd"
@@ -407,7 +408,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	}
 	r.w.SetBudget(s.Policy.Limits.AuditBudget)
 	for _, d := range sandbox.MissingDenyRead(s.Policy, s.Workspace) {
-		fmt.Fprintf(stderr, "cordon: warning: deny_read %s does not exist, so nothing is hidden there; if it held a secret, an earlier run may have moved it, with a directory above it, to a name nothing hides: look for it and put it back (if it is not made yet, the first run after it is hides it)\n", printable(d, 0))
+		fmt.Fprintf(stderr, "cordon: warning: deny_read %s does not exist, so nothing is hidden there; if it held a secret, an earlier run may have moved it, with a directory above it, to a name nothing hides: look for it and put it back (if it is not made yet, the first run after it is hides it)\n", termtext.Printable(d, 0))
 	}
 	r.out.Network.Mode = string(s.Policy.Network)
 	switch s.Policy.Network {
@@ -536,7 +537,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 			fmt.Fprintf(stderr, "cordon: %v\n", err)
 		}
 		// The path, and a reason's, are the box's to name.
-		fmt.Fprintf(stderr, "cordon: %s%s: %s\n", what, printable(p, 0), printable(detail, 0))
+		fmt.Fprintf(stderr, "cordon: %s%s: %s\n", what, termtext.Printable(p, 0), termtext.Printable(detail, 0))
 	}
 	for _, p := range res.Removed {
 		after(audit.TypeRemoved, p, "removed ", "the sandboxed command made it, and git, run on the host, would have taken config and hooks from it, or run it (a git directory's commondir, a file the repository's config includes, a hooks directory or program the config names)")

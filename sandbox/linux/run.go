@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-sandbox/cordon/internal/termtext"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/sandbox/linux/holder"
@@ -92,7 +93,9 @@ func (b *Backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 			owed.ExitCode = ExitLaunchFailed
 			return owed, err
 		}
-		fmt.Fprintf(s.Stderr, "cordon: %s\n", l.cannot.msg)
+		// The message may name a script's interpreter, which the
+		// script's first line, in the workspace, chose.
+		fmt.Fprintf(s.Stderr, "cordon: %s\n", termtext.Printable(l.cannot.msg, 0))
 		owed.ExitCode = l.cannot.code
 		return owed, nil
 	}

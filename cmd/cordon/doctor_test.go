@@ -1,0 +1,35 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// TestPrintDoctorEscapes: a project file's path is in the workspace,
+// whose directories a sandboxed command may have made and named with an
+// escape sequence; doctor prints it, and the reasons, escaped.
+func TestPrintDoctorEscapes(t *testing.T) {
+	dir := "/ws/sub\x1b]0;pwned\a\x1b[2K"
+	var out bytes.Buffer
+	printDoctor(&out, doctorReport{
+		Report: sandbox.Report{Backend: "bwrap", Capabilities: []sandbox.Capability{
+			{Name: "x", Status: sandbox.Degraded, Reason: "found " + dir, Fix: "look in " + dir},
+		}},
+		Verdict: sandbox.Degraded, Network: policy.NetOff,
+		Sources: policy.Sources{Global: dir + "/config.yaml", Projects: []string{dir + "/.cordon.yaml"}},
+		Note:    "no project file was read: " + dir + "/.cordon.yaml",
+	})
+	if strings.ContainsAny(out.String(), "\x1b\a") {
+		t.Fatalf("doctor printed an escape sequence raw:\n%q", out.String())
+	}
+	escaped := `/ws/sub\x1b]0;pwned\a\x1b[2K`
+	for _, w := range []string{"config:    " + escaped, "project:   " + escaped, "note:      no project file was read: " + escaped, "x: found " + escaped, "fix: look in " + escaped} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("doctor's output lacks %q:\n%s", w, out.String())
+		}
+	}
+}

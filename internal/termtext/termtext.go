@@ -1,0 +1,44 @@
+// Package termtext makes text safe to print on a terminal: cordon's
+// messages and audit tables name what a sandboxed command chose (a host it
+// asked for, a request path, a file it made in the workspace), and a
+// control character or escape sequence there would have the terminal
+// rewrite or hide what cordon prints, set its title or its clipboard.
+package termtext
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Printable escapes the characters of s a terminal would not just show
+// (control characters, tabs and newlines too, C1 controls, bidi overrides,
+// zero-width and other invisible characters) as Go escapes (\x1b, \u202e).
+// With limit > 0, s is cut after limit runes.
+func Printable(s string, limit int) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if n == limit && limit > 0 {
+			b.WriteString("…")
+			break
+		}
+		if unicode.IsPrint(r) {
+			b.WriteRune(r)
+		} else {
+			b.WriteString(strings.Trim(strconv.QuoteRune(r), "'"))
+		}
+		n++
+	}
+	return b.String()
+}
+
+// Lines is msg, an error or a message of several lines, with each line
+// Printable: its newlines are kept.
+func Lines(msg string) string {
+	lines := strings.Split(msg, "\n")
+	for i, l := range lines {
+		lines[i] = Printable(l, 0)
+	}
+	return strings.Join(lines, "\n")
+}

@@ -107,13 +107,46 @@ func DefaultPath() (string, error) {
 	return filepath.Join(state, "cordon", "audit.jsonl"), nil
 }
 
-// Open opens (creating, mode 0600) the log at path for a new session.
+// Open opens (creating, mode 0600) the log at path for a new session,
+// ending its last line first if it was cut short (endLine).
 func Open(path, session string) (*Writer, error) {
 	f, err := openLog(path)
 	if err != nil {
 		return nil, err
 	}
+	if err := endLine(f); err != nil {
+		f.Close()
+		return nil, err
+	}
 	return &Writer{f: f, session: session, now: time.Now, fsync: (*os.File).Sync}, nil
+}
+
+// endLine ends the log's last line with a newline if it lacks one: a
+// write that ran out of space (a sandboxed command can fill the disk the
+// log is on) or a crash left part of a line, and the next session's first
+// line (its launch line) would be glued to it, and skipped with it by
+// every reader. A newline put after a line another session was still
+// writing lands after that line (appends do not interleave), as a blank
+// line, which readers pass over.
+func endLine(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("audit log %s: %w", f.Name(), err)
+	}
+	if fi.Size() == 0 {
+		return nil
+	}
+	var last [1]byte
+	if _, err := f.ReadAt(last[:], fi.Size()-1); err != nil {
+		return fmt.Errorf("audit log %s: read its last line's end: %w", f.Name(), err)
+	}
+	if last[0] == '\n' {
+		return nil
+	}
+	if _, err := f.Write([]byte{'\n'}); err != nil {
+		return fmt.Errorf("audit log %s: end its last line, which was cut short: %w", f.Name(), err)
+	}
+	return nil
 }
 
 // CheckWritable says whether Open would open the log at path (creating it
@@ -151,7 +184,8 @@ func openLog(path string) (*os.File, error) {
 	// A FIFO put there after the check fails the open instead of
 	// holding it until a reader comes; a link put there fails it too
 	// (O_NOFOLLOW).
-	f, fi, err := regular.Open(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	// Read as well as appended to, for Open to see how its last line ends.
+	f, fi, err := regular.Open(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	var nr *regular.NotRegular
 	switch {
 	case errors.As(err, &nr):

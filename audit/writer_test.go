@@ -402,3 +402,38 @@ func link(t *testing.T, target, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestOpenEndsACutLine: a log whose last line was cut short (a write that
+// ran out of space, a crash) gets a newline before the new session's
+// first line, which would otherwise be glued to it and skipped with it.
+func TestOpenEndsACutLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	cut := `{"time":"2026-11-30T14:37:42Z","session":"old","type":"decision","kind":"dns","host":"ev`
+	if err := os.WriteFile(path, []byte(cut), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		w, err := Open(path, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Sync(Record{Type: TypeLaunch, Command: []string{"true"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 3 || lines[0] != cut {
+		t.Fatalf("log holds %d lines, want the cut one and two launch lines, with no blank line between those:\n%s", len(lines), data)
+	}
+	recs, _, skipped, _ := readAll(t, string(data))
+	if len(recs) != 2 || recs[0].Type != TypeLaunch || recs[1].Type != TypeLaunch || len(skipped) != 1 {
+		t.Fatalf("read %d records (%+v), skipped %v; want both launch lines and the cut line skipped", len(recs), recs, skipped)
+	}
+}

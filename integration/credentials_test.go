@@ -365,6 +365,30 @@ echo "hex: $(cat "$P" "$S" moved.key secrets/moved/provider.key moved/deep/provi
 	}
 }
 
+// TestCredentialSourceHiddenWhenProjectDropsIt: a project file, which
+// an earlier run may have written, that drops the credentials
+// (credentials: []) leaves their source files hidden: they still hold
+// the real secrets. Before, the box hid only the sources of the
+// credentials left in the effective policy, and read these.
+func TestCredentialSourceHiddenWhenProjectDropsIt(t *testing.T) {
+	b := newBox(t)
+	source := filepath.Join(b.ws, "secrets", "provider.key")
+	b.file(source, realKey+"\n")
+	b.file(filepath.Join(b.ws, ".cordon.yaml"), "credentials: []\n")
+	cfg := b.config(fmt.Sprintf(`credentials:
+  - name: provider
+    source: {file: %s}
+    hosts: [api.provider.example]
+    header: "Authorization: Bearer {}"
+    env: PROVIDER_API_KEY
+`, source))
+	r := b.run("--net", "off", "--config", cfg, "--", "sh", "-c", `echo "hex: $(od -An -tx1 secrets/provider.key | tr -d ' \n')"`)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "hex: \n") || strings.Contains(r.stdout, hex.EncodeToString([]byte(realKey))) {
+		t.Fatalf("the box read the source file of a credential the project file dropped:\n%s", r.stdout)
+	}
+}
+
 // A credential's source command runs on the host, before the box exists.
 // It runs from the home directory: from the workspace, cordon's working
 // directory, a tool that looks there first (python3 -m, npx, uv run,

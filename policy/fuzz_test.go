@@ -105,6 +105,12 @@ func noWider(p, base *Policy) error {
 			return fmt.Errorf("credential %q added or changed", c.Name)
 		}
 	}
+	for _, b := range base.Credentials {
+		f := b.Source.File
+		if f != "" && !slices.Contains(p.DenyRead, f) && !slices.ContainsFunc(p.Credentials, func(c Credential) bool { return c.Source.File == f }) {
+			return fmt.Errorf("credential %q dropped, its source file %s no longer hidden", b.Name, f)
+		}
+	}
 	return nil
 }
 

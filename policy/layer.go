@@ -298,11 +298,25 @@ func (p *Policy) narrowWith(l *layer) error {
 		}
 	}
 	if l.has("credentials") {
+		p.hideDroppedSources(l.p.Credentials)
 		p.Credentials = l.p.Credentials
 	}
 	p.appendDenies(l)
 	p.setLimits(l)
 	return nil
+}
+
+// hideDroppedSources adds to deny_read the source file of each credential
+// of p that kept (a project file's credentials) leaves out. The file still
+// holds a real secret, and the box hides only the sources of the
+// credentials in the effective policy: without the entry, a project file
+// that dropped a credential (credentials: []) let the box read its secret.
+func (p *Policy) hideDroppedSources(kept []Credential) {
+	for _, c := range p.Credentials {
+		if c.Source.File != "" && !slices.ContainsFunc(kept, func(k Credential) bool { return k.Source.File == c.Source.File }) {
+			p.DenyRead = appendUnique(p.DenyRead, c.Source.File)
+		}
+	}
 }
 
 // narrowLimits refuses a project limit above the current one; 0 is no

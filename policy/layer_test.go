@@ -336,3 +336,42 @@ func TestEveryKeyLayers(t *testing.T) {
 		t.Errorf("a project file equal to the global one must load: %v", err)
 	}
 }
+
+// TestProjectDroppedCredentialSourcesStayHidden: a project file that drops
+// a credential (all of them, or all but one) leaves its source file in
+// deny_read: the box hides the sources of the effective policy's
+// credentials, and the file still holds a real secret.
+func TestProjectDroppedCredentialSourcesStayHidden(t *testing.T) {
+	global := `credentials:
+  - {name: a, source: {file: ~/keys/a}, hosts: [a.example], header: "Authorization: Bearer {}", env: A_KEY}
+  - {name: b, source: {file: /etc/keys/b}, hosts: [b.example], header: "Authorization: Bearer {}", env: B_KEY}
+  - {name: c, source: {env: C_REAL}, hosts: [c.example], header: "Authorization: Bearer {}", env: C_KEY}
+`
+	for _, tt := range []struct {
+		name, project string
+		hidden, not   []string
+	}{
+		{"all dropped", "credentials: []", []string{testHome + "/keys/a", "/etc/keys/b"}, nil},
+		{"one kept", `credentials:
+  - {name: b, source: {file: /etc/keys/b}, hosts: [b.example], header: "Authorization: Bearer {}", env: B_KEY}
+`, []string{testHome + "/keys/a"}, []string{"/etc/keys/b"}},
+		{"none dropped", "network: off", nil, []string{testHome + "/keys/a", "/etc/keys/b"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := layered(global, tt.project, Overrides{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range tt.hidden {
+				if !slices.Contains(p.DenyRead, f) {
+					t.Errorf("deny_read %q lacks the dropped credential's source %s", p.DenyRead, f)
+				}
+			}
+			for _, f := range tt.not {
+				if slices.Contains(p.DenyRead, f) {
+					t.Errorf("deny_read %q holds %s, the source of a credential the policy still has", p.DenyRead, f)
+				}
+			}
+		})
+	}
+}

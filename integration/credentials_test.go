@@ -454,3 +454,41 @@ func TestCredentialCommandPassesOverTheWorkspacesPath(t *testing.T) {
 		t.Fatalf("the credential's source command ran the program the box planted on PATH, on the host (%q)", got)
 	}
 }
+
+// TestCredentialCommandPassesOverNarrowedAllowPath: the source command
+// also runs without the PATH entries in a read-write allow_paths of the
+// global config that a project file narrows away: the box of an earlier
+// run wrote there, and can write the project file too. Before, the box
+// planted a program in its read-write allow_path and a .cordon.yaml
+// making that path read-only, and the next run's source command ran the
+// program on the host.
+func TestCredentialCommandPassesOverNarrowedAllowPath(t *testing.T) {
+	b := newBox(t)
+	marker := filepath.Join(b.ws, "ran-on-the-host")
+	tools := userDir(t, "cordon-it-tools-")
+	cfg := b.config(fmt.Sprintf(`allow_paths: [%s:rw]
+credentials:
+  - name: provider
+    source: {command: "cordon-token 2>/dev/null || echo sk-from-command-0123456789"}
+    hosts: [api.provider.example]
+    header: "Authorization: Bearer {}"
+    env: PROVIDER_API_KEY
+`, tools))
+	plant := fmt.Sprintf(`mkdir -p %[1]s/bin && printf '#!/bin/sh\necho ran > %[2]s\necho sk-planted-0123456789\n' > %[1]s/bin/cordon-token && chmod +x %[1]s/bin/cordon-token &&
+echo 'allow_paths: [%[1]s]' > .cordon.yaml && echo PLANTED`, tools, marker)
+	r := b.run("--net", "off", "--config", cfg, "--", "sh", "-c", plant)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "PLANTED") {
+		t.Fatalf("the first run did not plant its program:\n%s%s", r.stdout, r.stderr)
+	}
+	cmd := cordonIn(t, b.ws, b.env("PATH="+filepath.Join(tools, "bin")+":/usr/local/bin:/usr/bin:/bin"), "run", "--audit", b.audit, "--net", "restricted", "--config", cfg,
+		"--credential", "provider", "--ephemeral-ca", "--", "sh", "-c", `echo "placeholder: ${PROVIDER_API_KEY:+set}"; touch `+tools+`/bin/x 2>/dev/null || echo READ-ONLY`)
+	r = runResult(t, runTimeout, cmd)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "placeholder: set") || !strings.Contains(r.stdout, "READ-ONLY") {
+		t.Fatalf("the credential was not loaded, or the project file did not narrow the path:\n%s%s", r.stdout, r.stderr)
+	}
+	if got, err := os.ReadFile(marker); err == nil {
+		t.Fatalf("the credential's source command ran the program the box planted in a path the project file narrowed, on the host (%q)", got)
+	}
+}

@@ -50,6 +50,13 @@ type Sources struct {
 	Projects []string `json:"projects,omitempty"`
 	// Flags names the keys the one-shot flags set, e.g. "allow", "network".
 	Flags []string `json:"flags,omitempty"`
+	// Granted are the paths of the global config's read-write
+	// allow_paths, before any project file narrowed them: a box of an
+	// earlier run may have written there (a box can write the project
+	// file that narrows them now), so a program cordon runs on the host
+	// keeps away from them as from this run's (see credinject's
+	// Options.Writable).
+	Granted []string `json:"-"`
 }
 
 // configFile is one file's bytes and the path its errors are reported under.
@@ -105,6 +112,11 @@ func Load(o LoadOptions) (*Policy, Sources, error) {
 		return nil, src, err
 	}
 	src.Flags = o.Overrides.layer(wd).keys()
+	base, err := buildLayers(home, wd, src.Workspace, global, nil, Overrides{})
+	if err != nil {
+		return nil, src, err
+	}
+	src.Granted = base.WritePaths()
 	return p, src, nil
 }
 

@@ -324,6 +324,24 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// TestLoadGrantedOutlivesTheProject: Sources.Granted keeps the global
+// config's read-write allow_paths that a project file narrows away (an
+// earlier run's box wrote there), and only those: not the flags'.
+func TestLoadGrantedOutlivesTheProject(t *testing.T) {
+	home := fakeHome(t)
+	proj := filepath.Join(home, "proj")
+	mkdirs(t, filepath.Join(proj, ".git"))
+	writeFile(t, filepath.Join(home, ".config", "cordon", "config.yaml"), "allow_paths: [~/tools:rw, ~/docs]\n")
+	writeFile(t, filepath.Join(proj, ProjectFile), "allow_paths: [~/tools]\n")
+	p, src, err := Load(LoadOptions{Workdir: proj, Overrides: Overrides{AllowPaths: []string{"/opt/x:rw"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.WritePaths(), []string{"/opt/x"}) || !slices.Equal(src.Granted, []string{home + "/tools"}) {
+		t.Fatalf("write paths %q, granted %q; want [/opt/x] and [%s/tools]", p.WritePaths(), src.Granted, home)
+	}
+}
+
 func TestProjectPathSymlinks(t *testing.T) {
 	dir := resolvePath(t.TempDir())
 	mkdirs(t, filepath.Join(dir, "cache", "real"), filepath.Join(dir, "secret"))

@@ -88,6 +88,17 @@ func ParsePathRule(s string) (PathRule, error) {
 	return r, nil
 }
 
+// WritePaths lists the paths of p's read-write allow_paths entries.
+func (p *Policy) WritePaths() []string {
+	var out []string
+	for _, s := range p.AllowPaths {
+		if r, err := ParsePathRule(s); err == nil && r.Write {
+			out = append(out, r.Path)
+		}
+	}
+	return out
+}
+
 // String renders the rule canonically: "PATH" or "PATH:rw".
 func (r PathRule) String() string {
 	if r.Write {

@@ -135,15 +135,15 @@ func (f *runFlags) auditPath() (string, error) {
 	return audit.DefaultPath()
 }
 
-// spec loads the policy, which finds the workspace.
-func (f *runFlags) spec(argv []string) (*sandbox.Spec, error) {
+// spec loads the policy, which finds the workspace, and says what it read.
+func (f *runFlags) spec(argv []string) (*sandbox.Spec, policy.Sources, error) {
 	p, src, err := f.pf.loadFrom(policy.LoadOptions{})
 	if err != nil {
-		return nil, err
+		return nil, src, err
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
-		return nil, fmt.Errorf("find the working directory: %w", err)
+		return nil, src, fmt.Errorf("find the working directory: %w", err)
 	}
 	ws := src.Workspace
 	// The box may neither read nor write cordon's configuration: the
@@ -163,18 +163,19 @@ func (f *runFlags) spec(argv []string) (*sandbox.Spec, error) {
 	return &sandbox.Spec{
 		Policy: p, Argv: argv, Workdir: cwd, Workspace: ws, Timeout: p.Limits.Timeout, Config: config, Projects: above,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-	}, nil
+	}, src, nil
 }
 
-// writableDirs are the directories the sandbox of s may write, as real
-// paths: its workspace and its read-write allow_paths (those that exist).
-func writableDirs(s *sandbox.Spec) []string {
+// writableDirs are the directories a sandbox may have written, as real
+// paths (those that exist): the workspace of s, its read-write
+// allow_paths, and those the global config grants (granted,
+// Sources.Granted), which a project file may have narrowed away for this
+// run but not for the earlier ones.
+func writableDirs(s *sandbox.Spec, granted []string) []string {
 	out := []string{s.Workspace}
-	for _, e := range s.Policy.AllowPaths {
-		if r, err := policy.ParsePathRule(e); err == nil && r.Write {
-			if real, err := filepath.EvalSymlinks(r.Path); err == nil {
-				out = append(out, real)
-			}
+	for _, p := range append(s.Policy.WritePaths(), granted...) {
+		if real, err := filepath.EvalSymlinks(p); err == nil && !slices.Contains(out, real) {
+			out = append(out, real)
 		}
 	}
 	return out
@@ -186,7 +187,7 @@ func (f *runFlags) plan(out io.Writer, argv []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := f.spec(argv)
+	s, _, err := f.spec(argv)
 	if err != nil {
 		return exitError{code: exitRefused, msg: err.Error()}
 	}
@@ -402,7 +403,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	defer r.w.Close()
 	r.out.Session = r.w.Session()
 
-	s, err := f.spec(argv)
+	s, src, err := f.spec(argv)
 	if err != nil {
 		return r.refuse("policy", err.Error(), "")
 	}
@@ -449,7 +450,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	}
 	if s.Policy.Network == policy.NetRestricted {
 		px, err := session.StartProxy(ctx, session.Options{Policy: s.Policy, Audit: r.w, InSandbox: sandboxInside.OwnNetwork,
-			Credentials: f.pf.credentials, EphemeralCA: f.pf.ephemeralCA, Writable: writableDirs(s)})
+			Credentials: f.pf.credentials, EphemeralCA: f.pf.ephemeralCA, Writable: writableDirs(s, src.Granted)})
 		if err != nil {
 			return r.refuse("proxy", err.Error(), "")
 		}

@@ -1,14 +1,19 @@
 package policy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // InitTemplate returns the commented global config cordon init writes:
@@ -102,15 +107,17 @@ func WriteInitConfig(path string, force bool) error {
 	return err
 }
 
-// networkLine matches a top-level "network:" line: the key, its value and
+// networkLine matches the line of a top-level network key, its line
+// ending cut: the key as written (any case, quoted or not), its value and
 // any trailing comment.
 var networkLine = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`(?m)^network[ \t]*:[^#\n]*?([ \t]+#[^\n]*)?$`)
+	return regexp.MustCompile(`(?i)^([ \t]*["']?network["']?[ \t]*:)[^#]*?([ \t]+#.*)?$`)
 })
 
 // SetNetworkMode sets the network key of the config at path, editing that
 // one line so the rest of the file and its comments stay as they were. A
-// missing file is created from InitTemplate first.
+// missing file is created from InitTemplate first. An edit that would
+// change anything but the mode is refused.
 func SetNetworkMode(path string, mode NetMode) error {
 	if mode.rank() < 0 {
 		_, err := ParseNetMode(string(mode))
@@ -135,33 +142,76 @@ func SetNetworkMode(path string, mode NetMode) error {
 	if err != nil {
 		return err
 	}
-	if _, err := parseLayer(path, data, home); err != nil {
+	before, err := parseLayer(path, data, home)
+	if err != nil {
 		return fmt.Errorf("%w; fix the file before changing its network mode", err)
 	}
-	out := setNetworkLine(data, mode)
-	l, err := parseLayer(path, out, home)
-	if err != nil || l.p.Network != mode {
-		return fmt.Errorf("%s: could not set network: %s by editing one line (the key spans several lines?); edit the file by hand", path, mode)
+	out, err := setNetworkLine(data, mode)
+	if err != nil {
+		return fmt.Errorf("%s: %w; edit the file by hand", path, err)
+	}
+	after, err := parseLayer(path, out, home)
+	if err != nil || after.p.Network != mode || !sameButNetwork(before, after) {
+		return fmt.Errorf("%s: could not set network: %s by editing the network key's line without changing anything else; edit the file by hand", path, mode)
 	}
 	return writeConfig(path, out, perm, true)
 }
 
-// setNetworkLine replaces the value of the first top-level network key,
-// keeping its comment, or appends the key when there is none.
-func setNetworkLine(data []byte, mode NetMode) []byte {
-	if loc := networkLine().FindSubmatchIndex(data); loc != nil {
-		comment := ""
-		if loc[2] >= 0 {
-			comment = string(data[loc[2]:loc[3]])
+// setNetworkLine replaces the value of the top-level network key on its
+// line, keeping the key as written and its comment, or appends the key
+// when there is none.
+func setNetworkLine(data []byte, mode NetMode) ([]byte, error) {
+	n, err := networkKeyLine(data)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		out := append([]byte{}, data...)
+		if len(out) > 0 && out[len(out)-1] != '\n' {
+			out = append(out, '\n')
 		}
-		line := "network: " + string(mode) + comment
-		return append(append(append([]byte{}, data[:loc[0]]...), line...), data[loc[1]:]...)
+		return append(out, "network: "+string(mode)+"\n"...), nil
 	}
-	out := append([]byte{}, data...)
-	if len(out) > 0 && out[len(out)-1] != '\n' {
-		out = append(out, '\n')
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	body := bytes.TrimRight(lines[n-1], "\r\n")
+	m := networkLine().FindSubmatch(body)
+	if m == nil {
+		return nil, fmt.Errorf("line %d: the network key is not written as network: MODE on a line of its own", n)
 	}
-	return append(out, "network: "+string(mode)+"\n"...)
+	line := string(m[1]) + " " + string(mode) + string(m[2]) + string(lines[n-1][len(body):])
+	lines[n-1] = []byte(line)
+	return bytes.Join(lines, nil), nil
+}
+
+// networkKeyLine returns the line (from 1) of the top-level network key
+// of a YAML mapping, as parseLayer names keys (any case); 0 when there is
+// none.
+func networkKeyLine(data []byte) (int, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return 0, err
+	}
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return 0, nil
+	}
+	m := doc.Content[0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if strings.ToLower(m.Content[i].Value) == "network" {
+			return m.Content[i].Line, nil
+		}
+	}
+	return 0, nil
+}
+
+// sameButNetwork reports whether two layers set the same keys to the
+// same values, the network key aside.
+func sameButNetwork(a, b *layer) bool {
+	pa, pb := a.p, b.p
+	pa.Network, pb.Network = "", ""
+	notNetwork := func(ks []string) []string {
+		return slices.DeleteFunc(ks, func(k string) bool { return k == "network" })
+	}
+	return reflect.DeepEqual(pa, pb) && slices.Equal(notNetwork(a.keys()), notNetwork(b.keys()))
 }
 
 // writeConfig writes data to path atomically, creating its directory with

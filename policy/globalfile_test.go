@@ -97,6 +97,13 @@ func TestSetNetworkMode(t *testing.T) {
 		{"unknown nested key refused", "limits:\n  network: 1\nnetwork: off\n", NetOpen, ""},
 		{"missing key", "allow: [a.example]", NetOpen, "allow: [a.example]\nnetwork: open\n"},
 		{"commented key only", "# network: open\n", NetOff, "# network: open\nnetwork: off\n"},
+		{"key in capitals", "Network: open\n", NetOff, "Network: off\n"},
+		{"quoted key", "\"network\": open # ops\n", NetOff, "\"network\": off # ops\n"},
+		{"crlf", "allow: []\r\nnetwork: open\r\ndeny: []\r\n", NetOff, "allow: []\r\nnetwork: off\r\ndeny: []\r\n"},
+		// A line in a quoted string that looks like the key is no key:
+		// the string (a deny entry) stays as it was.
+		{"key inside a string", "deny_commands: [\"sudo\nnetwork: x #y\"]\nnetwork: off\n", NetOff,
+			"deny_commands: [\"sudo\nnetwork: x #y\"]\nnetwork: off\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,6 +140,8 @@ func TestSetNetworkModeRefuses(t *testing.T) {
 	writeFile(t, multi, "network:\n  open\n")
 	broken := filepath.Join(dir, "broken.yaml")
 	writeFile(t, broken, "netwrk: open\n")
+	flow := filepath.Join(dir, "flow.yaml")
+	writeFile(t, flow, "{network: open, allow: []}\n")
 	for _, tt := range []struct {
 		path string
 		mode NetMode
@@ -141,13 +150,16 @@ func TestSetNetworkModeRefuses(t *testing.T) {
 		{filepath.Join(dir, "x.yaml"), "closed", "off, restricted, open"},
 		{multi, NetOff, "edit the file by hand"},
 		{broken, NetOff, `unknown key "netwrk"`},
+		{flow, NetOff, "line 1: the network key is not written as network: MODE on a line of its own"},
 	} {
 		if err := SetNetworkMode(tt.path, tt.mode); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("SetNetworkMode(%s, %s): %v, want an error saying %q", tt.path, tt.mode, err, tt.want)
 		}
 	}
-	if data, _ := os.ReadFile(multi); string(data) != "network:\n  open\n" {
-		t.Errorf("a refused edit changed the file: %q", data)
+	for path, want := range map[string]string{multi: "network:\n  open\n", flow: "{network: open, allow: []}\n"} {
+		if data, _ := os.ReadFile(path); string(data) != want {
+			t.Errorf("a refused edit changed the file: %q", data)
+		}
 	}
 }
 

@@ -55,7 +55,7 @@ func parseLayer(path string, data []byte, home string) (*layer, error) {
 	}
 	if len(md.Unused) > 0 {
 		slices.Sort(md.Unused)
-		return nil, fmt.Errorf("%s: %w", path, knownKey(md.Unused[0]))
+		return nil, fmt.Errorf("%s: %w", path, unusedKey(md.Unused[0]))
 	}
 	if err := l.check(home); err != nil {
 		return nil, err
@@ -167,6 +167,16 @@ func knownKey(key string) error {
 		t = f.Type
 	}
 	return nil
+}
+
+// unusedKey explains a key that decoding left unused: an unknown one, or
+// one whose name holds a dot or a bracket ("limits.pids: 10"), which YAML
+// reads as one name, not as a nested key.
+func unusedKey(key string) error {
+	if err := knownKey(key); err != nil {
+		return err
+	}
+	return fmt.Errorf("key %q: a name with a dot or a bracket in it is no nested key; write nested keys as mappings, such as limits: {pids: 100}", key)
 }
 
 func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {

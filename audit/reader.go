@@ -252,7 +252,9 @@ type hostTotals struct {
 // NoHost is the summary key for decisions that name no host.
 const NoHost = "-"
 
-// Add counts one record: decisions by verdict and reason, closes by bytes.
+// Add counts one record: decisions by verdict and reason, closes by bytes,
+// and a close that says its request was refused on the way (a
+// credential's guard cut its body off) as a deny too, with its reason.
 // Other record types name no host and are ignored.
 func (s *Summary) Add(r Record) {
 	if r.Type != TypeDecision && r.Type != TypeClose {
@@ -263,11 +265,12 @@ func (s *Summary) Add(r Record) {
 		host = NoHost
 	}
 	h := s.totals(host)
-	switch {
-	case r.Type == TypeClose:
+	if r.Type == TypeClose {
 		h.BytesUp += r.BytesUp
 		h.BytesDown += r.BytesDown
-	case r.Decision == Allow:
+	}
+	switch {
+	case r.Type == TypeDecision && r.Decision == Allow:
 		h.Allowed++
 	case r.Decision == Deny:
 		h.Denied++

@@ -431,3 +431,22 @@ func TestSummaryBounded(t *testing.T) {
 		t.Errorf("first.example, seen before the cap, is not totalled apart: %v", i)
 	}
 }
+
+// TestSummaryCountsCutRequests: a close line that says its request was
+// refused on the way (its decision line said allow) counts as a deny, with
+// its reason; one that failed of itself counts only its bytes.
+func TestSummaryCountsCutRequests(t *testing.T) {
+	var s Summary
+	for _, r := range []Record{
+		{Type: TypeDecision, Host: "a.example", Decision: Allow, Reason: "allowlisted"},
+		{Type: TypeClose, Host: "a.example", Decision: Deny, Reason: "secret_leak", BytesUp: 100},
+		{Type: TypeDecision, Host: "a.example", Decision: Allow, Reason: "allowlisted"},
+		{Type: TypeClose, Host: "a.example", Reason: "upstream_error", BytesDown: 5},
+	} {
+		s.Add(r)
+	}
+	want := []HostSummary{{Host: "a.example", Allowed: 2, Denied: 1, BytesUp: 100, BytesDown: 5, DenyReasons: []ReasonCount{{"secret_leak", 1}}}}
+	if got := s.Hosts(3); fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Fatalf("Hosts(3) = %+v, want %+v", got, want)
+	}
+}

@@ -11,7 +11,8 @@ type Type string
 const (
 	// TypeDecision is one allow or deny on a connection or request.
 	TypeDecision Type = "decision"
-	// TypeClose ends a connection or request with its byte counts.
+	// TypeClose ends a connection or request with its byte counts; one
+	// cordon refused on its way carries Decision Deny and the reason.
 	TypeClose Type = "close"
 	// TypeInject says a credential was put on a request.
 	TypeInject Type = "inject"

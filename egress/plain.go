@@ -142,7 +142,7 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 		closeLine := func(up, down int64, f policy.Decision) {
 			r := audit.Record{Type: audit.TypeClose, Kind: audit.KindHTTP, ID: id, Host: host, Port: t.Port,
 				Addr: addr.String(), BytesUp: up, BytesDown: down, DurationMS: time.Since(start).Milliseconds(),
-				Reason: string(f.Reason), Detail: f.Detail}
+				Decision: tlsterm.CloseDecision(f.Reason), Reason: string(f.Reason), Detail: f.Detail}
 			s.cfg.Audit.Later(r) // goes out with the next line (see audit.Writer.Later)
 		}
 		out := req.Clone(req.Context())

@@ -5,10 +5,12 @@ package integration
 import (
 	"bufio"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -124,6 +126,71 @@ func TestCredentialInjection(t *testing.T) {
 		t.Fatalf("real secret leaving: %d", code)
 	}
 	assertNoSecretInLog(t, p, ph)
+}
+
+// TestCredentialBodyRefusalIsADeny: a real secret at the end of a body
+// too long to check before it streams is cut off on the way, after the
+// request's decision line said allow; its close line says deny, so cordon
+// audit --decision deny and --summary show the attempt (they showed
+// nothing of it), over plain HTTP, HTTP/2 and HTTP/1.1.
+func TestCredentialBodyRefusalIsADeny(t *testing.T) {
+	p := credentialProxy(t, originName+":8443")
+	dir := userDir(t, "cordon-it-body-")
+	body := filepath.Join(dir, "body")
+	writeUserFile(t, body, []byte(strings.Repeat("x", 1<<20)+realKey))
+	paths := map[string][]string{
+		"/leak-plain": {fmt.Sprintf("http://%s:%d/leak-plain", originName, originHTTP)},
+		"/leak-h2":    {"--cacert", p.env["SSL_CERT_FILE"], fmt.Sprintf("https://%s:%d/leak-h2", originName, originHTTPS)},
+		"/leak-h1":    {"--http1.1", "--cacert", p.env["SSL_CERT_FILE"], fmt.Sprintf("https://%s:%d/leak-h1", originName, originHTTPS)},
+	}
+	for path, args := range paths {
+		if out, _, code := curl(t, p, append([]string{"--data-binary", "@" + body}, args...)...); code != 502 || !strings.Contains(out, "secret_leak") {
+			t.Fatalf("%s: a body ending in the real key: %d %.300s", path, code, out)
+		}
+	}
+	// Close lines go out with the next line, or within 100 ms.
+	cut := func() (n int) {
+		for _, r := range readAudit(t, p.audit) {
+			if r.Type == audit.TypeClose && r.Reason == "secret_leak" {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(5 * time.Second); cut() < len(paths) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, err := exec.Command(cordonBin(t), "audit", "--file", p.audit, "--decision", "deny", "--json").Output()
+	if err != nil {
+		t.Fatalf("cordon audit --decision deny: %v", err)
+	}
+	// A plain request's close line names no path: its kind tells it.
+	denied := map[string]bool{}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		var r audit.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%v: %q", err, line)
+		}
+		switch {
+		case r.Type != audit.TypeClose || r.Reason != "secret_leak":
+		case r.Kind == audit.KindHTTP:
+			denied["/leak-plain"] = true
+		default:
+			denied[r.Path] = true
+		}
+	}
+	for path := range paths {
+		if !denied[path] {
+			t.Errorf("cordon audit --decision deny does not show the body cut off on %s:\n%s", path, out)
+		}
+	}
+	out, err = exec.Command(cordonBin(t), "audit", "--file", p.audit, "--summary", "--host", originName).Output()
+	if err != nil {
+		t.Fatalf("cordon audit --summary: %v", err)
+	}
+	if f := strings.Fields(strings.Split(string(out), "\n")[1]); len(f) < 4 || f[2] != "3" || !strings.Contains(string(out), "secret_leak (3)") {
+		t.Errorf("cordon audit --summary does not count the three cut bodies as denied:\n%s", out)
+	}
 }
 
 func TestCredentialPlaintextRefused(t *testing.T) {

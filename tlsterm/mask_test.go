@@ -18,6 +18,7 @@ import (
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/credinject"
 	"github.com/cordon-sandbox/cordon/internal/echotest"
+	"github.com/cordon-sandbox/cordon/policy"
 )
 
 // maskSecret is the real value of the tests' credential.
@@ -276,5 +277,23 @@ func TestWebSocketUncompressed(t *testing.T) {
 	}
 	if !refused {
 		t.Fatal("no close line says the compressed WebSocket was refused")
+	}
+}
+
+func TestCloseDecision(t *testing.T) {
+	for reason, want := range map[policy.Reason]string{
+		credinject.ReasonSecretLeak: audit.Deny,
+		credinject.ReasonMisroute:   audit.Deny,
+		credinject.ReasonPlaintext:  audit.Deny,
+		credinject.ReasonBasicUser:  audit.Deny,
+		ReasonUncheckedEncoding:     audit.Deny,
+		ReasonUpstreamError:         "",
+		ReasonUpstreamTLS:           "",
+		ReasonClientGone:            "",
+		"":                          "",
+	} {
+		if got := CloseDecision(reason); got != want {
+			t.Errorf("CloseDecision(%q) = %q, want %q", reason, got, want)
+		}
 	}
 }

@@ -205,6 +205,7 @@ func (st *stream) record(rs ...audit.Record) error {
 	for _, r := range rs {
 		r.Kind, r.ID, r.Host, r.Port, r.Addr = st.s.Kind, st.s.ID, st.s.Host, st.s.Port, st.s.Addr
 		if r.Type == audit.TypeClose {
+			r.Decision = CloseDecision(policy.Reason(r.Reason))
 			// A close line reports what already happened: it goes out
 			// with the next line, sparing a keep-alive request a write(2).
 			st.t.cfg.Audit.Later(r)
@@ -393,6 +394,22 @@ func Failure(err error, creds *credinject.Set) policy.Decision {
 		d.Reason, d.Detail = ReasonClientGone, errClientGone.Error()
 	}
 	return d
+}
+
+// CloseDecision is the decision a request's close line carries, given
+// the reason it ended early: deny when cordon refused the request on its
+// way (a credential's guard cut its body off, a response came in a coding
+// cordon cannot check), so that cordon audit --decision deny and
+// --summary count it with the requests refused at once (its decision line
+// said allow: the refusal came later); none when it ended, or failed, of
+// itself.
+func CloseDecision(reason policy.Reason) string {
+	switch reason {
+	case credinject.ReasonPlaintext, credinject.ReasonMisroute, credinject.ReasonSecretLeak,
+		credinject.ReasonBasicUser, ReasonUncheckedEncoding:
+		return audit.Deny
+	}
+	return ""
 }
 
 // WriteRefusal answers a refused request: the reason code in

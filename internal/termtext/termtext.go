@@ -13,8 +13,8 @@ import (
 
 // Printable escapes the characters of s a terminal would not just show
 // (control characters, tabs and newlines too, C1 controls, bidi overrides,
-// zero-width and other invisible characters) as Go escapes (\x1b, \u202e).
-// With limit > 0, s is cut after limit runes.
+// zero-width and other invisible characters) as Go escapes (\x1b, \u202e,
+// \u3164). With limit > 0, s is cut after limit runes.
 func Printable(s string, limit int) string {
 	var b strings.Builder
 	n := 0
@@ -23,14 +23,23 @@ func Printable(s string, limit int) string {
 			b.WriteString("…")
 			break
 		}
-		if unicode.IsPrint(r) {
+		if unicode.IsPrint(r) && !invisible(r) {
 			b.WriteRune(r)
 		} else {
-			b.WriteString(strings.Trim(strconv.QuoteRune(r), "'"))
+			b.WriteString(strings.Trim(strconv.QuoteRuneToASCII(r), "'"))
 		}
 		n++
 	}
 	return b.String()
+}
+
+// invisible says whether r, though a printable character to Go, shows as
+// nothing: a Hangul filler, the combining grapheme joiner, a variation
+// selector (default-ignorable code points), with which a name a sandboxed
+// command chose would look like another (github.com with a Hangul filler
+// after it, denied, like github.com).
+func invisible(r rune) bool {
+	return unicode.In(r, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector)
 }
 
 // Lines is msg, an error or a message of several lines, with each line

@@ -18,6 +18,10 @@ func TestPrintable(t *testing.T) {
 		{"\x9b2K", 0, "\ufffd2K"},
 		// A bidi override, zero-width characters, a tag character.
 		{"evil\u202emoc.\u200bgithub\u200d.com\U000e0041", 0, `evil\u202emoc.\u200bgithub\u200d.com\U000e0041`},
+		// Printable to Go, but invisible: Hangul fillers, the combining
+		// grapheme joiner, variation selectors.
+		{"github.com\u3164\uffa0\u115f", 0, `github.com\u3164\uffa0\u115f`},
+		{"/pay\u034f\ufe0f\U000e0100", 0, `/pay\u034f\ufe0f\U000e0100`},
 		{"abcdef", 3, "abc…"},
 		{"\x1b\x1b\x1b\x1b", 2, `\x1b\x1b…`},
 	} {

@@ -3,9 +3,10 @@ package audit
 import (
 	"strconv"
 	"time"
-	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/cordon-sandbox/cordon/internal/termtext"
 )
 
 // MaxFieldBytes bounds each string a line holds, and a command's words
@@ -185,16 +186,17 @@ func appendString(b []byte, s string) []byte {
 }
 
 // unprintable says whether a terminal could take r, outside ASCII, for
-// something other than a character to show: a C1 control (U+009B is a
-// CSI, U+009D an OSC, to a terminal that reads UTF-8 C1 controls), a
-// format character (a bidi override such as U+202E, a zero-width space),
-// a separator other than a space (U+2028 and U+2029, which encoding/json
-// escapes too), a private-use or unassigned code point. A request path or
-// a DNS name holds what the sandboxed command chose, and the log is read
-// in terminals (cordon audit --json, tail -f): escaped, such a character
+// something other than a character to show (termtext.Shows): a C1 control
+// (U+009B is a CSI, U+009D an OSC, to a terminal that reads UTF-8 C1
+// controls), a format character (a bidi override such as U+202E, a
+// zero-width space), a separator other than a space (U+2028 and U+2029,
+// which encoding/json escapes too), a private-use or unassigned code
+// point, one that shows as nothing (a Hangul filler). A request path or a
+// DNS name holds what the sandboxed command chose, and the log is read in
+// terminals (cordon audit --json, tail -f): escaped, such a character
 // decodes to the same string but reaches no terminal raw.
 func unprintable(r rune) bool {
-	return r >= utf8.RuneSelf && !unicode.IsPrint(r)
+	return r >= utf8.RuneSelf && !termtext.Shows(r)
 }
 
 // appendRuneEscape appends r as a JSON \u escape, a UTF-16 surrogate pair

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/cordon-sandbox/cordon/internal/termtext"
 )
 
 // clipped is r as appendJSON writes it: every string clipped to
@@ -41,7 +42,7 @@ func sameAsMarshal(t *testing.T, r Record) {
 		t.Fatalf("appendJSON:\n%s\nencoding/json, escaped:\n%s", got, want)
 	}
 	for _, c := range string(got) {
-		if c == 0x7f || c >= utf8.RuneSelf && !unicode.IsPrint(c) {
+		if c == 0x7f || c >= utf8.RuneSelf && !termtext.Shows(c) {
 			t.Fatalf("appendJSON left %U raw: %s", c, got)
 		}
 	}
@@ -77,6 +78,8 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		// override, a zero-width space, a non-breaking space, a tag
 		// character beyond the BMP, a private-use code point.
 		{Time: at, Type: TypeDecision, Method: "GET", Path: "/\u009b2K\u009d52;c;eA==\u009c\u202egnp.\u200bx\u00a0\U000e0041\ue000"},
+		// What shows as nothing: a Hangul filler, a variation selector.
+		{Time: at, Type: TypeDecision, Host: "github.com\u3164", Path: "/a\ufe0f"},
 		{Time: at.In(time.FixedZone("x", 3600)), Session: "zone"},
 		{Time: at, Type: TypeDecision, Host: strings.Repeat("h", 900<<10), Path: strings.Repeat("<", 1<<20), Detail: strings.Repeat("日", MaxFieldBytes)},
 		{Time: at, Type: TypeLaunch, Command: []string{"sh", "-c", strings.Repeat("\x00", 1<<20)}, Workdir: strings.Repeat("/w", MaxFieldBytes)},
@@ -216,6 +219,7 @@ func TestEscapeUnprintable(t *testing.T) {
 		{"{\"path\":\"/\u009b2K\u009d0;t\u009c\"}", `{"path":"/\u009b2K\u009d0;t\u009c"}`},
 		{"{\"host\":\"evil\u202emoc.\u200bx\u00a0\U000e0041\"}", `{"host":"evil\u202emoc.\u200bx\u00a0\udb40\udc41"}`},
 		{"{\"detail\":\"\x9b2J\x7f \xff\"}", `{"detail":"\ufffd2J\u007f \ufffd"}`},
+		{"{\"host\":\"github.com\u3164\"}", `{"host":"github.com\u3164"}`},
 	} {
 		got := EscapeUnprintable([]byte(c.in))
 		if string(got) != c.want {

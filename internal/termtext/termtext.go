@@ -23,7 +23,7 @@ func Printable(s string, limit int) string {
 			b.WriteString("…")
 			break
 		}
-		if unicode.IsPrint(r) && !invisible(r) {
+		if Shows(r) {
 			b.WriteRune(r)
 		} else {
 			b.WriteString(strings.Trim(strconv.QuoteRuneToASCII(r), "'"))
@@ -33,13 +33,15 @@ func Printable(s string, limit int) string {
 	return b.String()
 }
 
-// invisible says whether r, though a printable character to Go, shows as
-// nothing: a Hangul filler, the combining grapheme joiner, a variation
-// selector (default-ignorable code points), with which a name a sandboxed
-// command chose would look like another (github.com with a Hangul filler
-// after it, denied, like github.com).
-func invisible(r rune) bool {
-	return unicode.In(r, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector)
+// Shows says whether a terminal just shows r, as a character one can see:
+// it is printable (no control, format or private-use character, no
+// separator but the space) and not one that, though printable to Go,
+// shows as nothing (a Hangul filler, the combining grapheme joiner, a
+// variation selector: default-ignorable code points), with which a name a
+// sandboxed command chose would look like another (github.com with a
+// Hangul filler after it, denied, like github.com).
+func Shows(r rune) bool {
+	return unicode.IsPrint(r) && !unicode.In(r, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector)
 }
 
 // Lines is msg, an error or a message of several lines, with each line

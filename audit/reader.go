@@ -135,7 +135,8 @@ type Filter struct {
 	// Decision is Allow or Deny.
 	Decision string
 	// Host is a normalised host, matched exactly, or "*.NAME" matching
-	// strict subdomains of NAME (the allowlist's wildcard rule).
+	// strict subdomains of NAME (the allowlist's wildcard rule), against
+	// the record's host in lower case and without a final dot (foldHost).
 	Host string
 	// Since drops records stamped before it.
 	Since time.Time
@@ -156,10 +157,19 @@ func (f Filter) Match(r Record) bool {
 	case f.Host == "":
 		return true
 	}
+	host := foldHost(r.Host)
 	if suffix, ok := strings.CutPrefix(f.Host, "*."); ok {
-		return strings.HasSuffix(r.Host, "."+suffix)
+		return strings.HasSuffix(host, "."+suffix)
 	}
-	return r.Host == f.Host
+	return host == f.Host
+}
+
+// foldHost is a logged host as a filter compares it: in lower case and
+// without a final dot. A name cordon could not normalise is logged as the
+// client sent it (a DNS question for c2VjcmV0!.EVIL.com.), and --host
+// *.evil.com, normalised, would otherwise pass over it.
+func foldHost(h string) string {
+	return strings.TrimSuffix(strings.ToLower(h), ".")
 }
 
 // Types lists every record type, in the order a run writes them.

@@ -241,6 +241,10 @@ func TestFilterMatch(t *testing.T) {
 		{"host wildcard not suffix trick", Filter{Host: "*.example.com"}, Record{Host: "example.com.evil.test"}, false},
 		{"host on a hostless line", Filter{Host: "example.com"}, Record{Type: TypeLaunch}, false},
 		{"host IPv6", Filter{Host: "2001:db8::1"}, Record{Host: "2001:db8::1"}, true},
+		// A name cordon could not normalise, logged as it was asked for.
+		{"host wildcard, a bad name as asked", Filter{Host: "*.evil.com"}, Record{Host: "c2VjcmV0!.EVIL.com."}, true},
+		{"host exact, a bad name as asked", Filter{Host: "x!y.evil.com"}, Record{Host: "X!Y.Evil.COM."}, true},
+		{"host wildcard, a bad name elsewhere", Filter{Host: "*.evil.com"}, Record{Host: "c2VjcmV0!.EVIL.com.org."}, false},
 		{"all together", Filter{Session: "3f2a", Decision: Deny, Host: "*.example.com", Since: t0, Type: TypeDecision}, rec, true},
 		{"all but one", Filter{Session: "3f2a", Decision: Deny, Host: "*.example.com", Since: t0, Type: TypeClose}, rec, false},
 	}

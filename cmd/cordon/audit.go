@@ -293,7 +293,8 @@ func (s *tableSink) flush() error {
 }
 
 // recordDetail is the table's last column: what was asked (method, path,
-// status), what moved (bytes), what ran (command and outcome), or, for a
+// status), what moved (bytes), what ran (command and outcome), for a file
+// removed or set aside after a run which it was, first, and why, or, for a
 // budget line, what it means.
 func recordDetail(r audit.Record) string {
 	var parts []string
@@ -320,6 +321,9 @@ func recordDetail(r audit.Record) string {
 	}
 	if r.Outcome != "" {
 		parts = append(parts, r.Outcome)
+	}
+	if r.Type == audit.TypeRemoved || r.Type == audit.TypeSetAside {
+		parts = append(parts, r.Path)
 	}
 	if r.Type == audit.TypeBudget || r.Type == audit.TypeRemoved || r.Type == audit.TypeSetAside {
 		parts = append(parts, r.Detail)

@@ -427,3 +427,23 @@ func TestAuditSummaryBounded(t *testing.T) {
 		t.Fatalf("%d lines, the last %q; want the header, %d hosts and %s with 2 denied", len(lines), lines[len(lines)-1], audit.MaxSummaryHosts, audit.OtherHosts)
 	}
 }
+
+// TestAuditTableNamesWhatWasSetAside: a removed or set_aside row names
+// the path, before the reason (which the table cuts): the row said why,
+// never which.
+func TestAuditTableNamesWhatWasSetAside(t *testing.T) {
+	long := "a repository the sandboxed command made or changed (its .git, or the HEAD of a directory git takes for a git directory): look at it"
+	path := writeLog(t, []audit.Record{
+		{Time: auditT0, Session: "s", Type: audit.TypeSetAside, Path: "/ws/sub/.git.cordon-set-aside-1", Detail: long},
+		{Time: auditT0, Session: "s", Type: audit.TypeRemoved, Path: "/ws/.git/commondir", Detail: long},
+	})
+	out, _, err := runAuditCmd(t, "--file", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"/ws/sub/.git.cordon-set-aside-1 a repository", "/ws/.git/commondir a repository"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("the table does not name %q:\n%s", w, out)
+		}
+	}
+}

@@ -126,14 +126,13 @@ func SetNetworkMode(path string, mode NetMode) error {
 	if target, err := filepath.EvalSymlinks(path); err == nil {
 		path = target
 	}
-	data, err := os.ReadFile(path)
-	perm := fs.FileMode(0o600)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		data = []byte(InitTemplate())
-	case err != nil:
-		return fmt.Errorf("read config %s: %w", path, err)
-	default:
+	f, err := readConfig(path, false, "")
+	if err != nil {
+		return err
+	}
+	data, perm := []byte(InitTemplate()), fs.FileMode(0o600)
+	if f != nil {
+		data = f.data
 		if fi, err := os.Stat(path); err == nil {
 			perm = fi.Mode().Perm()
 		}

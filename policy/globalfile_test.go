@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -142,6 +143,10 @@ func TestSetNetworkModeRefuses(t *testing.T) {
 	writeFile(t, broken, "netwrk: open\n")
 	flow := filepath.Join(dir, "flow.yaml")
 	writeFile(t, flow, "{network: open, allow: []}\n")
+	fifo := filepath.Join(dir, "fifo.yaml") // read, it would never end
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		path string
 		mode NetMode
@@ -151,6 +156,7 @@ func TestSetNetworkModeRefuses(t *testing.T) {
 		{multi, NetOff, "edit the file by hand"},
 		{broken, NetOff, `unknown key "netwrk"`},
 		{flow, NetOff, "line 1: the network key is not written as network: MODE on a line of its own"},
+		{fifo, NetOff, "is not a regular file"},
 	} {
 		if err := SetNetworkMode(tt.path, tt.mode); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("SetNetworkMode(%s, %s): %v, want an error saying %q", tt.path, tt.mode, err, tt.want)

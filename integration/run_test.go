@@ -775,6 +775,37 @@ func TestRunLinkedProjectFileRefused(t *testing.T) {
 	}
 }
 
+// TestRunProjectFileAboveLinkedIntoWorkspaceRefused: a project file
+// above the workspace that is a link into it (../.cordon.yaml ->
+// pkg/policy.yaml, run in pkg) is refused as the workspace's own link is:
+// the box rewrote the file it reaches, and the next run dropped the
+// narrowing (network off) of the project file above.
+func TestRunProjectFileAboveLinkedIntoWorkspaceRefused(t *testing.T) {
+	b := newBox(t)
+	uid, gid, _ := testUser(t)
+	pkg := filepath.Join(b.ws, "pkg")
+	target := filepath.Join(pkg, "policy.yaml")
+	b.file(filepath.Join(pkg, ".git", "HEAD"), "ref: refs/heads/main\n")
+	b.file(target, "network: off\n")
+	link := filepath.Join(b.ws, ".cordon.yaml")
+	if err := os.Symlink("pkg/policy.yaml", link); err != nil {
+		t.Fatal(err)
+	}
+	os.Lchown(link, int(uid), int(gid))
+	r := runResult(t, runTimeout, cordonIn(t, pkg, b.env(), "run", "--audit", b.audit, "--",
+		"sh", "-c", `echo '{}' > policy.yaml && echo REWROTE`))
+	expectCode(t, r, 125)
+	if strings.Contains(r.stdout, "REWROTE") {
+		t.Fatalf("the run started:\n%s", r.stdout)
+	}
+	if want := link + " is a symbolic link (to pkg/policy.yaml)"; !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+	}
+	if got, _ := os.ReadFile(target); string(got) != "network: off\n" {
+		t.Fatalf("the box rewrote the file the project file above leads to: %q", got)
+	}
+}
+
 // A .cordon.yaml the box plants in a subdirectory makes it the workspace
 // of a run started there; the project's own file, at the top, is read all
 // the same, so the planted one cannot drop its narrowing (here network

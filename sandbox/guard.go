@@ -217,7 +217,7 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 		out = append(out, more...)
 	}
 	for _, f := range g.Projects {
-		more, err := guardProject(f, g.Writable)
+		more, err := guardProject(f, writable, g.Writable)
 		if err != nil {
 			return nil, err
 		}
@@ -333,11 +333,34 @@ func guardBelowRoot(file string, roots []string, self, absent bool) ([]GuardedPa
 // that lies under one of the writable roots: the next run reads it as
 // policy, so a box that could remove it, or rename a directory above it
 // away, would drop its narrowing. It is read-only, and the directories
-// between the outermost root holding it and it are pinned.
-func guardProject(file string, roots []string) ([]GuardedPath, error) {
+// between the outermost root holding it and it are pinned. One that is a
+// symbolic link leading into writable (the workspace and roots), or
+// through a link there, is refused as the workspace's own would be
+// (linkedProjectRefusal): the box would rewrite the file the link reaches
+// (policy reads a target anywhere in the file's directory, the workspace
+// included), or replace the link on the way.
+func guardProject(file string, writable, roots []string) ([]GuardedPath, error) {
 	out, err := guardBelowRoot(file, roots, false, false)
 	if err != nil {
 		return nil, fmt.Errorf("project file %s: %w", file, err)
+	}
+	inReach := func(p string) bool {
+		return slices.ContainsFunc(writable, func(w string) bool { return Within(p, w) })
+	}
+	if fi, err := os.Lstat(file); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return out, nil
+	}
+	real, _, err := Resolve(file, func(link string) error {
+		if inReach(link) {
+			return linkedProjectRefusal(file)
+		}
+		return nil
+	})
+	if err == nil && inReach(real) {
+		err = linkedProjectRefusal(file)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -561,6 +561,21 @@ func TestGuardProjectFilesAbove(t *testing.T) {
 	if err := os.Symlink("../real.yaml", filepath.Join(base, "q.yaml")); err != nil {
 		t.Fatal(err)
 	}
+	// Links above the workspace: one into it, one through a link in it,
+	// one to a file beside it.
+	if err := os.WriteFile(filepath.Join(ws, "policy.yaml"), []byte("network: off\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{
+		filepath.Join(p, "sub", "in.yaml"):      "pkg/policy.yaml",
+		filepath.Join(ws, "hop.yaml"):           "../beside.yaml",
+		filepath.Join(p, "sub", "through.yaml"): "pkg/hop.yaml",
+		filepath.Join(p, "sub", "beside.yaml"):  "../.cordon.yaml",
+	} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name     string
 		projects []string
@@ -574,6 +589,9 @@ func TestGuardProjectFilesAbove(t *testing.T) {
 			[]GuardedPath{{Path: filepath.Join(p, "sub"), Guard: Pinned, Dir: true}, {Path: filepath.Join(p, "sub", ".cordon.yaml"), Guard: ReadOnly}}, ""},
 		{"outside what the box writes", []string{filepath.Join(p, ".cordon.yaml")}, nil, nil, ""},
 		{"a link under a read-write root", []string{filepath.Join(base, "q.yaml")}, []string{base}, nil, "symbolic link"},
+		{"a link into the workspace", []string{filepath.Join(p, "sub", "in.yaml")}, nil, nil, "is a symbolic link (to pkg/policy.yaml)"},
+		{"a link through a link in the workspace", []string{filepath.Join(p, "sub", "through.yaml")}, nil, nil, "is a symbolic link (to pkg/hop.yaml)"},
+		{"a link beside the workspace", []string{filepath.Join(p, "sub", "beside.yaml")}, nil, nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

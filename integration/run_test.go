@@ -777,9 +777,10 @@ func TestRunLinkedProjectFileRefused(t *testing.T) {
 
 // TestRunProjectFileAboveLinkedIntoWorkspaceRefused: a project file
 // above the workspace that is a link into it (../.cordon.yaml ->
-// pkg/policy.yaml, run in pkg) is refused as the workspace's own link is:
-// the box rewrote the file it reaches, and the next run dropped the
-// narrowing (network off) of the project file above.
+// pkg/policy.yaml, run in pkg), or a hard link of a file in it, is
+// refused as the workspace's own link is: the box rewrote the file it
+// reaches, and the next run dropped the narrowing (network off) of the
+// project file above.
 func TestRunProjectFileAboveLinkedIntoWorkspaceRefused(t *testing.T) {
 	b := newBox(t)
 	uid, gid, _ := testUser(t)
@@ -803,6 +804,23 @@ func TestRunProjectFileAboveLinkedIntoWorkspaceRefused(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(target); string(got) != "network: off\n" {
 		t.Fatalf("the box rewrote the file the project file above leads to: %q", got)
+	}
+	// A hard link is refused too: the box wrote the file through its
+	// name in the workspace.
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(target, link); err != nil {
+		t.Fatal(err)
+	}
+	r = runResult(t, runTimeout, cordonIn(t, pkg, b.env(), "run", "--audit", b.audit, "--",
+		"sh", "-c", `echo '{}' > policy.yaml && echo REWROTE`))
+	expectCode(t, r, 125)
+	if want := target + " is a hard link of " + link; strings.Contains(r.stdout, "REWROTE") || !strings.Contains(r.stderr, want) {
+		t.Fatalf("the run started, or its refusal does not say %q:\n%s%s", want, r.stdout, r.stderr)
+	}
+	if got, _ := os.ReadFile(link); string(got) != "network: off\n" {
+		t.Fatalf("the box rewrote the project file above through its other name: %q", got)
 	}
 }
 

@@ -223,13 +223,14 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 		}
 		out = append(out, more...)
 	}
-	var readOnly []string
+	// Nor may the box write a project file above through another name.
+	kept := slices.Clone(g.Projects)
 	for _, g := range out {
 		if g.Guard == ReadOnly {
-			readOnly = append(readOnly, g.Path)
+			kept = append(kept, g.Path)
 		}
 	}
-	if err := refuseHardLinked(readOnly, writable); err != nil {
+	if err := refuseHardLinked(kept, writable); err != nil {
 		return nil, err
 	}
 	out = append(out, GuardedPath{Path: ws, Guard: Nested, Dir: true, Since: time.Now().Add(-clockSlack)})
@@ -244,7 +245,8 @@ const (
 )
 
 // refuseHardLinked refuses a file of files, ones the box must not write
-// (those kept read-only, the user's global git config), that has another
+// (those kept read-only, the user's global git config, the project files
+// above the workspace), that has another
 // name in one of writable, the directories the box may write: a read-only
 // mount holds one name, and the box wrote the file through another (a
 // dotfiles workspace whose gitconfig ~/.gitconfig is a hard link of: a

@@ -566,6 +566,13 @@ func TestGuardProjectFilesAbove(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "policy.yaml"), []byte("network: off\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	hard := filepath.Join(p, "sub", "hard.yaml")
+	if err := os.WriteFile(hard, []byte("network: off\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(hard, filepath.Join(ws, "other-name.yaml")); err != nil {
+		t.Fatal(err)
+	}
 	for link, target := range map[string]string{
 		filepath.Join(p, "sub", "in.yaml"):      "pkg/policy.yaml",
 		filepath.Join(ws, "hop.yaml"):           "../beside.yaml",
@@ -592,6 +599,7 @@ func TestGuardProjectFilesAbove(t *testing.T) {
 		{"a link into the workspace", []string{filepath.Join(p, "sub", "in.yaml")}, nil, nil, "is a symbolic link (to pkg/policy.yaml)"},
 		{"a link through a link in the workspace", []string{filepath.Join(p, "sub", "through.yaml")}, nil, nil, "is a symbolic link (to pkg/hop.yaml)"},
 		{"a link beside the workspace", []string{filepath.Join(p, "sub", "beside.yaml")}, nil, nil, ""},
+		{"a hard link in the workspace", []string{hard}, nil, nil, "other-name.yaml is a hard link of " + hard},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -824,6 +824,27 @@ func TestRunProjectFileAboveLinkedIntoWorkspaceRefused(t *testing.T) {
 	}
 }
 
+// TestRunConfigHardLinkedRefused: a global config with a second name (a
+// hard link) in the workspace, as a dotfiles repository hard-linked into
+// place has, is refused: the box rewrote it through that name (network:
+// open), and the next run took the box's policy for the operator's.
+func TestRunConfigHardLinkedRefused(t *testing.T) {
+	b := newBox(t)
+	cfg := b.config("network: off\n")
+	dots := filepath.Join(b.ws, "cordon.yaml")
+	if err := os.Link(cfg, dots); err != nil {
+		t.Fatal(err)
+	}
+	r := b.run("--config", cfg, "--", "sh", "-c", `echo 'network: open' > cordon.yaml && echo REWROTE`)
+	expectCode(t, r, 125)
+	if want := dots + " is a hard link of " + cfg; strings.Contains(r.stdout, "REWROTE") || !strings.Contains(r.stderr, want) {
+		t.Fatalf("the run started, or its refusal does not say %q:\n%s%s", want, r.stdout, r.stderr)
+	}
+	if got, _ := os.ReadFile(cfg); string(got) != "network: off\n" {
+		t.Fatalf("the box rewrote the global config through its other name: %q", got)
+	}
+}
+
 // A .cordon.yaml the box plants in a subdirectory makes it the workspace
 // of a run started there; the project's own file, at the top, is read all
 // the same, so the planted one cannot drop its narrowing (here network

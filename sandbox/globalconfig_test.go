@@ -120,3 +120,36 @@ func TestGuardHardLinked(t *testing.T) {
 		t.Errorf("~/.gitconfig a hard link of the workspace's gitconfig: %v, want a refusal", err)
 	}
 }
+
+// cordon's configuration with a second name in the workspace is refused:
+// the box rewrote the global config through it (a dotfiles workspace
+// whose cordon config ~/.config/cordon/config.yaml is a hard link of),
+// widening the next run's policy, or read the CA key.
+func TestGuardConfigHardLinked(t *testing.T) {
+	ws, cfg := realTempDir(t), realTempDir(t)
+	config, ca := filepath.Join(cfg, "config.yaml"), filepath.Join(cfg, "ca")
+	if err := os.Mkdir(ca, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{config, filepath.Join(ca, "ca-key.pem")} {
+		if err := os.WriteFile(f, []byte("x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := GuardSpec{Workspace: ws, Config: []string{config, ca}}
+	if _, err := GuardWorkspace(spec); err != nil {
+		t.Fatalf("with no hard links: %v", err)
+	}
+	for _, f := range []string{config, filepath.Join(ca, "ca-key.pem")} {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			other := filepath.Join(ws, "dots-"+filepath.Base(f))
+			if err := os.Link(f, other); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(other)
+			if _, err := GuardWorkspace(spec); err == nil || !strings.Contains(err.Error(), other+" is a hard link of "+f) {
+				t.Errorf("%s with a second name in the workspace: %v, want a refusal", f, err)
+			}
+		})
+	}
+}

@@ -223,8 +223,9 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 		}
 		out = append(out, more...)
 	}
-	// Nor may the box write a project file above through another name.
-	kept := slices.Clone(g.Projects)
+	// Nor may the box write a project file above, or reach cordon's
+	// configuration, through another name.
+	kept := append(slices.Clone(g.Projects), configFiles(g.Config)...)
 	for _, g := range out {
 		if g.Guard == ReadOnly {
 			kept = append(kept, g.Path)
@@ -244,9 +245,31 @@ const (
 	maxLinkSearchTime    = 5 * time.Second
 )
 
+// configFiles lists the files of cordon's configuration (config, as in
+// GuardSpec.Config), by their real paths: a path that is a file, and the
+// files in one that is a directory (the CA's certificate and key).
+func configFiles(config []string) []string {
+	var out []string
+	for _, c := range config {
+		real, err := filepath.EvalSymlinks(c)
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+			out = append(out, real)
+			continue
+		}
+		entries, _ := os.ReadDir(real)
+		for _, e := range entries {
+			out = append(out, filepath.Join(real, e.Name()))
+		}
+	}
+	return out
+}
+
 // refuseHardLinked refuses a file of files, ones the box must not write
 // (those kept read-only, the user's global git config, the project files
-// above the workspace), that has another
+// above the workspace) or read (cordon's configuration), that has another
 // name in one of writable, the directories the box may write: a read-only
 // mount holds one name, and the box wrote the file through another (a
 // dotfiles workspace whose gitconfig ~/.gitconfig is a hard link of: a

@@ -277,6 +277,22 @@ func configFiles(config []string) []string {
 // Only a file with more than one link is searched for, by a walk of
 // writable within a bound; a search that cannot be finished refuses too.
 func refuseHardLinked(files, writable []string) error {
+	return refuseOtherNames(files, writable, "it could write the file through this name; make it a symbolic link, or a copy")
+}
+
+// RefuseSecretLinks refuses a file of files, the credentials' source files
+// that the box must never read, that has another name in one of roots,
+// the trees the box sees: the box is shown an empty file in place of the
+// source, and read the secret whole through a hard link in the workspace
+// or an exposed tree. The search is refuseHardLinked's.
+func RefuseSecretLinks(files, roots []string) error {
+	return refuseOtherNames(files, roots, "it could read the secret through this name; remove this name (the secret's own file is enough)")
+}
+
+// refuseOtherNames refuses a file of files that has more than one link and
+// another name under one of roots, saying why (what the box could do
+// through that name, and how to undo it).
+func refuseOtherNames(files, roots []string, why string) error {
 	type inode struct{ dev, ino uint64 }
 	want := map[inode]string{}
 	for _, p := range files {
@@ -292,7 +308,7 @@ func refuseHardLinked(files, writable []string) error {
 		return nil
 	}
 	entries, deadline := 0, time.Now().Add(maxLinkSearchTime)
-	for _, w := range writable {
+	for _, w := range roots {
 		err := filepath.WalkDir(w, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err // what cannot be read could hold another name
@@ -309,7 +325,7 @@ func refuseHardLinked(files, writable []string) error {
 			}
 			st, ok := fi.Sys().(*syscall.Stat_t)
 			if p, found := want[inode{uint64(st.Dev), uint64(st.Ino)}]; ok && found && path != p {
-				return fmt.Errorf("%s is a hard link of %s, which cordon keeps from the sandboxed command: it could write the file through this name; make it a symbolic link, or a copy", path, p)
+				return fmt.Errorf("%s is a hard link of %s, which cordon keeps from the sandboxed command: %s", path, p, why)
 			}
 			return nil
 		})

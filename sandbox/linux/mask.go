@@ -134,6 +134,17 @@ func credentialSources(p *policy.Policy, binds []bind) ([]string, error) {
 			files = append(files, real)
 		}
 	}
+	// The box sees an empty file at each source's path; a second name of
+	// it, in a tree the box sees, would show the secret.
+	var seen []string
+	for _, b := range binds {
+		if b.write || b.walk {
+			seen = append(seen, b.path)
+		}
+	}
+	if err := sandbox.RefuseSecretLinks(files, seen); err != nil {
+		return nil, fmt.Errorf("a credential's source file: %w", err)
+	}
 	return files, nil
 }
 

@@ -256,3 +256,39 @@ func TestBuildCredentialSourceLinkRefused(t *testing.T) {
 		})
 	}
 }
+
+// A credential's source file with a second name the box sees (a hard link
+// in the workspace, or in an exposed tree) is refused: the box is shown an
+// empty file at the source's path, and would read the secret whole
+// through the other name. A second name out of the box's sight is no
+// concern.
+func TestBuildCredentialSourceHardLinkRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, link string
+		refused    bool
+	}{
+		{"in the workspace", "{ws}/notes.txt", true},
+		{"in an exposed tree", "{root}/tools/share/k", true},
+		{"out of sight", "{root}/elsewhere/k", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			src := filepath.Join(f.root, "keys", "provider.key")
+			writeFile(t, src, "secret", 0o600)
+			mkdirs(t, filepath.Join(f.root, "tools", "share"), filepath.Join(f.root, "elsewhere"))
+			link := strings.NewReplacer("{ws}", f.ws, "{root}", f.root).Replace(tc.link)
+			if err := os.Link(src, link); err != nil {
+				t.Fatal(err)
+			}
+			p := &policy.Policy{Network: policy.NetOff, Expose: []string{filepath.Join(f.root, "tools")},
+				Credentials: []policy.Credential{{Name: "provider", Source: policy.Source{File: src}}}}
+			_, err := build(f.spec(p, "true"), f.host(), f.scratch, nil)
+			switch {
+			case !tc.refused && err != nil:
+				t.Fatalf("a second name out of the box's sight: %v", err)
+			case tc.refused && (err == nil || !strings.Contains(err.Error(), link+" is a hard link of "+src) || !strings.Contains(err.Error(), "read the secret")):
+				t.Fatalf("err = %v, want %s refused as a hard link of %s", err, link, src)
+			}
+		})
+	}
+}

@@ -92,7 +92,9 @@ const (
 	// are guarded as repositories, and pinned where they are.
 	Checkouts
 	// Unborn is the .git of a workspace root (or a read-write allow_path)
-	// that is no repository when the run is built. A repository the run
+	// that is no repository when the run is built, or the project file a
+	// read-write allow_path lacks then (a later run from below it would
+	// take it for the workspace). A repository the run
 	// makes there has config and hooks of the box's writing, which git run
 	// there on the host (a shell prompt that shows the branch does it at
 	// every cd) would run: Aftercare sets it aside. So is the missing git
@@ -203,6 +205,14 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 			return nil, fmt.Errorf("read-write path %s: %w", w, err)
 		}
 		out = append(out, more...)
+		// A project file the box made there would make w the workspace
+		// of a later run from a directory below it without a marker of
+		// its own, wider than that directory: it is set aside, as a
+		// .git made there is.
+		pf := filepath.Join(w, policy.ProjectFile)
+		if _, err := os.Lstat(pf); errors.Is(err, fs.ErrNotExist) {
+			out = append(out, GuardedPath{Path: pf, Guard: Unborn})
+		}
 	}
 	more, err = guardGlobalConfig(writable)
 	if err != nil {

@@ -332,7 +332,7 @@ func TestGuardWritableRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"checkouts lib", "nested ws", "unborn ws/.git", "pinned lib/.git", "read-only lib/.git/config", "unmade lib/.git/commondir", "read-only lib/.git/hooks"}
+	want := []string{"checkouts lib", "nested ws", "unborn ws/.git", "pinned lib/.git", "unborn lib/.cordon.yaml", "read-only lib/.git/config", "unmade lib/.git/commondir", "read-only lib/.git/hooks"}
 	if got := describeGuards(paths, base); !slices.Equal(got, want) {
 		t.Errorf("GuardWorkspace =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -742,5 +742,27 @@ func TestGuardRepoGitFileSpaces(t *testing.T) {
 	wt := filepath.Join(ws, "wt")
 	if got, ok := commonDir(wt); !ok || got != filepath.Join(wt, " common") {
 		t.Errorf("commonDir = %q, %v; want %q", got, ok, filepath.Join(wt, " common"))
+	}
+}
+
+// A project file the box makes at the root of a read-write allow_path
+// would make that path the workspace of a later run from a directory
+// below it that has no marker of its own (a sibling project's files then
+// the box's to write): it is set aside when the run ends, as a .git made
+// there is. One the path had before the run is left alone.
+func TestGuardWritableProjectFileUnborn(t *testing.T) {
+	ws, shared, kept := realTempDir(t), realTempDir(t), realTempDir(t)
+	layTree(t, kept, map[string]string{".cordon.yaml": "network: off\n"})
+	paths, err := GuardWorkspace(GuardSpec{Workspace: ws, Writable: []string{shared, kept}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layTree(t, shared, map[string]string{".cordon.yaml": "{}\n"}) // what the run does
+	c := Aftercare(paths)
+	if len(c.SetAside) != 1 || !strings.HasPrefix(c.SetAside[0], filepath.Join(shared, ".cordon.yaml.cordon-set-aside-")) || c.Unchecked != nil {
+		t.Fatalf("Aftercare set aside %q (unchecked %v), want the project file the run made in %s", c.SetAside, c.Unchecked, shared)
+	}
+	if _, err := os.Stat(filepath.Join(kept, ".cordon.yaml")); err != nil {
+		t.Errorf("the project file the path had before the run: %v", err)
 	}
 }

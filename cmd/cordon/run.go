@@ -544,7 +544,11 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		after(audit.TypeRemoved, p, "removed ", "the sandboxed command made it, and git, run on the host, would have taken config and hooks from it, or run it (a git directory's commondir, a file the repository's config includes, a hooks directory or program the config names)")
 	}
 	for _, p := range res.SetAside {
-		after(audit.TypeSetAside, p, "set aside as ", "a repository the sandboxed command made or changed (its .git, or the HEAD of a directory git takes for a git directory), or a submodule checkout it filled or registered: its config and hooks were the command's to write, and git run on the host (a plain git status, a shell prompt that shows the branch) would run them; look at them before you rename it back")
+		why := "a repository the sandboxed command made or changed (its .git, or the HEAD of a directory git takes for a git directory), or a submodule checkout it filled or registered: its config and hooks were the command's to write, and git run on the host (a plain git status, a shell prompt that shows the branch) would run them; look at them before you rename it back"
+		if strings.HasPrefix(filepath.Base(p), policy.ProjectFile+".") {
+			why = "a project file the sandboxed command made at the root of a read-write path: a later run from a directory below it without a marker of its own would have taken the whole path for its workspace; look at it before you rename it back"
+		}
+		after(audit.TypeSetAside, p, "set aside as ", why)
 	}
 	for _, u := range res.Unchecked {
 		after(audit.TypeSetAside, u.Path, "could not check ", "after the run, for repositories the sandboxed command made or changed ("+u.Reason.Error()+"); git, run there on the host, may run config or hooks the command wrote: look before you run git there")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -145,6 +146,15 @@ func runAudit(ctx context.Context, stdout, stderr io.Writer, f auditFlags, now t
 		defer file.Close()
 	}
 
+	// A log may hold millions of matching lines: unless each must show
+	// as it comes (--follow), they go out in large writes, not a write
+	// (or, through the table's alignment, several) per line.
+	var bw *bufio.Writer
+	if !f.follow {
+		bw = bufio.NewWriterSize(stdout, 64<<10)
+		defer bw.Flush() // what was read before an error
+		stdout = bw
+	}
 	rd := audit.NewReader(src, func(line int, err error) {
 		fmt.Fprintf(stderr, "cordon: warning: %s:%d: skipped: %v\n", path, line, err)
 	})
@@ -169,6 +179,11 @@ func runAudit(ctx context.Context, stdout, stderr io.Writer, f auditFlags, now t
 	}
 	if err := out.flush(); err != nil {
 		return fmt.Errorf("write output: %w", err)
+	}
+	if bw != nil {
+		if err := bw.Flush(); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
 	}
 	if n := rd.Skipped(); n > 0 {
 		fmt.Fprintf(stderr, "cordon: warning: skipped %d malformed or over-long line(s) in %s\n", n, path)

@@ -139,9 +139,12 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 			return nil, &plainRefusal{d: policy.Decision{Reason: ReasonAuditFailed,
 				Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, status: http.StatusServiceUnavailable}
 		}
-		closeLine := func(up, down int64, f policy.Decision) {
+		// status is what the client got: the upstream's, cordon's 502,
+		// or none (0) when another address is tried.
+		closeLine := func(up, down int64, status int, f policy.Decision) {
 			r := audit.Record{Type: audit.TypeClose, Kind: audit.KindHTTP, ID: id, Host: host, Port: t.Port,
-				Addr: addr.String(), BytesUp: up, BytesDown: down, DurationMS: time.Since(start).Milliseconds(),
+				Addr: addr.String(), Method: method, Path: path, Status: status,
+				BytesUp: up, BytesDown: down, DurationMS: time.Since(start).Milliseconds(),
 				Decision: tlsterm.CloseDecision(f.Reason), Reason: string(f.Reason), Detail: f.Detail}
 			s.cfg.Audit.Later(r) // goes out with the next line (see audit.Writer.Later)
 		}
@@ -162,14 +165,15 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 			if dialFailed {
 				f.Reason = ReasonDialFailed
 			}
-			closeLine(body.down.Load(), 0, f)
 			// Another address is tried only when this one never got the
 			// request (its dial failed) and there is no body the failed
 			// attempt has closed.
 			noBody := req.Body == nil || req.Body == http.NoBody
 			if i+1 < len(t.Addrs) && dialFailed && noBody {
+				closeLine(body.down.Load(), 0, 0, f)
 				continue
 			}
+			closeLine(body.down.Load(), 0, http.StatusBadGateway, f)
 			f.Host, f.Port = host, t.Port
 			return nil, &plainRefusal{d: f, status: http.StatusBadGateway}
 		}
@@ -180,7 +184,7 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 			if !ok {
 				f = policy.Decision{Reason: tlsterm.ReasonUpstreamError, Detail: err.Error()}
 			}
-			closeLine(body.down.Load(), 0, f)
+			closeLine(body.down.Load(), 0, http.StatusBadGateway, f)
 			f.Host, f.Port = host, t.Port
 			return nil, &plainRefusal{d: f, status: http.StatusBadGateway}
 		}
@@ -206,7 +210,7 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 					f.Detail = "response body: " + f.Detail
 				}
 			}
-			closeLine(body.down.Load()+up, down, f)
+			closeLine(body.down.Load()+up, down, resp.StatusCode, f)
 		})
 		return resp, nil
 	}

@@ -309,3 +309,30 @@ func TestPlainMaskedResponses(t *testing.T) {
 		})
 	}
 }
+
+// TestPlainCloseLineNamesTheRequest: a plain-HTTP request's close line
+// says what was asked and what the client got, as a terminated one's
+// does: method, path without the query, status; a request refused 502
+// for a body cordon cannot check says 502.
+func TestPlainCloseLineNamesTheRequest(t *testing.T) {
+	r := newPlainMaskRig(t)
+	c := r.client()
+	for _, p := range []string{"/hints?token=x", "/br"} {
+		resp, err := c.Get(r.origin.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	got := r.closeLines(t, 2)
+	want := []struct {
+		path   string
+		status int
+	}{{"/hints", http.StatusOK}, {"/br", http.StatusBadGateway}}
+	for i, w := range want {
+		if g := got[i]; g.Method != http.MethodGet || g.Path != w.path || g.Status != w.status {
+			t.Errorf("close line %d: method %q path %q status %d; want GET %s %d", i, g.Method, g.Path, g.Status, w.path, w.status)
+		}
+	}
+}

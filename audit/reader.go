@@ -53,8 +53,8 @@ func (r *Reader) Next() bool {
 		r.line++
 		if tooLong {
 			r.skip(fmt.Errorf("longer than %d bytes", MaxLineBytes))
-		} else if rec, raw, ok := r.decode(line); ok {
-			r.rec, r.raw = rec, raw
+		} else if rec, ok := r.decode(line); ok {
+			r.rec, r.raw = rec, line
 			return true
 		}
 		if atEOF {
@@ -64,40 +64,22 @@ func (r *Reader) Next() bool {
 	return false
 }
 
-// recordStart begins every line the Writer writes; inside a value its
-// quotes are escaped, so it marks where a record starts.
-var recordStart = []byte(`{"time":"`)
-
-// decode parses one line, and returns the record and its text; blank
-// lines are ignored without a warning. A line that is a cut record (a
-// write that ran out of space, a crash) with another session's whole
-// record appended to it yields that record, after a warning about the
-// cut one: Open ends a cut line only for the session that opens the log
-// after it, not for one that had it open already.
-func (r *Reader) decode(line []byte) (Record, []byte, bool) {
+// decode parses one line; blank lines are ignored without a warning.
+func (r *Reader) decode(line []byte) (Record, bool) {
 	trimmed := bytes.TrimSpace(line)
 	if len(trimmed) == 0 {
-		return Record{}, nil, false
+		return Record{}, false
 	}
-	var err error
 	if trimmed[0] != '{' {
-		err = errors.New("not a JSON object")
-	} else {
-		var rec Record
-		if err = json.Unmarshal(trimmed, &rec); err == nil {
-			return rec, trimmed, true
-		}
-		err = fmt.Errorf("not an audit record: %w", err)
+		r.skip(errors.New("not a JSON object"))
+		return Record{}, false
 	}
-	if i := bytes.LastIndex(trimmed, recordStart); i > 0 {
-		var rec Record
-		if json.Unmarshal(trimmed[i:], &rec) == nil {
-			r.skip(fmt.Errorf("a cut record (%d bytes) runs into the next; the next is read", i))
-			return rec, trimmed[i:], true
-		}
+	var rec Record
+	if err := json.Unmarshal(trimmed, &rec); err != nil {
+		r.skip(fmt.Errorf("not an audit record: %w", err))
+		return Record{}, false
 	}
-	r.skip(err)
-	return Record{}, nil, false
+	return rec, true
 }
 
 func (r *Reader) skip(err error) {

@@ -28,6 +28,15 @@ type Reader struct {
 	err     error
 	skipped int
 	warn    func(line int, err error)
+	// glued holds the records still to return of a line that held more
+	// than one (see splitGlued), each with its raw bytes.
+	glued []gluedRecord
+}
+
+// gluedRecord is one record found in a line that held more than one.
+type gluedRecord struct {
+	rec Record
+	raw []byte
 }
 
 // NewReader reads records from r; warn, if not nil, is told about every
@@ -39,7 +48,12 @@ func NewReader(r io.Reader, warn func(line int, err error)) *Reader {
 // Next advances to the next well-formed record, skipping blank and bad
 // lines; it returns false at the end of input or on a read error.
 func (r *Reader) Next() bool {
-	for r.err == nil {
+	for r.err == nil || len(r.glued) > 0 {
+		if len(r.glued) > 0 {
+			r.rec, r.raw = r.glued[0].rec, r.glued[0].raw
+			r.glued = r.glued[1:]
+			return true
+		}
 		line, tooLong, err := r.readLine()
 		if err != nil && !errors.Is(err, io.EOF) {
 			r.err = fmt.Errorf("read audit log after line %d: %w", r.line, err)
@@ -75,11 +89,45 @@ func (r *Reader) decode(line []byte) (Record, bool) {
 		return Record{}, false
 	}
 	var rec Record
-	if err := json.Unmarshal(trimmed, &rec); err != nil {
-		r.skip(fmt.Errorf("not an audit record: %w", err))
-		return Record{}, false
+	err := json.Unmarshal(trimmed, &rec)
+	if err == nil {
+		return rec, true
 	}
-	return rec, true
+	// Next returns what is found, in order.
+	found, torn := splitGlued(trimmed)
+	if torn {
+		r.skip(fmt.Errorf("not an audit record: %w", err))
+	}
+	r.glued = found
+	return Record{}, false
+}
+
+// recordStart is how every line the Writer makes begins (time is its
+// first field). A line holds it nowhere else: the quotes of the strings
+// in it are escaped.
+var recordStart = []byte(`{"time":"`)
+
+// splitGlued finds the records in a line that is not one: a write the
+// filesystem had room for only part of (a full disk, which a sandboxed
+// command can bring about) leaves the start of a line in the log, and a
+// session already running when it was cut appends its next line to it.
+// Each piece from a recordStart to the next is decoded; torn says some
+// piece (the part left of the cut line) was not a record.
+func splitGlued(line []byte) (found []gluedRecord, torn bool) {
+	for len(line) > 0 {
+		end := bytes.Index(line[1:], recordStart) + 1
+		if end == 0 {
+			end = len(line)
+		}
+		var rec Record
+		if bytes.HasPrefix(line, recordStart) && json.Unmarshal(line[:end], &rec) == nil {
+			found = append(found, gluedRecord{rec: rec, raw: slices.Clone(line[:end])})
+		} else {
+			torn = true
+		}
+		line = line[end:]
+	}
+	return found, torn
 }
 
 func (r *Reader) skip(err error) {

@@ -124,7 +124,12 @@ func TestReaderSkipsBadLines(t *testing.T) {
 		{"JSON array", "[1,2]\n" + good, 1, []int{1}, "not a JSON object"},
 		{"wrong field type", `{"port":"443"}` + "\n" + good, 1, []int{1}, "not an audit record"},
 		{"bad time", `{"time":"yesterday"}` + "\n" + good, 1, []int{1}, "not an audit record"},
-		{"two objects on a line", strings.TrimSuffix(good, "\n") + good, 0, []int{1}, "not an audit record"},
+		// A write cut short (a full disk) leaves the start of a line; the
+		// next line written goes on from there, and is still read.
+		{"a record glued to one cut short", good + good[:len(good)/2] + good, 2, []int{2}, "not an audit record"},
+		{"records glued to pieces cut short", good[:40] + good[:10] + strings.TrimSuffix(good, "\n") + good[:len(good)-2] + good, 2, []int{1}, "not an audit record"},
+		{"two records on a line, none cut", strings.TrimSuffix(good, "\n") + good, 2, nil, ""},
+		{"a record start in a string is escaped", line(t, Record{Time: t0, Path: `/{"time":"x`}), 1, nil, ""},
 		{"several bad lines", "x\n" + good + "y\n" + good + "{\n", 2, []int{1, 3, 5}, ""},
 		{"unknown fields are kept compatible", `{"type":"future","new_field":1}` + "\n", 1, nil, ""},
 	}

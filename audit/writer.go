@@ -48,6 +48,10 @@ type Writer struct {
 	spent           bool
 	// told says a failure was reported to the operator (Report).
 	told bool
+	// midLine says the log ended part-way through a line when it was
+	// opened (see endsMidLine): the next write starts with a newline.
+	// Under mu.
+	midLine bool
 	// redact takes what must never be logged out of free text (SetRedact).
 	redact func(string) string
 }
@@ -107,46 +111,35 @@ func DefaultPath() (string, error) {
 	return filepath.Join(state, "cordon", "audit.jsonl"), nil
 }
 
-// Open opens (creating, mode 0600) the log at path for a new session,
-// ending its last line first if it was cut short (endLine).
+// Open opens (creating, mode 0600) the log at path for a new session.
 func Open(path, session string) (*Writer, error) {
 	f, err := openLog(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := endLine(f); err != nil {
+	mid, err := endsMidLine(f)
+	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &Writer{f: f, session: session, now: time.Now, fsync: (*os.File).Sync}, nil
+	return &Writer{f: f, session: session, now: time.Now, fsync: (*os.File).Sync, midLine: mid}, nil
 }
 
-// endLine ends the log's last line with a newline if it lacks one: a
-// write that ran out of space (a sandboxed command can fill the disk the
-// log is on) or a crash left part of a line, and the next session's first
-// line (its launch line) would be glued to it, and skipped with it by
-// every reader. A newline put after a line another session was still
-// writing lands after that line (appends do not interleave), as a blank
-// line, which readers pass over.
-func endLine(f *os.File) error {
+// endsMidLine says whether the log f ends part-way through a line: a
+// write the filesystem had room for only part of (a full disk, which a
+// sandboxed command can bring about through its workspace) leaves the
+// start of a line, and the next session's first line, appended there,
+// would be glued to it and unreadable (its launch line, say).
+func endsMidLine(f *os.File) (bool, error) {
 	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("audit log %s: %w", f.Name(), err)
-	}
-	if fi.Size() == 0 {
-		return nil
+	if err != nil || fi.Size() == 0 {
+		return false, err
 	}
 	var last [1]byte
 	if _, err := f.ReadAt(last[:], fi.Size()-1); err != nil {
-		return fmt.Errorf("audit log %s: read its last line's end: %w", f.Name(), err)
+		return false, fmt.Errorf("audit log %s: read its last byte: %w", f.Name(), err)
 	}
-	if last[0] == '\n' {
-		return nil
-	}
-	if _, err := f.Write([]byte{'\n'}); err != nil {
-		return fmt.Errorf("audit log %s: end its last line, which was cut short: %w", f.Name(), err)
-	}
-	return nil
+	return last[0] != '\n', nil
 }
 
 // CheckWritable says whether Open would open the log at path (creating it
@@ -184,7 +177,7 @@ func openLog(path string) (*os.File, error) {
 	// A FIFO put there after the check fails the open instead of
 	// holding it until a reader comes; a link put there fails it too
 	// (O_NOFOLLOW).
-	// Read as well as appended to, for Open to see how its last line ends.
+	// Read too, for endsMidLine.
 	f, fi, err := regular.Open(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	var nr *regular.NotRegular
 	switch {
@@ -325,7 +318,7 @@ func (w *Writer) stamp(r Record) Record {
 }
 
 // flushLocked writes the queued lines and then line, if any, in one
-// write(2).
+// write(2), after a newline if the log ended mid-line (midLine).
 func (w *Writer) flushLocked(line []byte) error {
 	out := line
 	if len(w.later) > 0 {
@@ -336,12 +329,15 @@ func (w *Writer) flushLocked(line []byte) error {
 			w.later = nil
 		}
 	}
+	if w.midLine {
+		out = append([]byte{'\n'}, out...)
+	}
 	if _, err := w.f.Write(out); err != nil {
 		w.err = fmt.Errorf("audit log %s: %w", w.f.Name(), err)
 		return w.err
 	}
 	w.written += int64(len(out))
-	w.unsynced = true
+	w.unsynced, w.midLine = true, false
 	return nil
 }
 

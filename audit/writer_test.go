@@ -437,3 +437,40 @@ func TestOpenEndsACutLine(t *testing.T) {
 		t.Fatalf("read %d records (%+v), skipped %v; want both launch lines and the cut line skipped", len(recs), recs, skipped)
 	}
 }
+
+// TestWriterStartsOnALineOfItsOwn: a log that ends part-way through a line
+// (a write the full disk had room for only part of) gets a newline before
+// the new session's first record, which would otherwise be glued to it;
+// a log that ends with a whole line gets no blank line.
+func TestWriterStartsOnALineOfItsOwn(t *testing.T) {
+	whole := `{"time":"2025-03-04T10:00:00Z","session":"a","type":"launch"}` + "\n"
+	for _, before := range []string{"", whole, whole + `{"time":"2025-03-04T10:00:01Z","session":"a","ty`} {
+		path := filepath.Join(t.TempDir(), "audit.jsonl")
+		if err := os.WriteFile(path, []byte(before), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		w, err := Open(path, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(Record{Type: TypeDecision, Path: "/1"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(Record{Type: TypeDecision, Path: "/2"}); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		data, _ := os.ReadFile(path)
+		rest := string(data[len(before):])
+		if before != "" && !strings.HasSuffix(before, "\n") {
+			var ok bool
+			if rest, ok = strings.CutPrefix(rest, "\n"); !ok {
+				t.Errorf("after a line cut short, the next session's first record is glued to it:\n%s", data)
+			}
+		}
+		lines := strings.Split(rest, "\n")
+		if len(lines) != 3 || !strings.Contains(lines[0], `"path":"/1"`) || !strings.Contains(lines[1], `"path":"/2"`) || lines[2] != "" {
+			t.Errorf("after %q the log goes on %q, want a line for each record", before, rest)
+		}
+	}
+}

@@ -5,6 +5,7 @@ package integration
 import (
 	"bufio"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -214,4 +215,82 @@ func budgetSpent(t *testing.T, log string, budget int, stderr string, last ...st
 	if n := strings.Count(stderr, "audit budget is spent"); n != 1 {
 		t.Errorf("cordon said the budget was spent %d times, want once:\n%s", n, stderr)
 	}
+}
+
+// TestTornAuditLineKeepsTheNextRecord: a box that fills the disk its
+// workspace shares with the audit log has cordon's next write find room
+// for only part of its line, which the log then ends with. The next
+// record appended there, by a session that was running all along or by
+// the next run, is still read, and a new session starts on a line of its
+// own.
+func TestTornAuditLineKeepsTheNextRecord(t *testing.T) {
+	testOrigin(t)
+	uid, gid, _ := testUser(t)
+	dir := userDir(t, "cordon-it-torn-")
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m,mode=0755"); err != nil {
+		t.Fatalf("mount a small tmpfs for the workspace and the audit log: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	b := &box{t: t, ws: filepath.Join(dir, "ws"), home: userDir(t, "cordon-it-home-"), audit: filepath.Join(dir, "log", "audit.jsonl")}
+	for _, d := range []string{dir, b.ws, filepath.Dir(b.audit)} {
+		os.MkdirAll(d, 0o755)
+		os.Chown(d, int(uid), int(gid))
+	}
+	// A session that is idle while the disk is full.
+	p := startProxy(t, "--audit", b.audit, "--allow", originName+":8080", resolveOrigin)
+	tear := func() {
+		t.Helper()
+		// The box fills the disk, asks until a request is refused for
+		// want of its line, and frees the disk.
+		fill := fmt.Sprintf(`head -c 8M /dev/zero > fill 2>/dev/null; i=0; while [ $i -lt 40 ]; do i=$((i+1)); c=$(curl -s -o /dev/null -w '%%{http_code}' --max-time 5 http://%s:8080/tear-$i); [ "$c" = 503 ] && break; done; rm -f fill; echo "refused: $c"`, originName)
+		r := b.run("--net", "restricted", "--allow", originName+":8080", resolveOrigin, "--", "sh", "-c", fill)
+		if !strings.Contains(r.stdout, "refused: 503") || !strings.Contains(r.stderr, "no space left on device") {
+			t.Fatalf("the box's requests were not refused once the disk was full:\n%s\n%s", r.stdout, r.stderr)
+		}
+		data, _ := os.ReadFile(b.audit)
+		if len(data) > 0 && data[len(data)-1] == '\n' {
+			t.Log("this time the log's last write had no room at all, so no line was cut")
+		}
+	}
+	// wholeLine says the log holds a line, whole, matching want.
+	wholeLine := func(want func(audit.Record) bool) bool {
+		data, _ := os.ReadFile(b.audit)
+		for _, l := range strings.Split(string(data), "\n") {
+			var r audit.Record
+			if json.Unmarshal([]byte(l), &r) == nil && want(r) {
+				return true
+			}
+		}
+		return false
+	}
+	read := func(want func(audit.Record) bool) bool {
+		data, _ := os.ReadFile(b.audit)
+		return slices.ContainsFunc(decodeAudit(data, nil), want)
+	}
+
+	tear()
+	if _, _, code := curl(t, p, fmt.Sprintf("http://%s:8080/after-tear", originName)); code != 200 {
+		t.Fatalf("the session that was idle while the disk was full: %d, want 200", code)
+	}
+	after := func(r audit.Record) bool { return r.Type == audit.TypeDecision && r.Path == "/after-tear" }
+	if !read(after) {
+		t.Error("the allowed request's line, appended to the line the full disk cut short, cannot be read")
+	}
+
+	tear()
+	if r := b.run("--net", "off", "--", "true"); r.code != 0 {
+		t.Fatalf("the run after the disk was freed: exit %d\n%s", r.code, r.stderr)
+	}
+	launch := func(r audit.Record) bool {
+		return r.Type == audit.TypeLaunch && slices.Equal(r.Command, []string{"true"})
+	}
+	if !wholeLine(launch) {
+		t.Errorf("the next run's launch line is not a line of its own:\n%s", tail(b.audit, 1200))
+	}
+}
+
+// tail is the end of the file at path, at most n bytes.
+func tail(path string, n int) string {
+	data, _ := os.ReadFile(path)
+	return string(data[max(0, len(data)-n):])
 }

@@ -49,6 +49,11 @@ func Owe(workspace string, guards []GuardedPath) (paid func(), err error) {
 	}
 	p := filepath.Join(dir, owedName(workspace, os.Getpid()))
 	if err := os.WriteFile(p, b, 0o600); err != nil {
+		// What was written (nothing, on a full disk, or the lines that
+		// fitted) is no record of this run's debt: left, it would have
+		// the next run report an unreadable record, or pay a debt this
+		// run pays itself, on repositories the user made since.
+		os.Remove(p)
 		return func() {}, fmt.Errorf("record the run's aftercare: %w", err)
 	}
 	return func() { os.Remove(p) }, nil

@@ -69,3 +69,27 @@ func TestOweAndCollect(t *testing.T) {
 		t.Errorf("an unreadable record: unchecked %v", u)
 	}
 }
+
+// TestOweLeavesNoPartRecord: a record Owe could not write whole (a full
+// disk; here a write to /dev/full) is not left behind, where the next run
+// would take it for a killed run's unreadable record.
+func TestOweLeavesNoPartRecord(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	ws := realTempDir(t)
+	if err := os.MkdirAll(owedDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(owedDir(), owedName(ws, os.Getpid()))
+	if err := os.Symlink("/dev/full", p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Owe(ws, nil); err == nil {
+		t.Fatal("Owe wrote its record to a full disk")
+	}
+	if _, err := os.Lstat(p); err == nil {
+		t.Errorf("the record Owe could not write is left at %s", p)
+	}
+	if c := Collect(ws); c.Unchecked != nil {
+		t.Errorf("the next run reports %v", c.Unchecked)
+	}
+}

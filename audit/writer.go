@@ -87,7 +87,8 @@ func (w *Writer) Report(err error) bool {
 // SetBudget bounds the bytes the session may write to n (0: no bound).
 // The Write that would pass it writes instead one TypeBudget record, and
 // it and every later Write return ErrBudgetSpent; Sync records (launch
-// and exit lines) are still written, and Later ones dropped.
+// and exit lines, what a run's aftercare did) are still written, and
+// Later ones dropped.
 func (w *Writer) SetBudget(n int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -255,9 +256,12 @@ func (w *Writer) RealPath() string {
 // put on a request) reach the log together.
 func (w *Writer) Write(rs ...Record) error { return w.write(rs, false) }
 
-// Sync is Write followed by fsync: for launch lines that must be durable
-// before anything starts.
-func (w *Writer) Sync(r Record) error { return w.write([]Record{r}, true) }
+// Sync is Write followed by fsync, past the budget too: for launch lines
+// that must be durable before anything starts, and for cordon's own
+// records of a run, which a sandboxed command cannot multiply without
+// spending as much of the disk itself (its exit, what was removed or set
+// aside after it).
+func (w *Writer) Sync(rs ...Record) error { return w.write(rs, true) }
 
 // Later queues r to be appended just before the next Write's record, in
 // the same write(2), or on its own within laterDelay: for a record of what

@@ -892,3 +892,29 @@ func TestRunIgnoresAPlantedBwrap(t *testing.T) {
 		}
 	}
 }
+
+// TestRunAfterRecordsBounded: the lines of what was done after a run are
+// written whatever the audit budget (TestRestrictedAuditBudget), so a
+// box that plants many repositories (a .git link costs it an inode) has
+// the first maxAfterRecords logged, and then a line saying how many more
+// there were, each still named on stderr and set aside.
+func TestRunAfterRecordsBounded(t *testing.T) {
+	b := newBox(t)
+	r := b.run("--net", "off", "--", "sh", "-c", `for i in $(seq 1 70); do mkdir r$i && ln -s elsewhere r$i/.git; done`)
+	expectCode(t, r, 0)
+	var aside []audit.Record
+	for _, rec := range b.records() {
+		if rec.Type == audit.TypeSetAside {
+			aside = append(aside, rec)
+		}
+	}
+	if len(aside) != 65 || aside[63].Path == "" || aside[64].Path != "" || !strings.HasPrefix(aside[64].Detail, "and 6 more paths") {
+		t.Errorf("%d set_aside lines for 70 planted repositories, want 64 and one saying 6 more; the last: %+v", len(aside), aside[len(aside)-1])
+	}
+	if n := strings.Count(r.stderr, "cordon: set aside as "); n != 70 {
+		t.Errorf("stderr names %d of the 70 set aside", n)
+	}
+	if m, _ := filepath.Glob(filepath.Join(b.ws, "r*", ".git.cordon-set-aside-*")); len(m) != 70 {
+		t.Errorf("%d of the 70 planted .git set aside", len(m))
+	}
+}

@@ -285,11 +285,19 @@ for i in range(3000):
 print("flooded")
 PY
 curl -sS --max-time 10 -o /dev/null ` + httpsOrigin + `/ok/after-budget && echo "ESCAPED: a request went through, unlogged"
+git init -q planted
 echo done`
-	r := runRestrictedIn(t, userDir(t, "cordon-it-ws-"), script, "--config", cfg)
+	ws := userDir(t, "cordon-it-ws-")
+	r := runRestrictedIn(t, ws, script, "--config", cfg)
 	r.want(t, "flooded", "done")
 	if strings.Contains(r.res.stdout, "ESCAPED") {
 		t.Errorf("past the budget a request still went out:\n%s", r.res.stdout)
 	}
-	budgetSpent(t, r.audit, budget, r.res.stderr, "budget", "exit")
+	// What the run's aftercare did is logged past the budget too: the
+	// repository the box made once the budget was spent is set aside,
+	// and its line is there.
+	budgetSpent(t, r.audit, budget, r.res.stderr, "budget", "exit", "set_aside")
+	if rec, _ := findRecord(readAudit(t, r.audit), audit.Record{Type: audit.TypeSetAside}); !strings.HasPrefix(rec.Path, filepath.Join(ws, "planted", ".git.cordon-set-aside-")) {
+		t.Errorf("the set_aside line names %q, want the box's planted/.git", rec.Path)
+	}
 }

@@ -533,10 +533,15 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		return exitError{code: exitRefused, msg: fmt.Sprintf("the launch could not be recorded, so nothing started: %v", commitErr)}
 	}
 	recordExit(res, runErr)
+	// What was done after the run is written past a spent audit budget
+	// too (Sync): a command that spent it (a flood of denied questions)
+	// kept the repositories it planted out of the log. So that it cannot
+	// grow the log without bound instead (a .git link costs it an inode),
+	// at most maxAfterRecords are written, and then how many more there
+	// were.
+	var afterRecs []audit.Record
 	after := func(t audit.Type, p, what, detail string) {
-		if err := r.w.Write(audit.Record{Type: t, Path: p, Detail: detail}); err != nil {
-			fmt.Fprintf(stderr, "cordon: %v\n", err)
-		}
+		afterRecs = append(afterRecs, audit.Record{Type: t, Path: p, Detail: detail})
 		// The path, and a reason's, are the box's to name.
 		fmt.Fprintf(stderr, "cordon: %s%s: %s\n", what, termtext.Printable(p, 0), termtext.Printable(detail, 0))
 	}
@@ -552,6 +557,15 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	}
 	for _, u := range res.Unchecked {
 		after(audit.TypeSetAside, u.Path, "could not check ", "after the run, for repositories the sandboxed command made or changed ("+u.Reason.Error()+"); git, run there on the host, may run config or hooks the command wrote: look before you run git there")
+	}
+	if n := len(afterRecs); n > maxAfterRecords {
+		afterRecs = append(afterRecs[:maxAfterRecords], audit.Record{Type: audit.TypeSetAside,
+			Detail: fmt.Sprintf("and %d more paths removed, set aside or not checked after the run, each named on cordon's stderr: a run's log holds the first %d", n-maxAfterRecords, maxAfterRecords)})
+	}
+	if len(afterRecs) > 0 {
+		if err := r.w.Sync(afterRecs...); err != nil {
+			fmt.Fprintf(stderr, "cordon: %v\n", err)
+		}
 	}
 	code := res.ExitCode
 	r.print()
@@ -569,6 +583,11 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	}
 	return exitError{code: code, msg: msg}
 }
+
+// maxAfterRecords bounds the audit lines of what was done after a run:
+// they are written whatever the session's audit budget (a line holds
+// 4KiB of path and as much of detail at most).
+const maxAfterRecords = 64
 
 // signalMessage says, as a shell would, that the command was ended by
 // signal sig (as bwrap reports it: exit status 128+N); nothing for none,

@@ -3,11 +3,15 @@
 package integration
 
 import (
+	"bufio"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/internal/syncbuf"
 )
 
@@ -53,5 +57,46 @@ func TestRunRelaysSignals(t *testing.T) {
 				t.Fatalf("the command's handler did not run, or the signal reached its background child too: %q", got)
 			}
 		})
+	}
+}
+
+// TestRunOutlivesItsReader: a run whose output is read by something that
+// goes away (cordon run … | head -1) goes on to record its exit and do
+// its aftercare. With --credential cordon writes the command's output
+// itself, masked, so the command chose when cordon met the broken pipe:
+// SIGPIPE killed cordon, the repository the box planted next was not set
+// aside, and the host's git status ran the command it configured.
+func TestRunOutlivesItsReader(t *testing.T) {
+	o := testOrigin(t)
+	b := newBox(t)
+	cfg := filepath.Join(b.home, "config.yaml")
+	writeUserFile(t, cfg, []byte(providerCredential(originName+":8443")))
+	script := `echo first; sleep 1; git init -q planted && git -C planted config core.fsmonitor "touch $PWD/pwned; true"
+i=0; while [ $i -lt 2000 ]; do echo more; i=$((i+1)); done`
+	cmd := cordonIn(t, b.ws, b.env("PROVIDER_REAL_KEY="+realKey), "run", "--audit", b.audit, "--net", "restricted",
+		"--config", cfg, "--credential", "provider", "--ephemeral-ca", resolveOrigin, "--extra-ca", o.caFile, "--", "sh", "-c", script)
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = wr
+	go func() { // head -1
+		bufio.NewReader(rd).ReadString('\n')
+		rd.Close()
+	}()
+	r := runResult(t, runTimeout, cmd)
+	wr.Close()
+	if r.code < 0 {
+		t.Fatalf("cordon was killed once its reader had gone:\n%s", r.stderr)
+	}
+	recs := b.records()
+	if _, ok := findRecord(recs, audit.Record{Type: audit.TypeExit}); !ok {
+		t.Error("the run has no exit line")
+	}
+	if _, ok := findRecord(recs, audit.Record{Type: audit.TypeSetAside}); !ok {
+		t.Error("the repository the box planted has no set_aside line")
+	}
+	if _, err := os.Stat(filepath.Join(b.ws, "planted", ".git")); err == nil {
+		t.Error("the repository the box planted was not set aside")
 	}
 }

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -379,8 +381,21 @@ func (r *runState) print() {
 	_ = json.NewEncoder(r.stdout).Encode(r.out)
 }
 
+// outliveReaders keeps cordon alive when whatever reads its output goes
+// away (cordon run … | head): a write to a broken pipe on its stdout or
+// stderr would otherwise kill it with SIGPIPE, before it recorded the exit
+// and did the aftercare, and the command decides when cordon writes (its
+// output, masked, with --credential). The write fails instead (EPIPE),
+// and the command's own output pipe breaks in turn, as in a shell's
+// pipeline. A signal cordon asks for, unlike one it ignores, is back to
+// its default in the programs cordon starts.
+func outliveReaders() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+}
+
 // run is cordon run without --dry-run.
 func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []string) error {
+	outliveReaders()
 	r := &runState{f: f, argv: argv, errw: stderr, stdout: stdout}
 	r.cwd, _ = os.Getwd()
 	path, err := f.auditPath()

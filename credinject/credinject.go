@@ -300,12 +300,15 @@ func (s *Set) MaskHeader(h http.Header) {
 }
 
 // MaskBody wraps a response body so that every real secret in it reaches
-// the sandbox as its placeholder, whatever the chunking. It holds back the
-// last bytes read (fewer than the longest secret, whatever they are) until
-// more arrive, the body ends, or it has been quiet for 50 ms: holding back
-// only what might start a secret would tell a sandbox whose bytes an
-// upstream echoes, by what comes back and when, whether its guess starts
-// one. The body's length changes when a secret and its placeholder differ
+// the sandbox as its placeholder, whatever the chunking and the pauses. It
+// holds back the last bytes read (fewer than the longest secret, whatever
+// they are) until more arrive or the body ends; after 50 ms of quiet it
+// hands out those up to the last byte no secret holds (letters and digits
+// aside), which no secret can cross. Holding back only what might start a
+// secret would tell a sandbox whose bytes an upstream echoes, by what comes
+// back and when, whether its guess starts one; handing out the whole tail
+// at a pause sent out a secret the pause split. The body's length changes
+// when a secret and its placeholder differ
 // in length: drop Content-Length. Its Close returns once nothing reads
 // body any more, so body's Close must end a read in progress (a
 // connection's does), or the caller must end it before closing.

@@ -19,14 +19,23 @@ type matcher struct {
 	longest int
 	// first marks the bytes some needle begins with.
 	first [256]bool
+	// apart marks the bytes no needle holds, letters and digits aside
+	// (see stream.flushApart).
+	apart [256]bool
 }
 
 // newMatcher compiles needles, which must all be non-empty.
 func newMatcher(needles [][]byte) *matcher {
 	m := &matcher{needles: needles}
+	for c := range m.apart {
+		m.apart[c] = !('0' <= c && c <= '9' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z')
+	}
 	for _, n := range needles {
 		m.longest = max(m.longest, len(n))
 		m.first[n[0]] = true
+		for _, c := range n {
+			m.apart[c] = false
+		}
 	}
 	return m
 }
@@ -148,6 +157,23 @@ func (s *stream) flush(dst []byte) ([]byte, error) {
 	return dst, err
 }
 
+// flushApart decides the tail up to its last byte that no needle holds
+// (m.apart), appending it to dst, and keeps the rest. No needle can cross
+// such a byte, so none is split between what goes and what stays, and
+// which bytes go depends on where those bytes are, never on how much of a
+// needle the tail holds. Letters and digits never count as such bytes, so
+// what it does tells nothing of which of them a needle holds (only which
+// other bytes one does).
+func (s *stream) flushApart(dst []byte) ([]byte, error) {
+	end := len(s.tail)
+	for end > 0 && !s.m.apart[s.tail[end-1]] {
+		end--
+	}
+	dst, _, err := s.scan(dst, s.tail[:end], true)
+	s.tail = append(s.tail[:0], s.tail[end:]...)
+	return dst, err
+}
+
 // readChunk is how much a streamReader asks its source for at once.
 const readChunk = 32 << 10
 
@@ -225,17 +251,22 @@ func (r *streamReader) fill() {
 func (r *streamReader) Close() error { return r.src.Close() }
 
 // maskIdle is how long a masking stream waits for more bytes before it
-// hands out the few it holds back. A secret split by a longer pause in the
-// middle goes out unmasked up to the pause; a shorter wait would break more
-// of them, a longer one delay every pause of a stream.
+// hands out what it holds back: a MaskWriter all of it, a maskReader what
+// precedes the last byte no secret holds.
 const maskIdle = 50 * time.Millisecond
 
 // maskReader passes a source through a windowed stream: it holds back the
-// last bytes read (fewer than the longest needle) until more arrive, the
-// source ends, or it has been quiet for maskIdle, so what it hands out, and
-// when, depends on the bytes only where a needle is whole. From the first
-// Read, a goroutine reads the source ahead, into one of two buffers, so
-// that a quiet source can be waited for with a deadline.
+// last bytes read (fewer than the longest needle) until more arrive or the
+// source ends; once the source has been quiet for maskIdle, it hands out
+// the held bytes up to the last one no needle holds (stream.flushApart),
+// and keeps the rest until more arrive. So what it hands out, and when,
+// depends on the bytes only where a needle is whole, and a needle is never
+// split by a pause: handing out the whole tail at a pause sent a secret the
+// pause split out in two unmasked parts, and a pause is the sandbox's to
+// make (a slow reader, or a response that outgrows the first flight of a
+// distant upstream's TCP window). From the first Read, a goroutine reads
+// the source ahead, into one of two buffers, so that a quiet source can be
+// waited for with a deadline.
 type maskReader struct {
 	src    io.ReadCloser
 	st     stream
@@ -246,7 +277,10 @@ type maskReader struct {
 	start  sync.Once     // pump starts at the first Read: nothing reads the source before
 	closed sync.Once
 	idle   *time.Timer
-	in     []byte
+	// quiet says the source went quiet and what could go has gone: the
+	// rest of the tail waits for the source.
+	quiet bool
+	in    []byte
 	decided
 }
 
@@ -314,11 +348,11 @@ func (r *maskReader) Read(p []byte) (int, error) {
 	return r.read(p, r.next)
 }
 
-// next takes the source's next read, or hands out the held tail once the
-// source has been quiet for maskIdle.
+// next takes the source's next read, or hands out the held tail up to its
+// last byte no needle holds once the source has been quiet for maskIdle.
 func (r *maskReader) next() {
 	var c chunk
-	if len(r.st.tail) == 0 {
+	if len(r.st.tail) == 0 || r.quiet {
 		c = <-r.chunks
 	} else {
 		r.idle.Reset(maskIdle)
@@ -327,11 +361,12 @@ func (r *maskReader) next() {
 			r.idle.Stop()
 		case <-r.idle.C:
 			// emit never fails for a mask.
-			r.out, _ = r.st.flush(r.out[:0])
-			r.off = 0
+			r.out, _ = r.st.flushApart(r.out[:0])
+			r.off, r.quiet = 0, true
 			return
 		}
 	}
+	r.quiet = false
 	buf := append(append(r.in[:0], r.st.tail...), c.b...)
 	r.in = buf
 	r.free <- c.b

@@ -397,25 +397,98 @@ func TestMaskBodySourceErrorDropsHeldTail(t *testing.T) {
 	}
 }
 
-// TestMaskBodyHandsOutQuietTails: a body that pauses after what could be
-// the start of a secret hands it out as it does any other pause, once the
-// upstream is quiet. A body that held it back until more came would tell
-// a sandbox whose bytes the upstream echoes (a WebSocket or streaming
-// echo), by whether the echo came back, that its guess starts a key.
+// reads reads r on its own goroutine until it fails, sending what each
+// read returns, then closes the channel.
+func reads(r io.Reader) <-chan string {
+	ch := make(chan string, 64)
+	go func() {
+		defer close(ch)
+		buf := make([]byte, 256)
+		for {
+			k, err := r.Read(buf)
+			if k > 0 {
+				ch <- string(buf[:k])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// collect gathers what arrives on ch for d, or until it closes.
+func collect(ch <-chan string, d time.Duration) string {
+	var got string
+	deadline := time.After(d)
+	for {
+		select {
+		case b, ok := <-ch:
+			if !ok {
+				return got
+			}
+			got += b
+		case <-deadline:
+			return got
+		}
+	}
+}
+
+// TestMaskBodyHandsOutQuietTails: a body that goes quiet hands out what
+// it held back up to the last byte no secret holds (letters and digits
+// aside) and keeps the rest until more comes: the same whether the rest
+// starts a secret or not, so that a sandbox whose bytes the upstream
+// echoes (a WebSocket or streaming echo) learns nothing of the key from
+// what comes back and when.
 func TestMaskBodyHandsOutQuietTails(t *testing.T) {
 	const secret = "sk-live-0123456789abcdef"
 	set := secretSet(secret)
-	for _, tail := range []string{secret[:len(secret)-1], secret[:3], "hello there"} {
+	for _, tc := range []struct{ tail, quiet string }{
+		{secret[:len(secret)-1], "echo: "},
+		{"xk-lave-9876543210fedcb", "echo: "}, // as long, and no prefix
+		{secret[:3], "echo: "},
+		{"xk-", "echo: "},
+		{"hello there", "echo: hello "},
+		{"done.\n", "echo: done.\n"},
+	} {
 		pr, pw := io.Pipe()
 		body := set.MaskBody(pr)
-		sent := "echo: " + tail
-		go pw.Write([]byte(sent))
-		if b, in := readWithin(body, len(sent), 5*time.Second); !in {
-			t.Errorf("%q held back while the upstream is quiet", tail)
-		} else if b != sent {
-			t.Errorf("handed out %q, want %q", b, sent)
+		got := reads(body)
+		go pw.Write([]byte("echo: " + tc.tail))
+		if b := collect(got, 10*maskIdle); b != tc.quiet {
+			t.Errorf("%q: handed out %q while the upstream is quiet, want %q", tc.tail, b, tc.quiet)
 		}
 		pw.Close()
+		if b := collect(got, 5*time.Second); tc.quiet+b != "echo: "+tc.tail {
+			t.Errorf("%q: the rest %q once the body ended", tc.tail, b)
+		}
+		body.Close()
+	}
+}
+
+// TestMaskBodyPauseSplitsNoSecret: a secret split by a pause, as a
+// response that outgrows the first flight of a distant upstream's TCP
+// window is, or one the sandbox reads slowly, reaches the client as its
+// placeholder; what precedes it goes out during the pause. Before, the
+// held bytes went out at the pause, the secret's first part among them,
+// and the rest, no longer whole, after it: the sandbox had the key.
+func TestMaskBodyPauseSplitsNoSecret(t *testing.T) {
+	const secret = "sk-live-0123456789abcdef"
+	set := secretSet(secret)
+	for cut := 1; cut < len(secret); cut += 5 {
+		pr, pw := io.Pipe()
+		body := set.MaskBody(pr)
+		got := reads(body)
+		go pw.Write([]byte(`{"key": "` + secret[:cut]))
+		quiet := collect(got, 10*maskIdle)
+		go func() {
+			pw.Write([]byte(secret[cut:] + `"}`))
+			pw.Close()
+		}()
+		all := quiet + collect(got, 5*time.Second)
+		if quiet != `{"key": "` || all != `{"key": "<0>"}` {
+			t.Errorf("cut after %d bytes: %q during the pause, %q in all; want the placeholder whole", cut, quiet, all)
+		}
 		body.Close()
 	}
 }

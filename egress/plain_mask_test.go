@@ -129,8 +129,9 @@ func (r *plainMaskRig) closeLines(t *testing.T, n int) []audit.Record {
 // injected secret reaches the client with the placeholder instead: in a
 // 103's header and in trailers (which httputil.ReverseProxy relays itself),
 // in a 101's header and in what the switched connection brings back
-// (while what the client sends still reaches the origin), and in a body
-// the origin gzipped unasked, decoded as it streams. A br body, which
+// (while what the client sends still reaches the origin), in a body the
+// origin gzipped unasked, decoded as it streams, and in a body that
+// pauses in the middle of the secret. A br body, which
 // cannot be checked, is refused 502 unchecked_encoding and so logged.
 func TestPlainMaskedResponses(t *testing.T) {
 	get := func(t *testing.T, r *plainMaskRig, path string, trace *httptrace.ClientTrace) *http.Response {
@@ -196,6 +197,17 @@ func TestPlainMaskedResponses(t *testing.T) {
 			r.next <- struct{}{} // the second line comes only now
 			if rest, err := io.ReadAll(br); string(rest) != "second Bearer "+r.placeholder+"\n" || err != nil {
 				t.Fatalf("second line %q %v", rest, err)
+			}
+		}},
+		{"a pause in the secret", "", "", func(t *testing.T, r *plainMaskRig) {
+			resp := get(t, r, "/pause", nil)
+			first := make([]byte, len("key Bearer "))
+			if _, err := io.ReadFull(resp.Body, first); string(first) != "key Bearer " {
+				t.Fatalf("during the pause %q %v", first, err)
+			}
+			r.next <- struct{}{} // the rest comes only now
+			if rest, err := io.ReadAll(resp.Body); string(rest) != r.placeholder+"\n" || err != nil {
+				t.Fatalf("after the pause %q %v; want the placeholder", rest, err)
 			}
 		}},
 		{"br unasked", tlsterm.ReasonUncheckedEncoding, `Content-Encoding "br"`, func(t *testing.T, r *plainMaskRig) {

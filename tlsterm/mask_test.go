@@ -87,6 +87,24 @@ func maskCases() []maskCase {
 			}
 			return resp.ProtoMajor, ""
 		}},
+		{"a pause in the secret", "/pause", func(c *http.Client, url, ph string, next chan<- struct{}) (int, string) {
+			resp, err := c.Get(url)
+			if err != nil {
+				return 0, err.Error()
+			}
+			defer resp.Body.Close()
+			// What precedes the secret comes during the pause; the secret
+			// waits for the rest, and comes as the placeholder.
+			first := make([]byte, len("key Bearer "))
+			if _, err := io.ReadFull(resp.Body, first); string(first) != "key Bearer " {
+				return resp.ProtoMajor, fmt.Sprintf("during the pause %q %v", first, err)
+			}
+			next <- struct{}{}
+			if rest, err := io.ReadAll(resp.Body); string(rest) != ph+"\n" || err != nil {
+				return resp.ProtoMajor, fmt.Sprintf("after the pause %q %v", rest, err)
+			}
+			return resp.ProtoMajor, ""
+		}},
 		{"br unasked", "/br", func(c *http.Client, url, ph string, _ chan<- struct{}) (int, string) {
 			resp, err := c.Get(url)
 			if err != nil {
@@ -106,8 +124,10 @@ func maskCases() []maskCase {
 // TestMaskedResponses: a response echoing the injected secret reaches the
 // client with the placeholder instead, on both terminated paths, in the
 // 1xx headers and trailers httputil.ReverseProxy relays itself (HTTP/2;
-// HTTP/1.1 relays them itself and is here as the reference), and in a
-// body the origin gzipped unasked, decoded as it streams; a body in a
+// HTTP/1.1 relays them itself and is here as the reference), in a body
+// the origin gzipped unasked, decoded as it streams, and in a body that
+// pauses in the middle of the secret (before, the part held back went
+// out at the pause and the rest after it: the key whole); a body in a
 // coding cordon cannot decode (br) is refused, 502 unchecked_encoding,
 // and so logged.
 func TestMaskedResponses(t *testing.T) {

@@ -45,7 +45,9 @@ func Creds(t testing.TB, secret string) (*credinject.Set, string) {
 // Origin echoes the Authorization header in a 103's Link (/hints), in
 // declared and undeclared trailers (/trailer), in a gzipped body sent
 // unasked whose second line comes once next has a value or after 5 s
-// (/gzip), in a body marked br (/br), and in a WebSocket message
+// (/gzip), in a body that pauses in the middle of the header's value
+// until next has a value or 5 s have passed (/pause), in a body marked br
+// (/br), and in a WebSocket message
 // (/websocket): compressed with permessage-deflate when the client offers
 // it (with ?unasked, whether or not it does; with ?compressed, whatever
 // the 101 says), or split (?fragmented) across two frames that cut the
@@ -77,6 +79,17 @@ func Origin(next <-chan struct{}) *http.ServeMux {
 		}
 		fmt.Fprintf(zw, "second %s\n", r.Header.Get("Authorization"))
 		zw.Close()
+	})
+	mux.HandleFunc("/pause", func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		cut := len(auth) - len(auth)/3
+		fmt.Fprintf(w, "key %s", auth[:cut])
+		w.(http.Flusher).Flush()
+		select {
+		case <-next:
+		case <-time.After(5 * time.Second):
+		}
+		fmt.Fprintf(w, "%s\n", auth[cut:])
 	})
 	mux.HandleFunc("/br", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Encoding", "br")

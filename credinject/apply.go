@@ -432,26 +432,38 @@ func (t *tripwire) Read(p []byte) (int, error) {
 		return 0, t.err
 	}
 	n, err := t.src.Read(p)
-	if n > 0 && len(t.m.needles) > 0 {
-		keep := t.m.longest - 1
-		// A needle across the last read and this one, or within this one;
-		// nothing of this read is copied but its first keep bytes.
-		across := append(t.seen, p[:min(n, keep)]...)
-		k := t.find(across)
-		if k < 0 {
-			k = t.find(p[:n])
-		}
-		if k >= 0 {
-			t.err = t.trip(k)
+	if n > 0 {
+		if t.err = t.pass(p[:n]); t.err != nil {
 			return 0, t.err
-		}
-		if n >= keep {
-			t.seen = append(t.seen[:0], p[n-keep:n]...)
-		} else {
-			t.seen = append(t.seen[:0], across[len(across)-min(keep, len(across)):]...)
 		}
 	}
 	return n, err
+}
+
+// pass takes p, the stream's next bytes, failing with trip's error if a
+// needle ends in them.
+func (t *tripwire) pass(p []byte) error {
+	n := len(p)
+	if n == 0 || len(t.m.needles) == 0 {
+		return nil
+	}
+	keep := t.m.longest - 1
+	// A needle across the last bytes and these, or within these; nothing
+	// of p is copied but its first keep bytes.
+	across := append(t.seen, p[:min(n, keep)]...)
+	k := t.find(across)
+	if k < 0 {
+		k = t.find(p)
+	}
+	if k >= 0 {
+		return t.trip(k)
+	}
+	if n >= keep {
+		t.seen = append(t.seen[:0], p[n-keep:]...)
+	} else {
+		t.seen = append(t.seen[:0], across[len(across)-min(keep, len(across)):]...)
+	}
+	return nil
 }
 
 // find returns the index of a needle in b, or -1.
@@ -465,3 +477,66 @@ func (t *tripwire) find(b []byte) int {
 }
 
 func (t *tripwire) Close() error { return t.src.Close() }
+
+// Screen checks what leaves the sandbox in pieces its caller hands it, as
+// it reads them from a protocol of its own: a WebSocket's message
+// payloads, which a client masks with a key of its own (GuardBody, reading
+// the bytes as they pass, would find nothing in them). A real secret, or
+// the placeholder of a credential not bound to the host, fails the Check
+// that completes it; nothing is held back, so a placeholder's start may
+// have gone, as a secret's may. A Screen is for one goroutine at a time.
+type Screen struct {
+	tw      tripwire
+	refused atomic.Pointer[Error]
+}
+
+// NewScreen returns a Screen for what goes toward host and port.
+func (s *Set) NewScreen(host string, port int) *Screen {
+	s = s.orEmpty()
+	target := policy.JoinHostPort(host, port)
+	needles := slices.Clone(s.secrets.needles)
+	var unbound []*cred
+	for _, c := range s.creds {
+		if !c.boundTo(host, port) {
+			needles = append(needles, []byte(c.placeholder))
+			unbound = append(unbound, c)
+		}
+	}
+	sc := &Screen{}
+	secrets := len(s.secrets.needles)
+	const where = "a switched protocol's message"
+	sc.tw = tripwire{m: newMatcher(needles), trip: func(k int) error {
+		var err *Error
+		if k < secrets {
+			err = s.refusal(ReasonSecretLeak, s.credOf(k), where, target)
+		} else {
+			err = s.refusal(ReasonMisroute, unbound[k-secrets], where, target)
+		}
+		sc.refused.CompareAndSwap(nil, err)
+		return err
+	}}
+	return sc
+}
+
+// Check takes p, the next bytes of what the Screen checks, and returns an
+// *Error if they complete a refused value; p must not be sent then. Once
+// it has refused, every Check does.
+func (sc *Screen) Check(p []byte) error {
+	if err := sc.refused.Load(); err != nil {
+		return err
+	}
+	return sc.tw.pass(p)
+}
+
+// Reset starts a new stretch: what follows is not checked together with
+// what came before (a control frame's payload, between the fragments of
+// a message).
+func (sc *Screen) Reset() { sc.tw.seen = sc.tw.seen[:0] }
+
+// Err returns the *Error that refused, or nil.
+func (sc *Screen) Err() error {
+	if err := sc.refused.Load(); err != nil {
+		return err
+	}
+	return nil
+}

@@ -582,3 +582,52 @@ func TestMaskSpellings(t *testing.T) {
 		})
 	}
 }
+
+// TestScreen: a Screen refuses the piece that completes a real secret
+// (any spelling) or an unbound credential's placeholder, however the
+// pieces split it, and every piece after; a bound placeholder and other
+// bytes pass; Reset keeps what follows from being read with what came
+// before.
+func TestScreen(t *testing.T) {
+	set := applySet(t)
+	const host = "api.anthropic.com"
+	for _, tc := range []struct {
+		name   string
+		pieces []string
+		reset  int // Reset before this piece, if > 0
+		want   policy.Reason
+		cred   string
+	}{
+		{"bound placeholder", []string{"key " + ph(set, "anthropic")}, 0, "", ""},
+		{"plain bytes", []string{"hello", " there"}, 0, "", ""},
+		{"unbound placeholder, split", []string{"x" + ph(set, "github")[:7], ph(set, "github")[7:] + "y"}, 0, ReasonMisroute, "github"},
+		{"secret, a byte a piece", strings.Split("key "+openaiSecret, ""), 0, ReasonSecretLeak, "openai"},
+		{"secret query-escaped", []string{"k=" + url.QueryEscape(mapsSecret)}, 0, ReasonSecretLeak, "maps"},
+		{"split by a reset", []string{ph(set, "github")[:7], ph(set, "github")[7:]}, 1, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := set.NewScreen(host, 443)
+			var err error
+			for i, p := range tc.pieces {
+				if tc.reset > 0 && i == tc.reset {
+					sc.Reset()
+				}
+				if err = sc.Check([]byte(p)); err != nil && i != len(tc.pieces)-1 {
+					t.Fatalf("refused at piece %d of %d, before the value was whole: %v", i+1, len(tc.pieces), err)
+				}
+			}
+			var ce *Error
+			switch {
+			case tc.want == "" && (err != nil || sc.Err() != nil):
+				t.Fatalf("refused: %v", err)
+			case tc.want == "":
+			case !errors.As(err, &ce) || ce.Reason != tc.want || ce.Credential != tc.cred || sc.Err() != err:
+				t.Fatalf("%v, Err %v; want %s for %s", err, sc.Err(), tc.want, tc.cred)
+			case sc.Check([]byte("more")) == nil:
+				t.Fatal("a refused Screen took more")
+			case strings.Contains(err.Error(), openaiSecret) || strings.Contains(err.Error(), ph(set, "github")):
+				t.Fatalf("the refusal quotes a value: %v", err)
+			}
+		})
+	}
+}

@@ -246,16 +246,17 @@ func maskPlain(creds *credinject.Set, resp *http.Response, host string, port int
 type maskedConn struct {
 	io.ReadCloser // the mask
 	up            *io.PipeWriter
-	guard         *credinject.BodyGuard
+	guard         tlsterm.SwitchGuard
 }
 
 // newMaskedConn starts the copy of what the client writes, through the
-// guard, to conn; a refused value ends it and the connection. What conn
-// brings back is masked as the switched protocol needs
-// (tlsterm.MaskSwitched).
+// guard, to conn; a refused value ends it and the connection. What the
+// client sends is guarded, and what conn brings back masked, as the
+// switched protocol needs (tlsterm.GuardSwitched, tlsterm.MaskSwitched).
 func newMaskedConn(creds *credinject.Set, protocol string, conn io.ReadWriteCloser, host string, port int) *maskedConn {
 	pr, pw := io.Pipe()
-	c := &maskedConn{ReadCloser: tlsterm.MaskSwitched(creds, protocol, conn), up: pw, guard: creds.GuardBody(pr, host, port)}
+	c := &maskedConn{ReadCloser: tlsterm.MaskSwitched(creds, protocol, conn), up: pw,
+		guard: tlsterm.GuardSwitched(creds, protocol, pr, host, port)}
 	go func() {
 		if _, err := io.Copy(conn, c.guard); err != nil {
 			pr.CloseWithError(err)

@@ -149,8 +149,8 @@ func TestPlainMaskedResponses(t *testing.T) {
 		return resp
 	}
 	// websocket sends a WebSocket handshake offering permessage-deflate,
-	// for target, to the proxy, and returns the connection's reader.
-	websocket := func(t *testing.T, r *plainMaskRig, target string) *bufio.Reader {
+	// for target, to the proxy, and returns the connection and its reader.
+	websocket := func(t *testing.T, r *plainMaskRig, target string) (net.Conn, *bufio.Reader) {
 		c, err := net.Dial("tcp", r.proxy)
 		if err != nil {
 			t.Fatal(err)
@@ -159,7 +159,7 @@ func TestPlainMaskedResponses(t *testing.T) {
 		c.SetDeadline(time.Now().Add(5 * time.Second))
 		io.WriteString(c, echotest.WebSocketRequest(r.origin.URL+target, strings.TrimPrefix(r.origin.URL, "http://"),
 			"Proxy-Authorization: "+r.auth, "Authorization: Bearer "+r.placeholder))
-		return bufio.NewReader(c)
+		return c, bufio.NewReader(c)
 	}
 	for _, tc := range []struct {
 		name   string
@@ -246,7 +246,7 @@ func TestPlainMaskedResponses(t *testing.T) {
 			}
 		}},
 		{"WebSocket: no compression offered", "", "", func(t *testing.T, r *plainMaskRig) {
-			br := websocket(t, r, "/websocket")
+			_, br := websocket(t, r, "/websocket")
 			resp, err := http.ReadResponse(br, nil)
 			if err != nil || resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Sec-WebSocket-Extensions") != "" {
 				t.Fatalf("handshake: %v %v; want 101 with no extension", resp, err)
@@ -258,7 +258,8 @@ func TestPlainMaskedResponses(t *testing.T) {
 			}
 		}},
 		{"WebSocket compressed unasked", tlsterm.ReasonUncheckedEncoding, `Sec-WebSocket-Extensions "permessage-deflate"`, func(t *testing.T, r *plainMaskRig) {
-			resp, err := http.ReadResponse(websocket(t, r, "/websocket?unasked"), nil)
+			_, br := websocket(t, r, "/websocket?unasked")
+			resp, err := http.ReadResponse(br, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -269,7 +270,7 @@ func TestPlainMaskedResponses(t *testing.T) {
 			}
 		}},
 		{"WebSocket: a secret split between frames", "", "", func(t *testing.T, r *plainMaskRig) {
-			br := websocket(t, r, "/websocket?fragmented")
+			_, br := websocket(t, r, "/websocket?fragmented")
 			if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
 				t.Fatalf("handshake: %v %v", resp, err)
 			}
@@ -280,13 +281,24 @@ func TestPlainMaskedResponses(t *testing.T) {
 			io.ReadAll(br) // to the end, for the close line
 		}},
 		{"WebSocket: a frame compressed unnegotiated", tlsterm.ReasonUncheckedEncoding, "reserved bit", func(t *testing.T, r *plainMaskRig) {
-			br := websocket(t, r, "/websocket?compressed")
+			_, br := websocket(t, r, "/websocket?compressed")
 			if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
 				t.Fatalf("handshake: %v %v", resp, err)
 			}
 			if rest, _ := io.ReadAll(br); len(rest) > 0 {
 				t.Fatalf("after a compressed frame: %q; want the connection cut", rest)
 			}
+		}},
+		{"WebSocket: a secret in a masked frame", credinject.ReasonSecretLeak, "", func(t *testing.T, r *plainMaskRig) {
+			c, br := websocket(t, r, "/websocket?listen")
+			if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+				t.Fatalf("handshake: %v %v", resp, err)
+			}
+			if _, _, err := echotest.ReadWebSocketMessage(br); err != nil {
+				t.Fatal(err)
+			}
+			c.Write(echotest.WebSocketClientFrame(0x81, []byte("leak "+plainSecret), [4]byte{9, 8, 7, 6}))
+			io.ReadAll(br) // cut
 		}},
 		{"a secret sent on the switched connection", credinject.ReasonSecretLeak, "", func(t *testing.T, r *plainMaskRig) {
 			c, err := net.Dial("tcp", r.proxy)

@@ -216,6 +216,8 @@ func TestCredentialPlaintextRefused(t *testing.T) {
 // carried the key whole), a message split over frames is masked across
 // them (the key split between two frames did too), and a frame compressed
 // all the same cuts the connection, unchecked_encoding on its close line.
+// The other way, a real key in a frame the client masked cuts it too,
+// secret_leak on its close line (the masked bytes hid it).
 func TestCredentialWebSocketMasked(t *testing.T) {
 	p := credentialProxy(t, originName+":8443")
 	ph := p.env["PROVIDER_API_KEY"]
@@ -237,6 +239,21 @@ func TestCredentialWebSocketMasked(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a real key in a masked frame", func(t *testing.T) {
+		tc, br := h1Through(t, p, target)
+		io.WriteString(tc, echotest.WebSocketRequest("/websocket?listen", target, "Authorization: Bearer "+ph))
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("handshake: %v %v", resp, err)
+		}
+		echotest.ReadWebSocketMessage(br)
+		tc.Write(echotest.WebSocketClientFrame(0x81, []byte("leak "+realKey), [4]byte{7, 7, 7, 7}))
+		io.ReadAll(br)
+		waitFor(t, func() bool {
+			return slices.ContainsFunc(readAudit(t, p.audit), func(r audit.Record) bool {
+				return r.Type == audit.TypeClose && r.Path == "/websocket" && r.Reason == "secret_leak"
+			})
+		}, "a close line saying the WebSocket was cut for the real key")
+	})
 	t.Run("compressed unasked", func(t *testing.T) {
 		if rest, _ := io.ReadAll(handshake(t, "/websocket?compressed")); len(rest) > 0 {
 			t.Fatalf("after a compressed frame: %q; want the connection cut", rest)

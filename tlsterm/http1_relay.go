@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-
-	"github.com/cordon-sandbox/cordon/credinject"
 )
 
 // Bodies and switched protocols on the HTTP/1.x path, relayed both ways.
@@ -123,10 +121,10 @@ func (h *conn1) switchProtocols(x *exchange, body *clientBody) (int, int64, bool
 	creds := h.st.t.cfg.Creds
 	fromClient, fromUpstream := io.Reader(h.br), io.Reader(h.up.br)
 	h.mask(resp.Header)
-	var guard *credinject.BodyGuard
+	var guard SwitchGuard
 	var masked io.ReadCloser
 	if len(creds.Names()) > 0 {
-		guard = creds.GuardBody(io.NopCloser(h.br), h.st.s.Host, h.st.s.Port)
+		guard = GuardSwitched(creds, got, io.NopCloser(h.br), h.st.s.Host, h.st.s.Port)
 		masked = MaskSwitched(creds, got, io.NopCloser(h.up.br))
 		fromClient, fromUpstream = guard, masked
 	}

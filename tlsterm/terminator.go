@@ -376,16 +376,20 @@ func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
 }
 
 // Failure is why an upstream leg failed, for its line and its 502: the
-// credential guard's own reason, an unverified upstream, a client that
-// left, or any other upstream error. The error's text may quote the
+// credential guard's own reason, a WebSocket frame masking or the guard
+// could not read, an unverified upstream, a client that left, or any other
+// upstream error. The error's text may quote the
 // request, so the detail is scrubbed of creds' secrets and placeholders.
 func Failure(err error, creds *credinject.Set) policy.Decision {
 	var te *upstreamTLSError
 	var ce *credinject.Error
+	var we *WebSocketError
 	d := policy.Decision{Reason: ReasonUpstreamError, Detail: creds.Scrub(err.Error())}
 	switch {
 	case errors.As(err, &ce):
 		d.Reason = ce.Reason
+	case errors.As(err, &we):
+		d.Reason = ReasonUncheckedEncoding
 	case errors.As(err, &te):
 		d.Reason = ReasonUpstreamTLS
 	case errors.Is(err, errClientGone):

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cordon-sandbox/cordon/credinject"
 )
@@ -29,6 +30,159 @@ func MaskSwitched(creds *credinject.Set, protocol string, src io.ReadCloser) io.
 	}
 	return &wsMasker{src: src, br: bufio.NewReaderSize(src, bufSize), creds: creds, msg: creds.NewMasker(),
 		buf: make([]byte, maxRecord)}
+}
+
+// SwitchGuard is what a client sends on a switched connection, read
+// through a credential guard; Err says whether the guard cut it.
+type SwitchGuard interface {
+	io.ReadCloser
+	Err() error
+}
+
+// GuardSwitched returns what the client sends on a switched connection
+// (src) toward host and port, failing the read that would complete a real
+// secret or the placeholder of a credential not bound there: a
+// WebSocket's frames (protocol is the 101's Upgrade) passed on as they
+// are, their payloads checked unmasked (a client masks every frame with a
+// key of its own, so the bytes that pass show nothing), any other
+// protocol's bytes as a request body's (credinject.GuardBody). Its Close
+// closes src.
+func GuardSwitched(creds *credinject.Set, protocol string, src io.ReadCloser, host string, port int) SwitchGuard {
+	if !strings.EqualFold(protocol, "websocket") {
+		return creds.GuardBody(src, host, port)
+	}
+	return &wsGuard{src: src, br: bufio.NewReaderSize(src, bufSize),
+		data: creds.NewScreen(host, port), control: creds.NewScreen(host, port)}
+}
+
+// wsGuard passes a client's WebSocket frames on unchanged, checking each
+// frame's payload, unmasked: a message's across its fragments (data), and
+// each control frame's on its own (control), since one may come between
+// two fragments. A frame with a reserved bit set (a compressed message,
+// though no extension was let through) is a WebSocketError: its payload
+// could not be checked.
+type wsGuard struct {
+	src           io.Closer
+	br            *bufio.Reader
+	data, control *credinject.Screen
+	// head is the raw header of the frame being read, still to hand
+	// out; left is what remains of its payload, key its masking key and
+	// at the key's place for the next payload byte.
+	head    []byte
+	left    uint64
+	key     [4]byte
+	at      int
+	screen  *credinject.Screen
+	scratch []byte
+	err     error
+	// refused is a frame it could not check, for Err.
+	refused atomic.Pointer[WebSocketError]
+}
+
+func (g *wsGuard) Read(p []byte) (int, error) {
+	if g.err != nil {
+		return 0, g.err
+	}
+	if len(g.head) == 0 && g.left == 0 {
+		if g.err = g.nextFrame(); g.err != nil {
+			return 0, g.err
+		}
+	}
+	if len(g.head) > 0 {
+		n := copy(p, g.head)
+		g.head = g.head[n:]
+		return n, nil
+	}
+	k, err := g.br.Read(p[:min(uint64(len(p)), g.left)])
+	g.scratch = append(g.scratch[:0], p[:k]...)
+	for i := range g.scratch {
+		g.scratch[i] ^= g.key[(g.at+i)%4]
+	}
+	g.at, g.left = (g.at+k)%4, g.left-uint64(k)
+	if cerr := g.screen.Check(g.scratch); cerr != nil {
+		g.err = cerr
+		return 0, cerr
+	}
+	if err != nil && g.left > 0 {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		g.err = err
+	}
+	return k, nil
+}
+
+// nextFrame reads a frame's header, keeping its raw bytes to pass on.
+func (g *wsGuard) nextFrame() error {
+	first, err := g.br.ReadByte()
+	if err != nil {
+		return err // io.EOF between frames
+	}
+	if first&wsRSV != 0 {
+		err := &WebSocketError{"a frame from the client with a reserved bit set, as a compressed message has, though no extension was negotiated"}
+		g.refused.Store(err)
+		return err
+	}
+	second, err := g.br.ReadByte()
+	if err != nil {
+		return io.ErrUnexpectedEOF
+	}
+	g.head = append(g.head[:0], first, second)
+	extra := 0
+	switch second &^ wsMask {
+	case 126:
+		extra = 2
+	case 127:
+		extra = 8
+	}
+	if second&wsMask != 0 {
+		extra += 4
+	}
+	start := len(g.head)
+	for range extra {
+		b, err := g.br.ReadByte()
+		if err != nil {
+			return io.ErrUnexpectedEOF
+		}
+		g.head = append(g.head, b)
+	}
+	ext := g.head[start:]
+	switch n := second &^ wsMask; n {
+	case 126:
+		g.left, ext = uint64(binary.BigEndian.Uint16(ext)), ext[2:]
+	case 127:
+		g.left, ext = binary.BigEndian.Uint64(ext), ext[8:]
+	default:
+		g.left = uint64(n)
+	}
+	g.key, g.at = [4]byte{}, 0
+	if second&wsMask != 0 {
+		copy(g.key[:], ext)
+	}
+	g.screen = g.data
+	if first&wsOpcode >= wsClose {
+		g.screen = g.control
+		g.control.Reset()
+	}
+	return nil
+}
+
+// Close closes the source.
+func (g *wsGuard) Close() error { return g.src.Close() }
+
+// Err returns what cut what the client sent (a *credinject.Error, or a
+// *WebSocketError for a frame it could not check), or nil.
+func (g *wsGuard) Err() error {
+	if err := g.data.Err(); err != nil {
+		return err
+	}
+	if err := g.control.Err(); err != nil {
+		return err
+	}
+	if err := g.refused.Load(); err != nil {
+		return err
+	}
+	return nil
 }
 
 // WebSocketError is a WebSocket upstream's frame that masking cannot read:

@@ -4,13 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/credinject"
 	"github.com/cordon-sandbox/cordon/internal/echotest"
+	"github.com/cordon-sandbox/cordon/policy"
 )
 
 // TestMaskSwitchedWebSocket: a WebSocket's messages reach the client with
@@ -158,5 +162,121 @@ func TestWebSocketFragmentsMasked(t *testing.T) {
 	}
 	if !cut {
 		t.Fatal("no close line says the WebSocket was cut for a frame it could not check")
+	}
+}
+
+// twoCreds loads "api", bound to 127.0.0.1 on any port, and "other",
+// bound elsewhere, and returns them with their placeholders by name.
+func twoCreds(t *testing.T, apiSecret, otherSecret string) (*credinject.Set, map[string]string) {
+	t.Helper()
+	creds, err := credinject.Load([]policy.Credential{
+		{Name: "api", Source: policy.Source{Env: "API_SECRET"}, Hosts: []string{"127.0.0.1:*"}, Header: "Authorization: Bearer {}", Env: "API_KEY"},
+		{Name: "other", Source: policy.Source{Env: "OTHER_SECRET"}, Hosts: []string{"elsewhere.test"}, Header: "X-Key: {}", Env: "OTHER_KEY"},
+	}, []string{"api", "other"}, credinject.Options{Env: func(name string) string {
+		return map[string]string{"API_SECRET": apiSecret, "OTHER_SECRET": otherSecret}[name]
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph := map[string]string{}
+	for _, kv := range creds.Env() {
+		name, v, _ := strings.Cut(kv, "=")
+		ph[map[string]string{"API_KEY": "api", "OTHER_KEY": "other"}[name]] = v
+	}
+	return creds, ph
+}
+
+// TestGuardSwitchedWebSocket: a client's WebSocket frames pass on as they
+// are, their payloads checked unmasked: another host's placeholder, or a
+// real secret, is refused in a data frame (split between fragments with a
+// ping between, too), in a control frame, and in a frame the client left
+// unmasked; a frame with a reserved bit set cannot be checked and is
+// refused as unchecked. Before, the guard read the masked bytes and let
+// every placeholder through.
+func TestGuardSwitchedWebSocket(t *testing.T) {
+	const secret = "s3cr3t-value-for-the-guard-tests"
+	creds, ph := twoCreds(t, secret, "another-secret-value")
+	key := [4]byte{0x5a, 0x01, 0xc3, 0x77}
+	frame := func(first byte, payload string) []byte {
+		return echotest.WebSocketClientFrame(first, []byte(payload), key)
+	}
+	other := ph["other"]
+	for _, tc := range []struct {
+		name   string
+		frames []byte
+		want   policy.Reason
+	}{
+		{"passed on as they are", bytes.Join([][]byte{frame(0x81, "hello"), frame(0x89, "p"), frame(0x81, "key "+ph["api"]),
+			frame(0x02, strings.Repeat("x", 70000)), frame(0x80, "end")}, nil), ""},
+		{"another host's placeholder", frame(0x81, "key "+other), credinject.ReasonMisroute},
+		{"split between fragments, a ping between", bytes.Join([][]byte{
+			frame(0x01, "key "+other[:9]), frame(0x89, "ping"), frame(0x80, other[9:])}, nil), credinject.ReasonMisroute},
+		{"in a ping", frame(0x89, other), credinject.ReasonMisroute},
+		{"a real secret in a close frame", frame(0x88, "\x03\xe8"+secret), credinject.ReasonSecretLeak},
+		{"unmasked", echotest.WebSocketFrame(0x81, []byte("key "+other)), credinject.ReasonMisroute},
+		{"reserved bit", frame(0xc1, "compressed"), ReasonUncheckedEncoding},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := GuardSwitched(creds, "websocket", io.NopCloser(bytes.NewReader(tc.frames)), "127.0.0.1", 443)
+			out, err := io.ReadAll(g)
+			if tc.want == "" {
+				if err != nil || g.Err() != nil || !bytes.Equal(out, tc.frames) {
+					t.Fatalf("%v %v; want the frames passed on unchanged", err, g.Err())
+				}
+				return
+			}
+			if err == nil || g.Err() == nil {
+				t.Fatalf("passed on %d of %d bytes, no refusal", len(out), len(tc.frames))
+			}
+			if d := Failure(g.Err(), creds); d.Reason != tc.want || strings.Contains(d.Detail, other) || strings.Contains(d.Detail, secret) {
+				t.Fatalf("refusal %+v, want %s", d, tc.want)
+			}
+		})
+	}
+}
+
+// TestWebSocketGuardedThroughTheTunnel: through the terminated HTTP/1.1
+// path, another host's placeholder in a masked WebSocket frame never
+// reaches the origin (the frame's header may): the connection is cut,
+// and the request's close line says credential_misroute.
+func TestWebSocketGuardedThroughTheTunnel(t *testing.T) {
+	creds, ph := twoCreds(t, "s3cr3t-value-for-the-guard-tests", "another-secret-value")
+	got := make(chan string, 1)
+	origin := http.NewServeMux()
+	origin.HandleFunc("/websocket", func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, _ := io.ReadAll(brw)
+		got <- string(b)
+	})
+	r := newRig(t, origin, rigOptions{creds: creds})
+	c, br := r.dial(t, false)
+	io.WriteString(c, echotest.WebSocketRequest("/websocket", r.authority()))
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	key := [4]byte{1, 2, 3, 4}
+	c.Write(echotest.WebSocketClientFrame(0x81, []byte("hello"), key))
+	c.Write(echotest.WebSocketClientFrame(0x81, []byte(fmt.Sprintf("misrouted %s", ph["other"])), key))
+	select {
+	case b := <-got:
+		// The refused frame's header may have gone, none of its payload.
+		if first := echotest.WebSocketClientFrame(0x81, []byte("hello"), key); !strings.HasPrefix(b, string(first)) || len(b) > len(first)+14 {
+			t.Fatalf("the origin got %q; want the first frame, and no more than the next one's header", b)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the origin's connection was not cut")
+	}
+	cut := false
+	for _, rec := range r.waitRecords(t, audit.TypeClose, 1) {
+		cut = cut || rec.Path == "/websocket" && rec.Reason == string(credinject.ReasonMisroute)
+	}
+	if !cut {
+		t.Fatal("no close line says the WebSocket was cut for a misrouted placeholder")
 	}
 }

@@ -51,7 +51,8 @@ func Creds(t testing.TB, secret string) (*credinject.Set, string) {
 // (/websocket): compressed with permessage-deflate when the client offers
 // it (with ?unasked, whether or not it does; with ?compressed, whatever
 // the 101 says), or split (?fragmented) across two frames that cut the
-// header's value, with a ping echoing it whole between.
+// header's value, with a ping echoing it whole between; with ?listen it
+// then reads what the client sends until the connection ends.
 func Origin(next <-chan struct{}) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/hints", func(w http.ResponseWriter, r *http.Request) {
@@ -123,6 +124,11 @@ func Origin(next <-chan struct{}) *http.ServeMux {
 		default:
 			c.Write(WebSocketText(text, deflate))
 		}
+		if q.Has("listen") {
+			// Read on, until the client or cordon ends the connection.
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			io.Copy(io.Discard, c)
+		}
 	})
 	return mux
 }
@@ -168,6 +174,25 @@ func WebSocketFrame(first byte, payload []byte) []byte {
 		frame = binary.BigEndian.AppendUint64(append(frame, 127), uint64(n))
 	}
 	return append(frame, payload...)
+}
+
+// WebSocketClientFrame is a frame as a client sends it, its payload
+// masked with key; first is its FIN and RSV bits and opcode.
+func WebSocketClientFrame(first byte, payload []byte, key [4]byte) []byte {
+	frame := []byte{first}
+	switch n := len(payload); {
+	case n < 126:
+		frame = append(frame, 0x80|byte(n))
+	case n < 1<<16:
+		frame = binary.BigEndian.AppendUint16(append(frame, 0x80|126), uint16(n))
+	default:
+		frame = binary.BigEndian.AppendUint64(append(frame, 0x80|127), uint64(n))
+	}
+	frame = append(frame, key[:]...)
+	for i, b := range payload {
+		frame = append(frame, b^key[i%4])
+	}
+	return frame
 }
 
 // ReadWebSocketMessage reads unmasked frames up to the end of a data

@@ -280,3 +280,52 @@ func TestWebSocketGuardedThroughTheTunnel(t *testing.T) {
 		t.Fatal("no close line says the WebSocket was cut for a misrouted placeholder")
 	}
 }
+
+// FuzzMaskSwitchedWebSocket feeds an upstream's WebSocket bytes, whatever
+// they are, to the masking reader: it never panics, hands out at most a
+// bounded multiple of what came in, and never the secret.
+func FuzzMaskSwitchedWebSocket(f *testing.F) {
+	const secret = "sk-fuzz-secret-0123"
+	frame := echotest.WebSocketFrame
+	f.Add(bytes.Join([][]byte{frame(0x01, []byte("key sk-fuzz")), frame(0x89, []byte("ping")), frame(0x80, []byte("-secret-0123."))}, nil))
+	f.Add(frame(0x88, []byte("\x03\xe8bye "+secret)))
+	f.Add(append(frame(0xc1, []byte("compressed")), frame(0x81, []byte(secret))...))
+	f.Add([]byte{0x81, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	creds, _ := echotest.Creds(f, secret)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r := MaskSwitched(creds, "websocket", io.NopCloser(bytes.NewReader(in)))
+		out, _ := io.ReadAll(io.LimitReader(r, int64(8*len(in)+1024)))
+		if bytes.Contains(out, []byte(secret)) {
+			t.Fatalf("the secret reached the client: %q from %q", out, in)
+		}
+		if len(out) > 4*len(in)+64 {
+			t.Fatalf("%d bytes out of %d in", len(out), len(in))
+		}
+	})
+}
+
+// FuzzGuardSwitchedWebSocket feeds a client's WebSocket bytes, whatever
+// they are, to the guard: it never panics, and passes on only what came
+// in, in order.
+func FuzzGuardSwitchedWebSocket(f *testing.F) {
+	const secret = "sk-fuzz-secret-0123"
+	masked := func(first byte, key [4]byte, payload string) []byte {
+		b := []byte{first, 0x80 | byte(len(payload))}
+		b = append(b, key[:]...)
+		for i := range len(payload) {
+			b = append(b, payload[i]^key[i%4])
+		}
+		return b
+	}
+	f.Add(masked(0x81, [4]byte{1, 2, 3, 4}, "hello"))
+	f.Add(append(masked(0x01, [4]byte{9, 8, 7, 6}, "key sk-fuzz"), masked(0x80, [4]byte{5, 5, 5, 5}, "-secret-0123")...))
+	f.Add(masked(0xc1, [4]byte{}, "compressed"))
+	creds, _ := echotest.Creds(f, secret)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		g := GuardSwitched(creds, "websocket", io.NopCloser(bytes.NewReader(in)), "127.0.0.1", 443)
+		out, _ := io.ReadAll(g)
+		if !bytes.HasPrefix(in, out) {
+			t.Fatalf("passed on %q, not a prefix of %q", out, in)
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cordon-sandbox/cordon/credinject"
+	"github.com/cordon-sandbox/cordon/internal/wsframe"
 )
 
 // A WebSocket's messages, masked as they come back. A server may spread a
@@ -303,7 +304,7 @@ func (w *wsMasker) payload() error {
 	case w.left == 0 && w.fin:
 		w.endMessage(w.masked)
 	case len(w.masked) > 0:
-		w.out = appendWSFrame(w.out, w.frameOpcode(), w.masked)
+		w.out = wsframe.Append(w.out, w.frameOpcode(), w.masked, nil)
 	}
 	if err != nil && w.left > 0 {
 		if errors.Is(err, io.EOF) {
@@ -318,7 +319,7 @@ func (w *wsMasker) payload() error {
 // message's last frame.
 func (w *wsMasker) endMessage(decided []byte) {
 	w.masked = w.msg.End(decided)
-	w.out = appendWSFrame(w.out, wsFin|w.frameOpcode(), w.masked)
+	w.out = wsframe.Append(w.out, wsFin|w.frameOpcode(), w.masked, nil)
 	w.inMsg = false
 }
 
@@ -348,7 +349,7 @@ func (w *wsMasker) control(fin bool, op byte, n uint64) error {
 		return err
 	}
 	masked := w.creds.MaskBytes(payload)
-	w.out = appendWSFrame(w.out, wsFin|op, masked[:min(len(masked), wsMaxControl)])
+	w.out = wsframe.Append(w.out, wsFin|op, masked[:min(len(masked), wsMaxControl)], nil)
 	return nil
 }
 
@@ -389,19 +390,4 @@ func readWSHeader(br *bufio.Reader) (fin bool, op byte, n uint64, err error) {
 		return false, 0, 0, &WebSocketError{"a frame length with its top bit set"}
 	}
 	return fin, op, n, nil
-}
-
-// appendWSFrame appends an unmasked frame, first being its FIN bit and
-// opcode.
-func appendWSFrame(dst []byte, first byte, payload []byte) []byte {
-	dst = append(dst, first)
-	switch n := len(payload); {
-	case n < 126:
-		dst = append(dst, byte(n))
-	case n < 1<<16:
-		dst = binary.BigEndian.AppendUint16(append(dst, 126), uint16(n))
-	default:
-		dst = binary.BigEndian.AppendUint64(append(dst, 127), uint64(n))
-	}
-	return append(dst, payload...)
 }

@@ -310,12 +310,7 @@ func FuzzMaskSwitchedWebSocket(f *testing.F) {
 func FuzzGuardSwitchedWebSocket(f *testing.F) {
 	const secret = "sk-fuzz-secret-0123"
 	masked := func(first byte, key [4]byte, payload string) []byte {
-		b := []byte{first, 0x80 | byte(len(payload))}
-		b = append(b, key[:]...)
-		for i := range len(payload) {
-			b = append(b, payload[i]^key[i%4])
-		}
-		return b
+		return echotest.WebSocketClientFrame(first, []byte(payload), key)
 	}
 	f.Add(masked(0x81, [4]byte{1, 2, 3, 4}, "hello"))
 	f.Add(append(masked(0x01, [4]byte{9, 8, 7, 6}, "key sk-fuzz"), masked(0x80, [4]byte{5, 5, 5, 5}, "-secret-0123")...))

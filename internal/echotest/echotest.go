@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/credinject"
+	"github.com/cordon-sandbox/cordon/internal/wsframe"
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
@@ -164,35 +165,13 @@ func WebSocketText(text string, deflate bool) []byte {
 // WebSocketFrame is an unmasked frame, first being its FIN and RSV bits
 // and opcode.
 func WebSocketFrame(first byte, payload []byte) []byte {
-	frame := []byte{first}
-	switch n := len(payload); {
-	case n < 126:
-		frame = append(frame, byte(n))
-	case n < 1<<16:
-		frame = binary.BigEndian.AppendUint16(append(frame, 126), uint16(n))
-	default:
-		frame = binary.BigEndian.AppendUint64(append(frame, 127), uint64(n))
-	}
-	return append(frame, payload...)
+	return wsframe.Append(nil, first, payload, nil)
 }
 
 // WebSocketClientFrame is a frame as a client sends it, its payload
 // masked with key; first is its FIN and RSV bits and opcode.
 func WebSocketClientFrame(first byte, payload []byte, key [4]byte) []byte {
-	frame := []byte{first}
-	switch n := len(payload); {
-	case n < 126:
-		frame = append(frame, 0x80|byte(n))
-	case n < 1<<16:
-		frame = binary.BigEndian.AppendUint16(append(frame, 0x80|126), uint16(n))
-	default:
-		frame = binary.BigEndian.AppendUint64(append(frame, 0x80|127), uint64(n))
-	}
-	frame = append(frame, key[:]...)
-	for i, b := range payload {
-		frame = append(frame, b^key[i%4])
-	}
-	return frame
+	return wsframe.Append(nil, first, payload, &key)
 }
 
 // ReadWebSocketMessage reads unmasked frames up to the end of a data

@@ -100,3 +100,39 @@ i=0; while [ $i -lt 2000 ]; do echo more; i=$((i+1)); done`
 		t.Error("the repository the box planted was not set aside")
 	}
 }
+
+// TestRunRecordsBeforeItTells: what the aftercare did is in the log
+// before cordon says it on stderr, which may be a pipe nobody reads: there
+// cordon waits for ever, and the lines once waited with it.
+func TestRunRecordsBeforeItTells(t *testing.T) {
+	b := newBox(t)
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(p[0])
+	// Full, and never read.
+	for {
+		if _, err := syscall.Write(p[1], make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	syscall.SetNonblock(p[1], false)
+	wr := os.NewFile(uintptr(p[1]), "stderr")
+	cmd := b.cmd("--net", "off", "--", "sh", "-c", "git init -q planted 2>/dev/null")
+	cmd.Stderr = wr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wr.Close()
+	defer func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	}()
+	if !eventually(20*time.Second, func() bool {
+		_, ok := findRecord(readAuditIfAny(b.audit), audit.Record{Type: audit.TypeSetAside})
+		return ok
+	}) {
+		t.Error("the set_aside line waits for a stderr nobody reads")
+	}
+}

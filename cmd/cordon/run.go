@@ -553,12 +553,14 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	// kept the repositories it planted out of the log. So that it cannot
 	// grow the log without bound instead (a .git link costs it an inode),
 	// at most maxAfterRecords are written, and then how many more there
-	// were.
+	// were. They are written before they are told: stderr may be a pipe
+	// nobody reads.
 	var afterRecs []audit.Record
+	var told []string
 	after := func(t audit.Type, p, what, detail string) {
 		afterRecs = append(afterRecs, audit.Record{Type: t, Path: p, Detail: detail})
 		// The path, and a reason's, are the box's to name.
-		fmt.Fprintf(stderr, "cordon: %s%s: %s\n", what, termtext.Printable(p, 0), termtext.Printable(detail, 0))
+		told = append(told, fmt.Sprintf("cordon: %s%s: %s\n", what, termtext.Printable(p, 0), termtext.Printable(detail, 0)))
 	}
 	for _, p := range res.Removed {
 		after(audit.TypeRemoved, p, "removed ", "the sandboxed command made it, and git, run on the host, would have taken config and hooks from it, or run it (a git directory's commondir, a file the repository's config includes, a hooks directory or program the config names)")
@@ -581,6 +583,9 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		if err := r.w.Sync(afterRecs...); err != nil {
 			fmt.Fprintf(stderr, "cordon: %v\n", err)
 		}
+	}
+	for _, msg := range told {
+		io.WriteString(stderr, msg)
 	}
 	code := res.ExitCode
 	r.print()

@@ -276,6 +276,17 @@ func writeScratch(l *launch, uid, gid int) error {
 	if err := os.Mkdir(l.scratch, 0o700); err != nil {
 		return fmt.Errorf("create scratch directory: %w", err)
 	}
+	if err := fillScratch(l, uid, gid); err != nil {
+		// What was written (the disk full part-way) serves no launch,
+		// and the launch that fails here removes nothing.
+		os.RemoveAll(l.scratch)
+		return err
+	}
+	return nil
+}
+
+// fillScratch writes the files of writeScratch in the directory it made.
+func fillScratch(l *launch, uid, gid int) error {
 	if l.emptyDir != "" {
 		if err := os.Mkdir(l.emptyDir, 0o555); err != nil {
 			return fmt.Errorf("create scratch directory: %w", err)

@@ -75,3 +75,21 @@ func TestScratchNotWrittenThroughRunAsLinks(t *testing.T) {
 	cancel()
 	<-planted
 }
+
+// TestScratchRemovedWhenNotWrittenWhole: a scratch directory whose files
+// could not all be written (a full disk, which another run's box can
+// bring about; here a file whose directory is missing) is removed, not
+// left in the temporary directory by the launch that failed.
+func TestScratchRemovedWhenNotWrittenWhole(t *testing.T) {
+	scratch := filepath.Join(t.TempDir(), "scratch")
+	l := &launch{scratch: scratch, files: map[string][]byte{
+		filepath.Join(scratch, "file-0"):         []byte("written\n"),
+		filepath.Join(scratch, "missing", "f-1"): []byte("not\n"),
+	}}
+	if err := writeScratch(l, os.Getuid(), os.Getgid()); err == nil {
+		t.Fatal("writeScratch wrote a file in a directory that does not exist")
+	}
+	if _, err := os.Lstat(scratch); err == nil {
+		t.Errorf("the scratch directory of a failed launch is left at %s", scratch)
+	}
+}

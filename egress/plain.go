@@ -136,8 +136,7 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 			recs = append(recs, audit.Record{Type: audit.TypeInject, Kind: audit.KindHTTP, ID: id, Host: host, Port: t.Port, Method: method, Path: path, Credential: name})
 		}
 		if err := s.record(recs...); err != nil {
-			return nil, &plainRefusal{d: policy.Decision{Reason: ReasonAuditFailed,
-				Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, status: http.StatusServiceUnavailable}
+			return nil, &plainRefusal{d: tlsterm.AuditFailed(host, t.Port), status: http.StatusServiceUnavailable}
 		}
 		// status is what the client got: the upstream's, cordon's 502,
 		// or none (0) when another address is tried.

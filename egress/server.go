@@ -30,7 +30,7 @@ import (
 const (
 	ReasonAuthMissing        policy.Reason = "auth_required"
 	ReasonAuthWrong          policy.Reason = "auth_failed"
-	ReasonAuditFailed        policy.Reason = "audit_failed"
+	ReasonAuditFailed        policy.Reason = tlsterm.ReasonAuditFailed
 	ReasonDialFailed         policy.Reason = "dial_failed"
 	ReasonBadRequest         policy.Reason = tlsterm.ReasonBadRequest
 	ReasonTooManyTunnels     policy.Reason = "too_many_tunnels"
@@ -327,8 +327,7 @@ func (s *Server) admit(ctx context.Context, kind audit.Kind, client, host string
 		if err := s.record(rec); err != nil {
 			tn.release()
 			// Unlogged, as the write failed: refuse says so on the way.
-			return refuse(policy.Decision{Host: d.Host, Port: d.Port, Reason: ReasonAuditFailed,
-				Detail: "the audit log cannot be written, so nothing is allowed: " + err.Error()}, http.StatusServiceUnavailable)
+			return refuse(tlsterm.AuditFailed(d.Host, d.Port), http.StatusServiceUnavailable)
 		}
 		up, err := s.cfg.Dialer.dialAddr(ctx, tn.addr)
 		if err == nil {

@@ -36,7 +36,8 @@ func TestProxyAuditFailureDenies(t *testing.T) {
 	os.Chown(dir, int(uid), int(gid))
 	auditPath := filepath.Join(dir, "audit.jsonl")
 
-	p := startProxy(t, "--audit", auditPath, "--allow", originName+":8443", "--allow", fmt.Sprintf("%s:%d", originName, originOtherTCP), resolveOrigin, "--terminate=none")
+	p := startProxy(t, "--audit", auditPath, "--allow", originName+":8443", "--allow", fmt.Sprintf("%s:%d", originName, originOtherTCP),
+		"--allow", fmt.Sprintf("%s:%d", originName, originHTTP), resolveOrigin, "--terminate=none")
 	o := testOrigin(t)
 	if _, connect, _ := curl(t, p, "--cacert", o.caFile, fmt.Sprintf("https://%s:%d/", originName, originHTTPS)); connect != 200 {
 		t.Fatalf("before the disk fills: connect %d", connect)
@@ -69,6 +70,12 @@ func TestProxyAuditFailureDenies(t *testing.T) {
 	}
 	if failedAt < 0 {
 		t.Fatal("30 connections were allowed with the audit log's filesystem full")
+	}
+	// A plain request's refusal page says why, and no more: the box is
+	// kept from the log's directory, so it must not learn the log's path.
+	body, _, code := curl(t, p, fmt.Sprintf("http://%s:%d/", originName, originHTTP))
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "audit_failed") || strings.Contains(body, dir) {
+		t.Fatalf("plain request with the log unwritable: %d %q; want 503 audit_failed, without the log's path %s", code, body, dir)
 	}
 	refusedNeverDialled(t, p)
 }

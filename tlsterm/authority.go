@@ -27,7 +27,18 @@ const (
 	ReasonTooManyRequests policy.Reason = "too_many_requests"
 	// ReasonNestedConnect is a CONNECT request inside a terminated stream.
 	ReasonNestedConnect policy.Reason = "nested_connect"
+	// ReasonAuditFailed is what could not be logged, and so was refused.
+	ReasonAuditFailed policy.Reason = "audit_failed"
 )
+
+// AuditFailed is the refusal of what could not be logged. Its detail
+// leaves out the writer's error, which names the log's path: the box is
+// kept from the log's directory, and the operator is told the error where
+// it happens.
+func AuditFailed(host string, port int) policy.Decision {
+	return policy.Decision{Host: host, Port: port, Reason: ReasonAuditFailed,
+		Detail: "the audit log cannot be written, so nothing is allowed"}
+}
 
 // CheckSNI decides a ClientHello's server name against the tunnel's host.
 // A missing SNI means the tunnel's host (clients send none for IP

@@ -78,7 +78,7 @@ func (st *stream) admit(r *http.Request, framing string) (credinject.Outcome, *r
 	}
 	if err := st.record(recs...); err != nil {
 		return out, &refusal{status: http.StatusServiceUnavailable,
-			d: policy.Decision{Reason: "audit_failed", Detail: "the audit log cannot be written, so nothing is allowed"}}
+			d: AuditFailed("", 0)}
 	}
 	return out, nil
 }

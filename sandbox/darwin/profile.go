@@ -403,6 +403,11 @@ func (l *layout) rules() profile {
 	if len(l.guardDirs) > 0 {
 		pr = append(pr, rule{ops: []string{"file-write-unlink"}, filters: literals(l.guardDirs)})
 	}
+	pr = append(pr, rule{comment: "The directories the command writes, by their own names: on Linux each is a mount\n" +
+		"point, which cannot be renamed or removed. Renaming one (the workspace into TMPDIR)\n" +
+		"would take its git repository and deny_read paths to names no rule above denies,\n" +
+		"and renaming it back would hand the host what the box wrote there.",
+		ops: []string{"file-write-unlink"}, filters: literals(l.write)})
 	pr = append(pr, rule{comment: "Protected whatever the policy says: credential stores, cordon's configuration,\n" +
 		"CA and audit trail. Last, so they win over every grant above.",
 		ops: []string{"file-read*", "file-write*"}, filters: pathFilters(l.protected)})

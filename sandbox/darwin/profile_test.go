@@ -168,6 +168,14 @@ func TestRenderSemantics(t *testing.T) {
 		{"file-write-create", "/private/var/folders/xy/abc123/T/cordon-5f2e/x", true},
 		{"file-read-data", "/Users/alice/src/app/.env", false},
 		{"file-write-data", "/Users/alice/src/app/.env", false},
+		// The directories the command writes stay where they are: renamed
+		// (into TMPDIR, and back), the workspace took .env and its git
+		// repository to names no rule denies. What is in them does not.
+		{"file-write-unlink", "/Users/alice/src/app", false},
+		{"file-write-unlink", "/private/var/folders/xy/abc123/T/cordon-5f2e", false},
+		{"file-write-unlink", "/Users/alice/.config", false},
+		{"file-write-unlink", "/Users/alice/src/app/web", true},
+		{"file-write-unlink", "/Users/alice/.config/git", true},
 		{"file-read-data", "/usr/bin/git", true},
 		{"file-write-data", "/usr/bin/git", false},
 		{"file-read-data", "/usr/local/bin/brew", false},

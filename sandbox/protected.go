@@ -38,6 +38,19 @@ var ProtectedHome = []string{
 	".local/share/keyrings",
 }
 
+// CredentialFiles are the names of files that hold a tool's credentials
+// (cargo's, npm's, netrc, PyPI's, git's store, the cloud CLIs'
+// "credentials"): inside an exposed tree, a backend keeps every file so
+// named from the command (Linux shows it empty, macOS denies it).
+var CredentialFiles = []string{
+	"credentials.toml",
+	"credentials",
+	".npmrc",
+	".netrc",
+	".pypirc",
+	".git-credentials",
+}
+
 // AuditDirs are the directories a command must not reach for the audit
 // log at path to be safe from it: the one it is named in and, when the log
 // is a symlink, the one it is written in (whether or not the file is there

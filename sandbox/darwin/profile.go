@@ -87,6 +87,7 @@ type layout struct {
 	write     []string // workspace, TMPDIR and read-write allow_paths
 	tmpdir    []string
 	denyRead  []string // deny_read and credential source files
+	exposed   []string // expose and allow_paths outside the workspace
 	protected []string
 	// The workspace's guarded paths (its git repository, read_only):
 	// files and trees not written, directories neither renamed nor removed.
@@ -165,12 +166,22 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 	}
 	l.write, l.tmpdir = append(l.write, td...), td
 
+	// An exposed tree's files named as credentials are denied, as Linux
+	// shows them empty; the workspace's own are the project's.
+	expose := func(got []string) {
+		for _, n := range got {
+			if !slices.ContainsFunc(ws, func(w string) bool { return sandbox.Within(n, w) }) {
+				l.exposed = append(l.exposed, n)
+			}
+		}
+	}
 	for _, e := range p.Expose {
 		got, err := l.grant("expose", expandHome(e, m.Home))
 		if err != nil {
 			return nil, err
 		}
 		l.read = append(l.read, got...)
+		expose(got)
 	}
 	for _, e := range p.AllowPaths {
 		r, err := policy.ParsePathRule(e)
@@ -186,6 +197,7 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 		} else {
 			l.read = append(l.read, got...)
 		}
+		expose(got)
 	}
 	for _, e := range p.DenyRead {
 		if l.denyRead, err = l.add(l.denyRead, expandHome(e, m.Home)); err != nil {
@@ -300,11 +312,13 @@ func lookupEnv(env []string, key string) (string, bool) {
 
 // filter is one SBPL filter: (kind "arg"), or raw when the filter is a
 // fixed expression. note is a trailing comment; neither raw nor note ever
-// carries a path from the policy.
+// carries a path from the policy. A subpath filter with names matches only
+// the files below it called one of them.
 type filter struct {
 	kind, arg string
 	raw       string
 	note      string
+	names     []string
 }
 
 func subpath(p string) filter { return filter{kind: "subpath", arg: p} }
@@ -390,6 +404,11 @@ func (l *layout) rules() profile {
 		pr = append(pr, rule{comment: "deny_read and the files credentials are read from: neither read nor written.",
 			ops: []string{"file-read*", "file-write*"}, filters: pathFilters(l.denyRead)})
 	}
+	if len(l.exposed) > 0 {
+		pr = append(pr, rule{comment: "Files named as credentials (" + strings.Join(sandbox.CredentialFiles, ", ") + ")\n" +
+			"anywhere in an exposed tree: neither read nor written, as Linux shows them empty.",
+			ops: []string{"file-read*", "file-write*"}, filters: credentialFilters(l.exposed)})
+	}
 	// A guard may hold no pinned directory (a read_only file at the
 	// workspace's root, cordon's binary there), so each rule stands alone.
 	if trees := append(pathFilters(l.guardTrees), literals(l.guardFiles)...); len(trees) > 0 {
@@ -468,6 +487,16 @@ func literals(paths []string) []filter {
 	return out
 }
 
+// credentialFilters returns filters for the files named in
+// sandbox.CredentialFiles below each of paths.
+func credentialFilters(paths []string) []filter {
+	out := pathFilters(paths)
+	for i := range out {
+		out[i].names = sandbox.CredentialFiles
+	}
+	return out
+}
+
 // pathFilters returns subpath filters for paths.
 func pathFilters(paths []string) []filter {
 	out := make([]filter, len(paths))
@@ -533,7 +562,22 @@ func (f filter) render() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return "(" + f.kind + " " + q + ")", nil
+	e := "(" + f.kind + " " + q + ")"
+	if len(f.names) == 0 {
+		return e, nil
+	}
+	return "(require-all " + e + " (regex #\"" + nameRegex(f.names) + "\"))", nil
+}
+
+// nameRegex returns a regular expression matching a path whose last name
+// is one of names, which are fixed file names of letters, digits, '-',
+// '_' and '.': a dot is written [.], so no backslash is needed.
+func nameRegex(names []string) string {
+	alts := make([]string, len(names))
+	for i, n := range names {
+		alts[i] = strings.ReplaceAll(n, ".", "[.]")
+	}
+	return "/(" + strings.Join(alts, "|") + ")$"
 }
 
 // decide evaluates op on the canonical path p the way Seatbelt does:
@@ -564,7 +608,7 @@ func opMatches(ruleOp, op string) bool {
 func (f filter) matches(p string) bool {
 	switch f.kind {
 	case "subpath":
-		return sandbox.Within(p, f.arg)
+		return sandbox.Within(p, f.arg) && (len(f.names) == 0 || slices.Contains(f.names, path.Base(p)))
 	case "literal":
 		return p == f.arg
 	}

@@ -150,7 +150,7 @@ func TestRenderIsPure(t *testing.T) {
 func TestRenderSemantics(t *testing.T) {
 	s := spec(&policy.Policy{
 		Network:    policy.NetOff,
-		Expose:     []string{"/Users/alice/Library", "/usr/local/go"},
+		Expose:     []string{"/Users/alice/Library", "/usr/local/go", "~/.cargo"},
 		AllowPaths: []string{"/Users/alice/.config:rw"},
 		DenyRead:   []string{"/Users/alice/src/app/.env"},
 	})
@@ -185,6 +185,16 @@ func TestRenderSemantics(t *testing.T) {
 		{"file-write-data", "/Users/alice/Library/Fonts/a.ttf", false},
 		{"file-read-data", "/Users/alice/Library/Keychains/login.keychain-db", false},
 		{"file-read-data", "/Users/alice/.config/git/config", true},
+		// Files named as credentials in an exposed tree, as Linux masks
+		// them; the workspace's own are the project's.
+		{"file-read-data", "/Users/alice/.cargo/credentials.toml", false},
+		{"file-read-data", "/Users/alice/.cargo/registry/.npmrc", false},
+		{"file-read-data", "/Users/alice/.cargo/config.toml", true},
+		{"file-read-data", "/Users/alice/.config/pip/.pypirc", false},
+		{"file-write-create", "/Users/alice/.config/git/credentials", false},
+		{"file-write-data", "/Users/alice/.config/git/credentials-helper", true},
+		{"file-read-data", "/usr/local/go/.netrc", false},
+		{"file-read-data", "/Users/alice/src/app/.npmrc", true},
 		{"file-read-data", "/Users/alice/.config/gh/hosts.yml", false},
 		{"file-write-data", "/Users/alice/.config/cordon/config.yaml", false},
 		{"file-read-data", "/Users/alice/.ssh/id_ed25519", false},

@@ -18,15 +18,14 @@ import (
 var credentialDirs = sandbox.ProtectedHome
 
 // credentialNames are file names that read as empty anywhere inside an
-// exposed tree.
-var credentialNames = map[string]bool{
-	"credentials.toml": true,
-	"credentials":      true,
-	".npmrc":           true,
-	".netrc":           true,
-	".pypirc":          true,
-	".git-credentials": true,
-}
+// exposed tree (sandbox.CredentialFiles).
+var credentialNames = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range sandbox.CredentialFiles {
+		m[n] = true
+	}
+	return m
+}()
 
 // hostViews are the host's views of its processes that no box may be
 // handed (it has its own /proc and /dev): the host's /proc, with every

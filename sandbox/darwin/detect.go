@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/policy"
@@ -31,6 +32,44 @@ func writableRoots(p *policy.Policy, home string) []string {
 		}
 	}
 	return out
+}
+
+// refuseSourceLinks refuses a credential's source file (of every
+// configured credential) with a second name, a hard link, in the workspace
+// ws or a tree the policy exposes: the profile denies the source by its
+// own name only, and the box would read the secret whole through the
+// other, as Linux refuses it (sandbox.RefuseSecretLinks).
+func refuseSourceLinks(p *policy.Policy, ws, home string) error {
+	if p == nil {
+		return nil
+	}
+	var files []string
+	for _, c := range p.Credentials {
+		if f := expandHome(c.Source.File, home); filepath.IsAbs(f) {
+			if real, err := filepath.EvalSymlinks(f); err == nil {
+				files = append(files, real)
+			}
+		}
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	roots := []string{ws}
+	trees := slices.Clone(p.Expose)
+	for _, e := range p.AllowPaths {
+		if r, err := policy.ParsePathRule(e); err == nil {
+			trees = append(trees, r.Path)
+		}
+	}
+	for _, t := range trees {
+		if real, err := filepath.EvalSymlinks(expandHome(t, home)); err == nil {
+			roots = append(roots, real)
+		}
+	}
+	if err := sandbox.RefuseSecretLinks(files, roots); err != nil {
+		return fmt.Errorf("a credential's source file: %w", err)
+	}
+	return nil
 }
 
 // Detect gathers the Machine for s from this computer: the home directory,
@@ -74,6 +113,9 @@ func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 				}
 			}
 			if m.Guarded, err = sandbox.GuardWorkspace(g); err != nil {
+				return Machine{}, err
+			}
+			if err := refuseSourceLinks(s.Policy, ws, home); err != nil {
 				return Machine{}, err
 			}
 		}

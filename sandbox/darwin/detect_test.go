@@ -91,3 +91,43 @@ func TestDetectGuardsTheConfiguration(t *testing.T) {
 		t.Errorf("Detect with the configuration in the workspace: %v; want a refusal", err)
 	}
 }
+
+// TestDetectRefusesSourceHardLinks: a credential's source file with a
+// second name in the workspace or an exposed tree is refused, as on Linux:
+// the profile denies the source by its own name only.
+func TestDetectRefusesSourceHardLinks(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	source := filepath.Join(keys, "openai")
+	if err := os.WriteFile(source, []byte("sk-secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &policy.Policy{Expose: []string{tools}, Credentials: []policy.Credential{{Name: "openai", Source: policy.Source{File: source}}}}
+	s := &sandbox.Spec{Workspace: ws, Policy: p}
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	if _, err := Detect(s, audit); err != nil {
+		t.Fatalf("Detect with the source alone: %v", err)
+	}
+	for _, dir := range []string{ws, tools} {
+		link := filepath.Join(dir, "key")
+		if err := os.Link(source, link); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Detect(s, audit); err == nil || !strings.Contains(err.Error(), "hard link") {
+			t.Errorf("Detect with the source hard-linked at %s: %v; want a refusal", link, err)
+		}
+		if err := os.Remove(link); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/policy"
@@ -99,6 +100,9 @@ func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 		env = s.Env
 	}
 	m.Xcode = selectedXcode(env)
+	if s != nil {
+		m.Terminals = terminals("/dev", s.Stdin, s.Stdout, s.Stderr)
+	}
 	if s != nil && s.Workspace != "" {
 		var readOnly []string
 		if s.Policy != nil {
@@ -140,6 +144,46 @@ func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 		return []string{c, rc}, nil
 	})
 	return m, nil
+}
+
+// terminals returns the /dev names of the terminals among stdio (the
+// command's stdin, stdout and stderr): the ttysN entries of dev that are
+// the device a character-device descriptor there is open on.
+func terminals(dev string, stdio ...any) []string {
+	var want []uint64
+	for _, s := range stdio {
+		f, ok := s.(*os.File)
+		if !ok {
+			continue
+		}
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				want = append(want, uint64(st.Rdev))
+			}
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	entries, err := os.ReadDir(dev)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		name := "/dev/" + e.Name()
+		if !ttyName.MatchString(name) {
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(dev, e.Name()))
+		if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && slices.Contains(want, uint64(st.Rdev)) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // selectedXcode finds the Xcode bundle the command's tools will use:

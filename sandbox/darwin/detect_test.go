@@ -131,3 +131,30 @@ func TestDetectRefusesSourceHardLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestTerminalsByDevice: the command's terminals are found by the device
+// their descriptors are open on, among the ttysN entries only.
+func TestTerminalsByDevice(t *testing.T) {
+	dev := t.TempDir()
+	for name, target := range map[string]string{"ttys004": "/dev/null", "ttys005": "/dev/zero", "ttysx": "/dev/null", "null": "/dev/null"} {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tty, err := os.Open("/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	file, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if got := terminals(dev, tty, file, nil); !slices.Equal(got, []string{"/dev/ttys004"}) {
+		t.Errorf("terminals = %q, want [/dev/ttys004]", got)
+	}
+	if got := terminals(dev, file, strings.NewReader("")); got != nil {
+		t.Errorf("terminals of no character device = %q, want none", got)
+	}
+}

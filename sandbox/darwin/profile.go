@@ -7,6 +7,7 @@ package darwin
 import (
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +36,9 @@ type Machine struct {
 	// Guarded is how the workspace is guarded (its git repository and
 	// read_only paths), as sandbox.GuardWorkspace finds it.
 	Guarded []sandbox.GuardedPath
+	// Terminals are the terminals (/dev/ttysN) the command inherits as
+	// its stdin, stdout or stderr: the only ones it may write to.
+	Terminals []string
 }
 
 // protectedHome are, below the home directory, the stores no policy can
@@ -86,6 +90,7 @@ type layout struct {
 	read      []string // expose and read-only allow_paths
 	write     []string // workspace, TMPDIR and read-write allow_paths
 	tmpdir    []string
+	terminals []string
 	denyRead  []string // deny_read and credential source files
 	exposed   []string // expose and allow_paths outside the workspace
 	protected []string
@@ -154,6 +159,14 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 		}
 		if *list, err = l.add(*list, r.Path); err != nil {
 			return nil, fmt.Errorf("the workspace's guarded paths: %w", err)
+		}
+	}
+	for _, t := range m.Terminals {
+		if !ttyName.MatchString(t) {
+			return nil, fmt.Errorf("terminal %q is not a /dev/ttysN", t)
+		}
+		if !slices.Contains(l.terminals, t) {
+			l.terminals = append(l.terminals, t)
 		}
 	}
 	tmp, ok := lookupEnv(s.Env, "TMPDIR")
@@ -337,8 +350,8 @@ type rule struct {
 // profile is a list of rules; Seatbelt applies the last one that matches.
 type profile []rule
 
-// ttyRegex matches the terminals (pseudo-terminal replicas) by path.
-const ttyRegex = `^/dev/ttys[0-9]+$`
+// ttyName matches the terminals (pseudo-terminal replicas) by path.
+var ttyName = regexp.MustCompile(`^/dev/ttys[0-9]+$`)
 
 // rules builds the profile, broadest grants first and denials last.
 func (l *layout) rules() profile {
@@ -380,11 +393,14 @@ func (l *layout) rules() profile {
 			"refusing costs a log line and keeps the kernel's DOF parser out of reach.",
 			allow: true, ops: []string{"file-read*", "file-write-data"}, filters: devicesRW},
 		{allow: true, ops: []string{"file-read*"}, filters: devicesRO},
-		{comment: "The terminal cordon was started from, through the descriptors the command inherits:\n" +
-			"output and window-size ioctls. No read rule: another terminal's keystrokes stay out\n" +
-			"of reach, and without a controlling terminal TIOCSTI is refused by the kernel.",
-			allow: true, ops: []string{"file-write-data", "file-ioctl"},
-			filters: []filter{{raw: `(require-all (regex #"` + ttyRegex + `") (vnode-type CHARACTER-DEVICE))`}}},
+	}
+	if len(l.terminals) > 0 {
+		pr = append(pr, rule{comment: "The terminal cordon was started from, through the descriptors the command inherits:\n" +
+			"output and window-size ioctls. No read rule, and no other terminal: the user's other\n" +
+			"terminals, written to, would show the box's escape sequences (OSC 52 sets the clipboard,\n" +
+			"a query's reply is typed into that shell) and take its ioctls. Without a controlling\n" +
+			"terminal TIOCSTI is refused by the kernel.",
+			allow: true, ops: []string{"file-write-data", "file-ioctl"}, filters: literals(l.terminals)})
 	}
 	if len(l.xcode) > 0 {
 		pr = append(pr, rule{comment: "The selected Xcode, read only.",

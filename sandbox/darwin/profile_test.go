@@ -20,6 +20,7 @@ var alice = Machine{
 	Home:      "/Users/alice",
 	Xcode:     "/Applications/Xcode.app",
 	Protected: []string{"/Users/alice/.local/state/cordon"},
+	Terminals: []string{"/dev/ttys003"},
 }
 
 // spec is a session in alice's project with a per-session TMPDIR.
@@ -216,6 +217,35 @@ func TestRenderSemantics(t *testing.T) {
 	}
 }
 
+// TestRenderTerminals: the command writes to the terminals it inherits and
+// to no other: a rule reaching every /dev/ttysN let it write escape
+// sequences (OSC 52 sets the clipboard) and ioctls to the user's other
+// terminals.
+func TestRenderTerminals(t *testing.T) {
+	for _, m := range []Machine{alice, {Home: "/Users/alice"}} {
+		text, err := Render(spec(&policy.Policy{Network: policy.NetOff}), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forms, err := checkProfile(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ttys []string
+		for _, op := range []string{"file-write-data", "file-ioctl"} {
+			for _, p := range pathLiterals(forms, "allow", op) {
+				if strings.HasPrefix(p, "/dev/tty") {
+					ttys = append(ttys, p)
+				}
+			}
+		}
+		want := slices.Concat(m.Terminals, m.Terminals)
+		if strings.Contains(text, `#"^/dev/tty`) || !slices.Equal(ttys, want) {
+			t.Errorf("terminals %q: the profile lets the command write to %q, and a regex? %v; want %q alone", m.Terminals, ttys, strings.Contains(text, `#"^/dev/tty`), want)
+		}
+	}
+}
+
 func TestRenderNetwork(t *testing.T) {
 	open := spec(&policy.Policy{Network: policy.NetOpen})
 	restricted := spec(&policy.Policy{Network: policy.NetRestricted})
@@ -358,6 +388,7 @@ func TestRenderRefuses(t *testing.T) {
 		{"workspace home", withSpec(func(s *sandbox.Spec) { s.Workspace = "/Users/alice/" }), alice, "is or contains your home directory"},
 		{"workdir outside", withSpec(func(s *sandbox.Spec) { s.Workdir = "/Users/alice/src/other" }), alice,
 			"workdir /Users/alice/src/other is not inside the workspace /Users/alice/src/app"},
+		{"terminal not a ttys", spec(&policy.Policy{}), Machine{Home: "/Users/alice", Terminals: []string{`/dev/ttys1") (subpath "/`}}, "is not a /dev/ttysN"},
 		{"bad protected entry", spec(&policy.Policy{}), Machine{Home: "/Users/alice", Protected: []string{"relative"}}, "protected path"},
 	}
 	for _, tc := range cases {

@@ -225,11 +225,12 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 			return nil, fmt.Errorf("credentials %q: source.file: %w", c.Name, err)
 		}
 	}
-	// A denied path is denied by its name: a directory above it that the
-	// command could rename (one below a path it writes) would take it to a
-	// name nothing denies, at this run and the next. Those directories
-	// may not be unlinked, which renaming takes.
-	for _, d := range l.denyRead {
+	// A denied path (deny_read, a credential's source, a protected store
+	// or cordon's own files) is denied by its name: a directory above it
+	// that the command could rename (one below a path it writes) would take
+	// it to a name nothing denies, at this run and the next. Those
+	// directories may not be unlinked, which renaming takes.
+	for _, d := range slices.Concat(l.denyRead, l.protected) {
 		for _, w := range l.write {
 			if d == w || !sandbox.Within(d, w) {
 				continue

@@ -246,6 +246,33 @@ func TestRenderTerminals(t *testing.T) {
 	}
 }
 
+// TestProtectedStayPut: the directories between a read-write allow_path
+// and a protected path in it (the audit log's, cordon's data) are not
+// renamed: renamed, ~/.local/state took the audit log to a name no rule
+// denies, to be read and rewritten.
+func TestProtectedStayPut(t *testing.T) {
+	l, err := newLayout(spec(&policy.Policy{Network: policy.NetOff, AllowPaths: []string{"~/.local:rw"}}), alice, alice.names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := l.rules()
+	for _, tc := range []struct {
+		op, path string
+		allow    bool
+	}{
+		{"file-write-unlink", "/Users/alice/.local/state", false},
+		{"file-write-unlink", "/Users/alice/.local/share", false},
+		{"file-write-unlink", "/Users/alice/.local/state/cordon", false},
+		{"file-write-unlink", "/Users/alice/.local/bin", true},
+		{"file-write-unlink", "/Users/alice/.local/share/fonts", true},
+		{"file-read-data", "/Users/alice/.local/state/cordon/audit.jsonl", false},
+	} {
+		if got := pr.decide(tc.op, tc.path); got != tc.allow {
+			t.Errorf("%s %s: allowed = %v, want %v", tc.op, tc.path, got, tc.allow)
+		}
+	}
+}
+
 func TestRenderNetwork(t *testing.T) {
 	open := spec(&policy.Policy{Network: policy.NetOpen})
 	restricted := spec(&policy.Policy{Network: policy.NetRestricted})

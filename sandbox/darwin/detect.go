@@ -89,6 +89,11 @@ func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 		}
 	}
 	m := Machine{Home: home, Protected: sandbox.AuditDirs(auditPath)}
+	// The default log's directory too, when the run writes another: the
+	// runs that log there are as much the user's (as on Linux).
+	if def, err := audit.DefaultPath(); err == nil && def != auditPath {
+		m.Protected = append(m.Protected, sandbox.AuditDirs(def)...)
+	}
 	if x := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
 		m.Protected = append(m.Protected, filepath.Join(x, "cordon"))
 	}

@@ -158,3 +158,23 @@ func TestTerminalsByDevice(t *testing.T) {
 		t.Errorf("terminals of no character device = %q, want none", got)
 	}
 }
+
+// TestDetectGuardsTheDefaultAudit: a run that logs elsewhere (--audit)
+// still keeps the default audit log's directory from the command, where
+// the other runs log.
+func TestDetectGuardsTheDefaultAudit(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("CORDON_AUDIT", "")
+	t.Setenv("XDG_STATE_HOME", state)
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Detect(&sandbox.Spec{Workspace: ws, Policy: &policy.Policy{}}, filepath.Join(t.TempDir(), "elsewhere.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(m.Protected, filepath.Join(state, "cordon")) {
+		t.Errorf("Detect protected %q; want the default audit directory %s among them", m.Protected, filepath.Join(state, "cordon"))
+	}
+}

@@ -189,7 +189,7 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 		}
 	}
 	for _, e := range p.Expose {
-		got, err := l.grant("expose", expandHome(e, m.Home))
+		got, err := l.place("expose", expandHome(e, m.Home))
 		if err != nil {
 			return nil, err
 		}
@@ -201,7 +201,7 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 		if err != nil {
 			return nil, fmt.Errorf("allow_paths: %w", err)
 		}
-		got, err := l.grant("allow_paths", expandHome(r.Path, m.Home))
+		got, err := l.place("allow_paths", expandHome(r.Path, m.Home))
 		if err != nil {
 			return nil, err
 		}
@@ -273,8 +273,10 @@ func (l *layout) add(list []string, p string) ([]string, error) {
 	return list, nil
 }
 
-// place grants a directory the command writes to (the workspace, TMPDIR),
-// refusing one that would hand over a directory the host shares.
+// place grants a directory of the host (the workspace, TMPDIR, expose
+// and allow_paths), refusing one that would hand over a directory every
+// process shares, as Linux refuses /tmp: the box would read what others
+// leave there, and, where it writes, plant files they then use.
 func (l *layout) place(what, p string) ([]string, error) {
 	got, err := l.grant(what, p)
 	if err != nil {

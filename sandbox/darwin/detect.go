@@ -73,6 +73,53 @@ func refuseSourceLinks(p *policy.Policy, ws, home string) error {
 	return nil
 }
 
+// refuseReplaceableLinks refuses a deny_read entry (a relative one is in
+// the workspace ws), or a credential's source file, with a symbolic link
+// on the way to it that the box could replace: one in the workspace or a
+// read-write allow_path. The profile denies the path and where the link
+// leads now; the next run would deny where the box then pointed it, and
+// the file it leads to now would be readable. Linux refuses it alike.
+func refuseReplaceableLinks(p *policy.Policy, ws, home string) error {
+	if p == nil {
+		return nil
+	}
+	writable := append([]string{ws}, writableRoots(p, home)...)
+	replaceable := func(link string) error {
+		for _, w := range writable {
+			if link != w && sandbox.Within(link, w) {
+				return fmt.Errorf("%s is a symbolic link the command could replace, and the next run would deny whatever it then pointed to; name the file by its real path", link)
+			}
+		}
+		return nil
+	}
+	check := func(what, q string) error {
+		if q = expandHome(q, home); q != "" && !filepath.IsAbs(q) {
+			q = filepath.Join(ws, q)
+		}
+		if !filepath.IsAbs(q) {
+			return nil
+		}
+		if _, _, err := sandbox.Resolve(filepath.Clean(q), replaceable); err != nil {
+			return fmt.Errorf("%s %s: %w", what, q, err)
+		}
+		return nil
+	}
+	for _, d := range p.DenyRead {
+		if err := check("deny_read", d); err != nil {
+			return err
+		}
+	}
+	for _, c := range p.Credentials {
+		if c.Source.File == "" {
+			continue
+		}
+		if err := check(fmt.Sprintf("credentials %q: source.file", c.Name), c.Source.File); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Detect gathers the Machine for s from this computer: the home directory,
 // the selected Xcode, the directories of the audit log at auditPath ("" for
 // the default) and of the configuration, the guarded paths (the
@@ -125,6 +172,9 @@ func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 				return Machine{}, err
 			}
 			if err := refuseSourceLinks(s.Policy, ws, home); err != nil {
+				return Machine{}, err
+			}
+			if err := refuseReplaceableLinks(s.Policy, ws, home); err != nil {
 				return Machine{}, err
 			}
 		}

@@ -178,3 +178,48 @@ func TestDetectGuardsTheDefaultAudit(t *testing.T) {
 		t.Errorf("Detect protected %q; want the default audit directory %s among them", m.Protected, filepath.Join(state, "cordon"))
 	}
 }
+
+// TestDetectRefusesReplaceableLinks: a deny_read entry or a credential's
+// source reached through a symbolic link the box could replace (one in the
+// workspace) is refused: the next run would deny wherever the box pointed
+// it, and the file it leads to now would be readable. A link the box
+// cannot touch is fine.
+func TestDetectRefusesReplaceableLinks(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{filepath.Join(ws, "real"), filepath.Join(outside, "real")} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "secret"), []byte("sk-secret"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("real", filepath.Join(filepath.Dir(dir), "link")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	cases := []struct {
+		name string
+		p    *policy.Policy
+		want string // "" for none
+	}{
+		{"deny_read through the workspace's link", &policy.Policy{DenyRead: []string{filepath.Join(ws, "link", "secret")}}, "symbolic link the command could replace"},
+		{"relative deny_read through it", &policy.Policy{DenyRead: []string{"link/secret"}}, "symbolic link the command could replace"},
+		{"source through it", &policy.Policy{Credentials: []policy.Credential{{Name: "k", Source: policy.Source{File: filepath.Join(ws, "link", "secret")}}}}, "symbolic link the command could replace"},
+		{"deny_read by its real path", &policy.Policy{DenyRead: []string{filepath.Join(ws, "real", "secret")}}, ""},
+		{"deny_read through a link outside", &policy.Policy{DenyRead: []string{filepath.Join(outside, "link", "secret")}}, ""},
+	}
+	for _, tc := range cases {
+		_, err := Detect(&sandbox.Spec{Workspace: ws, Policy: tc.p}, audit)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: Detect: %v; want %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -288,8 +288,24 @@ func (l *layout) place(what, p string) ([]string, error) {
 				return nil, fmt.Errorf("%s %s: refusing a directory that is or contains %s, which every process on this Mac shares; use a directory of its own", what, p, d)
 			}
 		}
+		if hostDevice(n) {
+			return nil, fmt.Errorf("%s %s: refusing the host's %s: /dev holds the user's terminals, whose keystrokes a reader takes; name the device the command needs", what, p, n)
+		}
 	}
 	return got, nil
+}
+
+// terminalDevices begin the names, in /dev, of the terminals and the
+// pseudo-terminal multiplexer.
+var terminalDevices = []string{"tty", "pty", "ptmx"}
+
+// hostDevice says whether the canonical path n is /dev or a terminal in
+// it, which no grant may name (the profile names the command's own).
+func hostDevice(n string) bool {
+	if n == "/dev" {
+		return true
+	}
+	return path.Dir(n) == "/dev" && slices.ContainsFunc(terminalDevices, func(t string) bool { return strings.HasPrefix(path.Base(n), t) })
 }
 
 // grant returns the names of p, or why the sandbox may never be given it:

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -605,12 +606,25 @@ func (f filter) render() (string, error) {
 }
 
 // nameRegex returns a regular expression matching a path whose last name
-// is one of names, which are fixed file names of letters, digits, '-',
-// '_' and '.': a dot is written [.], so no backslash is needed.
+// is one of names, in any case: APFS ignores case, and a regex filter does
+// not (sandbox-exec refuses the (?i) flag), so each letter is written as a
+// class of both ([cC]). The names are fixed, of ASCII letters, digits,
+// '-', '_' and '.': a dot is written [.], so no backslash is needed.
 func nameRegex(names []string) string {
 	alts := make([]string, len(names))
 	for i, n := range names {
-		alts[i] = strings.ReplaceAll(n, ".", "[.]")
+		var b strings.Builder
+		for _, r := range n {
+			switch {
+			case r == '.':
+				b.WriteString("[.]")
+			case unicode.IsLetter(r):
+				b.WriteString("[" + string(unicode.ToLower(r)) + string(unicode.ToUpper(r)) + "]")
+			default:
+				b.WriteRune(r)
+			}
+		}
+		alts[i] = b.String()
 	}
 	return "/(" + strings.Join(alts, "|") + ")$"
 }
@@ -643,7 +657,7 @@ func opMatches(ruleOp, op string) bool {
 func (f filter) matches(p string) bool {
 	switch f.kind {
 	case "subpath":
-		return sandbox.Within(p, f.arg) && (len(f.names) == 0 || slices.Contains(f.names, path.Base(p)))
+		return sandbox.Within(p, f.arg) && (len(f.names) == 0 || slices.ContainsFunc(f.names, func(n string) bool { return strings.EqualFold(n, path.Base(p)) }))
 	case "literal":
 		return p == f.arg
 	}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -190,6 +191,7 @@ func TestRenderSemantics(t *testing.T) {
 		// them; the workspace's own are the project's.
 		{"file-read-data", "/Users/alice/.cargo/credentials.toml", false},
 		{"file-read-data", "/Users/alice/.cargo/registry/.npmrc", false},
+		{"file-read-data", "/Users/alice/.cargo/CREDENTIALS.Toml", false},
 		{"file-read-data", "/Users/alice/.cargo/config.toml", true},
 		{"file-read-data", "/Users/alice/.config/pip/.pypirc", false},
 		{"file-write-create", "/Users/alice/.config/git/credentials", false},
@@ -242,6 +244,27 @@ func TestRenderTerminals(t *testing.T) {
 		want := slices.Concat(m.Terminals, m.Terminals)
 		if strings.Contains(text, `#"^/dev/tty`) || !slices.Equal(ttys, want) {
 			t.Errorf("terminals %q: the profile lets the command write to %q, and a regex? %v; want %q alone", m.Terminals, ttys, strings.Contains(text, `#"^/dev/tty`), want)
+		}
+	}
+}
+
+// TestNameRegex: the rendered regex, read as Go reads it, matches a
+// credential file's name in any case, as APFS opens it, and no other name.
+func TestNameRegex(t *testing.T) {
+	re := regexp.MustCompile(nameRegex(sandbox.CredentialFiles))
+	for p, want := range map[string]bool{
+		"/opt/x/.npmrc":             true,
+		"/opt/x/.NPMRC":             true,
+		"/opt/x/Credentials.TOML":   true,
+		"/opt/x/credentials":        true,
+		"/opt/x/.Git-Credentials":   true,
+		"/opt/x/credentials.toml.d": false,
+		"/opt/x/xnpmrc":             false,
+		"/opt/x/my.netrc":           false,
+		"/opt/.npmrc/x":             false,
+	} {
+		if got := re.MatchString(p); got != want {
+			t.Errorf("%s matches %s: %v, want %v", nameRegex(sandbox.CredentialFiles), p, got, want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package darwin
 import (
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -136,6 +137,9 @@ func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 		}
 	}
 	m := Machine{Home: home, Protected: sandbox.AuditDirs(auditPath)}
+	if me, err := user.Current(); err == nil && filepath.IsAbs(me.HomeDir) && filepath.Clean(me.HomeDir) != filepath.Clean(home) {
+		m.OtherHomes = []string{me.HomeDir}
+	}
 	// The default log's directory too, when the run writes another: the
 	// runs that log there are as much the user's (as on Linux).
 	if def, err := audit.DefaultPath(); err == nil && def != auditPath {

@@ -2,6 +2,7 @@ package darwin
 
 import (
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -221,5 +222,26 @@ func TestDetectRefusesReplaceableLinks(t *testing.T) {
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: Detect: %v; want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestDetectKeepsTheUsersHome: with $HOME elsewhere, the home directory the
+// user database names is still refused and its stores protected.
+func TestDetectKeepsTheUsersHome(t *testing.T) {
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", t.TempDir())
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Detect(&sandbox.Spec{Workspace: ws, Policy: &policy.Policy{}}, filepath.Join(t.TempDir(), "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(m.OtherHomes, me.HomeDir) {
+		t.Errorf("Detect found other homes %q; want %s, the user database's", m.OtherHomes, me.HomeDir)
 	}
 }

@@ -24,6 +24,10 @@ type Machine struct {
 	// Home is the user's home directory: "~" in policy paths and the
 	// protected credential stores are taken from it.
 	Home string
+	// OtherHomes are the user's home directory as the user database has
+	// it, when $HOME names another: refused and protected like Home, as
+	// the stores there are the user's all the same.
+	OtherHomes []string
 	// Xcode is the selected Xcode bundle, readable like the system; empty
 	// when there is none (the Command Line Tools are always readable).
 	Xcode string
@@ -110,8 +114,10 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 	if m.Home == "" || !strings.HasPrefix(m.Home, "/") {
 		return nil, fmt.Errorf("home directory %q is not an absolute path; set $HOME", m.Home)
 	}
-	if l.homes, err = names(m.Home); err != nil {
-		return nil, fmt.Errorf("home directory: %w", err)
+	for _, h := range append([]string{m.Home}, m.OtherHomes...) {
+		if l.homes, err = l.add(l.homes, h); err != nil {
+			return nil, fmt.Errorf("home directory: %w", err)
+		}
 	}
 	for _, h := range l.homes {
 		for _, rel := range protectedHome {

@@ -379,6 +379,9 @@ func TestRenderRefuses(t *testing.T) {
 		f(s)
 		return s
 	}
+	// $HOME set elsewhere (a wrapper's, a tool's): the user's own home
+	// stays the user's.
+	otherHome := Machine{Home: "/private/tmp/h", OtherHomes: []string{"/Users/alice"}}
 	aliasMachine := alice
 	aliasMachine.RealPaths = map[string]string{"/opt/keys": "/Users/alice/.ssh"}
 	cases := []struct {
@@ -451,6 +454,10 @@ func TestRenderRefuses(t *testing.T) {
 		{"workdir outside", withSpec(func(s *sandbox.Spec) { s.Workdir = "/Users/alice/src/other" }), alice,
 			"workdir /Users/alice/src/other is not inside the workspace /Users/alice/src/app"},
 		{"terminal not a ttys", spec(&policy.Policy{}), Machine{Home: "/Users/alice", Terminals: []string{`/dev/ttys1") (subpath "/`}}, "is not a /dev/ttysN"},
+		{"expose the user database's home's ~/.ssh under another $HOME", withPolicy(policy.Policy{Expose: []string{"/Users/alice/.ssh"}}), otherHome,
+			"expose /Users/alice/.ssh: refusing /Users/alice/.ssh"},
+		{"expose the user database's home under another $HOME", withPolicy(policy.Policy{Expose: []string{"/Users/alice"}}), otherHome,
+			"refusing a path that is or contains your home directory /Users/alice"},
 		{"bad protected entry", spec(&policy.Policy{}), Machine{Home: "/Users/alice", Protected: []string{"relative"}}, "protected path"},
 	}
 	for _, tc := range cases {

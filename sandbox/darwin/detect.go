@@ -2,11 +2,14 @@ package darwin
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/policy"
@@ -121,6 +124,46 @@ func refuseReplaceableLinks(p *policy.Policy, ws, home string) error {
 	return nil
 }
 
+// The bound on the search for files named as credentials in the
+// read-write allow_paths, as on Linux: a tree too large to search is
+// refused rather than left unsearched.
+const (
+	maxNamedEntries = 100_000
+	maxNamedTime    = 5 * time.Second
+)
+
+// namedFiles returns the files named as credentials (by
+// sandbox.CredentialFiles, in any case) in the read-write allow_paths of
+// p outside the workspace ws (Machine.Named).
+func namedFiles(p *policy.Policy, ws, home string) ([]string, error) {
+	var out []string
+	entries, deadline := 0, time.Now().Add(maxNamedTime)
+	for _, root := range writableRoots(p, home) {
+		if sandbox.Within(root, ws) {
+			continue
+		}
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if d != nil && d.IsDir() && path != root {
+					return fs.SkipDir // the command, the same user, cannot read it either
+				}
+				return nil
+			}
+			if entries++; entries > maxNamedEntries || entries%256 == 0 && time.Now().After(deadline) {
+				return fmt.Errorf("more than %d entries, or %s, to search for files named as credentials; allow a narrower directory", maxNamedEntries, maxNamedTime)
+			}
+			if path != root && slices.ContainsFunc(sandbox.CredentialFiles, func(n string) bool { return strings.EqualFold(n, d.Name()) }) {
+				out = append(out, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("allow_paths %s: %w", root, err)
+		}
+	}
+	return out, nil
+}
+
 // Detect gathers the Machine for s from this computer: the home directory,
 // the selected Xcode, the directories of the audit log at auditPath ("" for
 // the default) and of the configuration, the guarded paths (the
@@ -179,6 +222,9 @@ func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
 				return Machine{}, err
 			}
 			if err := refuseReplaceableLinks(s.Policy, ws, home); err != nil {
+				return Machine{}, err
+			}
+			if m.Named, err = namedFiles(s.Policy, ws, home); err != nil {
 				return Machine{}, err
 			}
 		}

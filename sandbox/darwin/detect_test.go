@@ -245,3 +245,37 @@ func TestDetectKeepsTheUsersHome(t *testing.T) {
 		t.Errorf("Detect found other homes %q; want %s, the user database's", m.OtherHomes, me.HomeDir)
 	}
 }
+
+// TestDetectFindsNamedFiles: the files named as credentials in a
+// read-write allow_path outside the workspace are found, in any case, for
+// the profile to keep the directories above them where they are.
+func TestDetectFindsNamedFiles(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"a/b/.npmrc", "c/CREDENTIALS", "c/x.npmrc"} {
+		if err := os.MkdirAll(filepath.Join(rw, filepath.Dir(f)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(rw, f), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".npmrc"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &policy.Policy{AllowPaths: []string{rw + ":rw", ws + "/sub:rw"}}
+	m, err := Detect(&sandbox.Spec{Workspace: ws, Policy: p}, filepath.Join(t.TempDir(), "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(rw, "a/b/.npmrc"), filepath.Join(rw, "c/CREDENTIALS")}
+	if !slices.Equal(m.Named, want) {
+		t.Errorf("Detect found %q; want %q", m.Named, want)
+	}
+}

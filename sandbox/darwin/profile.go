@@ -41,6 +41,12 @@ type Machine struct {
 	// Guarded is how the workspace is guarded (its git repository and
 	// read_only paths), as sandbox.GuardWorkspace finds it.
 	Guarded []sandbox.GuardedPath
+	// Named are the files named as credentials (sandbox.CredentialFiles)
+	// in the read-write allow_paths outside the workspace. The profile
+	// denies every such name there already; it denies these by path too,
+	// so that the directories above them stay where they are: renamed
+	// into the workspace, one would take its file where no rule denies it.
+	Named []string
 	// Terminals are the terminals (/dev/ttysN) the command inherits as
 	// its stdin, stdout or stderr: the only ones it may write to.
 	Terminals []string
@@ -230,6 +236,11 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 		}
 		if l.denyRead, err = l.add(l.denyRead, expandHome(c.Source.File, m.Home)); err != nil {
 			return nil, fmt.Errorf("credentials %q: source.file: %w", c.Name, err)
+		}
+	}
+	for _, n := range m.Named {
+		if l.denyRead, err = l.add(l.denyRead, n); err != nil {
+			return nil, fmt.Errorf("a file named as credentials: %w", err)
 		}
 	}
 	// A denied path (deny_read, a credential's source, a protected store

@@ -269,6 +269,32 @@ func TestNameRegex(t *testing.T) {
 	}
 }
 
+// TestNamedStayPut: the directories between a read-write allow_path and a
+// file named as credentials in it are not renamed: renamed into the
+// workspace, one took its .npmrc where no rule denies it.
+func TestNamedStayPut(t *testing.T) {
+	m := alice
+	m.Named = []string{"/Users/alice/.config/x/y/.npmrc"}
+	l, err := newLayout(spec(&policy.Policy{Network: policy.NetOff, AllowPaths: []string{"~/.config:rw"}}), m, m.names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := l.rules()
+	for _, tc := range []struct {
+		op, path string
+		allow    bool
+	}{
+		{"file-write-unlink", "/Users/alice/.config/x", false},
+		{"file-write-unlink", "/Users/alice/.config/x/y", false},
+		{"file-write-unlink", "/Users/alice/.config/x/z", true},
+		{"file-read-data", "/Users/alice/.config/x/y/.npmrc", false},
+	} {
+		if got := pr.decide(tc.op, tc.path); got != tc.allow {
+			t.Errorf("%s %s: allowed = %v, want %v", tc.op, tc.path, got, tc.allow)
+		}
+	}
+}
+
 // TestProtectedStayPut: the directories between a read-write allow_path
 // and a protected path in it (the audit log's, cordon's data) are not
 // renamed: renamed, ~/.local/state took the audit log to a name no rule

@@ -454,7 +454,8 @@ func (l *layout) rules() profile {
 		allow: true, ops: []string{"file-read-metadata"}, filters: l.ancestors()})
 	pr = append(pr, l.network()...)
 	if len(l.denyRead) > 0 {
-		pr = append(pr, rule{comment: "deny_read and the files credentials are read from: neither read nor written.",
+		pr = append(pr, rule{comment: "deny_read, the files credentials are read from and the files named as credentials\n" +
+			"found in read-write allow_paths: neither read nor written.",
 			ops: []string{"file-read*", "file-write*"}, filters: pathFilters(l.denyRead)})
 	}
 	if len(l.exposed) > 0 {

@@ -302,7 +302,7 @@ func (l *layout) place(what, p string) ([]string, error) {
 	}
 	for _, n := range got {
 		for _, d := range sharedDirs {
-			if sandbox.Within(d, n) {
+			if withinFold(d, n) {
 				return nil, fmt.Errorf("%s %s: refusing a directory that is or contains %s, which every process on this Mac shares; use a directory of its own", what, p, d)
 			}
 		}
@@ -319,7 +319,9 @@ var terminalDevices = []string{"tty", "pty", "ptmx"}
 
 // hostDevice says whether the canonical path n is /dev or a terminal in
 // it, which no grant may name (the profile names the command's own).
+// Case is ignored, as the root volume ignores it in /DEV.
 func hostDevice(n string) bool {
+	n = strings.ToLower(n)
 	if n == "/dev" {
 		return true
 	}

@@ -502,18 +502,33 @@ func (l *layout) network() profile {
 					literal("/private/var/run/mDNSResponder"),
 				}},
 			{allow: true, ops: []string{"file-read*"}, filters: []filter{literal("/private/var/run/resolv.conf")}},
-			{allow: true, ops: []string{"mach-lookup"}, filters: []filter{{kind: "global-name", arg: "com.apple.SystemConfiguration.DNSConfiguration", note: "resolver configuration for getaddrinfo"}}},
+			{allow: true, ops: []string{"mach-lookup"}, filters: []filter{
+				{kind: "global-name", arg: "com.apple.SystemConfiguration.DNSConfiguration", note: "resolver configuration for getaddrinfo"},
+				trustd,
+			}},
 		}
 	case policy.NetRestricted:
-		return profile{{comment: "Network restricted: cordon's egress proxy on the loopback is the only destination.\n" +
-			"No DNS: names are the proxy's to resolve, and a lookup would leak data in its name.\n" +
-			"A client that ignores the proxy settings cannot connect at all.",
-			allow: true, ops: []string{"network-outbound"}, filters: []filter{
-				{kind: "remote ip", arg: "localhost:" + strconv.Itoa(l.proxyPort)},
-			}}}
+		return profile{
+			{comment: "Network restricted: cordon's egress proxy on the loopback is the only destination.\n" +
+				"No DNS: names are the proxy's to resolve, and a lookup would leak data in its name.\n" +
+				"A client that ignores the proxy settings cannot connect at all.",
+				allow: true, ops: []string{"network-outbound"}, filters: []filter{
+					{kind: "remote ip", arg: "localhost:" + strconv.Itoa(l.proxyPort)},
+				}},
+			{comment: "trustd verifies TLS through the proxy. It also fetches, itself and past the proxy,\n" +
+				"the intermediates and revocation a chain it is shown names: a way out this mode keeps.",
+				allow: true, ops: []string{"mach-lookup"}, filters: []filter{trustd}},
+		}
 	}
-	return profile{{comment: "Network off: no network rule, so every connection, unix sockets included, is refused."}}
+	return profile{{comment: "Network off: no network rule, so every connection, unix sockets included, is refused.\n" +
+		"Nor trustd: it fetches the intermediates and revocation a certificate chain names,\n" +
+		"over the network, for whoever shows it one."}}
 }
+
+// trustd is certificate trust, which Go's crypto/x509 and Security.framework
+// verify TLS through; it reaches the network itself, so only a mode with a
+// network may look it up.
+var trustd = filter{kind: "global-name", arg: "com.apple.trustd.agent", note: "certificate trust: Go's crypto/x509 and Security.framework verify TLS through it"}
 
 // ancestors returns metadata filters for the root links and every
 // directory above a granted path, sorted.
@@ -689,7 +704,6 @@ var machServices = []filter{
 	{kind: "global-name", arg: "com.apple.system.opendirectoryd.libinfo", note: "users, groups and /etc/hosts: getpwuid, ~ expansion, whoami"},
 	{kind: "global-name", arg: "com.apple.system.opendirectoryd.membership", note: "group membership behind getgrouplist and id"},
 	{kind: "global-name", arg: "com.apple.system.notification_center", note: "libnotify: time zone and configuration changes libSystem listens for"},
-	{kind: "global-name", arg: "com.apple.trustd.agent", note: "certificate trust: Go's crypto/x509 and Security.framework verify TLS through it"},
 }
 
 // sysctls are the kernel values runtimes read at start.

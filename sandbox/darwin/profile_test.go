@@ -322,6 +322,31 @@ func TestProtectedStayPut(t *testing.T) {
 	}
 }
 
+// TestTrustdNeedsANetwork: trustd fetches what a certificate chain names
+// over the network, for whoever shows it one, so a box with the network
+// off may not look it up; the other modes verify TLS through it.
+func TestTrustdNeedsANetwork(t *testing.T) {
+	restricted := spec(&policy.Policy{Network: policy.NetRestricted})
+	restricted.Network = &sandbox.Network{ProxyPort: 8877}
+	for _, tc := range []struct {
+		s    *sandbox.Spec
+		want bool
+	}{
+		{spec(&policy.Policy{Network: policy.NetOff}), false},
+		{spec(&policy.Policy{}), false},
+		{restricted, true},
+		{spec(&policy.Policy{Network: policy.NetOpen}), true},
+	} {
+		text, err := Render(tc.s, alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(text, `(global-name "com.apple.trustd.agent")`); got != tc.want {
+			t.Errorf("network %q: trustd looked up: %v, want %v", tc.s.Policy.Network, got, tc.want)
+		}
+	}
+}
+
 func TestRenderNetwork(t *testing.T) {
 	open := spec(&policy.Policy{Network: policy.NetOpen})
 	restricted := spec(&policy.Policy{Network: policy.NetRestricted})

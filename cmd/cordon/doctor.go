@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -87,7 +86,7 @@ BLOCKED. Exits 1 when the policy is BLOCKED.`,
 			out.Report = newBackend(ap).Check(sandbox.Fresh(cmd.Context()), p)
 			out.Network, out.Sources, out.Verdict = p.Network, src, verdict(out.Report)
 			if jsonOut {
-				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(out); err != nil {
+				if err := writeJSON(cmd.OutOrStdout(), out); err != nil {
 					return err
 				}
 			} else {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -206,7 +205,7 @@ func (f *runFlags) plan(out io.Writer, argv []string) error {
 	}
 	hidePassedValues(plan.Argv, s.Policy.Env)
 	if f.json {
-		return json.NewEncoder(out).Encode(plan)
+		return writeJSON(out, plan)
 	}
 	fmt.Fprintln(out, "# launcher argv")
 	for i, a := range plan.Argv {
@@ -378,7 +377,7 @@ func (r *runState) print() {
 	if r.out.Network.Decisions == nil {
 		r.out.Network.Decisions = []audit.Record{}
 	}
-	_ = json.NewEncoder(r.stdout).Encode(r.out)
+	_ = writeJSON(r.stdout, r.out)
 }
 
 // outliveReaders keeps cordon alive when whatever reads its output goes

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/cordon-sandbox/cordon/audit"
 )
 
 func TestHidePassedValues(t *testing.T) {
@@ -24,5 +29,23 @@ func TestHidePassedValues(t *testing.T) {
 	hidePassedValues(plain, []string{"TOKEN"})
 	if plain[2] != "TOKEN" {
 		t.Errorf("an argv without --clearenv was changed: %q", plain)
+	}
+}
+
+// TestRunJSONEscapesUnprintable: the --json outcome holds names the box
+// chose (a host it asked for), and reaches the user's terminal: a C1
+// control or a bidi override in one is escaped, and decodes the same.
+func TestRunJSONEscapesUnprintable(t *testing.T) {
+	host := "a\u009b2Jb\u202ec.example"
+	var out bytes.Buffer
+	r := &runState{f: &runFlags{json: true}, stdout: &out}
+	r.out.Network.Decisions = []audit.Record{{Type: audit.TypeDecision, Host: host, Decision: audit.Deny}}
+	r.print()
+	if strings.ContainsAny(out.String(), "\u009b\u202e") || !strings.Contains(out.String(), `\u009b`) {
+		t.Fatalf("--json printed the box's characters raw: %q", out.String())
+	}
+	var got outcome
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got.Network.Decisions) != 1 || got.Network.Decisions[0].Host != host {
+		t.Fatalf("decoded %+v (%v), want the host %q back", got.Network.Decisions, err, host)
 	}
 }

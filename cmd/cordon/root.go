@@ -24,6 +24,7 @@ toward the hosts they belong to, and logs every decision.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetFlagErrorFunc(flagError)
 	// When args start with a command's name, that command is all that is
 	// built, without the completion command it cannot reach: building
 	// every command and its flags is about a millisecond of a cold start.

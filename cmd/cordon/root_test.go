@@ -73,3 +73,25 @@ func TestArgumentErrors(t *testing.T) {
 		}
 	}
 }
+
+// A flag value its parser refuses is named with the flag and what to
+// write, never with the parser's own error.
+func TestFlagValueErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--pids", "abc", "--", "true"}, `--pids "abc": not a whole number; write one such as 256`},
+		{[]string{"run", "--pids", "1e3", "--", "true"}, `--pids "1e3": not a whole number`},
+		{[]string{"run", "--timeout", "10", "--", "true"}, `--timeout "10": not a duration; write a number with its unit, such as 90s, 10m or 2h`},
+		{[]string{"run", "--timeout", "10 m", "--", "true"}, `--timeout "10 m": not a duration`},
+		{[]string{"run", "--json=maybe", "--", "true"}, `--json "maybe": not true or false; give --json alone for true, or write --json=false`},
+		{[]string{"doctor", "--json=1x"}, `--json "1x": not true or false`},
+		{[]string{"audit", "-f=x"}, `--follow "x": not true or false`},
+	} {
+		_, err := runCordon(t, tc.args...)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("cordon %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+}

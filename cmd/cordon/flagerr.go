@@ -12,17 +12,21 @@ import (
 // pflag's message is that parser's error (strconv.ParseInt: parsing
 // "x": invalid syntax), which says neither what the flag takes nor how
 // to write it.
-func flagError(_ *cobra.Command, err error) error {
+func flagError(cmd *cobra.Command, err error) error {
 	var iv *pflag.InvalidValueError
 	if !errors.As(err, &iv) {
 		return err
 	}
 	f := iv.GetFlag()
-	return fmt.Errorf("--%s %q: %s", f.Name, iv.GetValue(), valueHint(f))
+	return fmt.Errorf("--%s %q: %s", f.Name, iv.GetValue(), valueHint(cmd, f, iv.Unwrap()))
 }
 
-// valueHint says what the flag f takes, by its type.
-func valueHint(f *pflag.Flag) string {
+// valueHint says what the flag f takes, by its type, where its parser's
+// error (cause) does not.
+func valueHint(cmd *cobra.Command, f *pflag.Flag, cause error) string {
+	if errors.Is(cause, errEmptyValue) {
+		return fmt.Sprintf("an empty value; give one (see %s --help), or leave the flag out", cmd.CommandPath())
+	}
 	switch f.Value.Type() {
 	case "bool":
 		return fmt.Sprintf("not true or false; give --%s alone for true, or write --%s=false", f.Name, f.Name)
@@ -31,5 +35,5 @@ func valueHint(f *pflag.Flag) string {
 	case "int":
 		return "not a whole number; write one such as 256"
 	}
-	return "not a value this flag takes; see --help"
+	return cause.Error()
 }

@@ -34,12 +34,14 @@ toward the hosts they belong to, and logs every decision.`,
 		if add, ok := subcommands[args[0]]; ok {
 			root.CompletionOptions.DisableDefaultCmd = true
 			root.AddCommand(add())
+			checkFlags(root)
 			return root
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(subcommands)) {
 		root.AddCommand(subcommands[name]())
 	}
+	checkFlags(root)
 	return root
 }
 

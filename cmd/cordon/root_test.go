@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -92,6 +93,37 @@ func TestFlagValueErrors(t *testing.T) {
 		_, err := runCordon(t, tc.args...)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("cordon %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+}
+
+// A single-valued flag given an empty value is refused, not taken for
+// the flag left out: --net "$MODE" with MODE unset ran with the
+// configured network.
+func TestFlagEmptyValueRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		flag, path string
+	}{
+		{[]string{"run", "--net", ""}, "net", "run"},
+		{[]string{"run", "--config="}, "config", "run"},
+		{[]string{"run", "--audit", ""}, "audit", "run"},
+		{[]string{"proxy", "--terminate", ""}, "terminate", "proxy"},
+		{[]string{"proxy", "--listen", ""}, "listen", "proxy"},
+		{[]string{"doctor", "--net", ""}, "net", "doctor"},
+		{[]string{"audit", "--since", ""}, "since", "audit"},
+		{[]string{"audit", "--decision", ""}, "decision", "audit"},
+		{[]string{"network", "--config", ""}, "config", "network"},
+		{[]string{"init", "--config", ""}, "config", "init"},
+		{[]string{"ca", "path", "--dir", ""}, "dir", "ca path"},
+		{[]string{"connect", "--proxy", ""}, "proxy", "connect"},
+	} {
+		// Without the check each would go on with the default; the
+		// unknown flag after it ends the command line there instead.
+		_, err := runCordon(t, append(tc.args, "--no-such-flag")...)
+		want := fmt.Sprintf(`--%s "": an empty value; give one (see cordon %s --help), or leave the flag out`, tc.flag, tc.path)
+		if err == nil || err.Error() != want {
+			t.Errorf("cordon %q: %v, want %q", tc.args, err, want)
 		}
 	}
 }

@@ -25,6 +25,7 @@ toward the hosts they belong to, and logs every decision.`,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(flagError)
+	root.PersistentPreRun = warnReplaced
 	// When args start with a command's name, that command is all that is
 	// built, without the completion command it cannot reach: building
 	// every command and its flags is about a millisecond of a cold start.

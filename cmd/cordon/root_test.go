@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -124,6 +125,27 @@ func TestFlagEmptyValueRefused(t *testing.T) {
 		want := fmt.Sprintf(`--%s "": an empty value; give one (see cordon %s --help), or leave the flag out`, tc.flag, tc.path)
 		if err == nil || err.Error() != want {
 			t.Errorf("cordon %q: %v, want %q", tc.args, err, want)
+		}
+	}
+}
+
+// A single-valued flag given again with another value is said to be,
+// naming the value used; one given twice alike, or a repeatable one, is
+// not.
+func TestFlagReplacedWarns(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "audit.jsonl")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"audit", "--since", "1h", "--since", "2h"}, `cordon: warning: --since is given 2 times ("1h", "2h"); the last, "2h", is used`},
+		{[]string{"audit", "--json", "--json=false", "--since", "1h"}, `cordon: warning: --json is given 2 times ("true", "false"); the last, "false", is used`},
+		{[]string{"audit", "--type", "exit", "--type", "launch", "--type", "exit"}, `cordon: warning: --type is given 3 times ("exit", "launch", "exit"); the last, "exit", is used`},
+		{[]string{"audit", "--since", "1h", "--since", "1h"}, ""},
+	} {
+		out, _ := runCordon(t, append(tc.args, "--file", log)...)
+		if tc.want == "" && strings.Contains(out, "warning") || tc.want != "" && !strings.Contains(out, tc.want+"\n") {
+			t.Errorf("cordon %q said %q, want %q", tc.args, out, tc.want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"runtime/debug"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -42,8 +43,35 @@ toward the hosts they belong to, and logs every decision.`,
 	for _, name := range slices.Sorted(maps.Keys(subcommands)) {
 		root.AddCommand(subcommands[name]())
 	}
+	addCompletion(root)
 	checkFlags(root)
 	return root
+}
+
+// addCompletion adds cobra's completion command, which printed its help
+// and exited 0 when given a shell it has no script for (cordon
+// completion tcsh), as if that were a script; it now refuses it.
+func addCompletion(root *cobra.Command) {
+	// cobra's scripts are written to the output the root has now; this
+	// one writes to whatever it is given later (SetOut, or stdout).
+	root.SetOut(laterOut{root})
+	root.InitDefaultCompletionCmd()
+	root.SetOut(nil)
+	c, _, err := root.Find([]string{"completion"})
+	if err != nil || c == root {
+		return
+	}
+	var shells []string
+	for _, s := range c.Commands() {
+		shells = append(shells, s.Name())
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("no completion script for %q: use one of %s, as in: cordon completion bash", args[0], strings.Join(shells, ", "))
+		}
+		return cmd.Help()
+	}
 }
 
 // subcommands are registered by the files that define them, one per
@@ -72,3 +100,8 @@ func newVersionCmd() *cobra.Command {
 		},
 	}
 }
+
+// laterOut writes to the output root has when it is written to.
+type laterOut struct{ root *cobra.Command }
+
+func (o laterOut) Write(p []byte) (int, error) { return o.root.OutOrStdout().Write(p) }

@@ -59,6 +59,7 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"ca", "path", "x"}, []string{`ca path takes no arguments, got "x"`, "cordon ca path --help"}},
 		{[]string{"audit", "today"}, []string{`audit takes no arguments, got "today"`}},
 		{[]string{"version", "2"}, []string{`version takes no arguments`}},
+		{[]string{"completion", "tcsh"}, []string{`no completion script for "tcsh": use one of bash, fish, powershell, zsh`, "cordon completion bash"}},
 	} {
 		_, err := runCordon(t, tc.args...)
 		if err == nil {

@@ -219,7 +219,7 @@ func SplitHostPort(hostport string, defaultPort int) (string, int, error) {
 	}
 	port := defaultPort
 	if portStr != "" || host != hostport {
-		p, err := parsePort(portStr)
+		p, err := ParsePort(portStr)
 		if err != nil {
 			return "", 0, fmt.Errorf("%q: %w", hostport, err)
 		}
@@ -235,7 +235,8 @@ func SplitHostPort(hostport string, defaultPort int) (string, int, error) {
 	return h, port, nil
 }
 
-func parsePort(s string) (int, error) {
+// ParsePort reads a port number, 1 to 65535, written in decimal.
+func ParsePort(s string) (int, error) {
 	if s == "" || len(s) > 5 || strings.TrimLeft(s, "0123456789") != "" {
 		return 0, fmt.Errorf("port %q is not a number from 1 to 65535", s)
 	}

@@ -58,7 +58,7 @@ func parsePattern(raw string, portless []int) (Pattern, error) {
 	case port == "*":
 		p.Ports = nil
 	default:
-		n, err := parsePort(port)
+		n, err := ParsePort(port)
 		if err != nil {
 			return p, fmt.Errorf("pattern %q: %w", raw, err)
 		}

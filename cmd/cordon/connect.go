@@ -44,11 +44,11 @@ Inside a restricted sandbox, GIT_SSH_COMMAND is already set this way.`,
 			if err != nil || u.Host == "" {
 				return fmt.Errorf("proxy %q is not a URL such as http://cordon:TOKEN@127.0.0.1:PORT", proxy)
 			}
-			host, port, err := policy.SplitHostPort(net.JoinHostPort(args[0], args[1]), 0)
+			target, err := connectTarget(args[0], args[1])
 			if err != nil {
 				return err
 			}
-			c, br, err := connectThrough(u, policy.JoinHostPort(host, port))
+			c, br, err := connectThrough(u, target)
 			if err != nil {
 				return exitError{code: 1, msg: err.Error()}
 			}
@@ -65,6 +65,27 @@ Inside a restricted sandbox, GIT_SSH_COMMAND is already set this way.`,
 	}
 	cmd.Flags().StringVar(&proxy, "proxy", "", "proxy URL (default $HTTPS_PROXY)")
 	return cmd
+}
+
+// connectTarget reads connect's HOST and PORT (what ssh's %h and %p
+// give) into the authority to ask the proxy for. They were joined and
+// read as one, so a HOST holding a colon (a URL, host:22) was said to
+// hold brackets it never had.
+func connectTarget(hostArg, portArg string) (string, error) {
+	const example = "; for example: cordon connect github.com 22"
+	if _, rest, ok := strings.Cut(hostArg, "://"); ok {
+		h, _, _ := strings.Cut(rest, "/")
+		return "", fmt.Errorf("HOST %q is a URL; give the host alone%s", hostArg, strings.Replace(example, "github.com", h, 1))
+	}
+	host, err := policy.NormalizeHost(hostArg)
+	if err != nil {
+		return "", fmt.Errorf("HOST %q: %w%s", hostArg, err, example)
+	}
+	port, err := policy.ParsePort(portArg)
+	if err != nil {
+		return "", fmt.Errorf("PORT: %w%s", err, example)
+	}
+	return policy.JoinHostPort(host, port), nil
 }
 
 // connectThrough opens a CONNECT tunnel; the reader holds any bytes the

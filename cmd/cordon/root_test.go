@@ -59,6 +59,9 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"ca", "path", "x"}, []string{`ca path takes no arguments, got "x"`, "cordon ca path --help"}},
 		{[]string{"audit", "today"}, []string{`audit takes no arguments, got "today"`}},
 		{[]string{"version", "2"}, []string{`version takes no arguments`}},
+		{[]string{"connect", "--proxy", "http://127.0.0.1:9", "https://github.com", "22"}, []string{`HOST "https://github.com" is a URL; give the host alone; for example: cordon connect github.com 22`}},
+		{[]string{"connect", "--proxy", "http://127.0.0.1:9", "github.com:22", "22"}, []string{`HOST "github.com:22"`, "a port belongs outside the host"}},
+		{[]string{"connect", "--proxy", "http://127.0.0.1:9", "", "22"}, []string{`HOST "": empty host; for example: cordon connect github.com 22`}},
 		{[]string{"completion", "tcsh"}, []string{`no completion script for "tcsh": use one of bash, fish, powershell, zsh`, "cordon completion bash"}},
 	} {
 		_, err := runCordon(t, tc.args...)

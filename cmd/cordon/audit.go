@@ -66,8 +66,6 @@ interrupted.`,
 	fl.BoolVar(&f.json, "json", false, "print matching records as JSON lines, exactly as logged")
 	fl.BoolVar(&f.summary, "summary", false, "total allows, denies, bytes and top deny reasons per host")
 	fl.BoolVarP(&f.follow, "follow", "f", false, "then wait for more records, printing each as it is written, until interrupted")
-	cmd.MarkFlagsMutuallyExclusive("json", "summary")
-	cmd.MarkFlagsMutuallyExclusive("follow", "summary")
 	return cmd
 }
 
@@ -79,9 +77,16 @@ func typeNames() string {
 	return strings.Join(names, ", ")
 }
 
-// filter turns the flags into an audit.Filter, refusing bad values.
+// filter turns the flags into an audit.Filter, refusing bad values
+// and outputs that cannot go together.
 func (f auditFlags) filter(now time.Time) (audit.Filter, error) {
 	flt := audit.Filter{Session: f.session}
+	switch {
+	case f.summary && f.json:
+		return flt, errors.New("--summary and --json cannot go together: --summary totals the matching records per host, --json prints each of them; give one")
+	case f.summary && f.follow:
+		return flt, errors.New("--summary and --follow cannot go together: a summary is totalled once the log has been read to its end, which --follow never reaches; give one")
+	}
 	var err error
 	if f.decision != "" {
 		if flt.Decision, err = audit.ParseDecision(f.decision); err != nil {

@@ -316,8 +316,8 @@ func TestAuditErrors(t *testing.T) {
 		{"bad host zone", []string{"--file", good, "--host", "fe80::1%eth0"}, "", []string{"--host", "'%'"}},
 		{"bad wildcard", []string{"--file", good, "--host", "*."}, "", []string{"--host"}},
 		{"bare star", []string{"--file", good, "--host", "*"}, "", []string{"--host"}},
-		{"json and summary", []string{"--file", good, "--json", "--summary"}, "", []string{"json", "summary"}},
-		{"follow and summary", []string{"--file", good, "--follow", "--summary"}, "", []string{"follow", "summary"}},
+		{"json and summary", []string{"--file", good, "--json", "--summary"}, "", []string{"--summary and --json cannot go together", "give one"}},
+		{"follow and summary", []string{"--file", good, "--follow", "--summary"}, "", []string{"--summary and --follow cannot go together", "give one"}},
 		{"stray argument", []string{"--file", good, "deny"}, "", []string{`takes no arguments, got "deny"`}},
 	}
 	for _, tt := range tests {

@@ -160,11 +160,7 @@ func TestRenderSemantics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr := l.rules()
-	cases := []struct {
-		op, path string
-		allow    bool
-	}{
+	checkDecisions(t, l.rules(), []decision{
 		{"file-read-data", "/Users/alice/src/app/main.go", true},
 		{"file-write-data", "/Users/alice/src/app/main.go", true},
 		{"file-write-create", "/private/var/folders/xy/abc123/T/cordon-5f2e/x", true},
@@ -211,12 +207,7 @@ func TestRenderSemantics(t *testing.T) {
 		{"file-read-data", "/dev/tty", false},
 		{"file-read-data", "/Applications/Xcode.app/Contents/Developer/usr/bin/xcodebuild", true},
 		{"file-read-data", "/Applications/Safari.app/Contents/Info.plist", false},
-	}
-	for _, tc := range cases {
-		if got := pr.decide(tc.op, tc.path); got != tc.allow {
-			t.Errorf("%s %s: allowed = %v, want %v", tc.op, tc.path, got, tc.allow)
-		}
-	}
+	})
 }
 
 // TestRenderTerminals: the command writes to the terminals it inherits and
@@ -279,20 +270,12 @@ func TestNamedStayPut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr := l.rules()
-	for _, tc := range []struct {
-		op, path string
-		allow    bool
-	}{
+	checkDecisions(t, l.rules(), []decision{
 		{"file-write-unlink", "/Users/alice/.config/x", false},
 		{"file-write-unlink", "/Users/alice/.config/x/y", false},
 		{"file-write-unlink", "/Users/alice/.config/x/z", true},
 		{"file-read-data", "/Users/alice/.config/x/y/.npmrc", false},
-	} {
-		if got := pr.decide(tc.op, tc.path); got != tc.allow {
-			t.Errorf("%s %s: allowed = %v, want %v", tc.op, tc.path, got, tc.allow)
-		}
-	}
+	})
 }
 
 // TestProtectedStayPut: the directories between a read-write allow_path
@@ -304,22 +287,14 @@ func TestProtectedStayPut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr := l.rules()
-	for _, tc := range []struct {
-		op, path string
-		allow    bool
-	}{
+	checkDecisions(t, l.rules(), []decision{
 		{"file-write-unlink", "/Users/alice/.local/state", false},
 		{"file-write-unlink", "/Users/alice/.local/share", false},
 		{"file-write-unlink", "/Users/alice/.local/state/cordon", false},
 		{"file-write-unlink", "/Users/alice/.local/bin", true},
 		{"file-write-unlink", "/Users/alice/.local/share/fonts", true},
 		{"file-read-data", "/Users/alice/.local/state/cordon/audit.jsonl", false},
-	} {
-		if got := pr.decide(tc.op, tc.path); got != tc.allow {
-			t.Errorf("%s %s: allowed = %v, want %v", tc.op, tc.path, got, tc.allow)
-		}
-	}
+	})
 }
 
 // TestTrustdNeedsANetwork: trustd fetches what a certificate chain names
@@ -626,4 +601,21 @@ func FuzzRenderPaths(f *testing.F) {
 			t.Fatalf("profile for %q does not read back: %v\n%s", name, err, text)
 		}
 	})
+}
+
+// decision is an operation on a path, and whether the profile is to
+// allow it.
+type decision struct {
+	op, path string
+	allow    bool
+}
+
+// checkDecisions reports each of want that pr decides otherwise.
+func checkDecisions(t *testing.T, pr profile, want []decision) {
+	t.Helper()
+	for _, d := range want {
+		if got := pr.decide(d.op, d.path); got != d.allow {
+			t.Errorf("%s %s: allowed = %v, want %v", d.op, d.path, got, d.allow)
+		}
+	}
 }

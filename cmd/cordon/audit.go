@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/regular"
 	"github.com/cordon-sandbox/cordon/internal/termtext"
 	"github.com/cordon-sandbox/cordon/policy"
 )
@@ -117,6 +118,19 @@ func (f auditFlags) filter(now time.Time) (audit.Filter, error) {
 	return flt, nil
 }
 
+// openLog opens the log at path for reading when it is a regular file:
+// a named pipe held cordon in its open(2), deaf to Ctrl-C, which --follow
+// and the interrupt handler take, and a device (/dev/zero) was read
+// without end, at a core's full speed.
+func openLog(path string) (*os.File, error) {
+	f, _, err := regular.Open(path, os.O_RDONLY, 0)
+	var nr *regular.NotRegular
+	if errors.As(err, &nr) {
+		return nil, fmt.Errorf("%s is %s, not a file; name the log file itself with --file or $CORDON_AUDIT", path, nr.Kind())
+	}
+	return f, err
+}
+
 // runAudit prints the records of the log f names that match f's filters;
 // with f.follow, it then prints each new one as it is written, until ctx
 // ends.
@@ -132,7 +146,7 @@ func runAudit(ctx context.Context, stdout, stderr io.Writer, f auditFlags, now t
 		}
 	}
 	warn := func(msg string) { fmt.Fprintf(stderr, "cordon: warning: %s\n", msg) }
-	file, err := os.Open(path)
+	file, err := openLog(path)
 	if errors.Is(err, fs.ErrNotExist) && f.follow {
 		file, err = awaitLog(ctx, path, warn)
 	}

@@ -53,7 +53,7 @@ func (t *tail) check() error {
 		return fmt.Errorf("audit log %s: %w", t.path, err)
 	}
 	if at, err := os.Stat(t.path); err == nil && !os.SameFile(at, cur) {
-		next, err := os.Open(t.path)
+		next, err := openLog(t.path)
 		if err != nil {
 			return fmt.Errorf("open the new audit log %s: %w", t.path, err)
 		}
@@ -85,7 +85,7 @@ func awaitLog(ctx context.Context, path string, warn func(string)) (*os.File, er
 			return os.Open(os.DevNull)
 		case <-time.After(tailPoll):
 		}
-		f, err := os.Open(path)
+		f, err := openLog(path)
 		if !errors.Is(err, fs.ErrNotExist) {
 			return f, err
 		}

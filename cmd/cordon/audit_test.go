@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -300,6 +301,22 @@ func TestAuditEscapesHostileFields(t *testing.T) {
 func TestAuditErrors(t *testing.T) {
 	good := writeLog(t, sampleLog())
 	missing := filepath.Join(t.TempDir(), "nope", "audit.jsonl")
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Without the check, opening the FIFO waited for a writer: one comes
+	// every half second, so the test fails rather than hangs.
+	unblock := time.NewTicker(500 * time.Millisecond)
+	defer unblock.Stop()
+	go func() {
+		for range unblock.C {
+			if w, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
+				w.Close()
+			}
+		}
+	}()
 	tests := []struct {
 		name string
 		args []string
@@ -319,6 +336,9 @@ func TestAuditErrors(t *testing.T) {
 		{"json and summary", []string{"--file", good, "--json", "--summary"}, "", []string{"--summary and --json cannot go together", "give one"}},
 		{"follow and summary", []string{"--file", good, "--follow", "--summary"}, "", []string{"--summary and --follow cannot go together", "give one"}},
 		{"stray argument", []string{"--file", good, "deny"}, "", []string{`takes no arguments, got "deny"`}},
+		{"a directory", []string{"--file", dir}, "", []string{dir + " is a directory, not a file; name the log file itself with --file or $CORDON_AUDIT"}},
+		{"a named pipe", []string{"--file", fifo}, "", []string{fifo + " is a named pipe (FIFO), not a file"}},
+		{"a device", nil, os.DevNull, []string{os.DevNull + " is a device, not a file"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

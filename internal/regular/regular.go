@@ -22,6 +22,22 @@ func (e *NotRegular) Error() string {
 	return fmt.Sprintf("%s is not a regular file (%s)", e.Path, e.Type)
 }
 
+// Kind names what the path is, in words: "a directory", "a named pipe
+// (FIFO)".
+func (e *NotRegular) Kind() string {
+	switch {
+	case e.Type&fs.ModeDir != 0:
+		return "a directory"
+	case e.Type&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case e.Type&fs.ModeSocket != 0:
+		return "a socket"
+	case e.Type&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return fmt.Sprintf("no regular file (%s)", e.Type)
+}
+
 // Open opens path with flag and perm, as os.OpenFile does, without
 // waiting on a named pipe (O_NONBLOCK), and returns it with its FileInfo
 // when it is a regular file; otherwise the error is a *NotRegular, and the

@@ -100,6 +100,10 @@ allow: []
 // WriteInitConfig writes InitTemplate to path (mode 0600, its directory
 // 0700), refusing to replace an existing file unless force is set.
 func WriteInitConfig(path string, force bool) error {
+	// A directory "already exists", and --force cannot replace it either.
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory; a config is a file: name one, such as %s", path, filepath.Join(path, "config.yaml"))
+	}
 	err := writeConfig(path, []byte(InitTemplate()), 0o600, force)
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%s already exists; edit it, or pass --force to replace it with the template", path)

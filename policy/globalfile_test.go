@@ -81,6 +81,16 @@ func TestWriteInitConfig(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
 		t.Fatalf("temporary files left behind: %v", entries)
 	}
+
+	// A directory is named as one, with or without --force, whose hint
+	// would not help.
+	dir := filepath.Dir(path)
+	for _, force := range []bool{false, true} {
+		err := WriteInitConfig(dir, force)
+		if want := dir + " is a directory; a config is a file: name one, such as " + path; err == nil || err.Error() != want {
+			t.Errorf("WriteInitConfig(%s, %v): %v, want %q", dir, force, err, want)
+		}
+	}
 }
 
 func TestSetNetworkMode(t *testing.T) {

@@ -269,7 +269,7 @@ func readBounded(path string) ([]byte, error) {
 	f, _, err := regular.Open(path, os.O_RDONLY, 0)
 	var nr *regular.NotRegular
 	if errors.As(err, &nr) {
-		err = fmt.Errorf("not a regular file (%s); a certificate file is a PEM file", nr.Type)
+		err = fmt.Errorf("%s, not a regular file; a certificate file is a PEM file", nr.Kind())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)

@@ -261,7 +261,7 @@ func (s *Set) MaskedFiles() (map[string][]byte, error) {
 			f, _, err := regular.Open(path, os.O_RDONLY, 0)
 			var nr *regular.NotRegular
 			if errors.As(err, &nr) {
-				return nil, fmt.Errorf("credential %q: files: read %s: not a regular file (%s)", c.name, path, nr.Type)
+				return nil, fmt.Errorf("credential %q: files: read %s: %s, not a regular file; list the file itself", c.name, path, nr.Kind())
 			}
 			if err != nil {
 				return nil, fmt.Errorf("credential %q: files: %w", c.name, err)

@@ -166,7 +166,7 @@ func TestSetNetworkModeRefuses(t *testing.T) {
 		{multi, NetOff, "edit the file by hand"},
 		{broken, NetOff, `unknown key "netwrk"`},
 		{flow, NetOff, "line 1: the network key is not written as network: MODE on a line of its own"},
-		{fifo, NetOff, "is not a regular file"},
+		{fifo, NetOff, "is a named pipe (FIFO), not a regular file"},
 	} {
 		if err := SetNetworkMode(tt.path, tt.mode); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("SetNetworkMode(%s, %s): %v, want an error saying %q", tt.path, tt.mode, err, tt.want)

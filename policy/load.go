@@ -221,7 +221,7 @@ func readConfig(path string, mustExist bool, workspace string) (*configFile, err
 	case errors.Is(err, fs.ErrNotExist) && !mustExist:
 		return nil, nil
 	case errors.As(err, &nr):
-		return nil, fmt.Errorf("config %s is not a regular file (%s); a cordon config is a short YAML file", path, nr.Type)
+		return nil, fmt.Errorf("config %s is %s, not a regular file; a cordon config is a short YAML file: name one with --config or CORDON_CONFIG", path, nr.Kind())
 	case err != nil:
 		return nil, fmt.Errorf("read config %s: %w (create it with cordon init, or point --config or CORDON_CONFIG at an existing file)", path, err)
 	}

@@ -391,9 +391,9 @@ func TestProjectFileMustBeARegularFileInTheWorkspace(t *testing.T) {
 	}{
 		{"a link within the workspace", func() error { return os.Symlink("conf/cordon.yaml", pf) }, ""},
 		{"a link out of it", func() error { return os.Symlink(filepath.Join(home, ".ssh", "id_ed25519"), pf) }, "leads outside the workspace"},
-		{"a link to a device", func() error { return os.Symlink("/dev/zero", pf) }, "not a regular file"},
-		{"a FIFO", func() error { return mkfifo(pf) }, "not a regular file"},
-		{"a directory", func() error { return os.Mkdir(pf, 0o755) }, "not a regular file"},
+		{"a link to a device", func() error { return os.Symlink("/dev/zero", pf) }, "is a device, not a regular file"},
+		{"a FIFO", func() error { return mkfifo(pf) }, "is a named pipe (FIFO), not a regular file"},
+		{"a directory", func() error { return os.Mkdir(pf, 0o755) }, "is a directory, not a regular file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			os.RemoveAll(pf)

@@ -19,7 +19,7 @@ type NotRegular struct {
 }
 
 func (e *NotRegular) Error() string {
-	return fmt.Sprintf("%s is not a regular file (%s)", e.Path, e.Type)
+	return fmt.Sprintf("%s is %s, not a regular file", e.Path, e.Kind())
 }
 
 // Kind names what the path is, in words: "a directory", "a named pipe
@@ -35,7 +35,7 @@ func (e *NotRegular) Kind() string {
 	case e.Type&fs.ModeDevice != 0:
 		return "a device"
 	}
-	return fmt.Sprintf("no regular file (%s)", e.Type)
+	return fmt.Sprintf("of type %s", e.Type)
 }
 
 // Open opens path with flag and perm, as os.OpenFile does, without

@@ -26,14 +26,25 @@ func TestOpen(t *testing.T) {
 		t.Fatalf("a regular file: %v", err)
 	}
 	f.Close()
-	for path, want := range map[string]fs.FileMode{fifo: fs.ModeNamedPipe, dir: fs.ModeDir, os.DevNull: fs.ModeDevice | fs.ModeCharDevice} {
+	for path, want := range map[string]struct {
+		mode fs.FileMode
+		kind string
+	}{
+		fifo:       {fs.ModeNamedPipe, "a named pipe (FIFO)"},
+		dir:        {fs.ModeDir, "a directory"},
+		os.DevNull: {fs.ModeDevice | fs.ModeCharDevice, "a device"},
+	} {
 		done := make(chan error, 1)
 		go func() { _, _, err := Open(path, os.O_RDONLY, 0); done <- err }()
 		select {
 		case err := <-done:
 			var nr *NotRegular
-			if !errors.As(err, &nr) || nr.Type != want || nr.Path != path {
-				t.Errorf("%s: %v, want a NotRegular of type %v", path, err, want)
+			if !errors.As(err, &nr) || nr.Type != want.mode || nr.Path != path {
+				t.Errorf("%s: %v, want a NotRegular of type %v", path, err, want.mode)
+			}
+			// What it is, in words, not as a mode (d---------).
+			if msg := path + " is " + want.kind + ", not a regular file"; err == nil || err.Error() != msg {
+				t.Errorf("%s: %v, want %q", path, err, msg)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: the open waits", path)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,7 +49,7 @@ func Bundle(ca *CA, extraCAFiles []string, cacheDir string) ([]byte, error) {
 func WriteBundle(path string, ca *CA, extraCAFiles []string, cacheDir string) ([]byte, error) {
 	data, err := Bundle(ca, extraCAFiles, cacheDir)
 	if err != nil {
-		return nil, fmt.Errorf("write %s: %w", path, err)
+		return nil, err // nothing was written: the inputs are at fault
 	}
 	if err := replaceFile(path, data, 0o644); err != nil {
 		return nil, err
@@ -245,6 +246,9 @@ func readExtraCAs(files []string) ([]*x509.Certificate, error) {
 	var all []*x509.Certificate
 	for _, f := range files {
 		data, err := readBounded(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("extra CA %s: no such file; name the PEM file of the CA to trust (--extra-ca or extra_ca), or leave it out", f)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("extra CA: %w", err)
 		}

@@ -143,7 +143,14 @@ func TestWriteBundleErrors(t *testing.T) {
 	}
 	t.Run("extra missing", func(t *testing.T) {
 		t.Setenv("SSL_CERT_FILE", goodSystem)
-		checkErr(t, writeBundle(filepath.Join(dir, "b.pem"), ca, []string{filepath.Join(dir, "nope.pem")}, ""), "nope.pem")
+		out, nope := filepath.Join(dir, "b.pem"), filepath.Join(dir, "nope.pem")
+		// Named, with what to do, and not as a write of the bundle
+		// that failed.
+		err := writeBundle(out, ca, []string{nope}, "")
+		want := "trust bundle: extra CA " + nope + ": no such file; name the PEM file of the CA to trust (--extra-ca or extra_ca), or leave it out"
+		if err == nil || err.Error() != want {
+			t.Fatalf("%v, want %q", err, want)
+		}
 	})
 	t.Run("extra too large", func(t *testing.T) {
 		t.Setenv("SSL_CERT_FILE", goodSystem)

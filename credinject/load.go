@@ -125,10 +125,8 @@ func selectCreds(creds []policy.Credential, selected []string) ([]policy.Credent
 	for _, name := range selected {
 		c, ok := byName[name]
 		switch {
-		case !ok && len(known) == 0:
-			return nil, fmt.Errorf("unknown credential %q: no credentials are configured; add it under credentials: in the cordon config", name)
 		case !ok:
-			return nil, fmt.Errorf("unknown credential %q; configured credentials: %s", name, strings.Join(known, ", "))
+			return nil, policy.UnknownCredential(name, known)
 		case seen[name]:
 			continue
 		}

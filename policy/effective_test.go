@@ -22,7 +22,7 @@ func TestEffectiveAllow(t *testing.T) {
 		{nil, []string{"example.com"}, ""},
 		{[]string{"provider"}, []string{"example.com", "api.provider.example"}, ""},
 		{[]string{"provider", "other"}, []string{"example.com", "api.provider.example", "other.example"}, ""},
-		{[]string{"missing"}, nil, "configured: provider, other"},
+		{[]string{"missing"}, nil, `unknown credential "missing"; configured credentials: other, provider`},
 	} {
 		got, err := p.EffectiveAllow(tc.creds)
 		if tc.err != "" {
@@ -37,5 +37,11 @@ func TestEffectiveAllow(t *testing.T) {
 	}
 	if len(p.Allow) != 1 {
 		t.Fatalf("EffectiveAllow changed the policy's own list: %v", p.Allow)
+	}
+	// With none configured, it says where to add one (doctor said
+	// "configured: " and nothing after it).
+	_, err := (&Policy{}).EffectiveAllow([]string{"provider"})
+	if want := `unknown credential "provider": no credentials are configured; add it under credentials: in the cordon config`; err == nil || err.Error() != want {
+		t.Errorf("no credentials: %v, want %q", err, want)
 	}
 }

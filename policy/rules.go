@@ -170,6 +170,15 @@ func suggestion(host string, port int) string {
 	return fmt.Sprintf("%s:%d", hostForPattern(host), port)
 }
 
+// UnknownCredential is the error for a --credential name that no
+// configured credential has; known are the names configured, sorted.
+func UnknownCredential(name string, known []string) error {
+	if len(known) == 0 {
+		return fmt.Errorf("unknown credential %q: no credentials are configured; add it under credentials: in the cordon config", name)
+	}
+	return fmt.Errorf("unknown credential %q; configured credentials: %s", name, strings.Join(known, ", "))
+}
+
 // EffectiveAllow is the allowlist a session really uses: the policy's
 // allow entries plus the hosts of the credentials requested for it. A
 // credential that is only configured adds nothing; the operator's posture
@@ -183,7 +192,8 @@ func (p *Policy) EffectiveAllow(credentials []string) ([]string, error) {
 			for j, c := range p.Credentials {
 				names[j] = c.Name
 			}
-			return nil, fmt.Errorf("--credential %q: no such credential in the config (configured: %s)", name, strings.Join(names, ", "))
+			slices.Sort(names)
+			return nil, UnknownCredential(name, names)
 		}
 		for _, h := range p.Credentials[i].Hosts {
 			if !slices.Contains(out, h) {

@@ -182,6 +182,9 @@ var checks = []check{
 	}},
 	{"env", func(p *Policy) error {
 		for _, s := range p.Env {
+			if name, _, ok := strings.Cut(s, "="); ok && isEnvName(name) {
+				return fmt.Errorf("env: %q is not a variable name: an entry names a variable of cordon's environment, whose value it passes; set %s there (export %s) and name it alone, as %s", s, name, s, name)
+			}
 			if !isEnvName(s) {
 				return fmt.Errorf("env: %q is not a variable name (letters, digits and _, not starting with a digit)", s)
 			}

@@ -51,6 +51,7 @@ func TestValidate(t *testing.T) {
 		{"deny_commands", func(p *Policy) { p.DenyCommands = []string{" "} }, "deny_commands"},
 		{"env digit", func(p *Policy) { p.Env = []string{"1A"} }, "env"},
 		{"env empty", func(p *Policy) { p.Env = []string{""} }, "env"},
+		{"env with a value", func(p *Policy) { p.Env = []string{"FOO=bar"} }, `env: "FOO=bar" is not a variable name: an entry names a variable of cordon's environment, whose value it passes; set FOO there (export FOO=bar) and name it alone, as FOO`},
 		{"run_as", func(p *Policy) { p.RunAs = " " }, "run_as"},
 		{"timeout", func(p *Policy) { p.Limits.Timeout = -1 }, "limits.timeout"},
 		{"memory", func(p *Policy) { p.Limits.Memory = -1 }, "limits.memory"},

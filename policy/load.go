@@ -223,7 +223,7 @@ func readConfig(path string, mustExist bool, workspace string) (*configFile, err
 	case errors.As(err, &nr):
 		return nil, fmt.Errorf("config %s is %s, not a regular file; a cordon config is a short YAML file: name one with --config or CORDON_CONFIG", path, nr.Kind())
 	case err != nil:
-		return nil, fmt.Errorf("read config %s: %w (create it with cordon init, or point --config or CORDON_CONFIG at an existing file)", path, err)
+		return nil, configOpenError(path, err)
 	}
 	defer f.Close()
 	if workspace != "" {
@@ -240,6 +240,19 @@ func readConfig(path string, mustExist bool, workspace string) (*configFile, err
 		return nil, fmt.Errorf("config %s is larger than %d bytes; a cordon config is a short YAML file", path, maxConfigSize)
 	}
 	return &configFile{path: path, data: data}, nil
+}
+
+// configOpenError explains why the config at path could not be opened,
+// with the fix for that reason: one that exists but cannot be read was
+// told to be created with cordon init.
+func configOpenError(path string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("read config %s: %w (create it with cordon init, or point --config or CORDON_CONFIG at an existing file)", path, err)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("read config %s: %w (let your user read it, and search the directories above it, or point --config or CORDON_CONFIG at another file)", path, err)
+	}
+	return fmt.Errorf("read config %s: %w", path, err)
 }
 
 // readProjectFiles reads the project files that apply to the workspace

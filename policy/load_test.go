@@ -548,3 +548,31 @@ func TestProjectFileAboveOwnedByAnother(t *testing.T) {
 		}
 	}
 }
+
+// A config that cannot be opened is told the fix for its reason: one that
+// exists but cannot be read was told to be created with cordon init.
+func TestConfigOpenError(t *testing.T) {
+	const path = "/home/u/.config/cordon/config.yaml"
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&os.PathError{Op: "open", Path: path, Err: syscall.ENOENT}, "read config " + path + ": open " + path + ": no such file or directory (create it with cordon init, or point --config or CORDON_CONFIG at an existing file)"},
+		{&os.PathError{Op: "open", Path: path, Err: syscall.EACCES}, "read config " + path + ": open " + path + ": permission denied (let your user read it, and search the directories above it, or point --config or CORDON_CONFIG at another file)"},
+		{&os.PathError{Op: "open", Path: path, Err: syscall.ELOOP}, "read config " + path + ": open " + path + ": too many levels of symbolic links"},
+	} {
+		if got := configOpenError(path, tc.err).Error(); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.err, got, tc.want)
+		}
+	}
+	// Through Load: a link that leads to itself (root, which runs the
+	// tests, reads past any mode) exists, and cordon init cannot make it.
+	loop := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.Symlink(filepath.Base(loop), loop); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := Load(LoadOptions{ConfigPath: loop, Workdir: t.TempDir()})
+	if err == nil || strings.Contains(err.Error(), "cordon init") || !strings.Contains(err.Error(), "too many levels of symbolic links") {
+		t.Errorf("a config that is a link loop: %v, want the reason and no cordon init", err)
+	}
+}

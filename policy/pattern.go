@@ -91,6 +91,9 @@ func parsePattern(raw string, portless []int) (Pattern, error) {
 		return p, nil
 	}
 	if rest, ok := strings.CutPrefix(host, "*."); ok {
+		if rest == "" {
+			return p, fmt.Errorf("pattern %q: '*.' needs the name it covers the subdomains of after it, as in *.example.com", raw)
+		}
 		p.Wildcard, host = true, rest
 	}
 	if strings.Contains(host, "*") {

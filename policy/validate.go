@@ -47,6 +47,9 @@ func ParseResolve(s string) (string, netip.Addr, error) {
 		return "", netip.Addr{}, fmt.Errorf("pin %q: write NAME=ADDRESS, e.g. api.internal=10.0.0.7", s)
 	}
 	name, wild := strings.CutPrefix(name, "*.")
+	if name == "" {
+		return "", netip.Addr{}, fmt.Errorf("pin %q: no NAME before the '='; write NAME=ADDRESS, e.g. api.internal=10.0.0.7", s)
+	}
 	h, err := NormalizeHost(name)
 	if err != nil {
 		return "", netip.Addr{}, fmt.Errorf("pin %q: %w", s, err)

@@ -33,6 +33,8 @@ func TestValidate(t *testing.T) {
 		{"deny", func(p *Policy) { p.Deny = []string{""} }, "deny: empty pattern"},
 		{"exclude", func(p *Policy) { p.Exclude = []string{"a:b:c:d:zz"} }, "exclude"},
 		{"resolve shape", func(p *Policy) { p.Resolve = []string{"a.example"} }, "NAME=ADDRESS"},
+		{"resolve no name", func(p *Policy) { p.Resolve = []string{"=10.0.0.7"} }, `pin "=10.0.0.7": no NAME before the '='; write NAME=ADDRESS`},
+		{"resolve no wildcard name", func(p *Policy) { p.Resolve = []string{"*.=10.0.0.7"} }, `pin "*.=10.0.0.7": no NAME before the '='`},
 		{"resolve address", func(p *Policy) { p.Resolve = []string{"a.example=a.example"} }, "not an IP address"},
 		{"resolve zone", func(p *Policy) { p.Resolve = []string{"a.example=fe80::1%eth0"} }, "not an IP address"},
 		{"resolve name", func(p *Policy) { p.Resolve = []string{"a b=10.0.0.1"} }, "resolve"},

@@ -28,12 +28,16 @@ func exactArgs(n int, what, example string) cobra.PositionalArgs {
 	}
 }
 
-// commandArgs wants a command to run.
+// commandArgs wants a command to run, named (an empty name, as "$CMD"
+// gives with CMD unset, was refused only once the box was being built).
 func commandArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return nil
+	switch {
+	case len(args) == 0:
+		return fmt.Errorf("no command to run: put it after --, as in: %s --net off -- make test", cmd.CommandPath())
+	case args[0] == "":
+		return fmt.Errorf("the command to run is an empty name (\"\"): name a program after --, as in: %s --net off -- make test", cmd.CommandPath())
 	}
-	return fmt.Errorf("no command to run: put it after --, as in: %s --net off -- make test", cmd.CommandPath())
+	return nil
 }
 
 // sub is cmd's path below cordon itself, whose name every error already

@@ -52,6 +52,7 @@ func TestArgumentErrors(t *testing.T) {
 	}{
 		{[]string{"run"}, []string{"no command to run", "cordon run --net off -- make test"}},
 		{[]string{"run", "--net", "off"}, []string{"no command to run"}},
+		{[]string{"run", "--net", "off", "--dry-run", "--", ""}, []string{`the command to run is an empty name (""): name a program after --, as in: cordon run --net off -- make test`}},
 		{[]string{"network"}, []string{"network takes one network mode (off, restricted or open), got 0", "cordon network restricted"}},
 		{[]string{"network", "off", "open"}, []string{"got 2"}},
 		{[]string{"connect", "example.com"}, []string{"connect takes a HOST and a PORT, got 1", "cordon connect github.com 22"}},

@@ -350,5 +350,10 @@ func ParseSize(s string) (int64, error) {
 	if v >= math.MaxInt64 {
 		return 0, fmt.Errorf("size %q is too large", s)
 	}
+	// A size under a byte came out as 0, which lifts a limit: --memory
+	// 0.5 (meant as GiB) ran with no memory limit at all.
+	if v > 0 && v < 1 {
+		return 0, fmt.Errorf("size %q is less than a byte, not 0 (which would lift the limit); write the size with its unit, such as 512MiB, or 0 for no limit", s)
+	}
 	return int64(v), nil
 }

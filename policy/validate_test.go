@@ -124,16 +124,22 @@ func TestParseSize(t *testing.T) {
 		{"1.5KiB", 1536},
 		{"1TiB", 1 << 40},
 		{"10B", 10},
+		{"0.0", 0},
+		{"0GiB", 0},
 	}
 	for _, tt := range tests {
 		if got, err := ParseSize(tt.in); err != nil || got != tt.want {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
 		}
 	}
-	for _, in := range []string{"", "GiB", "-1", "2XB", "1.2.3", "1e9", "99999999TiB", "."} {
+	for _, in := range []string{"", "GiB", "-1", "2XB", "1.2.3", "1e9", "99999999TiB", ".", "0.5", ".9B", "0.001"} {
 		if got, err := ParseSize(in); err == nil {
 			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
 		}
+	}
+	// A size under a byte is not read as 0, which lifts a limit.
+	if _, err := ParseSize("0.5"); err == nil || !strings.Contains(err.Error(), `size "0.5" is less than a byte, not 0 (which would lift the limit)`) {
+		t.Errorf("ParseSize(0.5): %v", err)
 	}
 }
 

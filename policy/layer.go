@@ -132,7 +132,7 @@ func (o Overrides) layer(wd string) *layer {
 	}
 	for _, paths := range [][]string{l.p.AllowPaths, l.p.ExtraCA} {
 		for i, s := range paths {
-			if s != "" && s[0] != '~' && !filepath.IsAbs(s) {
+			if s != "" && s[0] != '~' && s[0] != '$' && !filepath.IsAbs(s) {
 				paths[i] = filepath.Join(wd, s)
 			}
 		}

@@ -261,6 +261,8 @@ func TestOverridesRefuseBadEntries(t *testing.T) {
 		{"allow", Overrides{Allow: []string{"a b"}}, "allow"},
 		{"deny", Overrides{Deny: []string{"*"}}, "deny"},
 		{"allow_paths other home", Overrides{AllowPaths: []string{"~root/x"}}, "only ~ and ~/"},
+		{"allow_paths variable", Overrides{AllowPaths: []string{"$HOME/x:rw"}}, `allow_paths: path "$HOME/x": cordon expands no variables; write ~/ for your home, or the path out in full`},
+		{"extra_ca variable", Overrides{ExtraCA: []string{"${CA_DIR}/ca.pem"}}, `path "${CA_DIR}/ca.pem": cordon expands no variables`},
 		{"resolve", Overrides{Resolve: []string{"a.example"}}, "NAME=ADDRESS"},
 		{"terminate", Overrides{Terminate: "some"}, "all or none"},
 		{"allow_paths suffix", Overrides{AllowPaths: []string{"/src:wr"}}, ":rw or :ro"},

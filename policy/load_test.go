@@ -49,6 +49,7 @@ func TestConfigErrorsNameKeyAndFile(t *testing.T) {
 		{"bad terminate", "terminate: some", []string{"terminate", "all or none"}},
 		{"relative path", "expose: [tools]", []string{"expose", `"tools" is relative`}},
 		{"other user's home", "deny_read: [~root/x]", []string{"deny_read", "only ~ and ~/"}},
+		{"a variable", "deny_read: [$HOME/.env]", []string{"deny_read", `path "$HOME/.env": cordon expands no variables; write ~/ for your home`}},
 		{"bad path suffix", "allow_paths: [/x:rx]", []string{"allow_paths", `":rx"`, ":rw or :ro"}},
 		{"negative limit", "limits: {pids: -1}", []string{"limits.pids", "negative"}},
 		{"empty run_as", "run_as: ''", []string{"run_as", "empty"}},

@@ -272,6 +272,10 @@ func checkPath(s string) error {
 		return nil
 	case strings.HasPrefix(s, "~"):
 		return fmt.Errorf("path %q: only ~ and ~/ are expanded; write the home directory out in full", s)
+	case strings.HasPrefix(s, "$"):
+		// Quoted in a shell, or written in a config: a flag's was taken
+		// from the working directory, as a directory named $HOME.
+		return fmt.Errorf("path %q: cordon expands no variables; write ~/ for your home, or the path out in full", s)
 	}
 	return fmt.Errorf("path %q is relative; write an absolute path or one starting with ~/", s)
 }

@@ -815,13 +815,7 @@ func TestRunProjectFileAboveLinkedIntoWorkspaceRefused(t *testing.T) {
 	}
 	r = runResult(t, runTimeout, cordonIn(t, pkg, b.env(), "run", "--audit", b.audit, "--",
 		"sh", "-c", `echo '{}' > policy.yaml && echo REWROTE`))
-	expectCode(t, r, 125)
-	if want := target + " is a hard link of " + link; strings.Contains(r.stdout, "REWROTE") || !strings.Contains(r.stderr, want) {
-		t.Fatalf("the run started, or its refusal does not say %q:\n%s%s", want, r.stdout, r.stderr)
-	}
-	if got, _ := os.ReadFile(link); string(got) != "network: off\n" {
-		t.Fatalf("the box rewrote the project file above through its other name: %q", got)
-	}
+	expectHardLinkRefused(t, r, target, link)
 }
 
 // TestRunConfigHardLinkedRefused: a global config with a second name (a
@@ -836,12 +830,20 @@ func TestRunConfigHardLinkedRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := b.run("--config", cfg, "--", "sh", "-c", `echo 'network: open' > cordon.yaml && echo REWROTE`)
+	expectHardLinkRefused(t, r, dots, cfg)
+}
+
+// expectHardLinkRefused: r, a run whose box was to rewrite kept (which
+// holds "network: off") through its other name, was refused before it
+// started, naming both, and kept is as it was.
+func expectHardLinkRefused(t *testing.T, r result, name, kept string) {
+	t.Helper()
 	expectCode(t, r, 125)
-	if want := dots + " is a hard link of " + cfg; strings.Contains(r.stdout, "REWROTE") || !strings.Contains(r.stderr, want) {
+	if want := name + " is a hard link of " + kept; strings.Contains(r.stdout, "REWROTE") || !strings.Contains(r.stderr, want) {
 		t.Fatalf("the run started, or its refusal does not say %q:\n%s%s", want, r.stdout, r.stderr)
 	}
-	if got, _ := os.ReadFile(cfg); string(got) != "network: off\n" {
-		t.Fatalf("the box rewrote the global config through its other name: %q", got)
+	if got, _ := os.ReadFile(kept); string(got) != "network: off\n" {
+		t.Fatalf("the box rewrote %s through its other name: %q", kept, got)
 	}
 }
 

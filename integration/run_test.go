@@ -1426,3 +1426,23 @@ for d in ["/tmp", os.environ["HOME"], "/dev/shm", "/dev"]:
 		}
 	}
 }
+
+// TestRunWarnsOfProxyOnlyFlags: --allow (and the proxy's other flags)
+// with the network off or open change nothing, as only the restricted
+// network's proxy decides hosts: the run goes on, and says so, rather
+// than leave the user to wonder why the host they allowed is unreachable.
+func TestRunWarnsOfProxyOnlyFlags(t *testing.T) {
+	b := newBox(t)
+	r := b.run("--net", "off", "--allow", "example.com", "--terminate", "none", "--", "true")
+	expectCode(t, r, 0)
+	for _, want := range []string{"--allow has no effect with the network off", "--terminate has no effect", "add --net restricted"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	r = b.run("--net", "restricted", "--allow", "example.com", "--ephemeral-ca", "--", "true")
+	expectCode(t, r, 0)
+	if strings.Contains(r.stderr, "has no effect") {
+		t.Errorf("a restricted run was told its proxy flags do nothing:\n%s", r.stderr)
+	}
+}

@@ -31,6 +31,24 @@ func (f *policyFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.ephemeralCA, "ephemeral-ca", false, "use a CA that lives only for this session instead of ~/.config/cordon/ca")
 }
 
+// proxyOnly names the flags given that only the egress proxy acts on:
+// with the network off or open (no proxy) they change nothing.
+func (f *policyFlags) proxyOnly() []string {
+	var given []string
+	for _, fl := range []struct {
+		name string
+		set  bool
+	}{
+		{"--allow", len(f.allow) > 0}, {"--deny", len(f.deny) > 0}, {"--resolve", len(f.resolve) > 0},
+		{"--extra-ca", len(f.extraCA) > 0}, {"--terminate", f.terminate != ""}, {"--ephemeral-ca", f.ephemeralCA},
+	} {
+		if fl.set {
+			given = append(given, fl.name)
+		}
+	}
+	return given
+}
+
 // loadFrom builds the effective policy (config files, then these flags)
 // with the caller's options (workdir, workspace rules), and says what it
 // read; the flags fill in the config path and the overrides.

@@ -438,6 +438,11 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	if len(f.pf.credentials) > 0 && s.Policy.Network != policy.NetRestricted {
 		return r.refuse("policy", "--credential needs --net restricted: only the proxy can put a credential on a request", "add --net restricted")
 	}
+	if s.Policy.Network != policy.NetRestricted {
+		for _, name := range f.pf.proxyOnly() {
+			fmt.Fprintf(stderr, "cordon: warning: %s has no effect with the network %s: only the restricted network's proxy acts on it; add --net restricted for it to\n", name, s.Policy.Network)
+		}
+	}
 	// The capability check (a memo read, or a probe sandbox) runs beside
 	// the set-up below, which starts nothing of the command: the
 	// restricted network and the launch wait for its verdict (the latter

@@ -268,10 +268,22 @@ func (w *Writer) Sync(rs ...Record) error { return w.write(rs, true) }
 // already happened (a request's close line), so a busy keep-alive
 // connection pays one write(2) per request, not two. Its time is stamped
 // now. A failed write of it fails the Writer, as a Write's would.
+//
+// Once the budget is spent, a record that denies (a request cut for a
+// secret it carried) is still written, at once, where any other is
+// dropped: only requests already let through can be cut then, as every
+// later one is refused, so they are as many as were in flight.
 func (w *Writer) Later(r Record) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err != nil || w.spent {
+	switch {
+	case w.err != nil:
+		return
+	case w.spent && r.Decision == Deny:
+		r = w.stamp(r)
+		w.flushLocked(append(r.appendJSON(nil), '\n'))
+		return
+	case w.spent:
 		return
 	}
 	r = w.stamp(r)

@@ -213,6 +213,9 @@ func TestWriterBudget(t *testing.T) {
 		t.Error("Report: want true for the first failure only")
 	}
 	w.Later(Record{Type: TypeClose, Host: "late.example"})
+	// A request let through before, and cut since for a secret it
+	// carried: its deny is written all the same.
+	w.Later(Record{Type: TypeClose, Host: "cut.example", Decision: Deny, Reason: "secret_leak"})
 	if err := w.Sync(Record{Type: TypeExit, Command: []string{"true"}}); err != nil {
 		t.Errorf("the exit line after the budget: %v", err)
 	}
@@ -227,9 +230,9 @@ func TestWriterBudget(t *testing.T) {
 			t.Errorf("a record after the budget was written: %+v", r)
 		}
 	}
-	last := strings.Join(types[len(types)-2:], ",")
-	if last != "budget,exit" {
-		t.Errorf("the log ends %s, want budget,exit", last)
+	last := strings.Join(types[len(types)-3:], ",")
+	if last != "budget,close,exit" || recs[len(recs)-2].Host != "cut.example" {
+		t.Errorf("the log ends %s, want budget,close (the cut request's deny),exit", last)
 	}
 	exit := len(strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n")[len(recs)-1])
 	if size := len(data) - exit; size > budget+600 {

@@ -147,13 +147,8 @@ func TestClosedUpstreamsForgotten(t *testing.T) {
 // written raw after it, which the origin read as a request of its own:
 // another Host, and no decision line for it.
 func TestHTTP2NestedConnectRefused(t *testing.T) {
-	var mu sync.Mutex
-	var seen []string
-	r := newRig(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		mu.Lock()
-		seen = append(seen, req.Method+" "+req.Host+" "+req.RequestURI)
-		mu.Unlock()
-	}), rigOptions{h1Only: true})
+	origin := &untouchedOrigin{}
+	r := newRig(t, origin, rigOptions{h1Only: true})
 	req, err := http.NewRequest(http.MethodConnect, "https://"+r.authority(), strings.NewReader("GET /hidden HTTP/1.1\r\nHost: other.test\r\n\r\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -171,12 +166,7 @@ func TestHTTP2NestedConnectRefused(t *testing.T) {
 	if d.Decision != audit.Deny || d.Reason != string(ReasonNestedConnect) || d.Method != http.MethodConnect {
 		t.Fatalf("decision line %+v, want a deny for the CONNECT", d)
 	}
-	time.Sleep(100 * time.Millisecond) // what was forwarded would have arrived
-	mu.Lock()
-	defer mu.Unlock()
-	if len(seen) > 0 {
-		t.Fatalf("the origin got %q", seen)
-	}
+	origin.expectNone(t)
 }
 
 // TestHTTP2OpaqueURIRefused: an HTTP/2 :path holding an opaque URI
@@ -186,13 +176,8 @@ func TestHTTP2NestedConnectRefused(t *testing.T) {
 // another host, which the server takes over Host. (Go's client will not
 // send such a :path, so the frames are written here.)
 func TestHTTP2OpaqueURIRefused(t *testing.T) {
-	var mu sync.Mutex
-	var seen []string
-	r := newRig(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		mu.Lock()
-		seen = append(seen, req.Host+" "+req.RequestURI)
-		mu.Unlock()
-	}), rigOptions{h1Only: true})
+	origin := &untouchedOrigin{}
+	r := newRig(t, origin, rigOptions{h1Only: true})
 	_, fr, _ := r.h2Conn(t)
 	var block bytes.Buffer
 	enc := hpack.NewEncoder(&block)
@@ -222,10 +207,30 @@ func TestHTTP2OpaqueURIRefused(t *testing.T) {
 	if d := r.waitRecords(t, audit.TypeDecision, 1)[0]; d.Decision != audit.Deny || d.Reason != string(ReasonAuthorityMismatch) {
 		t.Fatalf("decision line %+v, want a deny", d)
 	}
-	time.Sleep(100 * time.Millisecond) // what was forwarded would have arrived
-	mu.Lock()
-	defer mu.Unlock()
-	if len(seen) > 0 {
-		t.Fatalf("the origin got %q", seen)
+	origin.expectNone(t)
+}
+
+// untouchedOrigin is an origin no request is to reach: it notes each
+// that does.
+type untouchedOrigin struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (o *untouchedOrigin) ServeHTTP(_ http.ResponseWriter, req *http.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seen = append(o.seen, req.Method+" "+req.Host+" "+req.RequestURI)
+}
+
+// expectNone fails t if a request reached the origin, waiting first for
+// one that was forwarded to arrive.
+func (o *untouchedOrigin) expectNone(t *testing.T) {
+	t.Helper()
+	time.Sleep(100 * time.Millisecond)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.seen) > 0 {
+		t.Fatalf("the origin got %q", o.seen)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/syncbuf"
 )
 
 // TestRunInitHoldsNothing: pid 1 is bwrap's own init, the same user in
@@ -76,11 +78,38 @@ else:
 }
 
 // TestRunStopsAfterGrace: a command that ignores SIGTERM is killed, with its
-// whole tree, a grace period after cordon is told to stop.
+// whole tree, a grace period after cordon is told to stop, and the run
+// says so: exit status 137, and an exit line that gives the reason. It
+// used to say the sandbox had not started (125, failed_to_start).
 func TestRunStopsAfterGrace(t *testing.T) {
 	b := newBox(t)
 	marker := uniqueSleep()
+	r := stopRunning(t, b, marker, func(cordon *exec.Cmd) { cordon.Process.Signal(syscall.SIGTERM) })
+	expectEndedUnreported(t, b, r, "was still running 10s after cordon passed it the signal to stop")
+}
+
+// TestRunLauncherKilledFromOutside: bwrap killed by someone else while the
+// command runs ends the box, and the run reports that, not a sandbox
+// that never started.
+func TestRunLauncherKilledFromOutside(t *testing.T) {
+	b := newBox(t)
+	marker := uniqueSleep()
+	r := stopRunning(t, b, marker, func(cordon *exec.Cmd) {
+		for _, pid := range childrenOf(cordon.Process.Pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	expectEndedUnreported(t, b, r, "launcher (bwrap) was ended by SIGKILL from outside cordon")
+}
+
+// stopRunning starts a run whose command and a daemon it starts ignore
+// SIGTERM, waits until both run, calls stop, and returns the run's result
+// once every process of the box is gone.
+func stopRunning(t *testing.T, b *box, marker string, stop func(cordon *exec.Cmd)) result {
+	t.Helper()
 	cmd := b.cmd("--net", "off", "--", "sh", "-c", "trap '' TERM; (setsid sh -c 'trap \"\" TERM; exec sleep "+marker+"' &); sleep "+marker)
+	var stdout, stderr syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -90,15 +119,37 @@ func TestRunStopsAfterGrace(t *testing.T) {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		t.Fatalf("the command did not start: %v", procsRunning("sleep", marker))
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
+	stop(cmd)
 	select {
 	case <-done:
 	case <-time.After(40 * time.Second):
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		t.Fatal("cordon run did not end within 40s of SIGTERM")
+		t.Fatal("cordon run did not end within 40s of the stop")
 	}
 	if !eventually(5*time.Second, func() bool { return len(procsRunning("sleep", marker)) == 0 }) {
 		t.Fatalf("processes outlived the stop: %v", procsRunning("sleep", marker))
+	}
+	return result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// expectEndedUnreported checks a run whose box was ended while its command
+// ran: exit status 137 (SIGKILL), why on stderr, and an exit line of
+// outcome completed that says why.
+func expectEndedUnreported(t *testing.T, b *box, r result, why string) {
+	t.Helper()
+	expectCode(t, r, 137)
+	if !strings.Contains(r.stderr, why) {
+		t.Errorf("stderr does not say %q:\n%s", why, r.stderr)
+	}
+	var exit *audit.Record
+	for _, rec := range b.records() {
+		if rec.Type == audit.TypeExit {
+			exit = &rec
+		}
+	}
+	if exit == nil || exit.Outcome != "completed" || exit.ExitCode == nil || *exit.ExitCode != 137 ||
+		exit.Signal != "SIGKILL" || !strings.Contains(exit.Detail, why) {
+		t.Fatalf("exit line %+v, want outcome completed, exit code 137, SIGKILL, and a detail that says %q", exit, why)
 	}
 }
 

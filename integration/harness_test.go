@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -87,6 +88,26 @@ func procsRunning(argv ...string) []int {
 		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		if err == nil && string(b) == want {
 			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// childrenOf returns the pids of the live processes whose parent is pid.
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+		if i := bytes.LastIndexByte(b, ')'); err == nil && i > 0 {
+			if f := strings.Fields(string(b[i+1:])); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+				pids = append(pids, child)
+			}
 		}
 	}
 	return pids

@@ -155,6 +155,10 @@ type Result struct {
 	Signal   string
 	TimedOut bool
 	Duration time.Duration
+	// Cause says why the command ended when neither it nor the deadline
+	// ended it: cordon ended the box (a command that outlived its grace
+	// after a signal), or something outside killed the box's launcher.
+	Cause string
 	// Care is what was seen to after the run (Aftercare), and after an
 	// earlier one whose cordon was killed (Collect).
 	Care

@@ -599,6 +599,8 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		msg = runErr.Error()
 	case res.TimedOut:
 		msg = r.out.Outcome.Reason
+	case res.Cause != "":
+		msg = fmt.Sprintf("%s (exit status %d)", res.Cause, code)
 	default:
 		msg = signalMessage(res.Signal, code, s.Policy.Limits.Memory)
 	}
@@ -646,6 +648,8 @@ func (r *runState) exitRecord(s *sandbox.Spec, res sandbox.Result, runErr error)
 		r.out.Outcome.Reason = fmt.Sprintf("the deadline of %s ended the process tree", s.Timeout)
 	default:
 		r.out.Outcome.Kind = "completed"
+		r.out.Outcome.Reason = res.Cause
+		rec.Detail = res.Cause
 	}
 	r.out.Outcome.ExitCode, r.out.Outcome.Signal = &code, res.Signal
 	rec.Outcome = r.out.Outcome.Kind

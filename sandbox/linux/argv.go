@@ -107,6 +107,9 @@ type launch struct {
 	// cannot is set when the command cannot be executed: the launch
 	// answers as a shell would, without building the box.
 	cannot *execFailure
+	// wentAhead is set once the go-ahead is written (release): from then
+	// on the box's init starts the command.
+	wentAhead bool
 }
 
 // probeMode replaces the command with cordon's self-test.

@@ -24,6 +24,7 @@ type child struct {
 	pid  int
 	done chan struct{} // closed once the process is reaped
 	err  error         // how it ended, once done is closed: nil for exit 0
+	sig  unix.Signal   // the signal that ended it, once done is closed; 0 for an exit
 
 	// mu orders signals before the reaping: a pid is only signalled
 	// while it is still this process's, a zombie at worst.
@@ -100,6 +101,7 @@ func (c *child) reap() error {
 	c.reaped = true
 	switch {
 	case ws.Signaled():
+		c.sig = ws.Signal()
 		return fmt.Errorf("signal: %v", ws.Signal())
 	case ws.ExitStatus() != 0:
 		return fmt.Errorf("exit status %d", ws.ExitStatus())

@@ -299,6 +299,9 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	timedOut := false
 	var grace <-chan time.Time
 	var waitErr error
+	// stopped says why cordon ended the box itself, when no deadline did
+	// and the command's end may never be reported.
+	var stopped string
 	// exited is the command's result once bwrap has reported its end;
 	// no deadline or signal changes it after that.
 	var exited *sandbox.Result
@@ -366,6 +369,7 @@ loop:
 			if running != nil {
 				running.signal(sig.(unix.Signal))
 			} else if sig != unix.SIGWINCH {
+				stopped = fmt.Sprintf("cordon received %s before the command could be sent it, and ended the box", unix.SignalName(sig.(unix.Signal)))
 				kill()
 			}
 			// A command asked to stop gets a grace period, then the
@@ -374,11 +378,13 @@ loop:
 				grace = time.After(stopGrace)
 			}
 		case <-grace:
+			stopped = fmt.Sprintf("the command was still running %s after cordon passed it the signal to stop, and cordon ended the box", stopGrace)
 			kill()
 		case <-deadline:
 			timedOut = true
 			kill()
 		case <-ctx.Done():
+			stopped = "the run was cancelled, and cordon ended the box"
 			kill()
 			ctx = context.Background()
 		}
@@ -415,6 +421,15 @@ loop:
 	if startErr != nil {
 		return res, startErr
 	}
+	if cause := endedUnreported(l.wentAhead, stopped, c.sig); cause != "" {
+		// The command had been let start, and the box ended before bwrap
+		// could report its end: its init died, and with it, by SIGKILL,
+		// everything in the box.
+		return sandbox.Result{Duration: time.Since(begin), ExitCode: 128 + int(unix.SIGKILL), Signal: "SIGKILL", Cause: cause}, nil
+	}
+	if stopped != "" {
+		return res, &StartError{Code: ExitLaunchFailed, Reason: stopped + ", before the command started"}
+	}
 	reason := "the sandbox did not start"
 	if waitErr != nil {
 		reason += " (" + waitErr.Error() + ")"
@@ -423,6 +438,22 @@ loop:
 		reason += ": " + msg
 	}
 	return res, &StartError{Code: ExitLaunchFailed, Reason: reason + "; bwrap's own message, if any, is printed above"}
+}
+
+// endedUnreported says why a command let start (wentAhead) ended with no
+// report of its end from bwrap: cordon ended the box (stopped says why),
+// or a signal from outside ended bwrap (launcher). It is empty for a box
+// that never got the go-ahead, or whose launcher exited on its own.
+func endedUnreported(wentAhead bool, stopped string, launcher unix.Signal) string {
+	switch {
+	case !wentAhead:
+		return ""
+	case stopped != "":
+		return stopped
+	case launcher != 0:
+		return fmt.Sprintf("the box's launcher (bwrap) was ended by %s from outside cordon while the command ran, and the box ended with it", unix.SignalName(launcher))
+	}
+	return ""
 }
 
 // release lets the built sandbox start the command: the launch is
@@ -459,6 +490,7 @@ func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, goAhead *
 	if _, err := goAhead.Write([]byte{1}); err != nil {
 		return &StartError{Code: ExitLaunchFailed, Reason: fmt.Sprintf("let the sandbox start the command: %v", err)}
 	}
+	l.wentAhead = true // read by Run once it has this call's result
 	return nil
 }
 

@@ -313,3 +313,24 @@ func TestEndedCommandExitCode(t *testing.T) {
 		t.Error("a stat line without exit_code gave one")
 	}
 }
+
+// TestEndedUnreported: why a command let start ended with no report of
+// its end; nothing for a box that never got the go-ahead.
+func TestEndedUnreported(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		wentAhead bool
+		stopped   string
+		launcher  unix.Signal
+		want      string
+	}{
+		{"never let start", false, "cordon ended it", unix.SIGKILL, ""},
+		{"cordon ended the box", true, "cordon ended it", unix.SIGKILL, "cordon ended it"},
+		{"launcher killed from outside", true, "", unix.SIGTERM, "the box's launcher (bwrap) was ended by SIGTERM from outside cordon while the command ran, and the box ended with it"},
+		{"launcher exited on its own", true, "", 0, ""},
+	} {
+		if got := endedUnreported(tc.wentAhead, tc.stopped, tc.launcher); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -27,6 +27,9 @@ const (
 	ReasonTooManyRequests policy.Reason = "too_many_requests"
 	// ReasonNestedConnect is a CONNECT request inside a terminated stream.
 	ReasonNestedConnect policy.Reason = "nested_connect"
+	// ReasonUnsolicitedResponse is an upstream connection that sent bytes
+	// no request asked for, dropped with them.
+	ReasonUnsolicitedResponse policy.Reason = "unsolicited_response"
 	// ReasonAuditFailed is what could not be logged, and so was refused.
 	ReasonAuditFailed policy.Reason = "audit_failed"
 )

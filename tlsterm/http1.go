@@ -104,8 +104,10 @@ type upstream1 struct {
 	lim      limitReader
 	br       *bufio.Reader
 	bw       *bufio.Writer
-	// used says a request went over it: it may have gone stale since.
+	// used says a request went over it: it may have gone stale since;
+	// last is the latest such request.
 	used bool
+	last *http.Request
 }
 
 // limitReader reads r until n bytes have been read, then reports EOF and

@@ -459,6 +459,75 @@ func TestHTTP1SlowUpstream(t *testing.T) {
 	}
 }
 
+// bodyIgnoringOrigin serves each connection as Python's http.server does
+// with a handler that never reads the body: a request's body is read as
+// the next request, and answered, each answer written on its own. Every
+// request is sent on answered once its answer is written, so on loopback
+// it waits in the reader's socket.
+func bodyIgnoringOrigin(answered chan<- string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			body := "you asked " + r.Method + " " + r.URL.Path
+			fmt.Fprintf(brw, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+			if brw.Flush() != nil {
+				return
+			}
+			answered <- r.Method + " " + r.URL.Path
+			if r, err = http.ReadRequest(brw.Reader); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// TestHTTP1UnsolicitedResponseDropped: a GET whose body is a request of
+// its own, to a server that ignores a GET's body, draws two responses;
+// the second is for no request cordon sent. It reached the client as the
+// response to its next GET (kept-alive connections were looked at before
+// a request only if it could not simply be sent again, and then not at
+// the records TLS had already read), and the log gave it that GET's path.
+// The second GET must get its own response, over a new connection, and
+// the bytes be logged as refused.
+func TestHTTP1UnsolicitedResponseDropped(t *testing.T) {
+	for _, plaintext := range []bool{false, true} {
+		answered := make(chan string, 10)
+		next := func() string {
+			select {
+			case a := <-answered:
+				return a
+			case <-time.After(5 * time.Second):
+				t.Fatalf("plaintext %v: the origin answered nothing more", plaintext)
+				return ""
+			}
+		}
+		r := newRig(t, bodyIgnoringOrigin(answered), rigOptions{h1Only: true, plaintext: plaintext})
+		c, br := r.dial(t, plaintext)
+		smuggled := fmt.Sprintf("DELETE /smuggled HTTP/1.1\r\nHost: %s\r\n\r\n", r.authority())
+		fmt.Fprintf(c, "GET /a HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s", r.authority(), len(smuggled), smuggled)
+		if resp, body := readResp(t, br, "GET"); resp.StatusCode != 200 || body != "you asked GET /a" {
+			t.Fatalf("plaintext %v, GET /a: %d %q", plaintext, resp.StatusCode, body)
+		}
+		if got := []string{next(), next()}; !slices.Equal(got, []string{"GET /a", "DELETE /smuggled"}) {
+			t.Fatalf("plaintext %v: the origin answered %q", plaintext, got)
+		}
+		fmt.Fprintf(c, "GET /b HTTP/1.1\r\nHost: %s\r\n\r\n", r.authority())
+		if resp, body := readResp(t, br, "GET"); resp.StatusCode != 200 || body != "you asked GET /b" {
+			t.Fatalf("plaintext %v, GET /b got another request's response: %d %q", plaintext, resp.StatusCode, body)
+		}
+		recs := r.waitRecords(t, audit.TypeDecision, 3)
+		if !slices.ContainsFunc(recs, func(d audit.Record) bool {
+			return d.Decision == audit.Deny && d.Reason == string(ReasonUnsolicitedResponse) && d.Method == "GET" && d.Path == "/a"
+		}) {
+			t.Fatalf("plaintext %v: the unsolicited response was not logged as refused after GET /a: %+v", plaintext, recs)
+		}
+	}
+}
+
 func TestHTTP10Client(t *testing.T) {
 	r := newRig(t, testOrigin(t), rigOptions{})
 	c, br := r.dial(t, false)

@@ -211,8 +211,8 @@ func (h *conn1) outgoing(x *exchange) error {
 func (h *conn1) send(x *exchange) error {
 	replayable := x.req.Body == nil && isIdempotent(x.req)
 	for attempt := 0; ; attempt++ {
-		if h.up != nil && h.up.used && !replayable && !h.up.alive() {
-			h.dropUpstream()
+		if h.up != nil && h.up.used {
+			h.checkIdle()
 		}
 		if h.up == nil {
 			if err := h.connect(); err != nil {
@@ -221,6 +221,7 @@ func (h *conn1) send(x *exchange) error {
 		}
 		reused := h.up.used
 		h.up.used = true
+		h.up.last = x.req
 		err := h.sendOnce(x)
 		if err == nil {
 			return nil
@@ -367,6 +368,10 @@ func (up *upstream1) writeAwaiting(req *http.Request) error {
 	return err
 }
 
+// aLongTimeAgo is a read deadline already past: the read hands out only
+// what is already at hand.
+var aLongTimeAgo = time.Unix(1, 0)
+
 // staleCheck bounds writeAwaiting's armed wait: a response slower than
 // this costs one look at the socket more.
 const staleCheck = 100 * time.Millisecond
@@ -483,28 +488,58 @@ func clientFailure(gone bool, body *clientBody) error {
 	return nil
 }
 
-// alive says whether an idle upstream connection can carry another
-// request: no stray bytes waiting, not closed by the server meanwhile.
-func (up *upstream1) alive() bool {
-	if up.br.Buffered() > 0 {
-		return false
-	}
-	switch peekIdle(up.conn) {
+// checkIdle looks at the kept-alive upstream connection before a request
+// goes over it, and drops it unless it is quiet. One the server closed
+// meanwhile is dropped; one holding bytes nobody asked for is dropped and
+// logged. Those bytes are a response to no request cordon sent: a server
+// that ignores a body (Python's http.server does, on a GET) reads it as
+// a request of its own and answers it, and the answer, taken as the next
+// request's, reached its client as that request's response, and the log
+// said so. Requests that could simply be sent again on a fresh connection
+// were sent without this look, so they took such bytes as their answer.
+func (h *conn1) checkIdle() {
+	switch h.up.idle() {
 	case idleEmpty:
-		return true
-	case idleClosed:
-		return false
+		return
+	case idleData:
+		last := h.up.last
+		h.st.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(ReasonUnsolicitedResponse),
+			Method: last.Method, Path: last.URL.Path,
+			Detail: "the upstream sent bytes after its response to this request that no request asked for (a response to a request it read from this one's body?); they were dropped with its connection, and the next request went on a new one"})
 	}
-	if tc, ok := up.conn.(interface{ NetConn() net.Conn }); !ok || tc.NetConn() == up.conn {
-		return false // unsolicited bytes on a plaintext connection
+	h.dropUpstream()
+}
+
+// idle says what waits on an idle upstream connection: nothing, so it can
+// carry another request (idleEmpty), its end (idleClosed), or bytes nobody
+// asked for (idleData).
+func (up *upstream1) idle() idleState {
+	if up.br.Buffered() > 0 {
+		return idleData
 	}
-	// Bytes wait on a TLS connection: a session ticket, or its end. Let TLS
-	// read them, briefly.
-	up.conn.SetReadDeadline(time.Now().Add(staleWait))
+	s := peekIdle(up.conn)
+	if tc, ok := up.conn.(interface{ NetConn() net.Conn }); s == idleClosed || !ok || tc.NetConn() == up.conn {
+		return s // closed, or a plaintext connection
+	}
+	// On a TLS connection, bytes that wait may be a session ticket, its
+	// end, or data: let TLS read them, briefly. Where none wait, TLS may
+	// still hold records it read with the last response's (a server's
+	// next answer); a deadline already past lets it hand out only those.
+	deadline := aLongTimeAgo
+	if s == idleData {
+		deadline = time.Now().Add(staleWait)
+	}
+	up.conn.SetReadDeadline(deadline)
 	_, err := up.br.Peek(1)
 	up.conn.SetReadDeadline(time.Time{})
 	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	switch {
+	case err == nil:
+		return idleData
+	case errors.As(err, &ne) && ne.Timeout():
+		return idleEmpty
+	}
+	return idleClosed
 }
 
 // idleState is what waits on an idle connection.

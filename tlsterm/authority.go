@@ -66,7 +66,8 @@ func CheckSNI(sni, host string, port int) policy.Decision {
 // authority (HTTP/1.1 Host or absolute-form URI, HTTP/2 :authority) must
 // name the stream's host and port, with the scheme's default port elided,
 // and it may not try to switch protocols to h2c, nor open a tunnel of its
-// own with CONNECT, nor carry an opaque URI, which names no authority.
+// own with CONNECT, nor carry an opaque URI, which names no authority,
+// nor a space in its query.
 func CheckRequest(r *http.Request, host string, port, defaultPort int) policy.Decision {
 	d := policy.Decision{Host: host, Port: port}
 	if HasToken(r.Header, "Upgrade", "h2c") || r.Header.Get("HTTP2-Settings") != "" {
@@ -90,6 +91,15 @@ func CheckRequest(r *http.Request, host string, port, defaultPort int) policy.De
 		// takes over Host. Not quoted: its query is never logged.
 		d.Reason = ReasonAuthorityMismatch
 		d.Detail = fmt.Sprintf("an opaque request URI (a scheme without \"//\") names no authority to check against the tunnel's %s, and would go upstream as written; one connection speaks to one authority", policy.JoinHostPort(host, port))
+		return d
+	}
+	if strings.Contains(r.URL.RawQuery, " ") {
+		// An HTTP/2 :path may hold one, which goes upstream raw: into an
+		// HTTP/1.1 request line, which a server splits at its spaces
+		// ("GET /x?a HTTP/1.0 b HTTP/1.1"). An HTTP/1.x request line
+		// cannot carry one. Not quoted: its query is never logged.
+		d.Reason = ReasonBadRequest
+		d.Detail = "the request's query holds a space, which would split the request line it goes upstream in; percent-encode it (%20)"
 		return d
 	}
 	if d2 := CheckAuthority(r.Host, host, port, defaultPort); !d2.Allow {

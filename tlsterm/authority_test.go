@@ -84,6 +84,10 @@ func TestCheckRequest(t *testing.T) {
 		{"opaque URI", req("a.test", "https:http://b.test/x", nil), ReasonAuthorityMismatch},
 		{"opaque URI, no slashes", req("a.test", "https:b.test:443/x", nil), ReasonAuthorityMismatch},
 		{"absolute-form without host", req("a.test", "https:///x", nil), policy.ReasonAllowed},
+		// An HTTP/2 :path may carry one; it would split the HTTP/1.1
+		// request line upstream.
+		{"space in query", req("a.test", "/x?a HTTP/1.0 b", nil), ReasonBadRequest},
+		{"space in path", req("a.test", "/x y", nil), policy.ReasonAllowed}, // sent escaped
 	} {
 		if d := CheckRequest(tc.r, "a.test", 443, 443); d.Reason != tc.reason {
 			t.Errorf("%s: %+v, want %s", tc.name, d, tc.reason)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/policy"
 )
 
 // h2Conn opens a terminated HTTP/2 connection through r, speaks the
@@ -148,7 +150,7 @@ func TestClosedUpstreamsForgotten(t *testing.T) {
 // another Host, and no decision line for it.
 func TestHTTP2NestedConnectRefused(t *testing.T) {
 	origin := &untouchedOrigin{}
-	r := newRig(t, origin, rigOptions{h1Only: true})
+	r := newRig(t, origin, rigOptions{h1Only: true, connState: origin.connState})
 	req, err := http.NewRequest(http.MethodConnect, "https://"+r.authority(), strings.NewReader("GET /hidden HTTP/1.1\r\nHost: other.test\r\n\r\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -176,12 +178,28 @@ func TestHTTP2NestedConnectRefused(t *testing.T) {
 // another host, which the server takes over Host. (Go's client will not
 // send such a :path, so the frames are written here.)
 func TestHTTP2OpaqueURIRefused(t *testing.T) {
+	expectH2PathRefused(t, "https:http://other.test/x", http.StatusMisdirectedRequest, ReasonAuthorityMismatch)
+}
+
+// TestHTTP2SpaceInQueryRefused: an HTTP/2 :path whose query holds spaces
+// is refused and logged. It went to an HTTP/1.1 upstream raw, in the
+// request line, which the server split at them: "GET /x?a HTTP/1.0 b
+// HTTP/1.1" (the path is sent escaped; the query was sent as written).
+func TestHTTP2SpaceInQueryRefused(t *testing.T) {
+	expectH2PathRefused(t, "/x?a HTTP/1.0 b", http.StatusBadRequest, ReasonBadRequest)
+}
+
+// expectH2PathRefused sends an HTTP/2 GET for path through a rig whose
+// HTTP/1.1 origin is not to be reached, and wants it answered with status
+// and reason and logged as refused.
+func expectH2PathRefused(t *testing.T, path string, status int, reason policy.Reason) {
+	t.Helper()
 	origin := &untouchedOrigin{}
-	r := newRig(t, origin, rigOptions{h1Only: true})
+	r := newRig(t, origin, rigOptions{h1Only: true, connState: origin.connState})
 	_, fr, _ := r.h2Conn(t)
 	var block bytes.Buffer
 	enc := hpack.NewEncoder(&block)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", r.authority()}, {":path", "https:http://other.test/x"}} {
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", r.authority()}, {":path", path}} {
 		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
@@ -201,17 +219,19 @@ func TestHTTP2OpaqueURIRefused(t *testing.T) {
 			t.Fatalf("stream reset: %v", f.ErrCode)
 		}
 	}
-	if got[":status"] != "421" || got["x-cordon-reason"] != string(ReasonAuthorityMismatch) {
-		t.Fatalf("got %v, want 421 %s", got, ReasonAuthorityMismatch)
+	if got[":status"] != strconv.Itoa(status) || got["x-cordon-reason"] != string(reason) {
+		t.Fatalf("got %v, want %d %s", got, status, reason)
 	}
-	if d := r.waitRecords(t, audit.TypeDecision, 1)[0]; d.Decision != audit.Deny || d.Reason != string(ReasonAuthorityMismatch) {
+	if d := r.waitRecords(t, audit.TypeDecision, 1)[0]; d.Decision != audit.Deny || d.Reason != string(reason) {
 		t.Fatalf("decision line %+v, want a deny", d)
 	}
 	origin.expectNone(t)
 }
 
 // untouchedOrigin is an origin no request is to reach: it notes each
-// that does.
+// that does, and, as its server's ConnState (rigOptions.connState), each
+// connection that read any of a request, which sees a request the server
+// refuses itself.
 type untouchedOrigin struct {
 	mu   sync.Mutex
 	seen []string
@@ -221,6 +241,15 @@ func (o *untouchedOrigin) ServeHTTP(_ http.ResponseWriter, req *http.Request) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.seen = append(o.seen, req.Method+" "+req.Host+" "+req.RequestURI)
+}
+
+func (o *untouchedOrigin) connState(c net.Conn, s http.ConnState) {
+	if s != http.StateActive {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seen = append(o.seen, "a request's bytes from "+c.RemoteAddr().String())
 }
 
 // expectNone fails t if a request reached the origin, waiting first for

@@ -60,7 +60,7 @@ func (st *stream) admit(r *http.Request, framing string) (credinject.Outcome, *r
 		switch d.Reason {
 		case ReasonH2CUpgrade, ReasonNestedConnect:
 			status = http.StatusForbidden
-		case ReasonBadFraming:
+		case ReasonBadFraming, ReasonBadRequest:
 			status = http.StatusBadRequest
 		}
 		return credinject.Outcome{}, &refusal{status: status, d: d, deny: true}

@@ -10,30 +10,45 @@ import (
 	"time"
 )
 
-// maxUpstreams bounds the addresses the plain-HTTP pool keeps transports
-// (and idle connections) for; the least recently used goes first.
+// maxUpstreams bounds the addresses and names the plain-HTTP pool keeps
+// transports (and idle connections) for; the least recently used goes
+// first.
 const maxUpstreams = 64
 
 // upstreams is the plain-HTTP proxy's connection pool: one keep-alive
-// transport per checked upstream address, each dialling that address and
-// no other. A request reuses a connection only to the very address its
-// own check allowed and its audit line names, whatever name it came by.
+// transport per checked upstream address and host name, each dialling that
+// address and no other. A request reuses a connection only to the very
+// address its own check allowed and its audit line names, and only one
+// that has carried requests for its own host alone. Pooled by address
+// alone, a connection opened for one name carried the next request for
+// another name at that address: a server that read the first request's
+// body as the start of a request of its own (Python's http.server does,
+// on a GET) took the second, and the credential put on it for its own
+// host, as that request's body, a request for the other name.
 type upstreams struct {
 	mu    sync.Mutex
-	byKey map[netip.AddrPort]*http.Transport
-	order []netip.AddrPort // least recently used first
+	byKey map[upstreamKey]*http.Transport
+	order []upstreamKey // least recently used first
 }
 
-// transport returns the pool's transport for addr, dialling through d.
-func (u *upstreams) transport(addr netip.AddrPort, d *Dialer) *http.Transport {
+// upstreamKey is what a pooled transport serves: one address, one host.
+type upstreamKey struct {
+	addr netip.AddrPort
+	host string
+}
+
+// transport returns the pool's transport for requests to host at addr,
+// dialling addr through d.
+func (u *upstreams) transport(addr netip.AddrPort, host string, d *Dialer) *http.Transport {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if tr, ok := u.byKey[addr]; ok {
-		u.touch(addr)
+	key := upstreamKey{addr, host}
+	if tr, ok := u.byKey[key]; ok {
+		u.touch(key)
 		return tr
 	}
 	if u.byKey == nil {
-		u.byKey = map[netip.AddrPort]*http.Transport{}
+		u.byKey = map[upstreamKey]*http.Transport{}
 	}
 	if len(u.order) >= maxUpstreams {
 		oldest := u.order[0]
@@ -54,17 +69,17 @@ func (u *upstreams) transport(addr netip.AddrPort, d *Dialer) *http.Transport {
 		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	u.byKey[addr] = tr
-	u.order = append(u.order, addr)
+	u.byKey[key] = tr
+	u.order = append(u.order, key)
 	return tr
 }
 
-// touch moves addr to the most recently used end; the caller holds mu.
-func (u *upstreams) touch(addr netip.AddrPort) {
-	for i, a := range u.order {
-		if a == addr {
+// touch moves key to the most recently used end; the caller holds mu.
+func (u *upstreams) touch(key upstreamKey) {
+	for i, k := range u.order {
+		if k == key {
 			copy(u.order[i:], u.order[i+1:])
-			u.order[len(u.order)-1] = addr
+			u.order[len(u.order)-1] = key
 			return
 		}
 	}

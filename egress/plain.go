@@ -96,7 +96,7 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if d := tlsterm.CheckRequest(r, host, port, 80); !d.Allow {
-		refuse(d, http.StatusForbidden)
+		refuse(d, tlsterm.RefusalStatus(d.Reason))
 		return
 	}
 	t, d := s.Judge(r.Context(), host, port)

@@ -22,9 +22,10 @@ const maxUpstreams = 64
 // that has carried requests for its own host alone. Pooled by address
 // alone, a connection opened for one name carried the next request for
 // another name at that address: a server that read the first request's
-// body as the start of a request of its own (Python's http.server does,
-// on a GET) took the second, and the credential put on it for its own
-// host, as that request's body, a request for the other name.
+// body as the start of a request of its own (a Python http.server
+// handler that answers without reading it does) took the second, and the
+// credential put on it for its own host, as that request's body, a
+// request for the other name.
 type upstreams struct {
 	mu    sync.Mutex
 	byKey map[upstreamKey]*http.Transport

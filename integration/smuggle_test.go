@@ -17,9 +17,10 @@ import (
 )
 
 // bodyIgnoringOrigin is a plain-HTTP server on the test host, on port, as
-// quick Python servers are written (http.server's BaseHTTPRequestHandler
-// with do_GET and do_POST): a GET's body is never read, so it is read as
-// the next request; a POST's is. It notes every request it reads, body
+// quick Python servers are written (http.server's BaseHTTPRequestHandler):
+// only /collect reads its request's body; every other path answers
+// without reading it (as a handler that refuses early does), so the body
+// is read as the next request. It notes every request it reads, body
 // included, and gives up on a body that has not come within a second.
 type bodyIgnoringOrigin struct {
 	mu   sync.Mutex
@@ -57,7 +58,7 @@ func (o *bodyIgnoringOrigin) serve(c net.Conn) {
 			return
 		}
 		var body []byte
-		if req.Method == http.MethodPost {
+		if req.URL.Path == "/collect" {
 			c.SetReadDeadline(time.Now().Add(time.Second))
 			body, _ = io.ReadAll(req.Body)
 		}
@@ -78,9 +79,10 @@ func (o *bodyIgnoringOrigin) requests() []string {
 }
 
 // TestPlainPoolKeepsNamesApart: two allowed names at one address, a
-// plaintext credential bound to one of them. A GET to the other name whose
-// body is the start of a POST (to a server that ignores a GET's body)
-// left that POST waiting for its body on the pooled connection, and the
+// plaintext credential bound to one of them. A POST to the other name
+// whose body is the start of another POST (to a server that answers the
+// first without reading its body) left the second waiting for its body on
+// the pooled connection, and the
 // plain-HTTP pool, keyed by address alone, sent the next request, for the
 // credential's host with the real key put on it, over that connection:
 // the server took it, key and all, as the body of the POST for the other
@@ -104,7 +106,7 @@ func TestPlainPoolKeepsNamesApart(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
 
 	prefix := fmt.Sprintf("POST /collect HTTP/1.1\r\nHost: %s\r\nContent-Length: 300\r\n\r\n", other)
-	req, _ := http.NewRequest(http.MethodGet, "http://"+other+"/x", strings.NewReader(prefix))
+	req, _ := http.NewRequest(http.MethodPost, "http://"+other+"/x", strings.NewReader(prefix))
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)

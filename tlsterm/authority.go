@@ -67,7 +67,7 @@ func CheckSNI(sni, host string, port int) policy.Decision {
 // name the stream's host and port, with the scheme's default port elided,
 // and it may not try to switch protocols to h2c, nor open a tunnel of its
 // own with CONNECT, nor carry an opaque URI, which names no authority,
-// nor a space in its query.
+// nor a space in its query, nor be a GET or HEAD with a body.
 func CheckRequest(r *http.Request, host string, port, defaultPort int) policy.Decision {
 	d := policy.Decision{Host: host, Port: port}
 	if HasToken(r.Header, "Upgrade", "h2c") || r.Header.Get("HTTP2-Settings") != "" {
@@ -82,6 +82,16 @@ func CheckRequest(r *http.Request, host string, port, defaultPort int) policy.De
 		// of their own.
 		d.Reason = ReasonNestedConnect
 		d.Detail = "a CONNECT inside a tunnel is refused: the bytes after it would reach the server unread"
+		return d
+	}
+	if r.ContentLength > 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		// Servers are not expected to read such a body, and some do not
+		// (Python's http.server): they read it as the next request, one
+		// nothing here judged or logged, with any Host. A body of unknown
+		// length goes upstream chunked, where it starts with a chunk size,
+		// which no server reads as a request line.
+		d.Reason = ReasonBadFraming
+		d.Detail = "a GET or HEAD request with a body is refused: a server that does not read the body reads it as a request of its own, which cordon never judged; send the body with POST"
 		return d
 	}
 	if r.URL.Opaque != "" {
@@ -112,6 +122,18 @@ func CheckRequest(r *http.Request, host string, port, defaultPort int) policy.De
 	}
 	d.Allow, d.Reason = true, policy.ReasonAllowed
 	return d
+}
+
+// RefusalStatus is the status a request CheckRequest refuses for reason
+// is answered with.
+func RefusalStatus(reason policy.Reason) int {
+	switch reason {
+	case ReasonH2CUpgrade, ReasonNestedConnect:
+		return http.StatusForbidden
+	case ReasonBadFraming, ReasonBadRequest:
+		return http.StatusBadRequest
+	}
+	return http.StatusMisdirectedRequest
 }
 
 // CheckAuthority compares one authority ("host" or "host:port") with the

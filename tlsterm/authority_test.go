@@ -88,11 +88,23 @@ func TestCheckRequest(t *testing.T) {
 		// request line upstream.
 		{"space in query", req("a.test", "/x?a HTTP/1.0 b", nil), ReasonBadRequest},
 		{"space in path", req("a.test", "/x y", nil), policy.ReasonAllowed}, // sent escaped
+		// A server that ignores the body reads it as a request.
+		{"GET with a body", withBody(req("a.test", "/x", nil), "GET", 5), ReasonBadFraming},
+		{"HEAD with a body", withBody(req("a.test", "/x", nil), "HEAD", 5), ReasonBadFraming},
+		{"GET, body of unknown length", withBody(req("a.test", "/x", nil), "GET", -1), policy.ReasonAllowed}, // sent chunked
+		{"POST with a body", withBody(req("a.test", "/x", nil), "POST", 5), policy.ReasonAllowed},
 	} {
 		if d := CheckRequest(tc.r, "a.test", 443, 443); d.Reason != tc.reason {
 			t.Errorf("%s: %+v, want %s", tc.name, d, tc.reason)
 		}
 	}
+}
+
+// withBody makes r a request of method with a body of length n (-1:
+// unknown).
+func withBody(r *http.Request, method string, n int64) *http.Request {
+	r.Method, r.ContentLength = method, n
+	return r
 }
 
 // FuzzCheckAuthority: an authority is allowed exactly when it normalises to

@@ -56,14 +56,7 @@ func (st *stream) admit(r *http.Request, framing string) (credinject.Outcome, *r
 	if !d.Allow {
 		base.Decision, base.Reason, base.Detail = audit.Deny, string(d.Reason), d.Detail
 		st.record(base)
-		status := http.StatusMisdirectedRequest
-		switch d.Reason {
-		case ReasonH2CUpgrade, ReasonNestedConnect:
-			status = http.StatusForbidden
-		case ReasonBadFraming, ReasonBadRequest:
-			status = http.StatusBadRequest
-		}
-		return credinject.Outcome{}, &refusal{status: status, d: d, deny: true}
+		return credinject.Outcome{}, &refusal{status: RefusalStatus(d.Reason), d: d, deny: true}
 	}
 	out, err := ApplyCredentials(st.t.cfg.Creds, r, s.Host, s.Port, !s.Plaintext)
 	if err != nil {

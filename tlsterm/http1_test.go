@@ -485,9 +485,9 @@ func bodyIgnoringOrigin(answered chan<- string) http.Handler {
 	})
 }
 
-// TestHTTP1UnsolicitedResponseDropped: a GET whose body is a request of
-// its own, to a server that ignores a GET's body, draws two responses;
-// the second is for no request cordon sent. It reached the client as the
+// TestHTTP1UnsolicitedResponseDropped: a POST whose body is a request of
+// its own, to a server that answers it without reading the body, draws
+// two responses; the second is for no request cordon sent. It reached the client as the
 // response to its next GET (kept-alive connections were looked at before
 // a request only if it could not simply be sent again, and then not at
 // the records TLS had already read), and the log gave it that GET's path.
@@ -508,11 +508,11 @@ func TestHTTP1UnsolicitedResponseDropped(t *testing.T) {
 		r := newRig(t, bodyIgnoringOrigin(answered), rigOptions{h1Only: true, plaintext: plaintext})
 		c, br := r.dial(t, plaintext)
 		smuggled := fmt.Sprintf("DELETE /smuggled HTTP/1.1\r\nHost: %s\r\n\r\n", r.authority())
-		fmt.Fprintf(c, "GET /a HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s", r.authority(), len(smuggled), smuggled)
-		if resp, body := readResp(t, br, "GET"); resp.StatusCode != 200 || body != "you asked GET /a" {
-			t.Fatalf("plaintext %v, GET /a: %d %q", plaintext, resp.StatusCode, body)
+		fmt.Fprintf(c, "POST /a HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s", r.authority(), len(smuggled), smuggled)
+		if resp, body := readResp(t, br, "POST"); resp.StatusCode != 200 || body != "you asked POST /a" {
+			t.Fatalf("plaintext %v, POST /a: %d %q", plaintext, resp.StatusCode, body)
 		}
-		if got := []string{next(), next()}; !slices.Equal(got, []string{"GET /a", "DELETE /smuggled"}) {
+		if got := []string{next(), next()}; !slices.Equal(got, []string{"POST /a", "DELETE /smuggled"}) {
 			t.Fatalf("plaintext %v: the origin answered %q", plaintext, got)
 		}
 		fmt.Fprintf(c, "GET /b HTTP/1.1\r\nHost: %s\r\n\r\n", r.authority())
@@ -521,9 +521,34 @@ func TestHTTP1UnsolicitedResponseDropped(t *testing.T) {
 		}
 		recs := r.waitRecords(t, audit.TypeDecision, 3)
 		if !slices.ContainsFunc(recs, func(d audit.Record) bool {
-			return d.Decision == audit.Deny && d.Reason == string(ReasonUnsolicitedResponse) && d.Method == "GET" && d.Path == "/a"
+			return d.Decision == audit.Deny && d.Reason == string(ReasonUnsolicitedResponse) && d.Method == "POST" && d.Path == "/a"
 		}) {
-			t.Fatalf("plaintext %v: the unsolicited response was not logged as refused after GET /a: %+v", plaintext, recs)
+			t.Fatalf("plaintext %v: the unsolicited response was not logged as refused after POST /a: %+v", plaintext, recs)
+		}
+	}
+}
+
+// TestHTTP1GetBodyRefused: a GET or HEAD with a body is refused and
+// logged, and nothing of it reaches the origin: a server that ignores
+// such a body (Python's http.server does) read it as a request of its
+// own, which cordon never judged or logged.
+func TestHTTP1GetBodyRefused(t *testing.T) {
+	for _, plaintext := range []bool{false, true} {
+		for _, method := range []string{"GET", "HEAD"} {
+			origin := &untouchedOrigin{}
+			r := newRig(t, origin, rigOptions{h1Only: true, plaintext: plaintext, connState: origin.connState})
+			c, br := r.dial(t, plaintext)
+			smuggled := "DELETE /smuggled HTTP/1.1\r\nHost: other.test\r\n\r\n"
+			fmt.Fprintf(c, "%s /a HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s", method, r.authority(), len(smuggled), smuggled)
+			resp, _ := readResp(t, br, method)
+			if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("X-Cordon-Reason") != string(ReasonBadFraming) {
+				t.Fatalf("plaintext %v, %s with a body: %d %v, want 400 %s", plaintext, method, resp.StatusCode, resp.Header, ReasonBadFraming)
+			}
+			if d := r.waitRecords(t, audit.TypeDecision, 1)[0]; d.Decision != audit.Deny || d.Reason != string(ReasonBadFraming) || d.Method != method {
+				t.Fatalf("plaintext %v, %s with a body: decision line %+v, want a deny", plaintext, method, d)
+			}
+			expectClosed(t, br)
+			origin.expectNone(t)
 		}
 	}
 }

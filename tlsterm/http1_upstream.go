@@ -492,8 +492,8 @@ func clientFailure(gone bool, body *clientBody) error {
 // goes over it, and drops it unless it is quiet. One the server closed
 // meanwhile is dropped; one holding bytes nobody asked for is dropped and
 // logged. Those bytes are a response to no request cordon sent: a server
-// that ignores a body (Python's http.server does, on a GET) reads it as
-// a request of its own and answers it, and the answer, taken as the next
+// that ignores a body (a Python http.server handler that answers without
+// reading it does) reads it as a request of its own and answers it, and the answer, taken as the next
 // request's, reached its client as that request's response, and the log
 // said so. Requests that could simply be sent again on a fresh connection
 // were sent without this look, so they took such bytes as their answer.

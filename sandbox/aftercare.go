@@ -26,9 +26,10 @@ import (
 // Nested workspace that the command made, or whose config or hooks it
 // changed; and the HEAD of each directory there that git takes for a git
 // directory by its layout, which the command made so or whose config or
-// hooks it changed (see nestedChanges); and each linked worktree's
-// directory the command made in the Nested workspace's .git/worktrees
-// (worktreesMadeSince). It returns what it did.
+// hooks it changed (see nestedChanges); and each linked worktree's and
+// submodule's git directory in the Nested workspace's .git, or in a
+// nested repository's, that the command made or whose config or hooks it
+// changed (innerGitDirsChangedSince). It returns what it did.
 func Aftercare(guards []GuardedPath) Care {
 	var c Care
 	guarded := map[string]bool{}
@@ -95,7 +96,7 @@ func Aftercare(guards []GuardedPath) Care {
 			continue
 		}
 		found, err := nestedChanges(g.Path, g.Since, guarded)
-		more, err2 := worktreesMadeSince(filepath.Join(g.Path, ".git"), g.Since, guarded)
+		more, err2 := innerGitDirsChangedSince(filepath.Join(g.Path, ".git"), g.Since, guarded)
 		err = errors.Join(err, err2)
 		for _, p := range append(found, more...) {
 			putAside(p)

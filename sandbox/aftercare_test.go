@@ -132,6 +132,90 @@ func TestAftercareSetsAsideNestedRepositories(t *testing.T) {
 	}
 }
 
+// The git directories inside a .git, which the walk for nested
+// repositories does not enter, are looked at too: a nested repository's
+// submodule config the run changed (the host's git status in the nested
+// repository ran its core.fsmonitor, recursing into the checkout), and a
+// submodule's git directory the run made under the workspace's own
+// .git/modules, registered with no checkout (the host's next git
+// submodule update took it up, and ran its hook and core.fsmonitor).
+// Each is set aside; an untouched one is left alone.
+func TestAftercareSetsAsideInnerGitDirectories(t *testing.T) {
+	base := realTempDir(t)
+	ws := filepath.Join(base, "ws")
+	marker := filepath.Join(base, "planted-command-ran")
+	repo := func(dir string) string {
+		t.Helper()
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		git(t, dir, "init", "-q")
+		git(t, dir, "commit", "-q", "--allow-empty", "-m", "x")
+		return git(t, dir, "rev-parse", "HEAD")
+	}
+	repo(ws)
+	src := filepath.Join(base, "src")
+	head := repo(src)
+	sub := filepath.Join(ws, "sub")
+	repo(sub)
+	for _, m := range []string{"m", "kept"} {
+		git(t, sub, "-c", "protocol.file.allow=always", "submodule", "add", "-q", src, m)
+	}
+	time.Sleep(2 * clockSlack) // all of the above is older than the run
+	paths, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The run: a core.fsmonitor in the nested repository's submodule
+	// config, and a submodule of its own, with a hook, registered in the
+	// workspace's index and left without a checkout.
+	git(t, filepath.Join(sub, "m"), "config", "core.fsmonitor", "touch "+marker+"; false")
+	evil := filepath.Join(ws, ".git", "modules", "evil")
+	git(t, ws, "clone", "-q", "--bare", src, evil)
+	git(t, ws, "config", "-f", filepath.Join(evil, "config"), "core.bare", "false")
+	git(t, ws, "config", "-f", filepath.Join(evil, "config"), "core.worktree", "../../../evil")
+	if err := os.WriteFile(filepath.Join(evil, "hooks", "post-checkout"), []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".gitmodules"), []byte("[submodule \"evil\"]\n\tpath = evil\n\turl = "+filepath.Join(base, "nowhere")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",evil")
+	git(t, sub, "status", "--short")
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the host's git status did not run the planted command, so this test shows nothing: %v", err)
+	}
+	os.Remove(marker)
+
+	c := Aftercare(paths)
+	if len(c.Unchecked) != 0 || len(c.Removed) != 0 {
+		t.Errorf("Aftercare removed %q, left unchecked %v", c.Removed, c.Unchecked)
+	}
+	var got []string
+	for _, a := range c.SetAside {
+		rel, _ := filepath.Rel(ws, a)
+		got = append(got, strings.Split(rel, ".cordon-set-aside-")[0])
+	}
+	slices.Sort(got)
+	if want := []string{".git/modules/evil", "sub/.git/modules/m"}; !slices.Equal(got, want) {
+		t.Errorf("set aside %q, want %q", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(sub, ".git", "modules", "kept", "HEAD")); err != nil {
+		t.Errorf("the untouched submodule was set aside: %v", err)
+	}
+	cmd := exec.Command("git", "status", "--short")
+	cmd.Dir = sub
+	cmd.Run() // the checkout's git directory is gone: git may fail, and must run nothing
+	cmd = exec.Command("git", "submodule", "update", "--init")
+	cmd.Dir = ws
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_ALLOW_PROTOCOL=file")
+	cmd.Run() // the URL leads nowhere: it fails, and must run nothing
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("after Aftercare, the host's git still ran a command the run planted")
+	}
+}
+
 // BenchmarkNestedChanges walks a workspace of 10,000 directories (and a
 // nested repository), as every run's end does.
 func BenchmarkNestedChanges(b *testing.B) {

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -21,9 +22,12 @@ const clockSlack = 50 * time.Millisecond
 // in it, below its own .git, that the run made or whose config or hooks it
 // changed: each .git (directory, file or link) born at or after since, and
 // each older one whose config, config.worktree, commondir or hooks (the
-// directory or a file in it) changed since. Git run there on the host (a
-// prompt that shows the branch does it at a cd, an editor that opens the
-// repositories it finds) would run what the box wrote. A directory that
+// directory or a file in it) changed since; and, of one that did not,
+// each git directory of a submodule or linked worktree in it that
+// became one or changed since (innerGitDirsChangedSince). Git run there
+// on the host (a prompt that shows the branch does it at a cd, an editor
+// that opens the repositories it finds) would run what the box wrote. A
+// directory that
 // git itself takes for a git directory (gitDirLayout: a bare repository's
 // layout, which git's discovery finds in any directory above where it
 // runs, before the workspace's own .git) counts when it, or its HEAD,
@@ -95,13 +99,18 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) ([]string
 					continue // the workspace's own, or a guarded checkout's
 				}
 				changed, err := repoChangedSince(p, d, since)
+				var inner []string
+				if err == nil && !changed && d.IsDir() {
+					inner, err = innerGitDirsChangedSince(p, since, skip)
+				}
 				mu.Lock()
 				switch {
-				case err != nil:
-					errs = errors.Join(errs, err)
 				case changed:
 					found = append(found, p)
+				default:
+					found = append(found, inner...)
 				}
+				errs = errors.Join(errs, err)
 				mu.Unlock()
 			case !d.IsDir():
 			case strings.HasPrefix(d.Name(), ".git.cordon-set-aside-") && skip[p]:
@@ -217,37 +226,90 @@ func configChangedSince(p string, since time.Time) (bool, error) {
 	return false, nil
 }
 
-// worktreesMadeSince lists the directories under the git directory
-// dir's worktrees/ born at or after since, but for skip. Each is a linked
-// worktree's private directory, whose commondir names the repository
-// whose config and hooks git uses in that worktree; a worktree outside
-// the workspace whose directory here is gone (removed by hand, or pruned
-// while its disk was away) still names it in its .git file, and one the
-// box made under that name would have git run there on the host take the
-// box's config. A worktree the box added itself is in the workspace, and
-// its .git is set aside as a nested repository. Those there when the run
-// began are pinned.
-func worktreesMadeSince(dir string, since time.Time, skip map[string]bool) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(dir, "worktrees"))
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
+// innerGitDirsChangedSince lists the git directories inside the git
+// directory dir that git uses from elsewhere, but for skip, that became
+// one since or whose config or hooks changed since (gitDirChangedSince):
+// each linked worktree's (worktrees/NAME), which that worktree's .git
+// file names, and each submodule's (a directory under modules/ holding a
+// HEAD, at any depth, as a submodule's name may hold slashes; and those
+// inside it in turn), which its checkout's .git file names, and which
+// git submodule update takes up again for a checkout it makes. The walk
+// of nested repositories does not enter git directories, so these went
+// unseen: the box wrote a core.fsmonitor into a nested repository's
+// submodule config, and the host's git status there ran it as it
+// recursed into the checkout; and it made a submodule's git directory
+// of its own under the workspace's .git/modules, registered in the
+// index with no checkout, whose hooks and config the user's next git
+// submodule update ran. A worktree outside the workspace whose directory
+// here is gone (removed by hand, or pruned while its disk was away)
+// still names it, and one the box made under that name would have git
+// run there take the box's config. A worktree or a submodule the box
+// adds in the workspace has its checkout's .git set aside too (Nested,
+// Checkouts). Those of the workspace's own repository present when the
+// run began are guarded, and pinned.
+func innerGitDirsChangedSince(dir string, since time.Time, skip map[string]bool) ([]string, error) {
+	dirs, err := innerGitDirs(dir)
 	var found []string
-	for _, e := range entries {
-		p := filepath.Join(dir, "worktrees", e.Name())
-		if skip[p] {
+	for _, d := range dirs {
+		if skip[d] {
 			continue
 		}
-		born, _, err := fileTimes(p)
+		changed, err2 := gitDirChangedSince(d, since)
 		switch {
-		case err != nil:
-			return found, err
-		case !born.Before(since):
-			found = append(found, p)
+		case err2 != nil:
+			err = errors.Join(err, err2)
+		case changed:
+			found = append(found, d)
 		}
 	}
-	return found, nil
+	return found, err
+}
+
+// innerGitDirs lists the linked worktrees' and the submodules' git
+// directories inside the git directory dir (see
+// innerGitDirsChangedSince), within the bounds of the search for
+// submodules' git directories when a run is built.
+func innerGitDirs(dir string) ([]string, error) {
+	var out []string
+	entries := maxRepoModuleEntries
+	list := func(d string) ([]fs.DirEntry, error) {
+		es, err := os.ReadDir(d)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil, nil
+		}
+		if entries -= len(es); entries < 0 {
+			return nil, fmt.Errorf("%s: more than %d entries to look through for the git directories of submodules and worktrees", dir, maxRepoModuleEntries)
+		}
+		return es, err
+	}
+	var gitDir, modules func(d string, depth int) error
+	gitDir = func(d string, depth int) error {
+		worktrees, err := list(filepath.Join(d, "worktrees"))
+		for _, w := range worktrees {
+			out = append(out, filepath.Join(d, "worktrees", w.Name()))
+		}
+		return errors.Join(err, modules(filepath.Join(d, "modules"), depth))
+	}
+	modules = func(d string, depth int) error {
+		if depth >= maxRepoModuleDepth {
+			return fmt.Errorf("%s: submodules nested more than %d levels deep", dir, maxRepoModuleDepth)
+		}
+		es, err := list(d)
+		for _, e := range es {
+			p := filepath.Join(d, e.Name())
+			if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+				continue // git follows a link, and so does this
+			}
+			next := modules
+			if _, err := os.Lstat(filepath.Join(p, "HEAD")); err == nil {
+				out = append(out, p)
+				next = gitDir
+			}
+			if err2 := next(p, depth+1); err2 != nil {
+				return errors.Join(err, err2)
+			}
+		}
+		return err
+	}
+	return out, gitDir(dir, 0)
 }

@@ -5,6 +5,7 @@ package linux
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"golang.org/x/net/bpf"
@@ -58,11 +59,58 @@ const (
 	sigkill        = 9
 )
 
-// syscallNr is one syscall's number on each supported architecture.
+// modeSyscalls are the calls that set a file's mode, whose mode argument
+// may not hold the setuid or setgid bit (modeBitsDenied): a file the box
+// left in the workspace, or a directory it shares with the host, setuid
+// to the user (the box runs as the user) ran with the user's rights for
+// any other local user who could reach it, outside the box. Each gives
+// the argument holding the mode, and, for the calls that set a mode only
+// when they create a file, the argument holding the flags that say so.
+// arm64 has only the *at calls.
+var modeSyscalls = []modeSyscall{
+	{syscallNr{"chmod", 90, noSyscall}, noArg, 1},
+	{syscallNr{"fchmod", 91, 52}, noArg, 1},
+	{syscallNr{"fchmodat", 268, 53}, noArg, 2},
+	{syscallNr{"fchmodat2", 452, 452}, noArg, 2},
+	{syscallNr{"creat", 85, noSyscall}, noArg, 1},
+	{syscallNr{"mknod", 133, noSyscall}, noArg, 1},
+	{syscallNr{"mknodat", 259, 33}, noArg, 2},
+	{syscallNr{"open", 2, noSyscall}, 1, 2},
+	{syscallNr{"openat", 257, 56}, 2, 3},
+}
+
+// modeSyscall is a call of modeSyscalls: flags (or noArg) and mode are
+// the indices of its arguments.
+type modeSyscall struct {
+	nr          syscallNr
+	flags, mode int
+}
+
+// noArg is a modeSyscall's flags for a call that always sets the mode.
+const noArg = -1
+
+// modeBitsDenied are S_ISUID and S_ISGID; modeCreateFlags are O_CREAT and
+// O_TMPFILE's own bit (the same on amd64 and arm64), the flags with which
+// open and openat take a mode. The mode of openat2 lies in a struct the
+// filter cannot read, so openat2 answers ENOSYS (unsupportedSyscalls), as
+// on a kernel older than 5.6, and its callers fall back to openat.
+const (
+	modeBitsDenied  = 0o6000
+	modeCreateFlags = 0o100 | 0o20000000
+)
+
+// unsupportedSyscalls answer ENOSYS inside the sandbox.
+var unsupportedSyscalls = []syscallNr{{"openat2", 437, 437}}
+
+// syscallNr is one syscall's number on each supported architecture, or
+// noSyscall where that architecture has no such call.
 type syscallNr struct {
 	name         string
 	amd64, arm64 uint32
 }
+
+// noSyscall is a syscallNr's number on an architecture without the call.
+const noSyscall = ^uint32(0)
 
 // deniedIoctls are terminal requests that inject input or reach the
 // console, TIOCSTI and TIOCLINUX, and TIOCSETD, which attaches a line
@@ -82,6 +130,7 @@ const (
 	offArch     = 4
 	offArg0Low  = 16 + 8*0 // low 32 bits of args[0] on little-endian machines
 	offArg1Low  = 16 + 8*1 // and of args[1]
+	offArgsLow  = 16       // args[i]'s low 32 bits are at offArgsLow + 8*i
 	x32Bit      = 0x40000000
 )
 
@@ -106,9 +155,11 @@ var seccompArches = map[string]seccompArch{
 // (ioctl's request is compared on its low 32 bits, as the kernel reads
 // it), and so does a prctl(PR_SET_PDEATHSIG) of any signal but SIGKILL
 // (the kernel refuses a signal with high bits set, so the low 32 bits
-// decide); a socket of a family not in allowedFamilies answers EAFNOSUPPORT;
-// any other ABI (x32 and i386 on amd64, arm on arm64) answers ENOSYS;
-// everything else is allowed.
+// decide), and a call of modeSyscalls whose mode holds modeBitsDenied (for
+// open and openat, only with modeCreateFlags, without which the mode is
+// not read); a socket of a family not in allowedFamilies answers
+// EAFNOSUPPORT; unsupportedSyscalls and any other ABI (x32 and i386 on
+// amd64, arm on arm64) answer ENOSYS; everything else is allowed.
 func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
 	a, ok := seccompArches[goarch]
 	if !ok {
@@ -143,6 +194,14 @@ func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
 	for _, sc := range deniedSyscalls {
 		jeq(a.nr(sc), "eperm")
 	}
+	for _, sc := range unsupportedSyscalls {
+		jeq(a.nr(sc), "enosys")
+	}
+	for i, m := range modeSyscalls {
+		if a.nr(m.nr) != noSyscall {
+			jeq(a.nr(m.nr), "mode"+strconv.Itoa(i))
+		}
+	}
 	jeq(a.nr(ioctlNr), "ioctl")
 	for _, sc := range socketNrs {
 		jeq(a.nr(sc), "socket")
@@ -161,6 +220,27 @@ func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
 	prog = append(prog, bpf.LoadAbsolute{Off: offArg1Low, Size: 4})
 	jeq(sigkill, "allow")
 	prog = append(prog, bpf.RetConstant{Val: retErrno | errnoEPERM})
+	// jset jumps to target when the accumulator has a bit of val set,
+	// and to the next instruction when not.
+	jset := func(val uint32, target string) {
+		jumps = append(jumps, jump{at: len(prog), target: target, onTrue: true})
+		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: val})
+	}
+	for i, m := range modeSyscalls {
+		if a.nr(m.nr) == noSyscall {
+			continue
+		}
+		labels["mode"+strconv.Itoa(i)] = len(prog)
+		if m.flags != noArg {
+			prog = append(prog, bpf.LoadAbsolute{Off: uint32(offArgsLow + 8*m.flags), Size: 4})
+			jset(modeCreateFlags, "mode"+strconv.Itoa(i)+"bits")
+			prog = append(prog, bpf.RetConstant{Val: retAllow})
+			labels["mode"+strconv.Itoa(i)+"bits"] = len(prog)
+		}
+		prog = append(prog, bpf.LoadAbsolute{Off: uint32(offArgsLow + 8*m.mode), Size: 4})
+		jset(modeBitsDenied, "eperm")
+		prog = append(prog, bpf.RetConstant{Val: retAllow})
+	}
 	labels["ioctl"] = len(prog)
 	prog = append(prog, bpf.LoadAbsolute{Off: offArg1Low, Size: 4})
 	for _, req := range deniedIoctls {
@@ -209,7 +289,16 @@ func seccompListing(goarch string, prog []bpf.RawInstruction) string {
 	for i, sc := range deniedSyscalls {
 		names[i] = sc.name
 	}
-	fmt.Fprintf(&b, "seccomp filter for %s: EPERM for %s, ioctl TIOCSTI/TIOCLINUX/TIOCSETD and prctl PR_SET_PDEATHSIG but SIGKILL; EAFNOSUPPORT for sockets but unix, inet, inet6 and netlink; ENOSYS for other ABIs\n", goarch, strings.Join(names, ", "))
+	var modes, unsupported []string
+	for _, m := range modeSyscalls {
+		if seccompArches[goarch].nr(m.nr) != noSyscall {
+			modes = append(modes, m.nr.name)
+		}
+	}
+	for _, sc := range unsupportedSyscalls {
+		unsupported = append(unsupported, sc.name)
+	}
+	fmt.Fprintf(&b, "seccomp filter for %s: EPERM for %s, ioctl TIOCSTI/TIOCLINUX/TIOCSETD, prctl PR_SET_PDEATHSIG but SIGKILL, and a setuid or setgid mode to %s; EAFNOSUPPORT for sockets but unix, inet, inet6 and netlink; ENOSYS for %s and other ABIs\n", goarch, strings.Join(names, ", "), strings.Join(modes, ", "), strings.Join(unsupported, ", "))
 	for i, in := range prog {
 		fmt.Fprintf(&b, "%3d: %v\n", i, in.Disassemble())
 	}

@@ -38,6 +38,15 @@ func seccompArgs(nr int, auditArch uint32, arg0, arg1 uint64) []byte {
 	return b
 }
 
+// seccompArgN is seccompData with args[i] set to v (and args[1] to
+// arg1, as seccompData sets it, unless i is 1).
+func seccompArgN(nr int, auditArch uint32, i int, v uint64, arg1 uint64) []byte {
+	b := seccompData(nr, auditArch, arg1)
+	binary.BigEndian.PutUint32(b[offArgsLow+8*i:], uint32(v))
+	binary.BigEndian.PutUint32(b[offArgsLow+8*i+4:], uint32(v>>32))
+	return b
+}
+
 // kernelTables are go-seccomp-bpf's syscall tables, generated from the
 // kernel's: the filter's own numbers must agree with them.
 var kernelTables = map[string]*arch.Info{"amd64": arch.X86_64, "arm64": arch.AARCH64}
@@ -53,8 +62,19 @@ func TestSyscallNumbers(t *testing.T) {
 		if a.audit != uint32(oracle.ID) {
 			t.Errorf("%s: audit arch %#x, the kernel's is %#x", goarch, a.audit, uint32(oracle.ID))
 		}
-		for _, sc := range append(append([]syscallNr{ioctlNr, prctlNr}, socketNrs...), deniedSyscalls...) {
+		all := append(append([]syscallNr{ioctlNr, prctlNr}, socketNrs...), deniedSyscalls...)
+		all = append(all, unsupportedSyscalls...)
+		for _, m := range modeSyscalls {
+			all = append(all, m.nr)
+		}
+		for _, sc := range all {
 			want, ok := oracle.SyscallNames[sc.name]
+			if a.nr(sc) == noSyscall {
+				if ok {
+					t.Errorf("%s: %s is said to be missing, the kernel's is %d", goarch, sc.name, want)
+				}
+				continue
+			}
 			if !ok {
 				t.Errorf("%s: the kernel has no syscall %s", goarch, sc.name)
 				continue
@@ -129,6 +149,52 @@ func TestSeccompProgram(t *testing.T) {
 				{"prctl PR_GET_PDEATHSIG", seccompArgs(nr("prctl"), native, 2, 0), retAllow},
 				{"prctl PR_SET_NAME", seccompArgs(nr("prctl"), native, 15, 0), retAllow},
 				{"prctl PR_SET_DUMPABLE 0", seccompArgs(nr("prctl"), native, 4, 0), retAllow},
+			}
+			// No setuid or setgid mode: the box ran as the user, and a
+			// setuid copy of sh it left in the workspace gave any other
+			// local user the user's rights.
+			const oCreat, oTmpfile, oRdonly = 0o100, 0o20200000, 0
+			mode := func(name string, flags, mode int, flagsVal, modeVal uint64) []byte {
+				b := seccompArgN(nr(name), native, mode, modeVal, 0)
+				if flags != noArg {
+					binary.BigEndian.PutUint32(b[offArgsLow+8*flags:], uint32(flagsVal))
+				}
+				return b
+			}
+			tests = append(tests, []struct {
+				name string
+				data []byte
+				want int
+			}{
+				{"fchmodat 0755", mode("fchmodat", noArg, 2, 0, 0o755), retAllow},
+				{"fchmodat 01777 (sticky)", mode("fchmodat", noArg, 2, 0, 0o1777), retAllow},
+				{"fchmodat 04755", mode("fchmodat", noArg, 2, 0, 0o4755), eperm},
+				{"fchmodat 02755", mode("fchmodat", noArg, 2, 0, 0o2755), eperm},
+				{"fchmodat 04755 with high bits set", mode("fchmodat", noArg, 2, 0, 0xdead_0000_0000_4755), eperm},
+				{"fchmodat2 04755", mode("fchmodat2", noArg, 2, 0, 0o4755), eperm},
+				{"fchmod 0644", mode("fchmod", noArg, 1, 0, 0o644), retAllow},
+				{"fchmod 06755", mode("fchmod", noArg, 1, 0, 0o6755), eperm},
+				{"mknodat S_IFREG|04755", mode("mknodat", noArg, 2, 0, 0o104755), eperm},
+				{"mknodat S_IFIFO|0644", mode("mknodat", noArg, 2, 0, 0o10644), retAllow},
+				{"openat O_CREAT 0644", mode("openat", 2, 3, oCreat, 0o644), retAllow},
+				{"openat O_CREAT 04755", mode("openat", 2, 3, oCreat, 0o4755), eperm},
+				{"openat O_TMPFILE 02755", mode("openat", 2, 3, oTmpfile, 0o2755), eperm},
+				{"openat O_RDONLY, a mode that is not read", mode("openat", 2, 3, oRdonly, 0o4755), retAllow},
+				{"openat2", seccompData(nr("openat2"), native, 0), enosys},
+			}...)
+			if goarch == "amd64" {
+				tests = append(tests, []struct {
+					name string
+					data []byte
+					want int
+				}{
+					{"chmod 04755", mode("chmod", noArg, 1, 0, 0o4755), eperm},
+					{"chmod 0755", mode("chmod", noArg, 1, 0, 0o755), retAllow},
+					{"creat 04755", mode("creat", noArg, 1, 0, 0o4755), eperm},
+					{"mknod S_IFREG|02755", mode("mknod", noArg, 1, 0, 0o102755), eperm},
+					{"open O_CREAT|O_WRONLY 04755", mode("open", 1, 2, oCreat|1, 0o4755), eperm},
+					{"open O_RDONLY", mode("open", 1, 2, oRdonly, 0o4755), retAllow},
+				}...)
 			}
 			for _, sc := range deniedSyscalls {
 				tests = append(tests, struct {

@@ -931,6 +931,43 @@ mv secrets .cache-x && mkdir secrets && echo MOVED; true`)
 	}
 }
 
+// TestRunDenyReadHardLinkRefused: a deny_read entry not made yet is
+// common (a .env a later step writes), and the box may make it, with a
+// second name, a hard link, elsewhere in the workspace. The secret the
+// user then writes into the file (in place, as a shell's > does) was
+// read whole through that name by the next run's box, which sees only
+// the deny_read path as empty. The next run is refused, naming both,
+// and the refusal is logged; so is one for a file in a deny_read
+// directory.
+func TestRunDenyReadHardLinkRefused(t *testing.T) {
+	for _, c := range []struct{ name, deny string }{{"file", "secrets/prod.key"}, {"directory", "secrets"}} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBox(t)
+			key := filepath.Join(b.ws, "secrets", "prod.key")
+			b.file(filepath.Join(b.ws, "x", "keep"), "")
+			b.file(filepath.Join(b.ws, ".cordon.yaml"), "deny_read: ["+filepath.Join(b.ws, c.deny)+"]\n")
+			r := b.run("--net", "off", "--", "sh", "-c", `mkdir -p secrets && touch secrets/prod.key && ln secrets/prod.key x/hl && echo LINKED`)
+			expectCode(t, r, 0)
+			if !strings.Contains(r.stdout, "LINKED") {
+				t.Fatalf("the box could not plant its link:\n%s%s", r.stdout, r.stderr)
+			}
+			const secret = "TOP-SECRET-DB-PASSWORD"
+			if err := os.WriteFile(key, []byte(secret+"\n"), 0o644); err != nil { // in place: the link still shares it
+				t.Fatal(err)
+			}
+			r = b.run("--net", "off", "--", "sh", "-c", `echo "reads: [$(cat x/hl)]"`)
+			link := filepath.Join(b.ws, "x", "hl")
+			want := link + " is a hard link of " + key
+			if strings.Contains(r.stdout, secret) || r.code != 125 || !strings.Contains(r.stderr, want) {
+				t.Fatalf("the run started, or its refusal does not say %q (exit %d):\n%s%s", want, r.code, r.stdout, r.stderr)
+			}
+			if !slices.ContainsFunc(b.records(), func(r audit.Record) bool { return strings.Contains(r.Detail, want) }) {
+				t.Error("no audit record of the refusal")
+			}
+		})
+	}
+}
+
 func TestRunJSONOutcome(t *testing.T) {
 	b := newBox(t)
 	r := b.run("--net", "off", "--json", "--", "sh", "-c", "echo from-command; exit 3")

@@ -1,8 +1,12 @@
 package sandbox
 
 import (
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/policy"
 )
@@ -33,4 +37,59 @@ func MissingDenyRead(p *policy.Policy, ws string) []string {
 		out = append(out, d)
 	}
 	return out
+}
+
+// DenyReadFiles lists, by their real paths, the files p's deny_read
+// entries hide from the box, in one of seen (the trees the box sees),
+// that have more than one name: each entry that is such a file, and each
+// such file under one that is a directory, found by a walk bounded as
+// the search for their other names is (RefuseSecretLinks, which the
+// caller makes). The box reads an empty file at the entry's path, and
+// read the file whole through another name: a hard link an earlier run's
+// box made to the file before the secret was written into it (a
+// deny_read entry not made yet is common, and the box may make it).
+// Relative entries are in the workspace ws. A directory too large to
+// search is refused, as an exposed tree is.
+func DenyReadFiles(p *policy.Policy, ws string, seen []string) ([]string, error) {
+	var out []string
+	entries, deadline := 0, time.Now().Add(maxLinkSearchTime)
+	for _, d := range p.DenyRead {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(ws, d)
+		}
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil {
+			continue // not there: nothing to hide
+		}
+		inSight := false
+		for _, t := range seen {
+			inSight = inSight || Within(real, t)
+		}
+		if !inSight {
+			continue
+		}
+		err = filepath.WalkDir(real, func(path string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err // what cannot be read could hold such a file
+			}
+			if entries++; entries > maxLinkSearchEntries || time.Now().After(deadline) {
+				return fmt.Errorf("more than %d entries, or %s, to search", maxLinkSearchEntries, maxLinkSearchTime)
+			}
+			if !e.Type().IsRegular() {
+				return nil
+			}
+			fi, err := e.Info()
+			if err != nil {
+				return nil // gone
+			}
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+				out = append(out, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("deny_read %s: looking for files in it with more than one name, which the command could read through another: %w; name the files to hide, or a narrower directory", d, err)
+		}
+	}
+	return out, nil
 }

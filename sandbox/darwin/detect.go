@@ -40,9 +40,10 @@ func writableRoots(p *policy.Policy, home string) []string {
 }
 
 // refuseSourceLinks refuses a credential's source file (of every
-// configured credential) with a second name, a hard link, in the workspace
-// ws or a tree the policy exposes: the profile denies the source by its
-// own name only, and the box would read the secret whole through the
+// configured credential), or a file a deny_read entry hides
+// (sandbox.DenyReadFiles), with a second name, a hard link, in the
+// workspace ws or a tree the policy exposes: the profile denies the file
+// by its own name only, and the box would read it whole through the
 // other, as Linux refuses it (sandbox.RefuseSecretLinks).
 func refuseSourceLinks(p *policy.Policy, ws, home string) error {
 	if p == nil {
@@ -56,7 +57,7 @@ func refuseSourceLinks(p *policy.Policy, ws, home string) error {
 			}
 		}
 	}
-	if len(files) == 0 {
+	if len(files) == 0 && len(p.DenyRead) == 0 {
 		return nil
 	}
 	roots := []string{ws}
@@ -73,6 +74,13 @@ func refuseSourceLinks(p *policy.Policy, ws, home string) error {
 	}
 	if err := sandbox.RefuseSecretLinks(files, roots); err != nil {
 		return fmt.Errorf("a credential's source file: %w", err)
+	}
+	denied, err := sandbox.DenyReadFiles(p, ws, roots)
+	if err == nil {
+		err = sandbox.RefuseSecretLinks(denied, roots)
+	}
+	if err != nil {
+		return fmt.Errorf("a deny_read file: %w", err)
 	}
 	return nil
 }

@@ -133,6 +133,42 @@ func TestDetectRefusesSourceHardLinks(t *testing.T) {
 	}
 }
 
+// TestDetectRefusesDenyReadHardLinks: a file a deny_read entry hides (the
+// entry itself, or a file in a directory it names) with a second name in
+// the workspace is refused, as on Linux: the profile denies it by its own
+// name only, and a box that made the entry, with a hard link, before the
+// secret was written into it, read the secret through the link.
+func TestDetectRefusesDenyReadHardLinks(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(ws, "secrets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(ws, "secrets", "prod.key")
+	if err := os.WriteFile(key, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	for _, deny := range []string{key, filepath.Join(ws, "secrets")} {
+		s := &sandbox.Spec{Workspace: ws, Policy: &policy.Policy{DenyRead: []string{deny}}}
+		if _, err := Detect(s, audit); err != nil {
+			t.Fatalf("Detect with the file alone: %v", err)
+		}
+		link := filepath.Join(ws, "hl")
+		if err := os.Link(key, link); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Detect(s, audit); err == nil || !strings.Contains(err.Error(), link+" is a hard link of "+key) {
+			t.Errorf("Detect with deny_read %s hard-linked at %s: %v; want a refusal", deny, link, err)
+		}
+		if err := os.Remove(link); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestTerminalsByDevice: the command's terminals are found by the device
 // their descriptors are open on, among the ttysN entries only.
 func TestTerminalsByDevice(t *testing.T) {

@@ -260,6 +260,9 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	if err := checkDenyReadLinks(p, ws, s.Files, binds); err != nil {
 		return nil, err
 	}
+	if err := refuseHiddenLinks(p, ws, s.Files, binds); err != nil {
+		return nil, err
+	}
 	masks, err := maskPaths(p, ws, h.guard, binds, sources, visible)
 	if err != nil {
 		return nil, err

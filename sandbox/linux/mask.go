@@ -136,16 +136,47 @@ func credentialSources(p *policy.Policy, binds []bind) ([]string, error) {
 	}
 	// The box sees an empty file at each source's path; a second name of
 	// it, in a tree the box sees, would show the secret.
+	if err := sandbox.RefuseSecretLinks(files, seenTrees(binds)); err != nil {
+		return nil, fmt.Errorf("a credential's source file: %w", err)
+	}
+	return files, nil
+}
+
+// seenTrees are the trees of binds in which the box could find a second
+// name of a file hidden from it: the read-write ones and the exposed
+// ones (those searched for credential files).
+func seenTrees(binds []bind) []string {
 	var seen []string
 	for _, b := range binds {
 		if b.write || b.walk {
 			seen = append(seen, b.path)
 		}
 	}
-	if err := sandbox.RefuseSecretLinks(files, seen); err != nil {
-		return nil, fmt.Errorf("a credential's source file: %w", err)
+	return seen
+}
+
+// refuseHiddenLinks refuses a file hidden from the box that has a second
+// name, a hard link, in a tree it sees (seenTrees): a deny_read file
+// (sandbox.DenyReadFiles), or a file shown masked in the box (files, a
+// credential's files:, by their paths). The box reads the empty or
+// masked file at its path, and read the real one whole through the other
+// name: one an earlier run's box linked to a deny_read entry it made
+// before the secret was written into it.
+func refuseHiddenLinks(p *policy.Policy, ws string, files map[string][]byte, binds []bind) error {
+	seen := seenTrees(binds)
+	hidden, err := sandbox.DenyReadFiles(p, ws, seen)
+	if err != nil {
+		return err
 	}
-	return files, nil
+	for dst := range files {
+		if filepath.IsAbs(dst) {
+			hidden = append(hidden, dst)
+		}
+	}
+	if err := sandbox.RefuseSecretLinks(hidden, seen); err != nil {
+		return fmt.Errorf("a deny_read file, or a credential's files: entry: %w", err)
+	}
+	return nil
 }
 
 // resolveSource resolves path (absolute, cleaned) as the kernel would:

@@ -292,3 +292,56 @@ func TestBuildCredentialSourceHardLinkRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestRefuseHiddenLinks: a file hidden from the box (a deny_read file, one
+// in a deny_read directory, a credential's files: entry, shown masked)
+// with a second name, a hard link, in a tree the box sees is refused,
+// naming both; one in a tree it does not see, or with no other name,
+// is not.
+func TestRefuseHiddenLinks(t *testing.T) {
+	ws, home, elsewhere := t.TempDir(), t.TempDir(), t.TempDir()
+	binds := []bind{{path: ws, write: true}}
+	npmrc := filepath.Join(home, ".npmrc")
+	key := filepath.Join(ws, "secrets", "prod.key")
+	if err := os.Mkdir(filepath.Dir(key), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{npmrc, key} {
+		if err := os.WriteFile(f, []byte("secret"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		deny   []string
+		files  map[string][]byte
+		target string
+	}{
+		{name: "deny_read file", deny: []string{key}, target: key},
+		{name: "deny_read directory", deny: []string{filepath.Dir(key)}, target: key},
+		{name: "credential files:", files: map[string][]byte{npmrc: nil}, target: npmrc},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &policy.Policy{DenyRead: c.deny}
+			if err := refuseHiddenLinks(p, ws, c.files, binds); err != nil {
+				t.Fatalf("with no other name: %v", err)
+			}
+			unseen := filepath.Join(elsewhere, "hl")
+			if err := os.Link(c.target, unseen); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(unseen)
+			if err := refuseHiddenLinks(p, ws, c.files, binds); err != nil {
+				t.Fatalf("with another name the box does not see: %v", err)
+			}
+			link := filepath.Join(ws, "hl")
+			if err := os.Link(c.target, link); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(link)
+			if err := refuseHiddenLinks(p, ws, c.files, binds); err == nil || !strings.Contains(err.Error(), link+" is a hard link of "+c.target) {
+				t.Errorf("with another name in the workspace: %v; want a refusal naming both", err)
+			}
+		})
+	}
+}

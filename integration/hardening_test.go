@@ -635,6 +635,33 @@ git -C mine config core.fsmonitor "touch $PWD/pwned; true" && echo changed`, "ma
 	}
 }
 
+// TestRunKeepsWhatItSetAside: what a run sets aside stays in the
+// workspace for the user to look at. The next run's box renamed a nested
+// repository's set-aside .git back into place, older than that run and
+// its config unchanged, so the walk after it took it for the user's own,
+// and the host's git status ran the core.fsmonitor planted the run
+// before. Later runs keep it in place: the rename fails.
+func TestRunKeepsWhatItSetAside(t *testing.T) {
+	b := newBox(t)
+	r := b.run("--net", "off", "--", "sh", "-c", `git init -q sub && git -C sub config core.fsmonitor "touch $PWD/pwned; false" && echo PLANTED`)
+	expectCode(t, r, 0)
+	aside, _ := filepath.Glob(filepath.Join(b.ws, "sub", ".git.cordon-set-aside-*"))
+	if !strings.Contains(r.stdout, "PLANTED") || len(aside) != 1 {
+		t.Fatalf("the first run's repository was not set aside: %v\n%s%s", aside, r.stdout, r.stderr)
+	}
+	r = b.run("--net", "off", "--", "sh", "-c", `mv sub sub2 && echo MOVED && mv sub2 sub; mv sub/.git.cordon-set-aside-* sub/.git && echo RESTORED; true`)
+	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, "RESTORED") || strings.Contains(r.stdout, "MOVED") || !strings.Contains(r.stderr, "Device or resource busy") {
+		t.Errorf("the next run's box could move what the first set aside:\n%s%s", r.stdout, r.stderr)
+	}
+	status := asUser(t, nil, "/usr/bin/git", "status", "--short")
+	status.Dir = filepath.Join(b.ws, "sub")
+	runResult(t, runTimeout, status)
+	if _, err := os.Stat(filepath.Join(b.ws, "pwned")); err == nil {
+		t.Error("the host's git ran the command the box planted in a repository set aside before")
+	}
+}
+
 // TestRunWarnsInPrintableNames: the warnings after a run name paths the
 // box chose. A name holding escape sequences and a newline must reach the
 // terminal escaped: raw, it erased cordon's "set aside" warning, wrote a

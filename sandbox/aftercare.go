@@ -29,7 +29,9 @@ import (
 // hooks it changed (see nestedChanges); and each linked worktree's and
 // submodule's git directory in the Nested workspace's .git, or in a
 // nested repository's, that the command made or whose config or hooks it
-// changed (innerGitDirsChangedSince). It returns what it did.
+// changed (innerGitDirsChangedSince). What it sets aside is recorded for
+// the guards of later runs in the Nested workspace, which keep it in
+// place (guardSetAside). It returns what it did.
 func Aftercare(guards []GuardedPath) Care {
 	var c Care
 	guarded := map[string]bool{}
@@ -103,6 +105,10 @@ func Aftercare(guards []GuardedPath) Care {
 		}
 		if err != nil {
 			c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("looking for repositories the run made: %w", err)})
+		}
+		// Later runs keep what is set aside where it is (guardSetAside).
+		if err := rememberSetAside(g.Path, c.SetAside); err != nil {
+			c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: errAsideNotRecorded(err)})
 		}
 	}
 	return c

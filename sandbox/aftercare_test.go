@@ -216,6 +216,51 @@ func TestAftercareSetsAsideInnerGitDirectories(t *testing.T) {
 	}
 }
 
+// What a run sets aside is kept in place by the guards of later runs in
+// the workspace (read-only, the directories above it pinned): a later
+// box renamed a nested repository's set-aside .git back, and the walk
+// after its run took the old repository for the user's own. What the
+// user renames back, or removes, is no longer kept.
+func TestAftercareSetAsideStaysAside(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	ws := realTempDir(t)
+	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(ws, "a", "sub")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, sub, "init", "-q") // the run's
+	c := Aftercare(guards)
+	if len(c.SetAside) != 1 || len(c.Unchecked) != 0 {
+		t.Fatalf("set aside %q, unchecked %v; want sub/.git set aside", c.SetAside, c.Unchecked)
+	}
+	aside := c.SetAside[0]
+	guards, err = GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := describeGuards(guards, ws)
+	for _, want := range []string{"pinned a", "pinned a/sub", "read-only " + strings.TrimPrefix(aside, ws+"/")} {
+		if !slices.Contains(got, want) {
+			t.Errorf("the next run's guard lacks %q:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	// The user looks, and renames it back.
+	if err := os.Rename(aside, filepath.Join(sub, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	guards, err = GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := describeGuards(guards, ws); slices.Contains(got, "pinned a/sub") {
+		t.Errorf("what the user renamed back is still kept:\n%s", strings.Join(got, "\n"))
+	}
+}
+
 // BenchmarkNestedChanges walks a workspace of 10,000 directories (and a
 // nested repository), as every run's end does.
 func BenchmarkNestedChanges(b *testing.B) {

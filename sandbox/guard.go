@@ -157,8 +157,9 @@ type GuardSpec struct {
 // names in it); the user's global git config and what it includes, where
 // they lie under a directory the box may write (guardGlobalConfig);
 // cordon's own files under a
-// directory the box may write (see guardOwn); and the workspace's nested
-// repositories, checked after the run (Nested). The list is settled: see
+// directory the box may write (see guardOwn); what earlier runs there set
+// aside (guardSetAside); and the workspace's nested repositories, checked
+// after the run (Nested). The list is settled: see
 // settle. A run whose configuration lies where the box may write is
 // refused (checkConfigOutside).
 func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
@@ -244,6 +245,7 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 	if err := refuseHardLinked(kept, writable); err != nil {
 		return nil, err
 	}
+	out = append(out, guardSetAside(ws, writable)...)
 	out = append(out, GuardedPath{Path: ws, Guard: Nested, Dir: true, Since: time.Now().Add(-clockSlack)})
 	return settle(out), nil
 }

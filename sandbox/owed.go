@@ -103,8 +103,13 @@ func owedDir() string {
 
 // owedName names the record of the run of process pid in workspace.
 func owedName(workspace string, pid int) string {
+	return workspaceKey(workspace) + "-" + strconv.Itoa(pid) + ".owed"
+}
+
+// workspaceKey names a workspace in the names of cordon's records of it.
+func workspaceKey(workspace string) string {
 	sum := sha256.Sum256([]byte(workspace))
-	return hex.EncodeToString(sum[:12]) + "-" + strconv.Itoa(pid) + ".owed"
+	return hex.EncodeToString(sum[:12])
 }
 
 // alive says whether process pid may still be running (one of another

@@ -1,0 +1,108 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// What a run sets aside stays in the workspace, under a name git does not
+// use, for the user to look at (Aftercare). A later run's box could rename
+// it back: a nested repository's .git older than that run, whose config
+// and hooks it did not change, is nothing the walk after the run tells
+// from the user's own (repoChangedSince), and the host's git then ran the
+// core.fsmonitor the box had planted the run before. So each run records
+// what it set aside, in cordon's cache directory (a protected path, which
+// no box can reach), and the guards of later runs in the workspace keep
+// what is still there read-only, with the directories above it pinned
+// (GuardWorkspace): the box can neither rename it nor move a directory
+// above it. What the user has renamed back, or removed, is no longer
+// kept. A run that began before another set something aside is not
+// kept from it (its guards were taken before).
+
+// maxAsideRecord bounds the record of what runs in one workspace set
+// aside that cordon reads.
+const maxAsideRecord = 1 << 20
+
+// asideRecord is the file that records what runs in workspace set
+// aside, in cordon's cache directory; "" for nowhere.
+func asideRecord(workspace string) string {
+	c := CacheDir()
+	if c == "" {
+		return ""
+	}
+	return filepath.Join(c, "set-aside", workspaceKey(workspace))
+}
+
+// rememberSetAside adds paths, set aside by a run in workspace, to the
+// record of what runs there set aside, one quoted path a line.
+func rememberSetAside(workspace string, paths []string) error {
+	record := asideRecord(workspace)
+	if record == "" || len(paths) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(record), 0o700); err != nil {
+		return err
+	}
+	var b []byte
+	for _, p := range paths {
+		b = strconv.AppendQuote(b, p)
+		b = append(b, '\n')
+	}
+	f, err := os.OpenFile(record, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b) // one write, appended whole: another run's lines do not cut in
+	return errors.Join(err, f.Close())
+}
+
+// setAsideEarlier lists what earlier runs in workspace set aside
+// (rememberSetAside) that is still there, under the name it was given.
+func setAsideEarlier(workspace string) []string {
+	record := asideRecord(workspace)
+	if record == "" {
+		return nil
+	}
+	data, ok := ReadPrivate(record)
+	if !ok || len(data) > maxAsideRecord {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		p, err := strconv.Unquote(line)
+		if err != nil || !filepath.IsAbs(p) {
+			continue // the end, or a line cut short
+		}
+		if _, err := os.Lstat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// guardSetAside guards each path earlier runs set aside that lies under
+// one of roots (the workspace and the read-write allow_paths) read-only,
+// with the directories between that root and it pinned (guardBelowRoot).
+// One with a symbolic link on the way, which only the user can have made
+// since, is left alone.
+func guardSetAside(workspace string, roots []string) []GuardedPath {
+	var out []GuardedPath
+	for _, p := range setAsideEarlier(workspace) {
+		more, err := guardBelowRoot(p, roots, false, false)
+		if err != nil {
+			continue
+		}
+		out = append(out, more...)
+	}
+	return out
+}
+
+// errAsideNotRecorded says what a run set aside could not be recorded.
+func errAsideNotRecorded(err error) error {
+	return fmt.Errorf("recording what was set aside, which later runs keep in place: %w; a later run's command could rename it back", err)
+}

@@ -662,6 +662,35 @@ func TestRunKeepsWhatItSetAside(t *testing.T) {
 	}
 }
 
+// TestRunSetsAsidePipes: git opens a .gitignore without asking whether
+// it is a regular file. A named pipe the box left as sub/.gitignore held
+// the host's git status in the workspace (and a shell prompt that shows
+// the branch, at every cd) for ever, waiting for a writer. It is set
+// aside when the run ends, with a set_aside line and a warning.
+func TestRunSetsAsidePipes(t *testing.T) {
+	b := newBox(t)
+	if r := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", "init", "-q", b.ws)); r.code != 0 {
+		t.Fatalf("git init: %s%s", r.stdout, r.stderr)
+	}
+	r := b.run("--net", "off", "--", "sh", "-c", `mkdir sub && mkfifo sub/.gitignore && touch sub/x && echo MADE`)
+	expectCode(t, r, 0)
+	aside, _ := filepath.Glob(filepath.Join(b.ws, "sub", ".gitignore.cordon-set-aside-*"))
+	if !strings.Contains(r.stdout, "MADE") || len(aside) != 1 {
+		t.Fatalf("the box's pipe was not set aside: %v\n%s%s", aside, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "set aside as "+aside[0]+": a named pipe") {
+		t.Errorf("no warning naming the pipe:\n%s", r.stderr)
+	}
+	if !slices.ContainsFunc(b.records(), func(r audit.Record) bool { return r.Type == audit.TypeSetAside && r.Path == aside[0] }) {
+		t.Error("no set_aside audit line for the pipe")
+	}
+	status := asUser(t, nil, "timeout", "20", "/usr/bin/git", "status", "--short")
+	status.Dir = b.ws
+	if r := runResult(t, runTimeout, status); r.code != 0 {
+		t.Errorf("the host's git status did not finish (exit %d): %s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 // TestRunWarnsInPrintableNames: the warnings after a run name paths the
 // box chose. A name holding escape sequences and a newline must reach the
 // terminal escaped: raw, it erased cordon's "set aside" warning, wrote a

@@ -29,7 +29,10 @@ import (
 // hooks it changed (see nestedChanges); and each linked worktree's and
 // submodule's git directory in the Nested workspace's .git, or in a
 // nested repository's, that the command made or whose config or hooks it
-// changed (innerGitDirsChangedSince). What it sets aside is recorded for
+// changed (innerGitDirsChangedSince); and each named pipe (FIFO) the
+// command made, renamed or wrote to in the Nested workspace, which held
+// the host's git, and any other program that opened it, for ever (see
+// nestedChanges). What it sets aside is recorded for
 // the guards of later runs in the Nested workspace, which keep it in
 // place (guardSetAside). It returns what it did.
 func Aftercare(guards []GuardedPath) Care {
@@ -97,11 +100,18 @@ func Aftercare(guards []GuardedPath) Care {
 		if g.Guard != Nested {
 			continue
 		}
-		found, err := nestedChanges(g.Path, g.Since, guarded)
+		found, pipes, err := nestedChanges(g.Path, g.Since, guarded)
 		more, err2 := innerGitDirsChangedSince(filepath.Join(g.Path, ".git"), g.Since, guarded)
 		err = errors.Join(err, err2)
 		for _, p := range append(found, more...) {
 			putAside(p)
+		}
+		for _, p := range pipes {
+			if to, err := setAside(p); err != nil {
+				c.Unchecked = append(c.Unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
+			} else {
+				c.Pipes = append(c.Pipes, to)
+			}
 		}
 		if err != nil {
 			c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("looking for repositories the run made: %w", err)})

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -261,6 +262,51 @@ func TestAftercareSetAsideStaysAside(t *testing.T) {
 	}
 }
 
+// A named pipe the run made, renamed or wrote to in the workspace is set
+// aside (git opens a .gitignore without asking whether it is a regular
+// file, and waited for ever on one that was a pipe); one the run did not
+// touch is left alone.
+func TestAftercareSetsAsidePipes(t *testing.T) {
+	ws := realTempDir(t)
+	git(t, ws, "init", "-q")
+	old := filepath.Join(ws, "old-pipe")
+	if err := syscall.Mkfifo(old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * clockSlack) // the pipe above is older than the run
+	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe := filepath.Join(ws, "sub", ".gitignore")
+	if err := os.Mkdir(filepath.Dir(pipe), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Aftercare(guards)
+	if len(c.Pipes) != 1 || !strings.HasPrefix(c.Pipes[0], pipe+".cordon-set-aside-") || len(c.SetAside) != 0 || len(c.Unchecked) != 0 {
+		t.Fatalf("set aside pipes %q, repositories %q, unchecked %v; want the run's pipe alone", c.Pipes, c.SetAside, c.Unchecked)
+	}
+	if _, err := os.Lstat(old); err != nil {
+		t.Errorf("the pipe the run did not touch was moved: %v", err)
+	}
+	cmd := exec.Command("git", "status", "--short")
+	cmd.Dir = ws
+	done := make(chan error, 1)
+	go func() { done <- cmd.Run() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("git status: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Error("git status waits on a pipe the run left")
+	}
+}
+
 // BenchmarkNestedChanges walks a workspace of 10,000 directories (and a
 // nested repository), as every run's end does.
 func BenchmarkNestedChanges(b *testing.B) {
@@ -273,7 +319,7 @@ func BenchmarkNestedChanges(b *testing.B) {
 	git(b, filepath.Join(ws, "d00"), "init", "-q")
 	since := time.Now()
 	for b.Loop() {
-		if found, err := nestedChanges(ws, since, nil); err != nil || len(found) != 0 {
+		if found, _, err := nestedChanges(ws, since, nil); err != nil || len(found) != 0 {
 			b.Fatal(found, err)
 		}
 	}

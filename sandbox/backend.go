@@ -171,6 +171,10 @@ type Care struct {
 	// names of the .git it made or changed, renamed so git no longer runs
 	// there.
 	Removed, SetAside []string
+	// Pipes are the new names of the named pipes (FIFOs) the command made
+	// or used in the workspace, set aside: git opens one named .gitignore
+	// and waits for ever.
+	Pipes []string
 	// Unchecked are what could not be checked: a repository whose index
 	// could not be read, a directory of the workspace that could not be
 	// looked into.
@@ -180,7 +184,7 @@ type Care struct {
 // Add is c followed by o.
 func (c Care) Add(o Care) Care {
 	return Care{Removed: append(c.Removed, o.Removed...), SetAside: append(c.SetAside, o.SetAside...),
-		Unchecked: append(c.Unchecked, o.Unchecked...)}
+		Pipes: append(c.Pipes, o.Pipes...), Unchecked: append(c.Unchecked, o.Unchecked...)}
 }
 
 // Unchecked is a repository Aftercare could not check, and why.

@@ -36,11 +36,15 @@ const clockSlack = 50 * time.Millisecond
 // without. It does not descend into .git directories, and leaves out
 // skip (the guarded ones, and the .git.cordon-set-aside-* that cordon
 // set aside in this run; one the box named so is walked like any other
-// directory).
-func nestedChanges(root string, since time.Time, skip map[string]bool) ([]string, error) {
+// directory). It also returns the named pipes (FIFOs) made, renamed or
+// written to since (their change time, which a rename sets too): git
+// opens a .gitignore without waiting for it to be a regular file, and
+// one that was a pipe held the host's git status there (and a shell
+// prompt that shows the branch, at every cd) for ever, waiting for a
+// writer.
+func nestedChanges(root string, since time.Time, skip map[string]bool) (found, pipes []string, err error) {
 	var (
 		mu      sync.Mutex
-		found   []string
 		errs    error
 		pending sync.WaitGroup
 	)
@@ -112,6 +116,16 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) ([]string
 				}
 				errs = errors.Join(errs, err)
 				mu.Unlock()
+			case d.Type()&fs.ModeNamedPipe != 0:
+				_, changed, err := fileTimes(p)
+				mu.Lock()
+				switch {
+				case err != nil:
+					errs = errors.Join(errs, err)
+				case !changed.Before(since):
+					pipes = append(pipes, p)
+				}
+				mu.Unlock()
 			case !d.IsDir():
 			case strings.HasPrefix(d.Name(), ".git.cordon-set-aside-") && skip[p]:
 				// a git directory set aside in this run
@@ -125,7 +139,8 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) ([]string
 	pending.Wait()
 	close(dirs)
 	slices.Sort(found)
-	return found, errs
+	slices.Sort(pipes)
+	return found, pipes, errs
 }
 
 // repoChangedSince says whether the .git at p (d its entry) was born at

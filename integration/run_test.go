@@ -1435,6 +1435,136 @@ func TestRunRestoresTerminalModes(t *testing.T) {
 	}
 }
 
+// ttyJob plays an interactive shell with job control on a new
+// pseudo-terminal (argv[1] is the workspace, argv[2] "fg" or "bg"): it
+// runs argv[3:] as a job of its own in the foreground (fg), and presses
+// Ctrl-Z once the command is ready, or in the background (cordon run … &,
+// bg). Then the shell has the terminal, and the user types a line to it.
+// It prints how the job ended, what the shell read, what the command
+// read of the terminal, and what reached the terminal.
+const ttyJob = `
+import fcntl, os, pty, select, signal, subprocess, sys, termios, time
+ws, mode, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+master, slave = pty.openpty()
+def wait_for(cond, what):
+    end = time.time() + 30
+    while not cond():
+        if time.time() > end:
+            sys.exit("timed out waiting for " + what)
+        time.sleep(0.05)
+def read_line(fd):
+    if select.select([fd], [], [], 5)[0]:
+        return os.read(fd, 1024).decode(errors="replace").strip()
+    return "nothing"
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+    signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    job = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=ws, preexec_fn=lambda: os.setpgid(0, 0))
+    if mode == "fg":
+        os.tcsetpgrp(slave, job.pid)
+    wait_for(lambda: os.path.exists(os.path.join(ws, "ready")), "the command")
+    if mode == "fg":
+        os.write(master, b"\x1a")
+        _, status = os.waitpid(job.pid, os.WUNTRACED)
+        print("job", "stopped" if os.WIFSTOPPED(status) else "exit %d" % os.waitstatus_to_exitcode(status), flush=True)
+        os.tcsetpgrp(slave, os.getpgrp())
+    os.write(master, b"typed-for-the-shell\n")
+    stolen = os.path.join(ws, "stolen")
+    if mode == "fg" and os.WIFSTOPPED(status):
+        wait_for(lambda: os.path.exists(stolen), "the command's read")
+        os.killpg(job.pid, signal.SIGKILL)
+        os.killpg(job.pid, signal.SIGCONT)
+        os.waitpid(job.pid, 0)
+    elif mode == "bg":
+        print("job exit %d" % job.wait(), flush=True)
+    print("shell read", read_line(slave))
+    print("command read", open(stolen).read().strip() if os.path.exists(stolen) else "nothing")
+    print("command's terminals", open(os.path.join(ws, "ready")).read() or "none", flush=True)
+    os._exit(0)
+os.close(slave)
+out = b""
+while True:
+    try:
+        b = os.read(master, 4096)
+    except OSError:
+        break
+    if not b:
+        break
+    out += b
+os.waitpid(pid, 0)
+print("terminal", out.decode(errors="replace").replace("\r", "").replace("\n", " "))
+`
+
+// ttyThief reads the terminal it was handed, as its stdin and anew
+// through its stdout and stderr (/proc/self/fd) and /dev/console, until
+// it has a line or 20 seconds have passed; it leaves the line in the
+// workspace, and, once it is ready, the terminals it found.
+const ttyThief = `
+import os, select, time
+fds = {}
+for name, path in (("stdin", None), ("console", "/dev/console"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+    try:
+        fd = 0 if path is None else os.open(path, os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        continue
+    if os.isatty(fd):
+        fds[name] = fd
+print("printed by the command", flush=True)
+open("ready.tmp", "w").write(" ".join(sorted(fds)))
+os.rename("ready.tmp", "ready")
+got, end = b"", time.time() + 20
+while fds and b"\n" not in got and time.time() < end:
+    ready = select.select(list(fds.values()), [], [], 0.5)[0]
+    if ready:
+        got += os.read(ready[0], 1024)  # one: the others now have nothing
+if got:
+    open("stolen", "wb").write(got)
+`
+
+// TestRunTerminalOnlyInTheForeground: the command runs in a session of
+// its own, so job control does not stop it when it reads the terminal
+// from the background, and it can read through any descriptor of the
+// terminal it is handed. Before, Ctrl-Z stopped cordon but not the
+// sandbox, and what the user typed next to the shell was the sandbox's
+// to read, as it was from a run started with &. A stopped run now ends
+// (its exit line says so), and one started in the background gets no
+// terminal: its input is /dev/null, its output reaches the terminal
+// through cordon.
+func TestRunTerminalOnlyInTheForeground(t *testing.T) {
+	for _, c := range []struct {
+		mode string
+		want []string
+	}{
+		{"fg", []string{"job exit 148", "shell read typed-for-the-shell", "command read nothing", "command's terminals console stderr stdin stdout",
+			"the run's job was stopped from the terminal (SIGTSTP"}},
+		{"bg", []string{"job exit 0", "shell read typed-for-the-shell", "command read nothing", "command's terminals none",
+			"printed by the command"}},
+	} {
+		b := newBox(t)
+		argv := []string{"-c", ttyJob, b.ws, c.mode, cordonBin(t), "run", "--audit", b.audit, "--net", "off", "--", "python3", "-c", ttyThief}
+		r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
+		for _, want := range c.want {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("%s: want %q in:\n%s%s", c.mode, want, r.stdout, r.stderr)
+			}
+		}
+		if c.mode != "fg" {
+			continue
+		}
+		var exit *audit.Record
+		for _, rec := range b.records() {
+			if rec.Type == audit.TypeExit {
+				exit = &rec
+			}
+		}
+		if exit == nil || exit.Outcome != "suspended" || exit.Signal != "SIGTSTP" || !strings.Contains(exit.Detail, "Ctrl-Z") {
+			t.Errorf("the exit line does not say the run's stop ended it: %+v", exit)
+		}
+	}
+}
+
 // TestRunEveryTmpfsSized: tmp_size bounds every tmpfs the command can
 // write, not /tmp alone: HOME and /dev/shm answer ENOSPC past it too,
 // and /dev itself, a tmpfs bubblewrap cannot size, is read-only.

@@ -254,7 +254,7 @@ func hidePassedValues(argv, names []string) {
 // outcome is the --json object cordon run prints when it is done.
 type outcome struct {
 	Outcome struct {
-		// Kind is completed, blocked, timeout or failed_to_start.
+		// Kind is completed, blocked, timeout, suspended or failed_to_start.
 		Kind     string `json:"kind"`
 		ExitCode *int   `json:"exitCode,omitempty"`
 		Signal   string `json:"signal,omitempty"`
@@ -289,6 +289,9 @@ type runState struct {
 	// verdict, once the capability check has started, waits for it and
 	// returns its first BLOCKED capability.
 	verdict func() (sandbox.Capability, bool)
+	// suspended says which signal stopped the run's job from the
+	// terminal, ending the run (endOnSuspend); nil, or 0, for none.
+	suspended func() syscall.Signal
 }
 
 // refuseBlocked waits for the capability check and refuses the run when
@@ -528,6 +531,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	var exitOnce sync.Once
 	recordExit := func(res sandbox.Result, runErr error) {
 		exitOnce.Do(func() {
+			res, runErr := r.ended(res, runErr)
 			if err := r.w.Sync(r.exitRecord(s, res, runErr)); err != nil {
 				fmt.Fprintf(stderr, "cordon: %v\n", err)
 			}
@@ -540,7 +544,13 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	// wait for ever on output the command stopped), and again here.
 	restoreTerminal := keepTerminal()
 	s.Ended = restoreTerminal
-	res, runErr := backend.Run(ctx, s)
+	runCtx, stopListening := ctx, func() {}
+	if shareTerminal(s) {
+		runCtx, r.suspended, stopListening = endOnSuspend(ctx)
+	}
+	res, runErr := backend.Run(runCtx, s)
+	stopListening()
+	res, runErr = r.ended(res, runErr)
 	restoreTerminal()
 	if err := r.refuseBlocked(); err != nil {
 		return err
@@ -600,7 +610,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	switch {
 	case runErr != nil:
 		msg = runErr.Error()
-	case res.TimedOut:
+	case res.TimedOut, r.out.Outcome.Kind == outcomeSuspended:
 		msg = r.out.Outcome.Reason
 	case res.Cause != "":
 		msg = fmt.Sprintf("%s (exit status %d)", res.Cause, code)
@@ -634,6 +644,19 @@ func signalMessage(sig string, code int, memory int64) string {
 	return msg
 }
 
+// outcomeSuspended is the outcome of a run its job's stop ended.
+const outcomeSuspended = "suspended"
+
+// ended is the result of a run, and its error: those the backend
+// returned, unless the run's job was stopped from the terminal, which
+// ended the run (suspendedResult).
+func (r *runState) ended(res sandbox.Result, runErr error) (sandbox.Result, error) {
+	if r.suspended == nil || r.suspended() == 0 {
+		return res, runErr
+	}
+	return suspendedResult(res, r.suspended()), nil
+}
+
 // exitRecord sets the outcome of a run that ended with res (runErr, when
 // it never started) and returns its exit line.
 func (r *runState) exitRecord(s *sandbox.Spec, res sandbox.Result, runErr error) audit.Record {
@@ -642,6 +665,10 @@ func (r *runState) exitRecord(s *sandbox.Spec, res sandbox.Result, runErr error)
 	rec := audit.Record{Type: audit.TypeExit, Command: r.argv, Workdir: s.Workdir, Network: string(s.Policy.Network),
 		ExitCode: &code, Signal: res.Signal, DurationMS: res.Duration.Milliseconds()}
 	switch {
+	case r.suspended != nil && r.suspended() != 0:
+		r.out.Outcome.Kind = outcomeSuspended
+		r.out.Outcome.Reason = fmt.Sprintf("the run's job was stopped from the terminal (%s; Ctrl-Z sends it), which ends the process tree of a run that holds the terminal: the shell takes the terminal back, and the sandbox would read what is typed to it", res.Signal)
+		rec.Detail = r.out.Outcome.Reason
 	case runErr != nil:
 		r.out.Outcome.Kind = "failed_to_start"
 		r.out.Outcome.Reason = runErr.Error()

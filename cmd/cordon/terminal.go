@@ -3,10 +3,16 @@
 package main
 
 import (
+	"context"
+	"io"
+	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 // keepTerminal saves the state of stdin, stdout and stderr, and of the
@@ -94,4 +100,98 @@ func restartOutput(fd int) {
 	}
 	startOutput(fd)
 	_ = unix.IoctlSetInt(fd, unix.TIOCCBRK, 0)
+}
+
+// The box may read a terminal it is handed, whichever job has the
+// terminal's foreground: it runs in a session of its own, out of reach of
+// the job control (SIGTTIN) that stops a shell's background jobs when they
+// read, and a descriptor of the terminal for writing alone (stdout) opens
+// it anew for reading through /proc/self/fd. So the box holds the terminal
+// only while cordon's job has the foreground (a shell takes it back when
+// the job stops, or gives it none, cordon run … &): otherwise it would
+// read what is typed to the shell, a sudo or ssh password among it.
+// shareTerminal and endOnSuspend keep to that.
+
+// shareTerminal gives s the terminals on its stdin, stdout and stderr
+// unless one is cordon's controlling terminal and another process group
+// has its foreground, and says whether it did. Then (started in the
+// background) the command's stdin is /dev/null and its output reaches the
+// terminal through a pipe that cordon copies. Of a terminal it does not
+// control (a pseudo-terminal a program hands it, setsid cordon run) cordon
+// cannot tell who else reads it: it is handed over.
+func shareTerminal(s *sandbox.Spec) (held bool) {
+	var terminals []*os.File
+	for _, v := range []any{s.Stdin, s.Stdout, s.Stderr} {
+		if f, ok := v.(*os.File); ok && f != nil {
+			if _, err := unix.IoctlGetTermios(int(f.Fd()), ioctlGetTermios); err == nil {
+				terminals = append(terminals, f)
+			}
+		}
+	}
+	background := false
+	for _, f := range terminals {
+		if pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP); err == nil && pgrp != unix.Getpgrp() {
+			background = true
+		}
+	}
+	if !background {
+		return len(terminals) > 0
+	}
+	for _, f := range terminals {
+		switch {
+		case s.Stdin == io.Reader(f):
+			s.Stdin = nil
+		case s.Stdout == io.Writer(f):
+			s.Stdout = throughCordon{f}
+		case s.Stderr == io.Writer(f):
+			s.Stderr = throughCordon{f}
+		}
+	}
+	return false
+}
+
+// throughCordon hides a file from the backend, which then hands the
+// command a pipe and copies what comes through it to the file.
+type throughCordon struct{ io.Writer }
+
+// suspendSignals stop a job from its terminal: Ctrl-Z, and a background
+// job's read or write.
+var suspendSignals = []os.Signal{syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU}
+
+// endOnSuspend returns ctx ended, instead of cordon stopped, when one of
+// suspendSignals comes: a run whose box holds the terminal ends when its
+// job is stopped. The shell would take the foreground back while the box,
+// which no signal to cordon's job stops, went on reading the terminal.
+// suspended says which signal came, if one did (0 if none); stop stops
+// listening.
+func endOnSuspend(ctx context.Context) (_ context.Context, suspended func() syscall.Signal, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, suspendSignals...)
+	var got atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case sig := <-sigs:
+			got.Store(int32(sig.(syscall.Signal)))
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	suspended = func() syscall.Signal { return syscall.Signal(got.Load()) }
+	return ctx, suspended, func() {
+		cancel()
+		<-done
+		signal.Stop(sigs)
+	}
+}
+
+// suspendedResult is the result of a run that sig, one of suspendSignals,
+// ended, the backend's own result (a tree killed, or a sandbox that did
+// not start, had the kill come early) aside: exit status 128+N, as a shell
+// reports a job that stopped, and no error.
+func suspendedResult(res sandbox.Result, sig syscall.Signal) sandbox.Result {
+	res.ExitCode, res.Signal, res.TimedOut = 128+int(sig), unix.SignalName(sig), false
+	return res
 }

@@ -54,6 +54,15 @@ const ProbeCommand = "__probe"
 // them: a symlink as the same symlink, a directory bound read-only.
 var systemEntries = []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
+// hiddenProc are the files of the box's /proc that read as empty (an
+// empty file is bound over each the host has): the kernel keys the
+// user may view, which the box shares with the user's session (keyctl is
+// refused, but /proc/keys listed each by its description, "vault-token:
+// prod-db", and payload size), their owners' quotas, and the kernel's
+// symbol addresses, which a host whose perf_event_paranoid is 1 or less
+// shows anyone, handing a kernel exploit KASLR undone.
+var hiddenProc = []string{"/proc/keys", "/proc/key-users", "/proc/kallsyms"}
+
 // hostInfo is what the builder knows about this machine and user.
 type hostInfo struct {
 	env []string // the host environment
@@ -359,6 +368,12 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 			l.files[src] = nil
 		}
 		a = append(a, "--ro-bind", src, m.path)
+	}
+	for _, f := range hiddenProc {
+		if _, err := os.Stat(f); err == nil {
+			l.files[empty] = nil
+			a = append(a, "--ro-bind", empty, f)
+		}
 	}
 	if len(l.files) > 0 || l.emptyDir != "" {
 		l.scratch = scratch

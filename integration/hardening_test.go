@@ -288,6 +288,49 @@ except OSError as e:
 	}
 }
 
+// TestRunHidesHostSocketsInTheWorkspace: a host process listening on a
+// unix socket in the project (here where devenv puts its postgres, whose
+// superuser has it run any program, COPY … TO PROGRAM) would act outside
+// the box at its asking. Before, the box connected; the socket, listening
+// when the run starts, is now hidden as in an exposed tree. The same user
+// outside reaches it.
+func TestRunHidesHostSocketsInTheWorkspace(t *testing.T) {
+	b := newBox(t)
+	b.file(filepath.Join(b.ws, ".devenv", "state", "postgres", "PG_VERSION"), "17\n")
+	sock := filepath.Join(b.ws, ".devenv", "state", "postgres", ".s.PGSQL.5432")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := os.Chmod(sock, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	accepted := countAccepts(ln)
+	const probe = `
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+    print("connected")
+except OSError as e:
+    print("refused", e.errno)
+`
+	outside := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/python3", "-c", probe, sock))
+	if !strings.Contains(outside.stdout, "connected") || !eventually(5*time.Second, func() bool { return accepted.Load() == 1 }) {
+		t.Fatalf("control: the test user outside the box could not reach the socket, so the test proves nothing:\n%s%s", outside.stdout, outside.stderr)
+	}
+	r := b.run("--net", "off", "--", "python3", "-c", probe, sock)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "refused") {
+		t.Errorf("the box reached the host's socket in its workspace:\n%s%s", r.stdout, r.stderr)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("the socket accepted %d connections; only the control's should have reached it", n)
+	}
+}
+
 // TestRunRefusesTheHostsProcesses: the host's /proc (with every process's
 // environment, open files and, through /proc/PID/root, its whole
 // filesystem), its terminals and shared memory are never exposed: naming

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/policy"
@@ -56,6 +58,7 @@ func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, sources []str
 			cands = append(cands, c)
 		}
 	}
+	cands = append(cands, listeningSockets(procNetUnix, binds)...)
 	w := walker{limit: maxWalkEntries, deadline: time.Now().Add(maxWalkTime)}
 	for _, b := range binds {
 		if !b.walk {
@@ -178,6 +181,72 @@ func refuseHiddenLinks(p *policy.Policy, ws string, files map[string][]byte, bin
 	}
 	return nil
 }
+
+// procNetUnix lists the unix sockets of cordon's network namespace, the
+// host's.
+const procNetUnix = "/proc/net/unix"
+
+// listeningSockets are the paths of the unix sockets listening on the host
+// (read from table, as /proc/net/unix has them) that exist there, socket
+// files still, below a bind (the workspace above all, which is not
+// searched for sockets as an exposed tree is): whatever listens may act
+// outside the box at its asking, as a dev database whose socket is in the
+// project (devenv's .devenv/state/postgres) runs a program for its
+// superuser (COPY … TO PROGRAM). A socket that is a bind itself was named
+// to be exposed. The table has each socket's path as it was bound: one
+// bound by a relative path, or moved since, is not found; one bound
+// through a symbolic link is found at its real path.
+func listeningSockets(table string, binds []bind) []string {
+	data, err := os.ReadFile(table)
+	if err != nil {
+		return nil
+	}
+	var found []string
+	for line := range strings.Lines(string(data)) {
+		// Num RefCount Protocol Flags Type St Inode Path: the inode is
+		// padded on the left, the path (which may hold spaces) follows
+		// one space.
+		rest := strings.TrimSuffix(line, "\n")
+		var f []string
+		for range 7 {
+			rest = strings.TrimLeft(rest, " ")
+			i := strings.IndexByte(rest, ' ')
+			if i < 0 {
+				break
+			}
+			f, rest = append(f, rest[:i]), rest[i+1:]
+		}
+		if len(f) < 7 {
+			continue
+		}
+		flags, err := strconv.ParseUint(f[3], 16, 32)
+		if err != nil || flags&soAcceptCon == 0 || !filepath.IsAbs(rest) {
+			continue
+		}
+		// Binds are real paths; the socket may have been bound through
+		// a symbolic link.
+		path, err := filepath.EvalSymlinks(rest)
+		if err != nil {
+			continue
+		}
+		under := false
+		for _, b := range binds {
+			if path == b.path {
+				under = false
+				break
+			}
+			under = under || sandbox.Within(path, b.path)
+		}
+		if fi, err := os.Lstat(path); under && err == nil && fi.Mode()&fs.ModeSocket != 0 && !slices.Contains(found, path) {
+			found = append(found, path)
+		}
+	}
+	return found
+}
+
+// soAcceptCon is the flag /proc/net/unix shows on a listening socket
+// (__SO_ACCEPTCON).
+const soAcceptCon = 1 << 16
 
 // resolveSource resolves path (absolute, cleaned) as the kernel would:
 // its real path, or "" when it does not resolve. A symbolic link on the

@@ -345,3 +345,46 @@ func TestRefuseHiddenLinks(t *testing.T) {
 		})
 	}
 }
+
+// The host's listening sockets below a bind are found in /proc/net/unix's
+// table (the workspace is not searched for them), at their real paths
+// (one was bound through a link to the workspace): not one that does not
+// listen, is bound by a relative or abstract name, is no longer a socket
+// at its path, lies outside every bind, or is a bind itself.
+func TestListeningSockets(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(ws, link); err != nil {
+		t.Fatal(err)
+	}
+	listen := func(name string) string {
+		p := filepath.Join(ws, name)
+		ln, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		return p
+	}
+	db, spaced, named := listen("db.sock"), listen("with space.sock"), listen("named.sock")
+	idle := filepath.Join(ws, "idle.sock")
+	writeFile(t, idle, "", 0o644)
+	gone := filepath.Join(ws, "gone.sock")
+	writeFile(t, gone, "now a file", 0o644)
+	outside := filepath.Join(t.TempDir(), "outside.sock")
+	row := func(flags, path string) string {
+		return "0000000000000000: 00000002 00000000 " + flags + " 0001 01  1530 " + path + "\n"
+	}
+	table := filepath.Join(t.TempDir(), "unix")
+	writeFile(t, table, "Num       RefCount Protocol Flags    Type St Inode Path\n"+
+		row("00010000", filepath.Join(link, "db.sock"))+row("00010000", spaced)+row("00010000", named)+row("00000000", idle)+
+		row("00010000", gone)+row("00010000", outside)+row("00010000", "db.sock")+row("00010000", "@abstract")+
+		"0000000000000000: 00000003 00000000 00000000 0001 03  1531\n", 0o644)
+	got := listeningSockets(table, []bind{{path: ws, write: true}, {path: named}})
+	if want := []string{db, spaced}; !slices.Equal(got, want) {
+		t.Fatalf("found %q, want %q", got, want)
+	}
+}

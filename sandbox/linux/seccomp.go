@@ -12,8 +12,10 @@ import (
 )
 
 // deniedSyscalls answer EPERM inside the sandbox: kernel keyrings,
-// io_uring, eBPF, perf, userfaultfd, kexec, modules and every way to
-// change the mount table. Each is numbered per architecture, as the
+// io_uring, eBPF, perf, userfaultfd, kexec, modules, every way to
+// change the mount table, and syslog(2), the kernel log's other door
+// (the box has no /dev/kmsg), which a host whose dmesg_restrict is 0
+// opens to anyone. Each is numbered per architecture, as the
 // kernel's syscall tables number them (seccomp_test.go checks every number
 // against go-seccomp-bpf's tables).
 var deniedSyscalls = []syscallNr{
@@ -25,6 +27,7 @@ var deniedSyscalls = []syscallNr{
 	{"mount", 165, 40}, {"umount2", 166, 39}, {"pivot_root", 155, 41},
 	{"fsopen", 430, 430}, {"fsconfig", 431, 431}, {"fsmount", 432, 432}, {"move_mount", 429, 429},
 	{"open_tree", 428, 428}, {"open_tree_attr", 467, 467}, {"mount_setattr", 442, 442},
+	{"syslog", 103, 116},
 }
 
 // ioctlNr is ioctl's number, whose requests deniedIoctls filters.

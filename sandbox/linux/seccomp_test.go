@@ -129,6 +129,7 @@ func TestSeccompProgram(t *testing.T) {
 				{"ioctl TIOCGETD", seccompData(nr("ioctl"), native, 0x5424), retAllow},
 				{"ioctl TIOCSTI with high bits set", seccompData(nr("ioctl"), native, 0xdead_0000_0000_5412), eperm},
 				{"other arch", seccompData(nr("read"), uint32(arch.I386.ID), 0), enosys},
+				{"syslog (the kernel log)", seccompData(nr("syslog"), native, 0), eperm},
 				{"socket AF_UNIX", seccompArg0(nr("socket"), native, 1), retAllow},
 				{"socket AF_INET", seccompArg0(nr("socket"), native, 2), retAllow},
 				{"socket AF_INET6", seccompArg0(nr("socket"), native, 10), retAllow},

@@ -70,20 +70,26 @@ func rlimitPlan(l policy.Limits) limitPlan {
 type rlimit struct {
 	resource int
 	cur, max uint64
-	// keepMax leaves the hard limit as it is.
-	keepMax bool
 }
 
-// rlimits are the limits the command starts with: core dumps off (soft
-// limit 0, so no dump lands in the workspace or in a collector outside the
-// sandbox; the command may raise it), then the plan's RLIMIT_DATA and
-// RLIMIT_NPROC as hard limits. They go on the sandbox's init, which forks
+// noCoreDump is the RLIMIT_CORE, soft and hard, that keeps a crash in the
+// box from dumping anywhere: a file dump needs a page at least, and the
+// kernel runs a host's core collector (core_pattern "|…": systemd-coredump,
+// apport; as root, outside the box) whatever the limit but 1, which it
+// takes for the collector's own crash. Before, the soft limit was 0 and
+// the hard one the user's: the collector was handed the box's whole core,
+// and the command could raise the limit.
+const noCoreDump = 1
+
+// rlimits are the limits the command starts with: core dumps off
+// (noCoreDump), then the plan's RLIMIT_DATA and RLIMIT_NPROC as hard
+// limits. They go on the sandbox's init, which forks
 // the command: the init counts as one of the user's processes, as it did
 // when only the command carried the limit, and must fork once, so a
 // process limit of 1 is set as 2, which leaves the command as unable to
 // fork as 1 did.
 func (p limitPlan) rlimits() []rlimit {
-	rs := []rlimit{{resource: unix.RLIMIT_CORE, keepMax: true}}
+	rs := []rlimit{{resource: unix.RLIMIT_CORE, cur: noCoreDump, max: noCoreDump}}
 	if p.data > 0 {
 		rs = append(rs, rlimit{resource: unix.RLIMIT_DATA, cur: uint64(p.data), max: uint64(p.data)})
 	}
@@ -96,11 +102,7 @@ func (p limitPlan) rlimits() []rlimit {
 
 // String says the limit for --dry-run: "RLIMIT_DATA soft N hard N".
 func (r rlimit) String() string {
-	hard := strconv.FormatUint(r.max, 10)
-	if r.keepMax {
-		hard = "(unchanged)"
-	}
-	return fmt.Sprintf("%s soft %d hard %s", rlimitNames[r.resource], r.cur, hard)
+	return fmt.Sprintf("%s soft %d hard %d", rlimitNames[r.resource], r.cur, r.max)
 }
 
 // rlimitNames name the resources rlimits sets, for errors.
@@ -115,9 +117,6 @@ func setRlimits(pid int, rs []rlimit) error {
 			return fmt.Errorf("read %s of the sandbox's init: %w", rlimitNames[r.resource], err)
 		}
 		lim := unix.Rlimit{Cur: min(r.cur, old.Max), Max: min(r.max, old.Max)}
-		if r.keepMax {
-			lim.Max = old.Max
-		}
 		if err := unix.Prlimit(pid, r.resource, &lim, nil); err != nil {
 			return fmt.Errorf("set %s on the sandbox's init: %w", rlimitNames[r.resource], err)
 		}

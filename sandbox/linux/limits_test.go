@@ -80,10 +80,11 @@ func TestPlanLimitsOnThisMachine(t *testing.T) {
 	}
 }
 
-// TestRlimits: core dumps always off (soft 0), the plan's data and process
+// TestRlimits: core dumps always off (soft and hard 1, with which the
+// kernel runs no core collector either), the plan's data and process
 // limits as hard limits, and room for the init's one fork.
 func TestRlimits(t *testing.T) {
-	core := rlimit{resource: unix.RLIMIT_CORE, keepMax: true}
+	core := rlimit{resource: unix.RLIMIT_CORE, cur: 1, max: 1}
 	tests := []struct {
 		plan limitPlan
 		want []rlimit
@@ -117,7 +118,7 @@ func TestSetRlimits(t *testing.T) {
 	}
 	big := nofileHard.Max + 1000
 	if err := setRlimits(pid, []rlimit{
-		{resource: unix.RLIMIT_CORE, keepMax: true},
+		{resource: unix.RLIMIT_CORE, cur: 1, max: 1},
 		{resource: unix.RLIMIT_DATA, cur: 1 << 30, max: 1 << 30},
 		{resource: unix.RLIMIT_NOFILE, cur: big, max: big},
 	}); err != nil {
@@ -127,6 +128,7 @@ func TestSetRlimits(t *testing.T) {
 		resource int
 		want     unix.Rlimit
 	}{
+		{unix.RLIMIT_CORE, unix.Rlimit{Cur: 1, Max: 1}},
 		{unix.RLIMIT_DATA, unix.Rlimit{Cur: 1 << 30, Max: 1 << 30}},
 		{unix.RLIMIT_NOFILE, unix.Rlimit{Cur: nofileHard.Max, Max: nofileHard.Max}},
 	} {
@@ -138,11 +140,7 @@ func TestSetRlimits(t *testing.T) {
 			t.Errorf("resource %d: %+v, want %+v", c.resource, got, c.want)
 		}
 	}
-	var got unix.Rlimit
-	if err := unix.Prlimit(pid, unix.RLIMIT_CORE, nil, &got); err != nil || got.Cur != 0 {
-		t.Errorf("core: %+v %v, want a soft limit of 0", got, err)
-	}
-	if err := setRlimits(1<<22+12345, []rlimit{{resource: unix.RLIMIT_CORE, keepMax: true}}); err == nil {
+	if err := setRlimits(1<<22+12345, []rlimit{{resource: unix.RLIMIT_CORE, cur: 1, max: 1}}); err == nil {
 		t.Error("limits on a process that does not exist: no error")
 	}
 }
@@ -150,7 +148,7 @@ func TestSetRlimits(t *testing.T) {
 // TestGoAheadText: --dry-run names every limit the command starts with.
 func TestGoAheadText(t *testing.T) {
 	got := goAheadText(&launch{rlimits: limitPlan{data: 1 << 30, nproc: 50}.rlimits()})
-	for _, want := range []string{"--block-fd", "fsyncs the launch line", "RLIMIT_CORE soft 0 hard (unchanged)",
+	for _, want := range []string{"--block-fd", "fsyncs the launch line", "RLIMIT_CORE soft 1 hard 1",
 		"RLIMIT_DATA soft 1073741824 hard 1073741824", "RLIMIT_NPROC soft 50 hard 50"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the go-ahead's description lacks %q:\n%s", want, got)

@@ -60,6 +60,13 @@ type Config struct {
 	// and, apart, the client connections speaking HTTP to the proxy (see
 	// guardedListener); zero means 4096 (defaultMaxTunnels).
 	MaxTunnels int
+	// OwnUserOnly refuses client connections from sockets on this host
+	// that belong to another user than cordon's (root excepted), before
+	// they are read: any local user can reach a loopback port, and each
+	// connection held open takes one of the client connections the proxy
+	// serves at once (MaxTunnels), so another user could hold them all and
+	// leave the session's own client waiting. Linux only (peerSocket).
+	OwnUserOnly bool
 	// ErrorLog receives problems that have no client to go to.
 	ErrorLog *log.Logger
 }
@@ -615,6 +622,10 @@ func newGuardedListener(l net.Listener, s *Server) *guardedListener {
 
 func (l *guardedListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
+	for err == nil && l.s.cfg.OwnUserOnly && !l.s.judgePeer(c) {
+		c.Close() // and its place under the bound with it
+		c, err = l.Listener.Accept()
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -37,8 +37,15 @@ var resolveOrigin = "--resolve=" + originName + "=" + originAddr
 // of the CONNECT (http_connect) and of the request (http_code).
 func curl(t *testing.T, p *proxyProc, args ...string) (body string, connect, code int) {
 	t.Helper()
+	return curlAs(t, p, nil, args...)
+}
+
+// curlAs is curl run as the user cred names (nil: this process's, root).
+func curlAs(t *testing.T, p *proxyProc, cred *syscall.Credential, args ...string) (body string, connect, code int) {
+	t.Helper()
 	full := append([]string{"-sS", "--max-time", "10", "-o", "-", "-w", "\n%{http_connect} %{http_code}", "--proxy", p.URL()}, args...)
 	cmd := exec.Command("curl", full...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	outb, _ := cmd.Output()
@@ -113,6 +120,40 @@ func TestProxyAuthentication(t *testing.T) {
 			}
 			waitRecord(t, p.audit, audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: tc.reason})
 		})
+	}
+}
+
+// TestProxyRefusesOtherUsers: another user on the machine (nobody) is
+// refused before a byte of its request is read, token or not, and logged;
+// its connections are closed at once, not held to the 30 s header
+// timeout. Before, any local user could hold the proxy's 4,096 client
+// connections (8,192 idle ones, with the listen queue) and leave the
+// session's own client waiting for as long as it liked. The proxy's own
+// user, and root, still get through.
+func TestProxyRefusesOtherUsers(t *testing.T) {
+	testOrigin(t)
+	p := startProxy(t, "--allow", originName+":8080", resolveOrigin)
+	target := fmt.Sprintf("http://%s:%d/", originName, originHTTP)
+	uid, gid, _ := testUser(t)
+	for _, who := range []struct {
+		name string
+		cred *syscall.Credential
+	}{{"root", nil}, {"the proxy's own user", &syscall.Credential{Uid: uid, Gid: gid}}} {
+		if body, _, code := curlAs(t, p, who.cred, target); code != 200 {
+			t.Fatalf("%s, with the token: %d\n%s\n%s", who.name, code, body, p.stderr)
+		}
+	}
+	start := time.Now()
+	body, _, code := curlAs(t, p, &syscall.Credential{Uid: 65534, Gid: 65534}, target)
+	if code != 0 {
+		t.Fatalf("another user (nobody), with the token, got an answer: %d\n%s", code, body)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("another user's connection was held %s before it was closed: such connections take the proxy's client connections from the session's own client", took)
+	}
+	r := waitRecord(t, p.audit, audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: "other_user"})
+	if !strings.Contains(r.Detail, "uid 65534") {
+		t.Fatalf("the refusal does not name the user: %+v", r)
 	}
 }
 

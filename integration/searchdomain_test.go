@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -35,7 +36,10 @@ func TestProxyNameNotSearched(t *testing.T) {
 		`mount --bind "$0" /etc/resolv.conf && exec "$@"`, resolv}
 	p := startProxyVia(t, nil, wrap, "--ephemeral-ca", "--allow", fmt.Sprintf("*.cordon.test:%d", originHTTP))
 
-	body, _, code := curl(t, p, fmt.Sprintf("http://wiki.cordon.test:%d/", originHTTP))
+	// The client is the test user, which is cordon's user (root in its
+	// namespace); root outside is no user of that namespace's.
+	uid, gid, _ := testUser(t)
+	body, _, code := curlAs(t, p, &syscall.Credential{Uid: uid, Gid: gid}, fmt.Sprintf("http://wiki.cordon.test:%d/", originHTTP))
 	if code != 403 {
 		t.Fatalf("a name only its search-domain form resolves: code %d, want 403\n%s\n%s", code, body, p.stderr)
 	}

@@ -226,7 +226,8 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		Rules: rules, Dialer: dialer, Audit: aw, Token: token,
 		TLS: tt, Terminate: terminate, Creds: creds,
 		FakeRange: fakedns.DefaultRange, FakeName: fakeName,
-		ErrorLog: log.New(os.Stderr, "", 0),
+		OwnUserOnly: ln != nil,
+		ErrorLog:    log.New(os.Stderr, "", 0),
 	})
 	if err != nil {
 		return fail(err)

@@ -40,9 +40,9 @@ Inside a restricted sandbox, GIT_SSH_COMMAND is already set this way.`,
 			if proxy == "" {
 				return fmt.Errorf("no proxy: set HTTPS_PROXY (cordon proxy prints it) or pass --proxy URL")
 			}
-			u, err := url.Parse(proxy)
-			if err != nil || u.Host == "" {
-				return fmt.Errorf("proxy %q is not a URL such as http://cordon:TOKEN@127.0.0.1:PORT", proxy)
+			u, err := proxyURL(proxy)
+			if err != nil {
+				return err
 			}
 			target, err := connectTarget(args[0], args[1])
 			if err != nil {
@@ -65,6 +65,30 @@ Inside a restricted sandbox, GIT_SSH_COMMAND is already set this way.`,
 	}
 	cmd.Flags().StringVar(&proxy, "proxy", "", "proxy URL (default $HTTPS_PROXY)")
 	return cmd
+}
+
+// proxyURL reads the proxy's URL. connect speaks plain HTTP to the proxy,
+// so only an http:// one is taken: an https:// proxy's password (a
+// corporate proxy's, in $HTTPS_PROXY) went out in clear to wherever it
+// listens, as did a SOCKS proxy's, in a CONNECT it does not speak.
+func proxyURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("proxy %q is not a URL such as http://cordon:TOKEN@127.0.0.1:PORT", redactedURL(raw))
+	}
+	if u.Scheme != "http" {
+		return nil, fmt.Errorf("proxy %s: cordon connect speaks plain HTTP CONNECT, so it takes only an http:// proxy URL (as cordon proxy prints), not %s://, which would have it send the proxy's password in clear", u.Redacted(), u.Scheme)
+	}
+	return u, nil
+}
+
+// redactedURL is raw, which did not parse as a URL, without what may be a
+// password: whatever comes before its last '@'.
+func redactedURL(raw string) string {
+	if i := strings.LastIndexByte(raw, '@'); i >= 0 {
+		return "…" + raw[i:]
+	}
+	return raw
 }
 
 // connectTarget reads connect's HOST and PORT (what ssh's %h and %p

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/policy"
 )
@@ -54,4 +58,53 @@ func FuzzConnectTarget(f *testing.F) {
 			t.Fatalf("connectTarget(%q, %q) = %q, which reads back as %q, %d, %v", host, port, target, h, p, err)
 		}
 	})
+}
+
+// connect speaks plain HTTP to its proxy, so a proxy URL of another
+// scheme is refused before anything is sent: an https:// proxy's password
+// (a corporate proxy's, in $HTTPS_PROXY) went out in clear, in a CONNECT
+// to wherever that proxy listened, as did a SOCKS proxy's. Neither is
+// printed.
+func TestConnectRefusesOtherProxySchemes(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	sent := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		head, _ := http.ReadRequest(bufio.NewReader(c))
+		req := "an unreadable request"
+		if head != nil {
+			req = head.Method + " " + head.Host + " with Proxy-Authorization " + head.Header.Get("Proxy-Authorization")
+		}
+		sent <- req // before the close, which ends the command
+		c.Close()
+	}()
+	for _, scheme := range []string{"https", "socks5", "socks5h"} {
+		t.Setenv("HTTPS_PROXY", scheme+"://alice:s3cret@"+ln.Addr().String())
+		out, err := runCordon(t, "connect", "example.com", "22")
+		if err == nil || !strings.Contains(err.Error(), "takes only an http:// proxy URL") {
+			t.Fatalf("%s proxy: %v\n%s", scheme, err, out)
+		}
+		if strings.Contains(err.Error()+out, "s3cret") {
+			t.Fatalf("%s proxy: the password is printed: %v\n%s", scheme, err, out)
+		}
+		select {
+		case req := <-sent:
+			t.Fatalf("%s proxy: cordon connect sent it, in clear: %s", scheme, req)
+		default:
+		}
+	}
+	if _, err := proxyURL("HTTP://cordon:t@127.0.0.1:3128"); err != nil {
+		t.Fatalf("an http:// proxy URL (in capitals) is refused: %v", err)
+	}
+	if _, err := proxyURL("http//cordon:s3cret@127.0.0.1:3128"); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("a URL that does not parse: %v", err)
+	}
 }

@@ -157,6 +157,40 @@ func TestProxyRefusesOtherUsers(t *testing.T) {
 	}
 }
 
+// TestProxyEvalReturns: the README's first example, eval "$(cordon proxy
+// … &)", returns once the export lines are printed, and the proxy they
+// name still serves: cordon proxy lets go of its standard output then.
+// Before, it held it for its life, so the shell waited until the proxy
+// had ended, and then set variables naming a proxy that was gone.
+func TestProxyEvalReturns(t *testing.T) {
+	testOrigin(t)
+	dir := userDir(t, "cordon-it-audit-")
+	script := fmt.Sprintf(`eval "$(%s proxy --audit %s --allow %s:%d %s 2>%s &)" && printf '%%s\n' "$HTTPS_PROXY"`,
+		cordonBin(t), filepath.Join(dir, "audit.jsonl"), originName, originHTTP, resolveOrigin, filepath.Join(dir, "stderr"))
+	cmd := asUser(t, nil, "bash", "-c", script)
+	t.Cleanup(func() {
+		// The proxy stays in the shell's process group.
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		if !eventually(10*time.Second, func() bool { return syscall.Kill(-cmd.Process.Pid, 0) == syscall.ESRCH }) {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	})
+	out, err := run(t, 15*time.Second, cmd)
+	if err != nil {
+		stderr, _ := os.ReadFile(filepath.Join(dir, "stderr"))
+		t.Fatalf("eval \"$(cordon proxy &)\" did not return while the proxy ran: %v\n%s\n%s", err, out, stderr)
+	}
+	proxy := strings.TrimSpace(out)
+	if !strings.HasPrefix(proxy, "http://cordon:") {
+		t.Fatalf("the shell's HTTPS_PROXY is %q", proxy)
+	}
+	code, err := run(t, 20*time.Second, exec.Command("curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}", "--proxy", proxy,
+		fmt.Sprintf("http://%s:%d/", originName, originHTTP)))
+	if err != nil || code != "200" {
+		t.Fatalf("the proxy the shell was given does not serve: %v %s", err, code)
+	}
+}
+
 func TestProxyPlainHTTPDropsProxyHeaders(t *testing.T) {
 	testOrigin(t)
 	p := startProxy(t, "--allow", originName+":8080", resolveOrigin)

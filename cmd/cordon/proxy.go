@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/session"
@@ -54,6 +55,9 @@ Every connection is judged against the allowlist and logged to the audit log.`,
 				return err
 			}
 			printExports(cmd.OutOrStdout(), px.Env(px.URL()))
+			if err := releaseStdout(cmd.OutOrStdout()); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "cordon: %v: a shell reading the export lines (eval \"$(cordon proxy &)\") waits until the proxy ends\n", err)
+			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "cordon: proxy on %s, session %s, audit %s\ncordon: trust bundle %s\ncordon: allowed: %s\n",
 				px.Addr, px.Audit.Session(), px.Audit.Path(), px.Bundle, strings.Join(px.Rules.Names(), " "))
 			<-ctx.Done()
@@ -95,6 +99,27 @@ func listenAddr(addr string, nonlocal bool) (string, error) {
 		return "", fmt.Errorf("--listen %q: not a loopback address, so other machines could reach the proxy, send the session's token in clear and spend its credentials; listen on 127.0.0.1 or [::1], or pass --listen-nonlocal if that is what you want", addr)
 	}
 	return net.JoinHostPort(host, port), nil
+}
+
+// releaseStdout lets go of standard output once the export lines are
+// on it, putting /dev/null in its place: the shell that reads them,
+// eval "$(cordon proxy &)", waits for it to close, and held for the
+// proxy's life it waited until the proxy had ended, so the lines it then
+// set named a proxy that was gone. Any other writer (a test's buffer) is
+// left alone.
+func releaseStdout(w io.Writer) error {
+	if w != io.Writer(os.Stdout) {
+		return nil
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("close standard output: %w", err)
+	}
+	defer null.Close()
+	if err := unix.Dup2(int(null.Fd()), int(os.Stdout.Fd())); err != nil {
+		return fmt.Errorf("close standard output: %w", err)
+	}
+	return nil
 }
 
 // printExports writes NAME=value pairs as shell export lines, single-quoted.

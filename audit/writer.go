@@ -167,7 +167,8 @@ func Fix(path string) string {
 // later box reads and rewrites. A log's directory is kept out of every
 // box's reach, but a box that once reached it (before this check, or
 // under another --audit) could have planted either; both are refused, as
-// is a file another user owns.
+// is a file another user owns, or one whose mode lets another user write
+// it (cordon makes its logs 0600; such a mode is one set by hand).
 func openLog(path string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open audit log %s: %w", path, err)
@@ -197,6 +198,9 @@ func openLog(path string) (*os.File, error) {
 		case int(st.Uid) != os.Geteuid():
 			f.Close()
 			return nil, fmt.Errorf("audit log %s belongs to uid %d, not to you (uid %d): cordon appends only to a log of your own; move it aside (cordon starts a new one) or point --audit or CORDON_AUDIT at another file", path, st.Uid, os.Geteuid())
+		case fi.Mode().Perm()&0o022 != 0:
+			f.Close()
+			return nil, fmt.Errorf("audit log %s has mode %04o, so other users may rewrite it (erase a session's lines, or add lines of their own): cordon appends only to a log no one else may write; fix with `chmod 600 %s`", path, fi.Mode().Perm(), path)
 		}
 	}
 	return f, nil

@@ -353,6 +353,11 @@ func TestOpenRefusesPlantedLinks(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "belongs to uid 12345"},
+		// Another user could erase the session's lines, or add lines of
+		// their own (before, such a log was written to).
+		{"a file others may write", func(t *testing.T, log, other string) { writeMode(t, log, 0o666) }, "has mode 0666, so other users may rewrite it"},
+		{"a file the group may write", func(t *testing.T, log, other string) { writeMode(t, log, 0o620) }, "has mode 0620"},
+		{"a file others may read", func(t *testing.T, log, other string) { writeMode(t, log, 0o644) }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -389,6 +394,15 @@ func TestOpenRefusesPlantedLinks(t *testing.T) {
 				t.Errorf("a file was made where a link pointed")
 			}
 		})
+	}
+}
+
+// writeMode makes an empty file at path with mode perm, whatever the umask.
+func writeMode(t *testing.T, path string, perm os.FileMode) {
+	t.Helper()
+	write(t, path, "")
+	if err := os.Chmod(path, perm); err != nil {
+		t.Fatal(err)
 	}
 }
 

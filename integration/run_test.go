@@ -1559,7 +1559,7 @@ func TestRunTerminalOnlyInTheForeground(t *testing.T) {
 				exit = &rec
 			}
 		}
-		if exit == nil || exit.Outcome != "suspended" || exit.Signal != "SIGTSTP" || !strings.Contains(exit.Detail, "Ctrl-Z") {
+		if exit == nil || exit.Outcome != "completed" || exit.Signal != "SIGTSTP" || !strings.Contains(exit.Detail, "Ctrl-Z") {
 			t.Errorf("the exit line does not say the run's stop ended it: %+v", exit)
 		}
 	}

@@ -254,7 +254,7 @@ func hidePassedValues(argv, names []string) {
 // outcome is the --json object cordon run prints when it is done.
 type outcome struct {
 	Outcome struct {
-		// Kind is completed, blocked, timeout, suspended or failed_to_start.
+		// Kind is completed, blocked, timeout or failed_to_start.
 		Kind     string `json:"kind"`
 		ExitCode *int   `json:"exitCode,omitempty"`
 		Signal   string `json:"signal,omitempty"`
@@ -610,7 +610,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	switch {
 	case runErr != nil:
 		msg = runErr.Error()
-	case res.TimedOut, r.out.Outcome.Kind == outcomeSuspended:
+	case res.TimedOut:
 		msg = r.out.Outcome.Reason
 	case res.Cause != "":
 		msg = fmt.Sprintf("%s (exit status %d)", res.Cause, code)
@@ -644,9 +644,6 @@ func signalMessage(sig string, code int, memory int64) string {
 	return msg
 }
 
-// outcomeSuspended is the outcome of a run its job's stop ended.
-const outcomeSuspended = "suspended"
-
 // ended is the result of a run, and its error: those the backend
 // returned, unless the run's job was stopped from the terminal, which
 // ended the run (suspendedResult).
@@ -665,10 +662,6 @@ func (r *runState) exitRecord(s *sandbox.Spec, res sandbox.Result, runErr error)
 	rec := audit.Record{Type: audit.TypeExit, Command: r.argv, Workdir: s.Workdir, Network: string(s.Policy.Network),
 		ExitCode: &code, Signal: res.Signal, DurationMS: res.Duration.Milliseconds()}
 	switch {
-	case r.suspended != nil && r.suspended() != 0:
-		r.out.Outcome.Kind = outcomeSuspended
-		r.out.Outcome.Reason = fmt.Sprintf("the run's job was stopped from the terminal (%s; Ctrl-Z sends it), which ends the process tree of a run that holds the terminal: the shell takes the terminal back, and the sandbox would read what is typed to it", res.Signal)
-		rec.Detail = r.out.Outcome.Reason
 	case runErr != nil:
 		r.out.Outcome.Kind = "failed_to_start"
 		r.out.Outcome.Reason = runErr.Error()

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -190,8 +191,9 @@ func endOnSuspend(ctx context.Context) (_ context.Context, suspended func() sysc
 // suspendedResult is the result of a run that sig, one of suspendSignals,
 // ended, the backend's own result (a tree killed, or a sandbox that did
 // not start, had the kill come early) aside: exit status 128+N, as a shell
-// reports a job that stopped, and no error.
+// reports a job that stopped, the reason as its Cause, and no error.
 func suspendedResult(res sandbox.Result, sig syscall.Signal) sandbox.Result {
 	res.ExitCode, res.Signal, res.TimedOut = 128+int(sig), unix.SignalName(sig), false
+	res.Cause = fmt.Sprintf("the run's job was stopped from the terminal (%s; Ctrl-Z sends it), which ends the process tree of a run that holds the terminal: the shell takes the terminal back, and the sandbox would read what is typed to it", res.Signal)
 	return res
 }

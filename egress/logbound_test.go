@@ -109,3 +109,44 @@ func TestHeaderBounded(t *testing.T) {
 		t.Fatalf("the refusal is not in the log:\n%s", data)
 	}
 }
+
+// TestHeaderFieldsBounded: a request header of more than
+// tlsterm.MaxHeaderFields fields is refused (431, saying why) and logged
+// once, however short its fields: each field read cost net/http a map
+// entry of a couple of hundred bytes, so a 64 KiB header of short fields,
+// held unfinished, cost cordon some 1 MiB outside the box's limits. A
+// header of that many fields is served.
+func TestHeaderFieldsBounded(t *testing.T) {
+	proxy, auth, logPath := startProxy(t, "allowed.test", 0)
+	for _, tc := range []struct {
+		fields int
+		status int
+	}{
+		{tlsterm.MaxHeaderFields - 1, http.StatusForbidden}, // with Proxy-Authorization, MaxHeaderFields: judged (not.allowed.test is not allowed)
+		{4 * tlsterm.MaxHeaderFields, http.StatusRequestHeaderFieldsTooLarge},
+	} {
+		c, err := net.Dial("tcp", proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		go fmt.Fprintf(c, "CONNECT not.allowed.test:443 HTTP/1.1\r\nProxy-Authorization: Basic %s\r\n%s\r\n",
+			auth, strings.Repeat("A: b\r\n", tc.fields))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%d fields: %v", tc.fields+1, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != tc.status {
+			t.Fatalf("%d fields: answered %d, want %d", tc.fields+1, resp.StatusCode, tc.status)
+		}
+		if tc.status == http.StatusRequestHeaderFieldsTooLarge && !strings.Contains(string(body), "send fewer headers") {
+			t.Errorf("the 431 does not say why: %q", body)
+		}
+	}
+	data, _ := os.ReadFile(logPath)
+	if n := strings.Count(string(data), `"reason":"bad_request","detail":"its header has over 256 fields`); n != 1 {
+		t.Fatalf("%d lines for the refusal, want 1:\n%s", n, data)
+	}
+}

@@ -3,7 +3,9 @@ package egress
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -32,6 +34,10 @@ type parserWatch struct {
 	// carries from then on is a tunnel's, not answers to HTTP requests.
 	hijacked atomic.Bool
 
+	// fieldsAnswered says the 431 to a header past
+	// tlsterm.MaxHeaderFields went out.
+	fieldsAnswered atomic.Bool
+
 	// slot holds the connection's place under the listener's bound
 	// until it closes or becomes a tunnel (free).
 	slot *connlimit.Conn
@@ -44,18 +50,43 @@ func (c *parserWatch) Write(p []byte) (int, error) {
 	if !c.hijacked.Load() {
 		if status, why, ok := serverRefusal(p); ok {
 			line := c.guard.RequestLine()
-			kind := audit.KindHTTP
-			if len(line) >= 8 && line[:8] == http.MethodConnect+" " {
-				kind = audit.KindConnect
-			}
 			answer := why
 			if !strings.HasPrefix(why, strconv.Itoa(status)) {
 				answer = strconv.Itoa(status) + " " + why
 			}
-			c.refused(kind, fmt.Sprintf("Go's HTTP parser refused the request before cordon's handler saw it (it answered %q); the request began %q", answer, tlsterm.WithoutQuery(line)))
+			c.refused(c.kind(), fmt.Sprintf("Go's HTTP parser refused the request before cordon's handler saw it (it answered %q); the request began %q", answer, tlsterm.WithoutQuery(line)))
 		}
 	}
 	return c.Conn.Write(p)
+}
+
+// Read reads through the framing guard. A header past
+// tlsterm.MaxHeaderFields is answered here, 431 and logged, as net/http
+// answers one past the header's bytes: to the guard's error net/http
+// would answer a bare 400, saying nothing of why. net/http then takes the
+// connection for closed by the client.
+func (c *parserWatch) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if errors.Is(err, tlsterm.ErrHeaderFields) && !c.hijacked.Load() && c.fieldsAnswered.CompareAndSwap(false, true) {
+		c.refused(c.kind(), fmt.Sprintf("its header has over %d fields, the most cordon reads (it answered 431); the request began %q",
+			tlsterm.MaxHeaderFields, tlsterm.WithoutQuery(c.guard.RequestLine())))
+		const status = "431 Request Header Fields Too Large"
+		io.WriteString(c.Conn, "HTTP/1.1 "+status+"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"+status+": "+err.Error())
+		tlsterm.Linger(c.slot.NetConn()) // the client may still be sending its header
+	}
+	if errors.Is(err, tlsterm.ErrHeaderFields) {
+		return n, io.EOF
+	}
+	return n, err
+}
+
+// kind is the audit kind of the request being read: connect for a
+// CONNECT line.
+func (c *parserWatch) kind() audit.Kind {
+	if line := c.guard.RequestLine(); len(line) >= 8 && line[:8] == http.MethodConnect+" " {
+		return audit.KindConnect
+	}
+	return audit.KindHTTP
 }
 
 // maxAnswer bounds how much of net/http's answer is logged.

@@ -2,6 +2,7 @@ package tlsterm
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -19,6 +20,10 @@ import (
 // (sizes, data, trailers) to find where each request ends. Once it can no
 // longer follow the stream (an upgrade, or input net/http would reject
 // anyway) it stops, and requests without a verdict are refused.
+//
+// It also bounds the lines of a header block (MaxHeaderFields): a read
+// that would hand the reader above a line past the bound fails with
+// ErrHeaderFields instead, as does every read after it.
 type FramingGuard struct {
 	net.Conn
 
@@ -35,6 +40,8 @@ type FramingGuard struct {
 	// what they said about its framing.
 	lines int
 	block framingBlock
+	// tooMany says a header block went past MaxHeaderFields.
+	tooMany bool
 	// first is the request line of the latest header block.
 	first []byte
 }
@@ -71,14 +78,44 @@ const (
 // an unfinished header cost cordon (the reader above holds one too).
 const maxKeptLine = 4096
 
+// MaxHeaderFields bounds the field lines of a request's header block.
+// net/http's parser keeps each field it has read as a map entry of a
+// couple of hundred bytes, so MaxHeaderBytes alone let a header of short
+// fields ("a1:", "a2:", ...) cost cordon some 1 MiB, outside the box's
+// limits, for as long as it stayed unfinished: 4,000 such connections
+// from a box took cordon past 4 GB. Real clients send a few dozen
+// (Apache's httpd refuses more than 100).
+const MaxHeaderFields = 256
+
+// ErrHeaderFields is what a FramingGuard's reads return once a header
+// block has gone past MaxHeaderFields lines.
+var ErrHeaderFields = fmt.Errorf("the request header has over %d fields, the most cordon reads; send fewer headers", MaxHeaderFields)
+
 func (g *FramingGuard) Read(p []byte) (int, error) {
+	if g.HeaderFieldsExceeded() {
+		return 0, ErrHeaderFields
+	}
 	n, err := g.Conn.Read(p)
 	if n > 0 {
 		g.mu.Lock()
-		g.feed(p[:n])
+		n = g.feed(p[:n])
+		tooMany := g.tooMany
 		g.mu.Unlock()
+		if tooMany && n == 0 {
+			return 0, ErrHeaderFields
+		}
+		if tooMany {
+			err = nil // the next read says it, at a line's start
+		}
 	}
 	return n, err
+}
+
+// HeaderFieldsExceeded says a header block went past MaxHeaderFields.
+func (g *FramingGuard) HeaderFieldsExceeded() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.tooMany
 }
 
 // NewFramingGuard wraps a client connection whose reads it watches.
@@ -108,8 +145,17 @@ func (g *FramingGuard) Next() (problem string, ok bool) {
 	return v, true
 }
 
-func (g *FramingGuard) feed(b []byte) {
+// feed follows b, the next bytes of the stream, and returns how many of
+// them go up to the reader: all but those from the start of a header
+// line past MaxHeaderFields on, so the reader is handed the request line
+// and MaxHeaderFields whole field lines at most.
+func (g *FramingGuard) feed(b []byte) int {
+	all := len(b)
 	for len(b) > 0 && !g.dead {
+		if g.fieldPastBound(b) {
+			g.tooMany, g.dead = true, true
+			return all - len(b)
+		}
 		switch g.state {
 		case inBody, inChunkData:
 			k := int64(len(b))
@@ -128,13 +174,26 @@ func (g *FramingGuard) feed(b []byte) {
 			i := bytes.IndexByte(b, '\n')
 			if i < 0 {
 				g.collect(b)
-				return
+				return all
 			}
 			g.collect(b[:i+1])
 			b = b[i+1:]
 			g.lineDone()
 		}
 	}
+	return all
+}
+
+// fieldPastBound says b, the next bytes of the line being read, make it
+// a field line of a header block that has MaxHeaderFields already,
+// rather than the blank line that ends the block.
+func (g *FramingGuard) fieldPastBound(b []byte) bool {
+	if g.state != inHeader || g.lines <= MaxHeaderFields { // the request line, then the fields
+		return false
+	}
+	l := append(g.line[:len(g.line):len(g.line)], b[:min(len(b), 2)]...)
+	blank := l[0] == '\n' || l[0] == '\r' && (len(l) == 1 || l[1] == '\n')
+	return !blank
 }
 
 func (g *FramingGuard) collect(b []byte) {
@@ -186,18 +245,22 @@ func (g *FramingGuard) lineDone() {
 // headerLine takes in one header line of the block (not its request
 // line). A clipped line is judged by its start when that holds its whole
 // name and the name is neither Content-Length nor Transfer-Encoding; else
-// the guard cannot follow the stream any further.
+// the block cannot be judged, and the guard follows it only to its end
+// (counting its lines), where it stops.
 func (g *FramingGuard) headerLine() {
+	if g.block.lost {
+		return
+	}
 	l := bytes.TrimSuffix(g.line, []byte("\n"))
 	name, val, ok := bytes.Cut(bytes.TrimRight(l, "\r"), []byte(":"))
 	if !ok {
-		g.dead = g.clipped // the name may go on past what was kept
+		g.block.lost = g.clipped // the name may go on past what was kept
 		return
 	}
 	trimmed := bytes.TrimSpace(name)
 	cl, te := equalFoldASCII(trimmed, "content-length"), equalFoldASCII(trimmed, "transfer-encoding")
 	if (cl || te) && g.clipped {
-		g.dead = true // its value was not all kept
+		g.block.lost = true // its value was not all kept
 		return
 	}
 	switch {
@@ -209,7 +272,13 @@ func (g *FramingGuard) headerLine() {
 }
 
 // headerDone judges one request's header block and sets up its body.
+// After a block it could not judge, the guard stops: the request gets no
+// verdict, and where its body ends is unknown.
 func (g *FramingGuard) headerDone() {
+	if g.block.lost {
+		g.dead = true
+		return
+	}
 	problem, body, length := g.block.verdict()
 	g.lines, g.block = 0, framingBlock{}
 	g.verdicts = append(g.verdicts, problem)
@@ -237,6 +306,8 @@ const (
 // framingBlock is what the header lines of one request have said about
 // its framing so far.
 type framingBlock struct {
+	// lost says a line could not be judged (see headerLine).
+	lost    bool
 	problem string
 	// cls counts the Content-Length headers, cl is the first one's value,
 	// and clConflict says another differed from it.

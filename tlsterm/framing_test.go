@@ -1,6 +1,13 @@
 package tlsterm
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -98,6 +105,76 @@ func TestFramingGuardKeepsALineStart(t *testing.T) {
 		g := feedAll("POST / HTTP/1.1\r\nHost: a\r\n"+line+"\r\n\r\n", 4096)
 		if len(g.verdicts) != 0 || !g.dead {
 			t.Errorf("a framing header longer than the guard keeps (%.40q…): verdicts %q (dead %v), want none", line, g.verdicts, g.dead)
+		}
+	}
+}
+
+// readConn is a net.Conn whose reads come from r, n bytes at most at a
+// time.
+type readConn struct {
+	net.Conn
+	r io.Reader
+	n int
+}
+
+func (c *readConn) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.n)]) }
+
+// lineCounter counts the line ends read through it.
+type lineCounter struct {
+	r     io.Reader
+	lines int
+}
+
+func (c *lineCounter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.lines += bytes.Count(p[:n], []byte("\n"))
+	return n, err
+}
+
+// TestFramingGuardBoundsHeaderFields: a header block of more than
+// MaxHeaderFields lines is cut off at the guard, which hands the parser
+// above at most that many field lines of it (each cost net/http a map
+// entry of a couple of hundred bytes: a 64 KiB header of short fields
+// cost cordon some 1 MiB), then fails every read with ErrHeaderFields;
+// also after a line the guard cannot judge. A block of MaxHeaderFields
+// fields is read whole.
+func TestFramingGuardBoundsHeaderFields(t *testing.T) {
+	fields := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "a%d:\r\n", i)
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name, head string
+		n          int
+		refused    bool
+	}{
+		{"at the bound", "GET / HTTP/1.1\r\n", MaxHeaderFields, false},
+		{"past the bound", "GET / HTTP/1.1\r\n", 10 * MaxHeaderFields, true},
+		{"past the bound after a line the guard cannot judge", "GET / HTTP/1.1\r\nContent-Length: " + strings.Repeat("0", maxKeptLine) + "5\r\n", 10 * MaxHeaderFields, true},
+	} {
+		for _, chunk := range []int{7, 4096} {
+			raw := tc.head + fields(tc.n) + "\r\n"
+			g := NewFramingGuard(&readConn{r: strings.NewReader(raw), n: chunk})
+			up := &lineCounter{r: g}
+			req, err := http.ReadRequest(bufio.NewReader(up))
+			if !tc.refused {
+				if err != nil || len(req.Header) != tc.n-strings.Count(tc.head, "\n")+1 {
+					t.Errorf("%s (chunks of %d): %v, %d fields read", tc.name, chunk, err, len(req.Header))
+				}
+				continue
+			}
+			if !errors.Is(err, ErrHeaderFields) {
+				t.Errorf("%s (chunks of %d): the parser got %v, want ErrHeaderFields", tc.name, chunk, err)
+			}
+			if up.lines > MaxHeaderFields+1 {
+				t.Errorf("%s (chunks of %d): the parser was handed %d lines, want the request line and %d fields at most", tc.name, chunk, up.lines, MaxHeaderFields)
+			}
+			if _, err := g.Read(make([]byte, 10)); !errors.Is(err, ErrHeaderFields) {
+				t.Errorf("%s (chunks of %d): a read after the refusal got %v, want ErrHeaderFields", tc.name, chunk, err)
+			}
 		}
 	}
 }

@@ -248,8 +248,12 @@ func (h *conn1) serveOne() bool {
 // request body, and waits a moment before it is closed: closing with
 // unread bytes resets the connection, which can destroy the response
 // before the client reads it.
-func (h *conn1) linger() {
-	if cw, ok := h.client.(interface{ CloseWrite() error }); ok {
+func (h *conn1) linger() { Linger(h.client) }
+
+// Linger half-closes c, whose client may still be sending, and waits a
+// moment (as net/http's server does) before the caller closes it.
+func Linger(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()
 	}
 	time.Sleep(rstAvoidance)
@@ -292,9 +296,12 @@ func (h *conn1) readRequest() *http.Request {
 	// Every other request turned away here is logged, as refused requests
 	// are; the line says what could not be read.
 	why := err.Error()
+	fields := errors.Is(err, ErrHeaderFields)
 	switch {
 	case h.lim.hit:
 		why = fmt.Sprintf("its header is over %d bytes", maxRequestHeader)
+	case fields:
+		why = fmt.Sprintf("its header has over %d fields", MaxHeaderFields)
 	case ue != nil:
 		why = "its URI: " + ue.Err.Error() // not the URI itself, whose query the log never holds
 	case strings.HasPrefix(why, "malformed MIME header"):
@@ -307,7 +314,7 @@ func (h *conn1) readRequest() *http.Request {
 	h.st.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(ReasonBadRequest),
 		Detail: "the request could not be read as HTTP/1.x: " + clip(why)})
 	switch {
-	case h.lim.hit:
+	case h.lim.hit, fields:
 		h.plainError(http.StatusRequestHeaderFieldsTooLarge, "")
 		h.linger() // the client may still be sending its header
 	case errors.Is(err, errVersion):

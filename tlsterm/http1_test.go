@@ -303,6 +303,7 @@ func TestHTTP1MalformedRequests(t *testing.T) {
 		{"unknown expectation", "GET / HTTP/1.1\r\nHost: " + r.authority() + "\r\nExpect: teapot\r\n\r\n", 417},
 		{"huge header", "GET / HTTP/1.1\r\nHost: " + r.authority() + "\r\nX: " + strings.Repeat("y", 2*maxRequestHeader) + "\r\n\r\n", 431},
 		{"no version", "GET /v?api_key=QUERYSECRET\r\nHost: " + r.authority() + "\r\n\r\n", 400},
+		{"too many header fields", "GET / HTTP/1.1\r\nHost: " + r.authority() + "\r\n" + strings.Repeat("A: QUERYSECRET\r\n", 4*MaxHeaderFields) + "\r\n", 431},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, br := r.dial(t, false)
@@ -315,14 +316,14 @@ func TestHTTP1MalformedRequests(t *testing.T) {
 	}
 	// None reached the origin; each is refused in the log, saying why,
 	// and no query or header line with it.
-	recs := r.waitRecords(t, audit.TypeDecision, 11)
+	recs := r.waitRecords(t, audit.TypeDecision, 12)
 	for _, rec := range recs {
 		if strings.Contains(rec.Detail, "QUERYSECRET") {
 			t.Errorf("a query or a header line in the log: %q", rec.Detail)
 		}
 	}
 	for _, want := range []string{"missing required Host header", "too many Host headers", "invalid header name", "malformed MIME header",
-		"unsupported protocol version", "invalid URL escape", "too many transfer encodings", "unsupported expectation", "header is over",
+		"unsupported protocol version", "invalid URL escape", "too many transfer encodings", "unsupported expectation", "header is over", "header has over 256 fields",
 		`malformed HTTP request "GET /v"`} {
 		found := false
 		for _, rec := range recs {

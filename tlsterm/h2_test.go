@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/certs"
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
@@ -261,5 +263,91 @@ func (o *untouchedOrigin) expectNone(t *testing.T) {
 	defer o.mu.Unlock()
 	if len(o.seen) > 0 {
 		t.Fatalf("the origin got %q", o.seen)
+	}
+}
+
+// TestHTTP2UploadWindowBounded: a terminated HTTP/2 client may send at
+// most maxUploadBuffer of request body that nothing has read yet, on a
+// connection: the next frame is a flow-control error. net/http's default
+// window of 1 MiB let each connection make cordon hold 1 MiB of a body
+// that waited on a slow upstream (1,000 connections took it to 850 MB).
+func TestHTTP2UploadWindowBounded(t *testing.T) {
+	ca, err := certs.NewEphemeral()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := certs.NewLeafCache(ca, 1).Get("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	release := make(chan struct{})
+	defer close(release)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"h2"}})
+		if tc.Handshake() != nil {
+			return
+		}
+		// A handler that never reads the body, as one waiting on its
+		// upstream does not.
+		serveH2(tc, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	}()
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Certificate())
+	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.Write([]byte(http2.ClientPreface))
+	fr := http2.NewFramer(c, c)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":authority", "127.0.0.1"}, {":path", "/"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	// The window, then one frame more, then a PING: its answer must not
+	// come before the refusal.
+	chunk := make([]byte, maxFrameSize)
+	go func() {
+		for range maxUploadBuffer/len(chunk) + 1 {
+			if fr.WriteData(1, false, chunk) != nil {
+				return
+			}
+		}
+		fr.WritePing(false, [8]byte{1})
+	}()
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("the connection ended (%v) without a flow-control error", err)
+		}
+		switch f := f.(type) {
+		case *http2.PingFrame:
+			if f.IsAck() {
+				t.Fatalf("the server took more than %d bytes of body nothing read", maxUploadBuffer)
+			}
+		case *http2.RSTStreamFrame:
+			if f.ErrCode != http2.ErrCodeFlowControl {
+				t.Fatalf("RST_STREAM %v, want %v", f.ErrCode, http2.ErrCodeFlowControl)
+			}
+			return
+		case *http2.GoAwayFrame:
+			if f.ErrCode != http2.ErrCodeFlowControl {
+				t.Fatalf("GOAWAY %v, want %v", f.ErrCode, http2.ErrCodeFlowControl)
+			}
+			return
+		}
 	}
 }

@@ -78,7 +78,8 @@ const (
 // an unfinished header cost cordon (the reader above holds one too).
 const maxKeptLine = 4096
 
-// MaxHeaderFields bounds the field lines of a request's header block.
+// MaxHeaderFields bounds the field lines of a request's header block (and
+// an HTTP/2 request's fields, which the handler refuses past it).
 // net/http's parser keeps each field it has read as a map entry of a
 // couple of hundred bytes, so MaxHeaderBytes alone let a header of short
 // fields ("a1:", "a2:", ...) cost cordon some 1 MiB, outside the box's

@@ -99,8 +99,32 @@ func (st *stream) refuseBusy(w http.ResponseWriter, r *http.Request) {
 	WriteRefusal(w, d, http.StatusServiceUnavailable)
 }
 
+// refuseFields answers an HTTP/2 request of more than MaxHeaderFields
+// header fields with 431, after its deny line, as an HTTP/1.x one is
+// refused: net/http read it whole (up to MaxHeaderBytes), but it is not
+// held, with its header map, while it waits on its upstream.
+func (st *stream) refuseFields(w http.ResponseWriter, r *http.Request) {
+	d := policy.Decision{Reason: ReasonBadRequest, Detail: ErrHeaderFields.Error()}
+	st.record(audit.Record{Type: audit.TypeDecision, Method: r.Method, Path: r.URL.Path,
+		Decision: audit.Deny, Reason: string(d.Reason), Detail: d.Detail})
+	WriteRefusal(w, d, http.StatusRequestHeaderFieldsTooLarge)
+}
+
+// headerFields counts a header's fields, a field per value.
+func headerFields(h http.Header) int {
+	n := 0
+	for _, v := range h {
+		n += len(v)
+	}
+	return n
+}
+
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if headerFields(r.Header) > MaxHeaderFields {
+		h.st.refuseFields(w, r)
+		return
+	}
 	select {
 	case h.st.t.requests <- struct{}{}:
 		defer func() { <-h.st.t.requests }()

@@ -107,3 +107,42 @@ func TestHTTP2RequestsBounded(t *testing.T) {
 		t.Fatalf("a request once the others ended: %d, want 200", resp.StatusCode)
 	}
 }
+
+// TestHTTP2HeaderFieldsBounded: an HTTP/2 request of more than
+// MaxHeaderFields header fields is refused (431, bad_request) and
+// logged, and never goes upstream, as an HTTP/1.x one is; one of that
+// many is served. Held while it waited on its upstream, each such
+// request's header map cost cordon some 400 KiB: 1,000 of them from a
+// box, 590 MB.
+func TestHTTP2HeaderFieldsBounded(t *testing.T) {
+	var arrived atomic.Int64
+	r := newRig(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { arrived.Add(1) }), rigOptions{})
+	c := r.client(r.ClientRoots, true)
+	for _, tc := range []struct {
+		fields, status int
+	}{
+		{MaxHeaderFields, http.StatusOK},
+		{MaxHeaderFields + 1, http.StatusRequestHeaderFieldsTooLarge},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, r.url("/fields"), nil)
+		req.Header.Del("User-Agent")
+		for i := range tc.fields - 1 { // and Accept-Encoding, which the client adds
+			req.Header.Set(fmt.Sprintf("A%d", i), "b")
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 || resp.StatusCode != tc.status {
+			t.Fatalf("%d fields: %s %d, want HTTP/2 %d", tc.fields, resp.Proto, resp.StatusCode, tc.status)
+		}
+	}
+	if n := arrived.Load(); n != 1 {
+		t.Fatalf("%d requests reached the origin, want 1", n)
+	}
+	recs := r.waitRecords(t, audit.TypeDecision, 2)
+	if rec := recs[1]; rec.Decision != audit.Deny || rec.Reason != string(ReasonBadRequest) || rec.Detail != ErrHeaderFields.Error() {
+		t.Fatalf("the refusal's line is %+v, want a bad_request deny saying %q", rec, ErrHeaderFields)
+	}
+}

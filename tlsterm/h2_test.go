@@ -120,7 +120,7 @@ func TestClosedUpstreamsForgotten(t *testing.T) {
 			return d.DialContext(ctx, "tcp", r.authority())
 		}}}
 	defer st.closeUpstream()
-	c := &http.Client{Transport: st.newTransport()}
+	c := &http.Client{Transport: st.newTransport(fullWindow)}
 	const requests = 20
 	for range requests {
 		resp, err := c.Get("https://" + r.authority() + "/")
@@ -349,5 +349,103 @@ func TestHTTP2UploadWindowBounded(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestUpstreamWindowsBounded: the upstream HTTP/2 transports of a
+// session's first fullWindows client connections at once get a window
+// of fullWindow, the rest leastWindow, and a transport's window is what
+// its upstream connection is granted, per connection and per stream: an
+// upstream may send no more ahead of the client's reading. net/http's
+// Transport granted 4 MiB a stream and 1 GiB a connection, and a box
+// whose 1,000 requests fetched large bodies it never read took cordon
+// past 2.4 GB.
+func TestUpstreamWindowsBounded(t *testing.T) {
+	r := newRig(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), rigOptions{})
+	var releases []func()
+	for i := range fullWindows + 1 {
+		w, release := r.T.window()
+		releases = append(releases, release)
+		if want := map[bool]int{true: fullWindow, false: leastWindow}[i < fullWindows]; w != want {
+			t.Fatalf("transport %d got a window of %d, want %d", i+1, w, want)
+		}
+	}
+	releases[0]()
+	if w, _ := r.T.window(); w != fullWindow {
+		t.Fatalf("once a transport let its window go, the next got %d, want %d", w, fullWindow)
+	}
+
+	// What a transport's upstream connection is granted: its SETTINGS and
+	// the connection's WINDOW_UPDATE, read by an origin that speaks raw
+	// HTTP/2.
+	ca, err := certs.NewEphemeral()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := certs.NewLeafCache(ca, 1).Get("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	granted := make(chan [2]uint32, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(c, make([]byte, len(http2.ClientPreface))); err != nil {
+			return
+		}
+		fr := http2.NewFramer(c, c)
+		stream, conn := uint32(65535), uint32(65535)
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if v, ok := f.Value(http2.SettingInitialWindowSize); ok {
+					stream = v
+				}
+			case *http2.WindowUpdateFrame:
+				if f.StreamID == 0 {
+					conn += f.Increment
+				}
+			case *http2.HeadersFrame: // the request: all is said
+				granted <- [2]uint32{stream, conn}
+				return
+			}
+		}
+	}()
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Certificate())
+	tm, err := New(Config{Leaves: certs.NewLeafCache(ca, 1), Roots: func() (*x509.CertPool, error) { return roots, nil }, Audit: r.T.cfg.Audit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	st := &stream{t: tm, authority: ln.Addr().String(), s: &Stream{Host: "127.0.0.1", Port: port,
+		Redial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", ln.Addr().String())
+		}}}
+	defer st.closeUpstream()
+	c := &http.Client{Transport: st.newTransport(leastWindow), Timeout: 5 * time.Second}
+	go c.Get("https://" + ln.Addr().String() + "/")
+	select {
+	case g := <-granted:
+		// net/http adds the window to the connection's initial 64 KiB.
+		if g[0] > leastWindow || g[1] > leastWindow+65535 {
+			t.Fatalf("the upstream was granted %d bytes a stream and %d a connection, want %d and %d at most", g[0], g[1], leastWindow, leastWindow+65535)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the origin never saw the request")
 	}
 }

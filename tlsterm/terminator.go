@@ -57,6 +57,21 @@ type Config struct {
 // cordon, outside the box's limits, hold a quarter of a million sockets.
 const defaultMaxRequests = 1024
 
+// The flow-control windows of the HTTP/2 forwarders' upstream
+// connections. net/http's Transport buffers what an upstream sends ahead
+// of the client's reading, up to 4 MiB a stream and 1 GiB a connection,
+// outside the box's limits: a box whose 1,000 HTTP/2 requests each
+// fetched a large body and never read it took cordon past 2.4 GB (350 MB
+// now). A session's first fullWindows upstream connections at once get
+// a window of fullWindow (their streams share it), as fast as net/http's
+// for one download; the rest get leastWindow, the least net/http takes:
+// what they cannot buffer waits upstream.
+const (
+	fullWindow  = 4 << 20
+	fullWindows = 32
+	leastWindow = 64 << 10
+)
+
 // Terminator terminates client TLS streams.
 type Terminator struct {
 	cfg   Config
@@ -64,6 +79,9 @@ type Terminator struct {
 	// requests holds a token per HTTP/2 request in flight
 	// (Config.MaxRequests).
 	requests chan struct{}
+	// windows holds a token per upstream HTTP/2 transport given
+	// fullWindow (fullWindows of them).
+	windows chan struct{}
 }
 
 // New builds a Terminator.
@@ -87,6 +105,7 @@ func New(cfg Config) (*Terminator, error) {
 		cfg:      cfg,
 		slots:    make(chan struct{}, cfg.MaxStreams),
 		requests: make(chan struct{}, cfg.MaxRequests),
+		windows:  make(chan struct{}, fullWindows),
 	}, nil
 }
 
@@ -225,16 +244,35 @@ func (st *stream) record(rs ...audit.Record) error {
 
 // setup builds the HTTP/2 forwarder and returns its cleanup.
 func (st *stream) setup() (cleanup func()) {
-	tr := st.newTransport()
+	window, release := st.t.window()
+	tr := st.newTransport(window)
 	st.rp = st.reverseProxy(tr)
-	return tr.CloseIdleConnections
+	return func() {
+		tr.CloseIdleConnections()
+		release()
+	}
+}
+
+// window is the flow-control window of a new upstream HTTP/2 transport,
+// per connection and per stream: fullWindow while fewer than fullWindows
+// transports hold it, else leastWindow. release gives it back.
+func (t *Terminator) window() (window int, release func()) {
+	select {
+	case t.windows <- struct{}{}:
+		return fullWindow, func() { <-t.windows }
+	default:
+		return leastWindow, func() {}
+	}
 }
 
 // newTransport makes the HTTP/2 forwarder's upstream transport: every
 // connection it opens goes to the checked addresses, over TLS verified for
-// the stream's host, and it cannot be pointed anywhere else.
-func (st *stream) newTransport() *http.Transport {
+// the stream's host, and it cannot be pointed anywhere else. window bounds
+// the response bytes an upstream connection may send ahead of the
+// client's reading (see fullWindow).
+func (st *stream) newTransport(window int) *http.Transport {
 	return &http.Transport{
+		HTTP2:                 &http.HTTP2Config{MaxReceiveBufferPerConnection: window, MaxReceiveBufferPerStream: window},
 		Proxy:                 nil,
 		ForceAttemptHTTP2:     true,
 		DisableCompression:    true,

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/tlsterm"
 )
 
 // maxUpstreams bounds the addresses and names the plain-HTTP pool keeps
@@ -64,11 +66,12 @@ func (u *upstreams) transport(addr netip.AddrPort, host string, d *Dialer) *http
 			c, _, err := d.Dial(ctx, only)
 			return c, err
 		},
-		DisableCompression:  true,
-		ForceAttemptHTTP2:   false,
-		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
-		MaxIdleConnsPerHost: 4,
-		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:     true,
+		ForceAttemptHTTP2:      false,
+		TLSNextProto:           map[string]func(string, *tls.Conn) http.RoundTripper{},
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        90 * time.Second,
+		MaxResponseHeaderBytes: tlsterm.MaxResponseHeaderBytes,
 	}
 	u.byKey[key] = tr
 	u.order = append(u.order, key)

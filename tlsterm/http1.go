@@ -39,14 +39,20 @@ import (
 // clients' headers (cookies and tokens included) are a few KiB.
 const MaxHeaderBytes = 64 << 10
 
+// MaxResponseHeaderBytes bounds the header block of a response from an
+// upstream, on every path, where net/http's Transport allows 10 MiB. A
+// response waiting for its client holds its header, and a request's
+// upstream is the box's to pick among the allowed hosts (a wildcard may
+// take in a host anyone can serve): 200 requests whose upstream answered
+// with 9 MB of headers, to a client that read nothing, took cordon past
+// 500 MB. Browsers refuse more than 256 KiB.
+const MaxResponseHeaderBytes = 256 << 10
+
 // Limits of the HTTP/1.x path, net/http's where it has one.
 const (
 	// maxRequestHeader bounds a request's header block (MaxHeaderBytes,
 	// and the slack net/http's server adds to it).
 	maxRequestHeader = MaxHeaderBytes + 4096
-	// maxResponseHeader bounds a response's header block, as net/http's
-	// Transport does by default.
-	maxResponseHeader = 10 << 20
 	// maxDrain is how much of a refused request's unread body is read
 	// and dropped to keep the connection; past it the connection closes.
 	maxDrain = 256 << 10

@@ -288,7 +288,7 @@ func (h *conn1) sendOnce(x *exchange) error {
 		}()
 	}
 	for n := 0; ; n++ {
-		up.lim.n = maxResponseHeader
+		up.lim.n = MaxResponseHeaderBytes
 		resp, err := http.ReadResponse(up.br, x.req)
 		up.lim.n = math.MaxInt64
 		if err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -144,5 +146,49 @@ func TestHTTP2HeaderFieldsBounded(t *testing.T) {
 	recs := r.waitRecords(t, audit.TypeDecision, 2)
 	if rec := recs[1]; rec.Decision != audit.Deny || rec.Reason != string(ReasonBadRequest) || rec.Detail != ErrHeaderFields.Error() {
 		t.Fatalf("the refusal's line is %+v, want a bad_request deny saying %q", rec, ErrHeaderFields)
+	}
+}
+
+// TestResponseHeaderBounded: an upstream's response header past
+// MaxResponseHeaderBytes is refused (502, upstream_error, logged), over
+// HTTP/1.1 and HTTP/2 alike, where net/http's Transport allowed 10 MiB;
+// one within it is forwarded. The upstream is the box's to pick among the
+// allowed hosts, and a response waiting on a client that does not read
+// holds its header.
+func TestResponseHeaderBounded(t *testing.T) {
+	value := strings.Repeat("v", 8<<10)
+	r := newRig(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		n, _ := strconv.Atoi(req.URL.Query().Get("kib"))
+		for i := range n / 8 {
+			w.Header().Set(fmt.Sprintf("X-H%d", i), value)
+		}
+	}), rigOptions{})
+	for _, h2 := range []bool{false, true} {
+		c := r.client(r.ClientRoots, h2)
+		for _, tc := range []struct {
+			kib, status int
+		}{
+			{MaxResponseHeaderBytes>>10 - 16, http.StatusOK},
+			{MaxResponseHeaderBytes>>10 + 16, http.StatusBadGateway},
+		} {
+			resp, err := c.Get(r.url(fmt.Sprintf("/hdr?kib=%d", tc.kib)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || (resp.ProtoMajor == 2) != h2 {
+				t.Fatalf("a response header of %d KiB to an %s client: %s %d, want %d", tc.kib, resp.Proto, resp.Proto, resp.StatusCode, tc.status)
+			}
+		}
+	}
+	recs := r.waitRecords(t, audit.TypeClose, 4)
+	refused := 0
+	for _, rec := range recs {
+		if rec.Status == http.StatusBadGateway && rec.Reason == string(ReasonUpstreamError) {
+			refused++
+		}
+	}
+	if refused != 2 {
+		t.Fatalf("%d upstream_error close lines, want 2: %+v", refused, recs)
 	}
 }

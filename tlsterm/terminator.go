@@ -272,14 +272,15 @@ func (t *Terminator) window() (window int, release func()) {
 // client's reading (see fullWindow).
 func (st *stream) newTransport(window int) *http.Transport {
 	return &http.Transport{
-		HTTP2:                 &http.HTTP2Config{MaxReceiveBufferPerConnection: window, MaxReceiveBufferPerStream: window},
-		Proxy:                 nil,
-		ForceAttemptHTTP2:     true,
-		DisableCompression:    true,
-		MaxIdleConnsPerHost:   2,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		TLSHandshakeTimeout:   st.t.cfg.HandshakeTimeout,
+		HTTP2:                  &http.HTTP2Config{MaxReceiveBufferPerConnection: window, MaxReceiveBufferPerStream: window},
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
+		Proxy:                  nil,
+		ForceAttemptHTTP2:      true,
+		DisableCompression:     true,
+		MaxIdleConnsPerHost:    2,
+		IdleConnTimeout:        90 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		TLSHandshakeTimeout:    st.t.cfg.HandshakeTimeout,
 		DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return st.dial(ctx, []string{"h2", "http/1.1"})
 		},

@@ -150,3 +150,35 @@ func TestHeaderFieldsBounded(t *testing.T) {
 		t.Fatalf("%d lines for the refusal, want 1:\n%s", n, data)
 	}
 }
+
+// TestPlainResponseHeaderBounded: through the plain-HTTP proxy too, an
+// upstream's response header past tlsterm.MaxResponseHeaderBytes is
+// refused (502) and logged, where net/http's Transport allowed 10 MiB.
+func TestPlainResponseHeaderBounded(t *testing.T) {
+	value := strings.Repeat("v", 8<<10)
+	far := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := range tlsterm.MaxResponseHeaderBytes/len(value) + 2 {
+			w.Header().Set(fmt.Sprintf("X-H%d", i), value)
+		}
+	}))
+	t.Cleanup(far.Close)
+	target := far.Listener.Addr().String()
+	proxy, auth, logPath := startProxy(t, target, 0)
+	c, err := net.Dial("tcp", proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	go fmt.Fprintf(c, "GET http://%s/hdr HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", target, target, auth)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("answered %d, want 502", resp.StatusCode)
+	}
+	if rec := closeLines(t, logPath, 1)[0]; rec.Status != http.StatusBadGateway || rec.Reason != string(tlsterm.ReasonUpstreamError) {
+		t.Fatalf("the request's close line is %+v, want a 502 upstream_error", rec)
+	}
+}

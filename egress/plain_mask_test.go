@@ -101,10 +101,17 @@ func (r *plainMaskRig) client() *http.Client {
 // until there are n.
 func (r *plainMaskRig) closeLines(t *testing.T, n int) []audit.Record {
 	t.Helper()
+	return closeLines(t, r.logPath, n)
+}
+
+// closeLines reads the close lines logged in logPath so far, waiting (5 s
+// at most) until there are n.
+func closeLines(t *testing.T, logPath string, n int) []audit.Record {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var got []audit.Record
-		f, err := os.Open(r.logPath)
+		f, err := os.Open(logPath)
 		if err != nil {
 			t.Fatal(err)
 		}

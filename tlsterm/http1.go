@@ -48,6 +48,14 @@ const MaxHeaderBytes = 64 << 10
 // 500 MB. Browsers refuse more than 256 KiB.
 const MaxResponseHeaderBytes = 256 << 10
 
+// maxResponseFields bounds the fields of a response header from an
+// HTTP/1.1 upstream: net/http's parser keeps each as a map entry of a
+// couple of hundred bytes, so MaxResponseHeaderBytes of short fields would
+// cost cordon some 8 MB a response. (An HTTP/2 upstream's fields each
+// count 32 bytes more against MaxResponseHeaderBytes, so there are at most
+// 8,192 of them.)
+const maxResponseFields = 1024
+
 // Limits of the HTTP/1.x path, net/http's where it has one.
 const (
 	// maxRequestHeader bounds a request's header block (MaxHeaderBytes,
@@ -117,14 +125,32 @@ type upstream1 struct {
 }
 
 // limitReader reads r until n bytes have been read, then reports EOF and
-// hit: it bounds header blocks.
+// hit: it bounds header blocks. With lines above zero, it also fails
+// once the header block read through it goes past that many lines (see
+// countLines).
 type limitReader struct {
 	r   io.Reader
 	n   int64
 	hit bool
+	// lines is how many more lines the header block may have while it is
+	// counted; lineLen is the length of its current line, less '\r's.
+	lines   int
+	lineLen int
+	// tooMany says the block went past its lines.
+	tooMany bool
 }
 
+// errResponseFields is a response header past maxResponseFields.
+var errResponseFields = fmt.Errorf("upstream response header has over %d fields", maxResponseFields)
+
+// countLines bounds the header block read next to n lines, its first
+// one included; zero stops counting.
+func (l *limitReader) countLines(n int) { l.lines, l.lineLen, l.tooMany = n, 0, false }
+
 func (l *limitReader) Read(p []byte) (int, error) {
+	if l.tooMany {
+		return 0, errResponseFields
+	}
 	if l.n <= 0 {
 		l.hit = true
 		return 0, io.EOF
@@ -134,6 +160,25 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	}
 	n, err := l.r.Read(p)
 	l.n -= int64(n)
+	for _, b := range p[:n] {
+		if l.lines == 0 {
+			break // not counting, or the block has ended
+		}
+		switch {
+		case b == '\n' && l.lineLen == 0: // the blank line ends the block
+			l.lines = 0
+		case b == '\n':
+			l.lines, l.lineLen = l.lines-1, 0
+			if l.lines == 0 {
+				l.tooMany = true
+			}
+		case b != '\r':
+			l.lineLen++
+		}
+	}
+	if l.tooMany {
+		return 0, errResponseFields
+	}
 	return n, err
 }
 

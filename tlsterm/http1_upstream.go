@@ -289,8 +289,11 @@ func (h *conn1) sendOnce(x *exchange) error {
 	}
 	for n := 0; ; n++ {
 		up.lim.n = MaxResponseHeaderBytes
+		up.lim.countLines(1 + maxResponseFields + 1) // the status line, the fields, and one more is too many
 		resp, err := http.ReadResponse(up.br, x.req)
 		up.lim.n = math.MaxInt64
+		tooMany := up.lim.tooMany
+		up.lim.countLines(0)
 		if err != nil {
 			if x.wrote != nil {
 				if werr := h.abortWrite(x); werr != nil && !errors.Is(werr, net.ErrClosed) {
@@ -299,6 +302,9 @@ func (h *conn1) sendOnce(x *exchange) error {
 			}
 			if up.lim.hit {
 				return errors.New("upstream response header too large")
+			}
+			if tooMany {
+				return errResponseFields
 			}
 			if errors.Is(err, io.EOF) {
 				return errUpstreamClosed

@@ -151,8 +151,9 @@ func TestHTTP2HeaderFieldsBounded(t *testing.T) {
 
 // TestResponseHeaderBounded: an upstream's response header past
 // MaxResponseHeaderBytes is refused (502, upstream_error, logged), over
-// HTTP/1.1 and HTTP/2 alike, where net/http's Transport allowed 10 MiB;
-// one within it is forwarded. The upstream is the box's to pick among the
+// HTTP/1.1 and HTTP/2 alike, where net/http's Transport allowed 10 MiB,
+// and so is an HTTP/1.1 upstream's of more than maxResponseFields
+// fields; one within them is forwarded. The upstream is the box's to pick among the
 // allowed hosts, and a response waiting on a client that does not read
 // holds its header.
 func TestResponseHeaderBounded(t *testing.T) {
@@ -161,6 +162,10 @@ func TestResponseHeaderBounded(t *testing.T) {
 		n, _ := strconv.Atoi(req.URL.Query().Get("kib"))
 		for i := range n / 8 {
 			w.Header().Set(fmt.Sprintf("X-H%d", i), value)
+		}
+		n, _ = strconv.Atoi(req.URL.Query().Get("fields"))
+		for i := range n {
+			w.Header().Set(fmt.Sprintf("F%d", i), "v")
 		}
 	}), rigOptions{})
 	for _, h2 := range []bool{false, true} {
@@ -181,14 +186,33 @@ func TestResponseHeaderBounded(t *testing.T) {
 			}
 		}
 	}
-	recs := r.waitRecords(t, audit.TypeClose, 4)
+	// An HTTP/1.1 upstream's header of short fields: its bytes are few,
+	// its fields (net/http's map entries) are bounded. Content-Length
+	// and Date come with them.
+	c := r.client(r.ClientRoots, false)
+	for _, tc := range []struct {
+		fields, status int
+	}{
+		{maxResponseFields - 2, http.StatusOK},
+		{maxResponseFields - 1, http.StatusBadGateway},
+	} {
+		resp, err := c.Get(r.url(fmt.Sprintf("/fields?fields=%d", tc.fields)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Fatalf("a response header of %d fields: %d, want %d", tc.fields+2, resp.StatusCode, tc.status)
+		}
+	}
+	recs := r.waitRecords(t, audit.TypeClose, 6)
 	refused := 0
 	for _, rec := range recs {
 		if rec.Status == http.StatusBadGateway && rec.Reason == string(ReasonUpstreamError) {
 			refused++
 		}
 	}
-	if refused != 2 {
-		t.Fatalf("%d upstream_error close lines, want 2: %+v", refused, recs)
+	if refused != 3 {
+		t.Fatalf("%d upstream_error close lines, want 3: %+v", refused, recs)
 	}
 }

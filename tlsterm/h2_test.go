@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -447,5 +448,108 @@ func TestUpstreamWindowsBounded(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the origin never saw the request")
+	}
+}
+
+// TestUpstreamConnectionsPerTransport: an upstream HTTP/2 transport keeps
+// to one connection to an upstream that allows few streams at once, and
+// requests past them wait for a stream: a transport's window (fullWindow
+// for a session's first few) bounds what its upstream may send ahead only
+// if it has one connection. An upstream allowing one stream each got a
+// connection per request, each with the window.
+func TestUpstreamConnectionsPerTransport(t *testing.T) {
+	ca, err := certs.NewEphemeral()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := certs.NewLeafCache(ca, 1).Get("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	conns := make(chan net.Conn, 16)
+	asked := make(chan struct{}, 16) // a request, or the settings ack, came in
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns <- c
+			go func() {
+				// An origin allowing one stream at once, answering none.
+				if _, err := io.ReadFull(c, make([]byte, len(http2.ClientPreface))); err != nil {
+					return
+				}
+				fr := http2.NewFramer(c, c)
+				fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 1})
+				for {
+					f, err := fr.ReadFrame()
+					if err != nil {
+						return
+					}
+					switch f := f.(type) {
+					case *http2.SettingsFrame:
+						if !f.IsAck() {
+							fr.WriteSettingsAck()
+						} else {
+							asked <- struct{}{} // the client took in the bound
+						}
+					case *http2.HeadersFrame:
+						asked <- struct{}{}
+					}
+				}
+			}()
+		}
+	}()
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Certificate())
+	aw, err := audit.Open(filepath.Join(t.TempDir(), "audit.jsonl"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer aw.Close()
+	tm, err := New(Config{Leaves: certs.NewLeafCache(ca, 1), Roots: func() (*x509.CertPool, error) { return roots, nil }, Audit: aw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stream{t: tm, authority: ln.Addr().String(), s: &Stream{Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port,
+		Redial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", ln.Addr().String())
+		}}}
+	defer st.closeUpstream()
+	tr := st.newTransport(fullWindow)
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The first request takes the origin's one stream and its settings
+	// come back; three more follow.
+	get := func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+ln.Addr().String()+"/", nil)
+		tr.RoundTrip(req)
+	}
+	go get()
+	first := <-conns
+	defer first.Close()
+	for range 2 { // the first request, and the client's ack of the bound
+		select {
+		case <-asked:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the origin never saw the first request and the client's settings ack")
+		}
+	}
+	for range 3 {
+		go get()
+	}
+	select {
+	case c := <-conns:
+		c.Close()
+		t.Fatal("a transport opened a second upstream connection")
+	case <-time.After(200 * time.Millisecond):
 	}
 }

@@ -272,7 +272,9 @@ func (t *Terminator) window() (window int, release func()) {
 // client's reading (see fullWindow).
 func (st *stream) newTransport(window int) *http.Transport {
 	return &http.Transport{
-		HTTP2:                  &http.HTTP2Config{MaxReceiveBufferPerConnection: window, MaxReceiveBufferPerStream: window},
+		HTTP2: &http.HTTP2Config{MaxReceiveBufferPerConnection: window, MaxReceiveBufferPerStream: window,
+			// One connection: the window bounds it alone (see fullWindow).
+			StrictMaxConcurrentRequests: true},
 		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 		Proxy:                  nil,
 		ForceAttemptHTTP2:      true,

@@ -63,12 +63,13 @@ const defaultMaxRequests = 1024
 // outside the box's limits: a box whose 1,000 HTTP/2 requests each
 // fetched a large body and never read it took cordon past 2.4 GB (350 MB
 // now). A session's first fullWindows upstream connections at once get
-// a window of fullWindow (their streams share it), as fast as net/http's
-// for one download; the rest get leastWindow, the least net/http takes:
-// what they cannot buffer waits upstream.
+// a window of fullWindow, the rest leastWindow, the least net/http
+// takes: what they cannot buffer waits upstream. A stream gets half its
+// connection's window, so one whose client does not read leaves the
+// others room; at fullWindow, as much as net/http gives a stream.
 const (
-	fullWindow  = 4 << 20
-	fullWindows = 32
+	fullWindow  = 8 << 20
+	fullWindows = 16
 	leastWindow = 64 << 10
 )
 
@@ -253,9 +254,9 @@ func (st *stream) setup() (cleanup func()) {
 	}
 }
 
-// window is the flow-control window of a new upstream HTTP/2 transport,
-// per connection and per stream: fullWindow while fewer than fullWindows
-// transports hold it, else leastWindow. release gives it back.
+// window is the flow-control window of a new upstream HTTP/2 transport's
+// connection: fullWindow while fewer than fullWindows transports hold it,
+// else leastWindow. release gives it back.
 func (t *Terminator) window() (window int, release func()) {
 	select {
 	case t.windows <- struct{}{}:
@@ -272,7 +273,7 @@ func (t *Terminator) window() (window int, release func()) {
 // client's reading (see fullWindow).
 func (st *stream) newTransport(window int) *http.Transport {
 	return &http.Transport{
-		HTTP2: &http.HTTP2Config{MaxReceiveBufferPerConnection: window, MaxReceiveBufferPerStream: window,
+		HTTP2: &http.HTTP2Config{MaxReceiveBufferPerConnection: window, MaxReceiveBufferPerStream: window / 2,
 			// One connection: the window bounds it alone (see fullWindow).
 			StrictMaxConcurrentRequests: true},
 		MaxResponseHeaderBytes: MaxResponseHeaderBytes,

@@ -70,8 +70,7 @@ func (c *parserWatch) Read(p []byte) (int, error) {
 	if errors.Is(err, tlsterm.ErrHeaderFields) && !c.hijacked.Load() && c.fieldsAnswered.CompareAndSwap(false, true) {
 		c.refused(c.kind(), fmt.Sprintf("its header has over %d fields, the most cordon reads (it answered 431); the request began %q",
 			tlsterm.MaxHeaderFields, tlsterm.WithoutQuery(c.guard.RequestLine())))
-		const status = "431 Request Header Fields Too Large"
-		io.WriteString(c.Conn, "HTTP/1.1 "+status+"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"+status+": "+err.Error())
+		tlsterm.WritePlainError(c.Conn, http.StatusRequestHeaderFieldsTooLarge, err.Error())
 		tlsterm.Linger(c.slot.NetConn()) // the client may still be sending its header
 	}
 	if errors.Is(err, tlsterm.ErrHeaderFields) {

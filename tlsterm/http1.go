@@ -462,12 +462,20 @@ func checkRequestHeader(req *http.Request) error {
 // plainError answers a request that could not be read, and ends the
 // connection.
 func (h *conn1) plainError(status int, detail string) {
+	WritePlainError(h.bw, status, detail)
+	h.bw.Flush()
+}
+
+// WritePlainError writes the answer net/http's server gives a request it
+// cannot read: the status, its text and detail (if any) as the body, and
+// Connection: close.
+func WritePlainError(w io.Writer, status int, detail string) error {
 	text := strconv.Itoa(status) + " " + http.StatusText(status)
 	if detail != "" {
 		text += ": " + detail
 	}
-	fmt.Fprintf(h.bw, "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n%s", text, text)
-	h.bw.Flush()
+	_, err := fmt.Fprintf(w, "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n%s", text, text)
+	return err
 }
 
 // expectsContinue says the client waits for "100 Continue" before it

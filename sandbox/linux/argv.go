@@ -54,8 +54,9 @@ const ProbeCommand = "__probe"
 // them: a symlink as the same symlink, a directory bound read-only.
 var systemEntries = []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
-// hiddenProc are the files of the box's /proc that read as empty (an
-// empty file is bound over each the host has): the kernel keys the
+// hiddenProc are the files of the box's /proc that read as empty (the
+// host's /dev/null is bound over each the host has, which needs no
+// scratch file: a run with none makes none): the kernel keys the
 // user may view, which the box shares with the user's session (keyctl is
 // refused, but /proc/keys listed each by its description, "vault-token:
 // prod-db", and payload size), their owners' quotas, and the kernel's
@@ -371,8 +372,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	}
 	for _, f := range hiddenProc {
 		if _, err := os.Stat(f); err == nil {
-			l.files[empty] = nil
-			a = append(a, "--ro-bind", empty, f)
+			a = append(a, "--dev-bind", "/dev/null", f)
 		}
 	}
 	if len(l.files) > 0 || l.emptyDir != "" {

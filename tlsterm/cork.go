@@ -121,7 +121,22 @@ type drainConn struct {
 	ahead *[]byte // read-ahead, pooled; nil when empty
 	r, w  int     // the unread bytes of ahead
 	err   error   // of the read that filled ahead, due once it is read
+	// atHand makes a read that would wait fail with errNotAtHand instead;
+	// gotAtHand is set when such a read found bytes.
+	atHand, gotAtHand bool
+	now               atHandRead
 }
+
+// errNotAtHand is a drainConn's read, in atHand mode, of a socket that has
+// nothing waiting. It is temporary, so TLS does not keep it as the
+// connection's error.
+var errNotAtHand error = notAtHand{}
+
+type notAtHand struct{}
+
+func (notAtHand) Error() string   { return "nothing at hand" }
+func (notAtHand) Timeout() bool   { return true }
+func (notAtHand) Temporary() bool { return true }
 
 // readAhead is the size of a drainConn's read-ahead buffer.
 const readAhead = 128 << 10
@@ -141,7 +156,19 @@ func (d *drainConn) Read(p []byte) (int, error) {
 			return n, err
 		}
 		d.ahead = aheadBuffers.Get().(*[]byte)
-		n, err := d.Conn.Read(*d.ahead)
+		var n int
+		var err error
+		if d.atHand {
+			n, err = d.now.read(d.Conn, *d.ahead)
+			if n == 0 && err == errNotAtHand {
+				aheadBuffers.Put(d.ahead)
+				d.ahead = nil
+				return 0, err
+			}
+			d.gotAtHand = true
+		} else {
+			n, err = d.Conn.Read(*d.ahead)
+		}
 		d.short = n < readAhead
 		d.r, d.w, d.err = 0, n, err
 	}

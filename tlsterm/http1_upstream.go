@@ -374,10 +374,6 @@ func (up *upstream1) writeAwaiting(req *http.Request) error {
 	return err
 }
 
-// aLongTimeAgo is a read deadline already past: the read hands out only
-// what is already at hand.
-var aLongTimeAgo = time.Unix(1, 0)
-
 // staleCheck bounds writeAwaiting's armed wait: a response slower than
 // this costs one look at the socket more.
 const staleCheck = 100 * time.Millisecond
@@ -523,29 +519,37 @@ func (up *upstream1) idle() idleState {
 	if up.br.Buffered() > 0 {
 		return idleData
 	}
-	s := peekIdle(up.conn)
-	if tc, ok := up.conn.(interface{ NetConn() net.Conn }); s == idleClosed || !ok || tc.NetConn() == up.conn {
-		return s // closed, or a plaintext connection
+	d := rawOf(up.conn)
+	if tc, ok := up.conn.(interface{ NetConn() net.Conn }); !ok || tc.NetConn() == up.conn || d == nil {
+		return peekIdle(up.conn) // a plaintext connection
 	}
-	// On a TLS connection, bytes that wait may be a session ticket, its
-	// end, or data: let TLS read them, briefly. Where none wait, TLS may
-	// still hold records it read with the last response's (a server's
-	// next answer); a deadline already past lets it hand out only those.
-	deadline := aLongTimeAgo
-	if s == idleData {
-		deadline = time.Now().Add(staleWait)
-	}
-	up.conn.SetReadDeadline(deadline)
+	// On a TLS connection TLS may hold records it read with the last
+	// response's (a server's next answer), and bytes may wait on the
+	// socket: a session ticket, the connection's end, or data. TLS is let
+	// read what is at hand, and no more: the read under it that would wait
+	// fails instead (one system call, no timer).
+	d.atHand, d.gotAtHand = true, false
 	_, err := up.br.Peek(1)
-	up.conn.SetReadDeadline(time.Time{})
-	var ne net.Error
+	d.atHand = false
+	if err == errNotAtHand && d.gotAtHand {
+		// Part of a record came: let TLS read the rest, briefly.
+		up.conn.SetReadDeadline(time.Now().Add(staleWait))
+		_, err = up.br.Peek(1)
+		up.conn.SetReadDeadline(time.Time{})
+	}
 	switch {
 	case err == nil:
 		return idleData
-	case errors.As(err, &ne) && ne.Timeout():
+	case err == errNotAtHand || isTimeout(err):
 		return idleEmpty
 	}
 	return idleClosed
+}
+
+// isTimeout says whether err is a read's deadline passing.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // idleState is what waits on an idle connection.

@@ -3,6 +3,7 @@
 package tlsterm
 
 import (
+	"io"
 	"net"
 	"syscall"
 )
@@ -59,4 +60,43 @@ func sysConn(c net.Conn) syscall.RawConn {
 		return nil
 	}
 	return rc
+}
+
+// atHandRead reads what waits on a socket without waiting. It keeps the
+// socket's RawConn and its callback, so that a read allocates nothing.
+type atHandRead struct {
+	rc   syscall.RawConn
+	fn   func(fd uintptr) bool
+	p    []byte
+	n    int
+	rerr error
+}
+
+// read reads what waits on the socket under c into p: errNotAtHand when
+// nothing does, io.EOF at its end.
+func (a *atHandRead) read(c net.Conn, p []byte) (int, error) {
+	if a.rc == nil {
+		if a.rc = sysConn(c); a.rc == nil {
+			return c.Read(p)
+		}
+		a.fn = func(fd uintptr) bool {
+			a.n, a.rerr = syscall.Read(int(fd), a.p)
+			return true
+		}
+	}
+	a.p = p
+	err := a.rc.Read(a.fn)
+	n, rerr := a.n, a.rerr
+	a.p, a.rerr = nil, nil
+	switch {
+	case err != nil:
+		return 0, err
+	case rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK:
+		return 0, errNotAtHand
+	case rerr != nil:
+		return 0, rerr
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
 }

@@ -379,19 +379,7 @@ func TestUpstreamWindowsBounded(t *testing.T) {
 	// What a transport's upstream connection is granted: its SETTINGS and
 	// the connection's WINDOW_UPDATE, read by an origin that speaks raw
 	// HTTP/2.
-	ca, err := certs.NewEphemeral()
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := certs.NewLeafCache(ca, 1).Get("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln, ca := rawH2Listener(t)
 	granted := make(chan [2]uint32, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -460,19 +448,7 @@ func TestUpstreamWindowsBounded(t *testing.T) {
 // if it has one connection. An upstream allowing one stream each got a
 // connection per request, each with the window.
 func TestUpstreamConnectionsPerTransport(t *testing.T) {
-	ca, err := certs.NewEphemeral()
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := certs.NewLeafCache(ca, 1).Get("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln, ca := rawH2Listener(t)
 	conns := make(chan net.Conn, 16)
 	asked := make(chan struct{}, 16) // a request, or the settings ack, came in
 	go func() {
@@ -554,4 +530,25 @@ func TestUpstreamConnectionsPerTransport(t *testing.T) {
 		t.Fatal("a transport opened a second upstream connection")
 	case <-time.After(200 * time.Millisecond):
 	}
+}
+
+// rawH2Listener listens on 127.0.0.1 with TLS offering h2 only, a leaf of
+// its own CA (returned too), for an origin that speaks HTTP/2 frame by
+// frame; it closes when the test ends.
+func rawH2Listener(t *testing.T) (net.Listener, *certs.CA) {
+	t.Helper()
+	ca, err := certs.NewEphemeral()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := certs.NewLeafCache(ca, 1).Get("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln, ca
 }

@@ -734,6 +734,34 @@ func TestRunSetsAsidePipes(t *testing.T) {
 	}
 }
 
+// TestRunRemovesGitPipes: a named pipe the box leaves in the workspace's
+// own .git, where git reads its files (here the HEAD), is removed after
+// the run, with a removed line and a warning: the host's git status there
+// (and a shell prompt that shows the branch) waited for ever.
+func TestRunRemovesGitPipes(t *testing.T) {
+	b := newBox(t)
+	if r := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", "init", "-q", b.ws)); r.code != 0 {
+		t.Fatalf("git init: %s%s", r.stdout, r.stderr)
+	}
+	head := filepath.Join(b.ws, ".git", "HEAD")
+	r := b.run("--net", "off", "--", "sh", "-c", `rm .git/HEAD && mkfifo .git/HEAD && echo MADE`)
+	expectCode(t, r, 0)
+	if fi, err := os.Lstat(head); !strings.Contains(r.stdout, "MADE") || err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+		t.Fatalf("the box's pipe is still there:\n%s%s", r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "removed "+head+": a named pipe") {
+		t.Errorf("no warning naming the pipe:\n%s", r.stderr)
+	}
+	if !slices.ContainsFunc(b.records(), func(r audit.Record) bool { return r.Type == audit.TypeRemoved && r.Path == head }) {
+		t.Error("no removed audit line for the pipe")
+	}
+	status := asUser(t, nil, "timeout", "20", "/usr/bin/git", "status", "--short")
+	status.Dir = b.ws
+	if r := runResult(t, runTimeout, status); r.code == 124 {
+		t.Errorf("the host's git status waited on the pipe: %s%s", r.stdout, r.stderr)
+	}
+}
+
 // TestRunWarnsInPrintableNames: the warnings after a run name paths the
 // box chose. A name holding escape sequences and a newline must reach the
 // terminal escaped: raw, it erased cordon's "set aside" warning, wrote a

@@ -100,7 +100,7 @@ func Aftercare(guards []GuardedPath) Care {
 		if g.Guard != Nested {
 			continue
 		}
-		found, pipes, err := nestedChanges(g.Path, g.Since, guarded)
+		found, pipes, gitFifos, err := nestedChanges(g.Path, g.Since, guarded)
 		more, err2 := innerGitDirsChangedSince(filepath.Join(g.Path, ".git"), g.Since, guarded)
 		err = errors.Join(err, err2)
 		for _, p := range append(found, more...) {
@@ -111,6 +111,17 @@ func Aftercare(guards []GuardedPath) Care {
 				c.Unchecked = append(c.Unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
 			} else {
 				c.Pipes = append(c.Pipes, to)
+			}
+		}
+		for _, p := range gitFifos {
+			err := linkMadeOnTheWay(p, began, "remove")
+			if err == nil {
+				err = os.Remove(p)
+			}
+			if err != nil {
+				c.Unchecked = append(c.Unchecked, Unchecked{Path: p, Reason: err})
+			} else {
+				c.GitPipes = append(c.GitPipes, p)
 			}
 		}
 		if err != nil {

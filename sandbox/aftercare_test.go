@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -307,6 +308,64 @@ func TestAftercareSetsAsidePipes(t *testing.T) {
 	}
 }
 
+// TestAftercareRemovesGitPipes: a named pipe the run left where git reads
+// its files, in the workspace's own .git (a branch's ref) and in a nested
+// repository's (its HEAD), is removed, and the host's git status then
+// answers; one that was there before the run, or a pipe among the loose
+// objects git reads only when asked, stays.
+func TestAftercareRemovesGitPipes(t *testing.T) {
+	ws := realTempDir(t)
+	git(t, ws, "init", "-q")
+	git(t, ws, "commit", "-q", "--allow-empty", "-m", "one")
+	nested := filepath.Join(ws, "nested")
+	git(t, ws, "init", "-q", nested)
+	git(t, nested, "commit", "-q", "--allow-empty", "-m", "one")
+	old := filepath.Join(ws, ".git", "info", "old-pipe")
+	if err := syscall.Mkfifo(old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * clockSlack) // the pipe above is older than the run
+	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := filepath.Join(ws, ".git", "refs", "heads", "main")
+	head := filepath.Join(nested, ".git", "HEAD")
+	loose := filepath.Join(ws, ".git", "objects", "ab", "cdef")
+	if err := os.MkdirAll(filepath.Dir(loose), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{ref, head, loose} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := Aftercare(guards)
+	if want := []string{ref, head}; !slices.Equal(slices.Sorted(slices.Values(c.GitPipes)), slices.Sorted(slices.Values(want))) || len(c.Unchecked) != 0 {
+		t.Fatalf("removed pipes %q, unchecked %v; want %q", c.GitPipes, c.Unchecked, want)
+	}
+	for _, p := range []string{old, loose} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s: %v; want it left", p, err)
+		}
+	}
+	for _, dir := range []string{ws, nested} {
+		cmd := exec.Command("git", "status", "--short")
+		cmd.Dir = dir
+		done := make(chan error, 1)
+		go func() { done <- cmd.Run() }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("git status in %s waits on a pipe the run left", dir)
+		}
+	}
+}
+
 // BenchmarkNestedChanges walks a workspace of 10,000 directories (and a
 // nested repository), as every run's end does.
 func BenchmarkNestedChanges(b *testing.B) {
@@ -319,7 +378,7 @@ func BenchmarkNestedChanges(b *testing.B) {
 	git(b, filepath.Join(ws, "d00"), "init", "-q")
 	since := time.Now()
 	for b.Loop() {
-		if found, _, err := nestedChanges(ws, since, nil); err != nil || len(found) != 0 {
+		if found, _, _, err := nestedChanges(ws, since, nil); err != nil || len(found) != 0 {
 			b.Fatal(found, err)
 		}
 	}

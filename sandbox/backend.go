@@ -175,6 +175,10 @@ type Care struct {
 	// or used in the workspace, set aside: git opens one named .gitignore
 	// and waits for ever.
 	Pipes []string
+	// GitPipes are the named pipes the command made or used in a git
+	// directory (a ref, HEAD, the index), removed: git there would wait
+	// for ever, and has no use for a pipe.
+	GitPipes []string
 	// Unchecked are what could not be checked: a repository whose index
 	// could not be read, a directory of the workspace that could not be
 	// looked into.
@@ -184,7 +188,7 @@ type Care struct {
 // Add is c followed by o.
 func (c Care) Add(o Care) Care {
 	return Care{Removed: append(c.Removed, o.Removed...), SetAside: append(c.SetAside, o.SetAside...),
-		Pipes: append(c.Pipes, o.Pipes...), Unchecked: append(c.Unchecked, o.Unchecked...)}
+		Pipes: append(c.Pipes, o.Pipes...), GitPipes: append(c.GitPipes, o.GitPipes...), Unchecked: append(c.Unchecked, o.Unchecked...)}
 }
 
 // Unchecked is a repository Aftercare could not check, and why.

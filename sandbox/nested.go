@@ -41,8 +41,9 @@ const clockSlack = 50 * time.Millisecond
 // opens a .gitignore without waiting for it to be a regular file, and
 // one that was a pipe held the host's git status there (and a shell
 // prompt that shows the branch, at every cd) for ever, waiting for a
-// writer.
-func nestedChanges(root string, since time.Time, skip map[string]bool) (found, pipes []string, err error) {
+// writer. And it returns the pipes in the .git directories it passes,
+// the workspace's own included, where git reads its files (gitPipes).
+func nestedChanges(root string, since time.Time, skip map[string]bool) (found, pipes, gitFifos []string, err error) {
 	var (
 		mu      sync.Mutex
 		errs    error
@@ -99,13 +100,28 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) (found, p
 			p := filepath.Join(dir, d.Name())
 			switch {
 			case d.Name() == ".git":
-				if dir == root || skip[p] {
-					continue // the workspace's own, or a guarded checkout's
+				if dir == root {
+					// The workspace's own (pinned): its config and
+					// hooks are guarded, but not what else git reads.
+					if d.IsDir() {
+						fifos, err := gitPipes(p, since)
+						mu.Lock()
+						gitFifos = append(gitFifos, fifos...)
+						errs = errors.Join(errs, err)
+						mu.Unlock()
+					}
+					continue
+				}
+				if skip[p] {
+					continue // a guarded checkout's
 				}
 				changed, err := repoChangedSince(p, d, since)
-				var inner []string
+				var inner, fifos []string
 				if err == nil && !changed && d.IsDir() {
 					inner, err = innerGitDirsChangedSince(p, since, skip)
+					var err2 error
+					fifos, err2 = gitPipes(p, since)
+					err = errors.Join(err, err2)
 				}
 				mu.Lock()
 				switch {
@@ -113,6 +129,7 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) (found, p
 					found = append(found, p)
 				default:
 					found = append(found, inner...)
+					gitFifos = append(gitFifos, fifos...)
 				}
 				errs = errors.Join(errs, err)
 				mu.Unlock()
@@ -140,7 +157,8 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) (found, p
 	close(dirs)
 	slices.Sort(found)
 	slices.Sort(pipes)
-	return found, pipes, errs
+	slices.Sort(gitFifos)
+	return found, pipes, gitFifos, errs
 }
 
 // repoChangedSince says whether the .git at p (d its entry) was born at
@@ -327,4 +345,57 @@ func innerGitDirs(dir string) ([]string, error) {
 		return err
 	}
 	return out, gitDir(dir, 0)
+}
+
+// maxGitPipeEntries bounds the look through one git directory for pipes.
+const maxGitPipeEntries = 20_000
+
+// gitPipeDirs are the directories of a git directory, besides its top,
+// whose files git reads as a matter of course (a status, a prompt that
+// shows the branch): the refs, info/ (exclude, attributes), and the
+// object store's info/ (alternates) and pack/ (the packs' indexes). Loose
+// objects are read only when asked for, and are not looked through.
+var gitPipeDirs = []string{"refs", "info", filepath.Join("objects", "info"), filepath.Join("objects", "pack")}
+
+// gitPipes returns the named pipes (FIFOs) made, renamed or written to
+// since in the git directory dir, where git reads its files: HEAD,
+// index, packed-refs, a ref or a pack index that is a pipe holds the
+// host's git (a plain git status, a shell prompt at every cd) for ever,
+// waiting for a writer. A pipe holds no data and git has no use for one
+// there, so what is found is removed, not set aside: under refs/ a
+// renamed pipe would still be read as a ref.
+func gitPipes(dir string, since time.Time) ([]string, error) {
+	var out []string
+	entries := maxGitPipeEntries
+	var look func(d string, recurse bool) error
+	look = func(d string, recurse bool) error {
+		es, err := os.ReadDir(d)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil
+		}
+		if entries -= len(es); entries < 0 {
+			return fmt.Errorf("%s: more than %d entries to look through for named pipes", dir, maxGitPipeEntries)
+		}
+		for _, e := range es {
+			p := filepath.Join(d, e.Name())
+			switch {
+			case e.Type()&fs.ModeNamedPipe != 0:
+				_, changed, err2 := fileTimes(p)
+				switch {
+				case err2 != nil:
+					err = errors.Join(err, err2)
+				case !changed.Before(since):
+					out = append(out, p)
+				}
+			case recurse && e.IsDir():
+				err = errors.Join(err, look(p, true))
+			}
+		}
+		return err
+	}
+	err := look(dir, false)
+	for _, sub := range gitPipeDirs {
+		err = errors.Join(err, look(filepath.Join(dir, sub), true))
+	}
+	return out, err
 }

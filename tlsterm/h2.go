@@ -11,13 +11,26 @@ import (
 )
 
 // serveH2 serves one client connection that negotiated h2 until it
-// closes, with net/http's HTTP/2 server.
+// closes, with net/http's HTTP/2 server, and returns once every request's
+// handler has. A handler the server started as the connection closed, and
+// which began only after serving stopped, does nothing: its stream is
+// gone, and counting it in then would race with the wait.
 func serveH2(c *tls.Conn, h http.Handler) {
-	var inflight sync.WaitGroup
+	var (
+		mu       sync.Mutex
+		stopped  bool
+		inflight sync.WaitGroup
+	)
 	l := &oneConnListener{conn: c, done: make(chan struct{})}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			if stopped {
+				mu.Unlock()
+				return
+			}
 			inflight.Add(1)
+			mu.Unlock()
 			defer inflight.Done()
 			h.ServeHTTP(w, r)
 		}),
@@ -34,6 +47,9 @@ func serveH2(c *tls.Conn, h http.Handler) {
 		},
 	}
 	srv.Serve(l)
+	mu.Lock()
+	stopped = true
+	mu.Unlock()
 	inflight.Wait()
 }
 

@@ -273,14 +273,7 @@ func (o *untouchedOrigin) expectNone(t *testing.T) {
 // window of 1 MiB let each connection make cordon hold 1 MiB of a body
 // that waited on a slow upstream (1,000 connections took it to 850 MB).
 func TestHTTP2UploadWindowBounded(t *testing.T) {
-	ca, err := certs.NewEphemeral()
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := certs.NewLeafCache(ca, 1).Get("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, leaf := localLeaf(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -537,6 +530,18 @@ func TestUpstreamConnectionsPerTransport(t *testing.T) {
 // frame; it closes when the test ends.
 func rawH2Listener(t *testing.T) (net.Listener, *certs.CA) {
 	t.Helper()
+	ca, leaf := localLeaf(t)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln, ca
+}
+
+// localLeaf is a new ephemeral CA and its leaf for 127.0.0.1.
+func localLeaf(t *testing.T) (*certs.CA, *tls.Certificate) {
+	t.Helper()
 	ca, err := certs.NewEphemeral()
 	if err != nil {
 		t.Fatal(err)
@@ -545,10 +550,5 @@ func rawH2Listener(t *testing.T) (net.Listener, *certs.CA) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	return ln, ca
+	return ca, leaf
 }

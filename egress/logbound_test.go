@@ -45,14 +45,7 @@ func TestHugeRequestsLogBounded(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			proxy, auth, logPath := startProxy(t, target, 0)
-			c, err := net.Dial("tcp", proxy)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(10 * time.Second))
-			go io.WriteString(c, tt.request(auth))
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			resp, err := sendRaw(t, proxy, tt.request(auth))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,15 +82,8 @@ func TestHugeRequestsLogBounded(t *testing.T) {
 // times its size, outside the box's limits.
 func TestHeaderBounded(t *testing.T) {
 	proxy, auth, logPath := startProxy(t, "allowed.test", 0)
-	c, err := net.Dial("tcp", proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	go fmt.Fprintf(c, "CONNECT allowed.test:443 HTTP/1.1\r\nProxy-Authorization: Basic %s\r\nX-Big: %s\r\n\r\n",
-		auth, strings.Repeat("y", 2*tlsterm.MaxHeaderBytes))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err := sendRaw(t, proxy, fmt.Sprintf("CONNECT allowed.test:443 HTTP/1.1\r\nProxy-Authorization: Basic %s\r\nX-Big: %s\r\n\r\n",
+		auth, strings.Repeat("y", 2*tlsterm.MaxHeaderBytes)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,15 +111,8 @@ func TestHeaderFieldsBounded(t *testing.T) {
 		{tlsterm.MaxHeaderFields - 1, http.StatusForbidden}, // with Proxy-Authorization, MaxHeaderFields: judged (not.allowed.test is not allowed)
 		{4 * tlsterm.MaxHeaderFields, http.StatusRequestHeaderFieldsTooLarge},
 	} {
-		c, err := net.Dial("tcp", proxy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		go fmt.Fprintf(c, "CONNECT not.allowed.test:443 HTTP/1.1\r\nProxy-Authorization: Basic %s\r\n%s\r\n",
-			auth, strings.Repeat("A: b\r\n", tc.fields))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		resp, err := sendRaw(t, proxy, fmt.Sprintf("CONNECT not.allowed.test:443 HTTP/1.1\r\nProxy-Authorization: Basic %s\r\n%s\r\n",
+			auth, strings.Repeat("A: b\r\n", tc.fields)))
 		if err != nil {
 			t.Fatalf("%d fields: %v", tc.fields+1, err)
 		}
@@ -164,14 +143,7 @@ func TestPlainResponseHeaderBounded(t *testing.T) {
 	t.Cleanup(far.Close)
 	target := far.Listener.Addr().String()
 	proxy, auth, logPath := startProxy(t, target, 0)
-	c, err := net.Dial("tcp", proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	go fmt.Fprintf(c, "GET http://%s/hdr HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", target, target, auth)
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err := sendRaw(t, proxy, fmt.Sprintf("GET http://%s/hdr HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", target, target, auth))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,4 +153,19 @@ func TestPlainResponseHeaderBounded(t *testing.T) {
 	if rec := closeLines(t, logPath, 1)[0]; rec.Status != http.StatusBadGateway || rec.Reason != string(tlsterm.ReasonUpstreamError) {
 		t.Fatalf("the request's close line is %+v, want a 502 upstream_error", rec)
 	}
+}
+
+// sendRaw writes request to the proxy on a connection of its own, as it
+// is written, and reads the answer; the connection closes when the test
+// ends.
+func sendRaw(t *testing.T, proxy, request string) (*http.Response, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	go io.WriteString(c, request)
+	return http.ReadResponse(bufio.NewReader(c), nil)
 }

@@ -271,14 +271,7 @@ func TestAftercareSetsAsidePipes(t *testing.T) {
 	ws := realTempDir(t)
 	git(t, ws, "init", "-q")
 	old := filepath.Join(ws, "old-pipe")
-	if err := syscall.Mkfifo(old, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * clockSlack) // the pipe above is older than the run
-	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
-	if err != nil {
-		t.Fatal(err)
-	}
+	guards := guardAfterPipe(t, ws, old)
 	pipe := filepath.Join(ws, "sub", ".gitignore")
 	if err := os.Mkdir(filepath.Dir(pipe), 0o755); err != nil {
 		t.Fatal(err)
@@ -293,18 +286,8 @@ func TestAftercareSetsAsidePipes(t *testing.T) {
 	if _, err := os.Lstat(old); err != nil {
 		t.Errorf("the pipe the run did not touch was moved: %v", err)
 	}
-	cmd := exec.Command("git", "status", "--short")
-	cmd.Dir = ws
-	done := make(chan error, 1)
-	go func() { done <- cmd.Run() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("git status: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Error("git status waits on a pipe the run left")
+	if err := gitStatusAnswers(t, ws); err != nil {
+		t.Errorf("git status: %v", err)
 	}
 }
 
@@ -321,14 +304,7 @@ func TestAftercareRemovesGitPipes(t *testing.T) {
 	git(t, ws, "init", "-q", nested)
 	git(t, nested, "commit", "-q", "--allow-empty", "-m", "one")
 	old := filepath.Join(ws, ".git", "info", "old-pipe")
-	if err := syscall.Mkfifo(old, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * clockSlack) // the pipe above is older than the run
-	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
-	if err != nil {
-		t.Fatal(err)
-	}
+	guards := guardAfterPipe(t, ws, old)
 	ref := filepath.Join(ws, ".git", "refs", "heads", "main")
 	head := filepath.Join(nested, ".git", "HEAD")
 	loose := filepath.Join(ws, ".git", "objects", "ab", "cdef")
@@ -353,16 +329,7 @@ func TestAftercareRemovesGitPipes(t *testing.T) {
 		}
 	}
 	for _, dir := range []string{ws, nested} {
-		cmd := exec.Command("git", "status", "--short")
-		cmd.Dir = dir
-		done := make(chan error, 1)
-		go func() { done <- cmd.Run() }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			t.Errorf("git status in %s waits on a pipe the run left", dir)
-		}
+		gitStatusAnswers(t, dir)
 	}
 }
 
@@ -819,5 +786,39 @@ func TestAftercareSetsAsideNothingThroughALinkTheRunMade(t *testing.T) {
 	}
 	if len(c.Unchecked) != 1 || !strings.Contains(c.Unchecked[0].Reason.Error(), filepath.Join(ws, "gd")+", on the way to it, is a symbolic link made during the run; nothing is set aside through it") {
 		t.Errorf("unchecked %v, want the link reported", c.Unchecked)
+	}
+}
+
+// guardAfterPipe makes a named pipe at old, lets the clock pass it, and
+// guards ws as a run starting then would: the pipe is older than the run.
+func guardAfterPipe(t *testing.T, ws, old string) []GuardedPath {
+	t.Helper()
+	if err := syscall.Mkfifo(old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * clockSlack)
+	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return guards
+}
+
+// gitStatusAnswers runs git status in dir and fails t if it has not
+// answered within 20 s (it waits for ever on a pipe where it reads a
+// file); it returns how git exited.
+func gitStatusAnswers(t *testing.T, dir string) error {
+	t.Helper()
+	cmd := exec.Command("git", "status", "--short")
+	cmd.Dir = dir
+	done := make(chan error, 1)
+	go func() { done <- cmd.Run() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Errorf("git status in %s waits on a pipe the run left", dir)
+		return nil
 	}
 }

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -23,15 +22,16 @@ func MissingDenyRead(p *policy.Policy, ws string) []string {
 		return nil
 	}
 	var out []string
+	var r Resolver
 	for _, d := range p.DenyRead {
 		if !filepath.IsAbs(d) {
 			d = filepath.Join(ws, d)
 		}
 		d = filepath.Clean(d)
-		if !Within(d, ws) && !Within(resolvedPrefix(d), ws) {
+		if !Within(d, ws) && !Within(resolvedPrefix(&r, d), ws) {
 			continue
 		}
-		if _, err := os.Lstat(d); err == nil {
+		if _, err := r.Lstat(d); err == nil {
 			continue
 		}
 		out = append(out, d)
@@ -49,15 +49,15 @@ func MissingDenyRead(p *policy.Policy, ws string) []string {
 // box made to the file before the secret was written into it (a
 // deny_read entry not made yet is common, and the box may make it).
 // Relative entries are in the workspace ws. A directory too large to
-// search is refused, as an exposed tree is.
-func DenyReadFiles(p *policy.Policy, ws string, seen []string) ([]string, error) {
+// search is refused, as an exposed tree is. Names are resolved by r.
+func DenyReadFiles(p *policy.Policy, ws string, seen []string, r *Resolver) ([]string, error) {
 	var out []string
 	entries, deadline := 0, time.Now().Add(maxLinkSearchTime)
 	for _, d := range p.DenyRead {
 		if !filepath.IsAbs(d) {
 			d = filepath.Join(ws, d)
 		}
-		real, err := filepath.EvalSymlinks(d)
+		real, err := r.EvalSymlinks(d)
 		if err != nil {
 			continue // not there: nothing to hide
 		}

@@ -58,7 +58,7 @@ const maxIndexSize = 1 << 30
 const maxGitFileSize = 16 << 20
 
 // errGitFileTooLarge is a file of a repository longer than maxGitFileSize.
-var errGitFileTooLarge = fmt.Errorf("longer than the %d bytes cordon reads of a git config file", maxGitFileSize)
+var errGitFileTooLarge = errors.New("longer than the " + strconv.Itoa(maxGitFileSize) + " bytes cordon reads of a git config file")
 
 // Guard says how a backend guards one path of the workspace.
 type Guard int
@@ -432,7 +432,7 @@ func checkConfigOutside(config, writable []string) error {
 		if !filepath.IsAbs(c) {
 			continue
 		}
-		for _, n := range []string{filepath.Clean(c), resolvedPrefix(c)} {
+		for _, n := range []string{filepath.Clean(c), resolvedPrefix(nil, c)} {
 			for _, w := range writable {
 				if Within(n, w) {
 					return fmt.Errorf("cordon's configuration %s lies in %s, which the command may write: it could rewrite your next run's policy, or read the CA key; keep cordon's configuration outside (set $XDG_CONFIG_HOME or $CORDON_CONFIG elsewhere)", c, w)
@@ -460,7 +460,7 @@ func checkAuditOutside(audit, writable []string) error {
 			continue
 		}
 		a = filepath.Clean(a)
-		for _, n := range []string{a, resolvedPrefix(a)} {
+		for _, n := range []string{a, resolvedPrefix(nil, a)} {
 			for _, w := range writable {
 				if Within(n, w) {
 					return &AuditDirError{Dir: a, Writable: w}
@@ -486,58 +486,6 @@ func (e *AuditDirError) Error() string {
 // Fix says how to run with the log out of the command's reach.
 func (e *AuditDirError) Fix() string {
 	return "keep the audit log outside the workspace and every read-write --allow-path (point --audit or CORDON_AUDIT elsewhere), or allow a narrower path"
-}
-
-// Resolve resolves p (absolute, clean) one name at a time, as the kernel
-// would, every link followed (dangling ones too), calling link, when not
-// nil, with each symbolic link's path before following it: its error
-// stops the walk. whole says every name resolved; if not, the names past
-// the first that does not (or a link that cannot be followed) are kept as
-// they are.
-func Resolve(p string, link func(path string) error) (real string, whole bool, err error) {
-	const maxLinks = 40 // the kernel's own bound
-	cur, rest := "/", strings.Split(p, "/")
-	for links := 0; len(rest) > 0; {
-		name := rest[0]
-		rest = rest[1:]
-		switch name {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, name)
-		fi, err := os.Lstat(next)
-		if err != nil {
-			return filepath.Join(append([]string{next}, rest...)...), false, nil
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		if link != nil {
-			if err := link(next); err != nil {
-				return "", false, err
-			}
-		}
-		target, err := os.Readlink(next)
-		if links++; err != nil || links > maxLinks {
-			return filepath.Join(append([]string{next}, rest...)...), false, nil
-		}
-		if filepath.IsAbs(target) {
-			cur = "/"
-		}
-		rest = append(strings.Split(target, "/"), rest...)
-	}
-	return cur, true, nil
-}
-
-// resolvedPrefix is p (absolute, clean) as the kernel would resolve it
-// (Resolve), what does not resolve kept as it is.
-func resolvedPrefix(p string) string {
-	r, _, _ := Resolve(p, nil)
-	return r
 }
 
 // settle makes a list of guards one that bind mounts can follow in

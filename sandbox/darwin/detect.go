@@ -75,7 +75,7 @@ func refuseSourceLinks(p *policy.Policy, ws, home string) error {
 	if err := sandbox.RefuseSecretLinks(files, roots); err != nil {
 		return fmt.Errorf("a credential's source file: %w", err)
 	}
-	denied, err := sandbox.DenyReadFiles(p, ws, roots)
+	denied, err := sandbox.DenyReadFiles(p, ws, roots, nil)
 	if err == nil {
 		err = sandbox.RefuseSecretLinks(denied, roots)
 	}
@@ -285,7 +285,7 @@ func terminals(dev string, stdio ...any) []string {
 	var out []string
 	for _, e := range entries {
 		name := "/dev/" + e.Name()
-		if !ttyName.MatchString(name) {
+		if !isTTYName(name) {
 			continue
 		}
 		fi, err := os.Stat(filepath.Join(dev, e.Name()))

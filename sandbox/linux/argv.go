@@ -267,13 +267,17 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 			}
 		}
 	}
-	if err := checkDenyReadLinks(p, ws, s.Files, binds); err != nil {
+	// The three checks below resolve the deny_read entries, and the
+	// directories above them, each in turn: they share what the kernel
+	// said of each name (nothing changes the host's files in between).
+	names := &sandbox.Resolver{}
+	if err := checkDenyReadLinks(p, ws, s.Files, binds, names); err != nil {
 		return nil, err
 	}
-	if err := refuseHiddenLinks(p, ws, s.Files, binds); err != nil {
+	if err := refuseHiddenLinks(p, ws, s.Files, binds, names); err != nil {
 		return nil, err
 	}
-	masks, err := maskPaths(p, ws, h.guard, binds, sources, visible)
+	masks, err := maskPaths(p, ws, h.guard, binds, sources, visible, names)
 	if err != nil {
 		return nil, err
 	}

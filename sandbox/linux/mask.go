@@ -41,7 +41,7 @@ type mask struct {
 // paths, the credentials' source files (sources, see credentialSources),
 // and files with credential names inside walked binds. Each is resolved
 // to its real path and masked only where the sandbox can see it.
-func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, sources []string, visible func(string) bool) ([]mask, error) {
+func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, sources []string, visible func(string) bool, names *sandbox.Resolver) ([]mask, error) {
 	cands := slices.Clone(sources)
 	for _, d := range p.DenyRead {
 		if !filepath.IsAbs(d) {
@@ -76,14 +76,14 @@ func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, sources []str
 	for _, c := range cands {
 		// Most candidates (the protected paths) do not exist: one Lstat
 		// says so, where resolving would stat each of their parents too.
-		if _, err := os.Lstat(c); err != nil {
+		if _, err := names.Lstat(c); err != nil {
 			continue
 		}
-		real, err := filepath.EvalSymlinks(c)
+		real, err := names.EvalSymlinks(c)
 		if err != nil || seen[real] || !visible(real) {
 			continue
 		}
-		fi, err := os.Stat(real)
+		fi, err := names.Lstat(real) // real names no link
 		if err != nil {
 			continue
 		}
@@ -123,7 +123,7 @@ func credentialSources(p *policy.Policy, binds []bind) ([]string, error) {
 		if c.Source.File == "" || !filepath.IsAbs(c.Source.File) {
 			continue
 		}
-		real, err := resolveSource(c.Source.File, func(q string) bool { return movable(q, binds) })
+		real, err := resolveSource(c.Source.File, func(q string) bool { return movable(q, binds) }, nil)
 		if err != nil {
 			return nil, fmt.Errorf("credential %q: source.file %s: %w", c.Name, c.Source.File, err)
 		}
@@ -165,9 +165,9 @@ func seenTrees(binds []bind) []string {
 // masked file at its path, and read the real one whole through the other
 // name: one an earlier run's box linked to a deny_read entry it made
 // before the secret was written into it.
-func refuseHiddenLinks(p *policy.Policy, ws string, files map[string][]byte, binds []bind) error {
+func refuseHiddenLinks(p *policy.Policy, ws string, files map[string][]byte, binds []bind, names *sandbox.Resolver) error {
 	seen := seenTrees(binds)
-	hidden, err := sandbox.DenyReadFiles(p, ws, seen)
+	hidden, err := sandbox.DenyReadFiles(p, ws, seen, names)
 	if err != nil {
 		return err
 	}
@@ -251,8 +251,8 @@ const soAcceptCon = 1 << 16
 // resolveSource resolves path (absolute, cleaned) as the kernel would:
 // its real path, or "" when it does not resolve. A symbolic link on the
 // way that the box could replace (writable) is refused.
-func resolveSource(path string, writable func(string) bool) (string, error) {
-	real, whole, err := sandbox.Resolve(path, func(link string) error {
+func resolveSource(path string, writable func(string) bool, names *sandbox.Resolver) (string, error) {
+	real, whole, err := names.Resolve(path, func(link string) error {
 		if writable(link) {
 			return fmt.Errorf("%s is a symbolic link the command could replace, and the next run would hide whatever it then pointed to; name the file by its real path", link)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 func TestCredentialFiles(t *testing.T) {
@@ -323,7 +324,7 @@ func TestRefuseHiddenLinks(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := &policy.Policy{DenyRead: c.deny}
-			if err := refuseHiddenLinks(p, ws, c.files, binds); err != nil {
+			if err := refuseHiddenLinks(p, ws, c.files, binds, &sandbox.Resolver{}); err != nil {
 				t.Fatalf("with no other name: %v", err)
 			}
 			unseen := filepath.Join(elsewhere, "hl")
@@ -331,7 +332,7 @@ func TestRefuseHiddenLinks(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer os.Remove(unseen)
-			if err := refuseHiddenLinks(p, ws, c.files, binds); err != nil {
+			if err := refuseHiddenLinks(p, ws, c.files, binds, &sandbox.Resolver{}); err != nil {
 				t.Fatalf("with another name the box does not see: %v", err)
 			}
 			link := filepath.Join(ws, "hl")
@@ -339,7 +340,7 @@ func TestRefuseHiddenLinks(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer os.Remove(link)
-			if err := refuseHiddenLinks(p, ws, c.files, binds); err == nil || !strings.Contains(err.Error(), link+" is a hard link of "+c.target) {
+			if err := refuseHiddenLinks(p, ws, c.files, binds, &sandbox.Resolver{}); err == nil || !strings.Contains(err.Error(), link+" is a hard link of "+c.target) {
 				t.Errorf("with another name in the workspace: %v; want a refusal naming both", err)
 			}
 		})

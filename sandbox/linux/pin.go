@@ -67,13 +67,13 @@ func movable(q string, binds []bind) bool {
 // would mount over whatever the link then pointed to, leaving the file
 // it points to now readable. Relative deny_read entries are in the
 // workspace ws.
-func checkDenyReadLinks(p *policy.Policy, ws string, files map[string][]byte, binds []bind) error {
+func checkDenyReadLinks(p *policy.Policy, ws string, files map[string][]byte, binds []bind, names *sandbox.Resolver) error {
 	replaceable := func(q string) bool { return movable(q, binds) }
 	for _, d := range p.DenyRead {
 		if !filepath.IsAbs(d) {
 			d = filepath.Join(ws, d)
 		}
-		if _, err := resolveSource(filepath.Clean(d), replaceable); err != nil {
+		if _, err := resolveSource(filepath.Clean(d), replaceable, names); err != nil {
 			return fmt.Errorf("deny_read %s: %w", d, err)
 		}
 	}
@@ -81,7 +81,7 @@ func checkDenyReadLinks(p *policy.Policy, ws string, files map[string][]byte, bi
 		if !filepath.IsAbs(dst) {
 			continue // refused as it is placed
 		}
-		if _, err := resolveSource(filepath.Clean(dst), replaceable); err != nil {
+		if _, err := resolveSource(filepath.Clean(dst), replaceable, names); err != nil {
 			return fmt.Errorf("file shown in the box (a credential's files:) %s: %w", dst, err)
 		}
 	}

@@ -2,7 +2,7 @@ package tlsterm
 
 import (
 	"bytes"
-	"fmt"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -90,7 +90,7 @@ const MaxHeaderFields = 256
 
 // ErrHeaderFields is what a FramingGuard's reads return once a header
 // block has gone past MaxHeaderFields lines.
-var ErrHeaderFields = fmt.Errorf("the request header has over %d fields, the most cordon reads; send fewer headers", MaxHeaderFields)
+var ErrHeaderFields = errors.New("the request header has over " + strconv.Itoa(MaxHeaderFields) + " fields, the most cordon reads; send fewer headers")
 
 func (g *FramingGuard) Read(p []byte) (int, error) {
 	if g.HeaderFieldsExceeded() {

@@ -141,7 +141,7 @@ type limitReader struct {
 }
 
 // errResponseFields is a response header past maxResponseFields.
-var errResponseFields = fmt.Errorf("upstream response header has over %d fields", maxResponseFields)
+var errResponseFields = errors.New("upstream response header has over " + strconv.Itoa(maxResponseFields) + " fields")
 
 // countLines bounds the header block read next to n lines, its first
 // one included; zero stops counting.

@@ -7,7 +7,6 @@ package darwin
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,7 +174,7 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 		}
 	}
 	for _, t := range m.Terminals {
-		if !ttyName.MatchString(t) {
+		if !isTTYName(t) {
 			return nil, fmt.Errorf("terminal %q is not a /dev/ttysN", t)
 		}
 		if !slices.Contains(l.terminals, t) {
@@ -389,8 +388,12 @@ type rule struct {
 // profile is a list of rules; Seatbelt applies the last one that matches.
 type profile []rule
 
-// ttyName matches the terminals (pseudo-terminal replicas) by path.
-var ttyName = regexp.MustCompile(`^/dev/ttys[0-9]+$`)
+// isTTYName says whether p names a terminal (a pseudo-terminal replica),
+// /dev/ttys and decimal digits.
+func isTTYName(p string) bool {
+	n, ok := strings.CutPrefix(p, "/dev/ttys")
+	return ok && n != "" && strings.Trim(n, "0123456789") == ""
+}
 
 // rules builds the profile, broadest grants first and denials last.
 func (l *layout) rules() profile {

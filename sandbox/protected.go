@@ -72,6 +72,7 @@ func AuditDirs(path string) []string {
 		raw = wd + "/" + raw
 	}
 	dirs := []string{filepath.Dir(filepath.Clean(raw))}
+	var names Resolver // the two below resolve the same directories
 	add := func(d string) {
 		if !slices.Contains(dirs, d) {
 			dirs = append(dirs, d)
@@ -83,13 +84,12 @@ func AuditDirs(path string) []string {
 		case "", ".", "..":
 			// Names a directory, which no log can be opened as.
 		default:
-			parent, _, _ := Resolve(raw[:i+1], nil)
-			add(parent)
+			add(resolvedPrefix(&names, raw[:i+1]))
 		}
 	}
 	// Where it is written: the end of its links (the kernel's bound of
 	// 40 applies), whether or not the file is there yet.
-	add(filepath.Dir(finalTarget(raw)))
+	add(filepath.Dir(resolvedPrefix(&names, raw)))
 	return dirs
 }
 
@@ -108,14 +108,6 @@ func CheckAuditOpened(path, real string) error {
 		return nil
 	}
 	return fmt.Errorf("the audit log %s was opened in %s, not where cordon judged it would be (%s), so the directory that holds it may be within the command's reach: nothing was written to it; point --audit or CORDON_AUDIT at a path with no links and no \"..\" in it, outside the workspace", path, dir, strings.Join(dirs, ", "))
-}
-
-// finalTarget is path (absolute) as the kernel would resolve it to open
-// it, its last name followed while it is a symbolic link; what does not
-// resolve is kept as it is, so the end need not exist.
-func finalTarget(path string) string {
-	real, _, _ := Resolve(path, nil)
-	return real
 }
 
 // Within reports whether p is dir or lies below it (policy.Within).

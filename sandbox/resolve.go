@@ -127,8 +127,9 @@ func Resolve(p string, link func(path string) error) (real string, whole bool, e
 	return (*Resolver)(nil).Resolve(p, link)
 }
 
-// resolvedPrefix is p (absolute, clean) as r resolves it, what does not
-// resolve kept as it is.
+// resolvedPrefix is p (absolute) as r resolves it, every link followed,
+// the last name too; what does not resolve is kept as it is, so the end
+// need not exist.
 func resolvedPrefix(r *Resolver, p string) string {
 	real, _, _ := r.Resolve(p, nil)
 	return real

@@ -262,13 +262,15 @@ func scratchName() string {
 }
 
 // writeScratch creates the launch's scratch directory and files, readable
-// by uid (the account bwrap runs as). A launch without one needs none.
-// The directory is handed to uid only once it is complete: run as root,
-// cordon runs the command as run_as, an account other processes may run
-// as too, and a link one of them put in the directory while root was
-// still writing there would have root write through it to any file on
-// the machine. Each file is made anew (O_EXCL), never opened through a
-// link.
+// by uid and gid (the account bwrap runs as). A launch without one needs
+// none. Run as root, cordon runs the command as run_as, an account other
+// processes may run as too, so the directory is never run_as's own: one
+// of them could otherwise put a link in it while root was still writing
+// there, and have root write through it to any file on the machine, or
+// replace a file in it before bwrap binds it, and have the box read its
+// content where a masked file, the hosts file or the trust bundle should
+// be. It stays root's, and once complete run_as's group is let read it.
+// Each file is made anew (O_EXCL), never opened through a link.
 func writeScratch(l *launch, uid, gid int) error {
 	if l.scratch == "" {
 		return nil
@@ -303,8 +305,11 @@ func fillScratch(l *launch, uid, gid int) error {
 		}
 	}
 	if uid != os.Getuid() {
-		if err := os.Chown(l.scratch, uid, gid); err != nil {
-			return fmt.Errorf("hand the scratch directory to uid %d: %w", uid, err)
+		if err := os.Chown(l.scratch, -1, gid); err != nil {
+			return fmt.Errorf("let gid %d read the scratch directory: %w", gid, err)
+		}
+		if err := os.Chmod(l.scratch, 0o750); err != nil {
+			return fmt.Errorf("let gid %d read the scratch directory: %w", gid, err)
 		}
 	}
 	return nil

@@ -93,3 +93,44 @@ func TestScratchRemovedWhenNotWrittenWhole(t *testing.T) {
 		t.Errorf("the scratch directory of a failed launch is left at %s", scratch)
 	}
 }
+
+// TestScratchNotRunAsOwn: cordon run as root lets run_as (default
+// nobody) read its scratch directory, and no more. Were the directory
+// run_as's own, any other process running as that account could replace
+// a file in it (an empty file masking a secret, the hosts file, the trust
+// bundle) before bwrap binds it, and the box would read what it put
+// there instead.
+func TestScratchNotRunAsOwn(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test lets another account read a directory; run it as root, as make test does")
+	}
+	const nobody = 65534
+	base, err := os.MkdirTemp("", "cordon-scratch-test-") // t.TempDir's parent is closed to others
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	scratch := filepath.Join(base, "scratch")
+	file := filepath.Join(scratch, "file-0")
+	l := &launch{scratch: scratch, files: map[string][]byte{file: []byte("127.0.0.1 localhost\n")}}
+	if err := writeScratch(l, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	asNobody := func(script string) (string, error) {
+		out, err := exec.Command("setpriv", "--reuid="+strconv.Itoa(nobody), "--regid="+strconv.Itoa(nobody), "--clear-groups",
+			"sh", "-c", script, "sh", scratch).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := asNobody(`cat "$1/file-0"`); err != nil || out != "127.0.0.1 localhost\n" {
+		t.Fatalf("run_as cannot read the scratch file bwrap binds for it (%v): %q", err, out)
+	}
+	if out, err := asNobody(`rm -f "$1/file-0" && echo planted > "$1/file-0"`); err == nil {
+		t.Fatalf("another run_as process replaced a scratch file before bwrap bound it:\n%s", out)
+	}
+	if got, err := os.ReadFile(file); err != nil || string(got) != "127.0.0.1 localhost\n" {
+		t.Fatalf("the scratch file now holds %q (%v)", got, err)
+	}
+}

@@ -458,7 +458,7 @@ func TestRunKilledCordonEndsTheTree(t *testing.T) {
 	cfg := b.config(fmt.Sprintf("network: off\ndeny_read:\n  - %s\n  - %s\n", filepath.Join(b.ws, ".env"), filepath.Join(b.ws, "secrets")))
 	args := []string{"run", "--audit", b.audit, "--config", cfg, "--", "sh", "-c", daemonScript(marker)}
 	plan, err := cordonIn(t, b.ws, b.env("TMPDIR="+tmp), append([]string{args[0], "--dry-run"}, args[1:]...)...).CombinedOutput()
-	if err != nil || !strings.Contains(string(plan), "== "+tmp+"/cordon-run-") {
+	if err != nil || !strings.Contains(string(plan), "== "+tmp+"/cordon-scratch-") {
 		t.Fatalf("the plan has no scratch files under %s (%v):\n%s", tmp, err, plan)
 	}
 	cmd := cordonIn(t, b.ws, b.env("TMPDIR="+tmp), args...)
@@ -487,6 +487,84 @@ func TestRunKilledCordonEndsTheTree(t *testing.T) {
 	<-done
 	if !eventually(10*time.Second, func() bool { return len(procsRunning("sleep", marker)) == 0 }) {
 		t.Fatalf("processes outlived a killed cordon: %v", procsRunning("sleep", marker))
+	}
+}
+
+// TestRunSweepsStaleScratch: a cordon killed (SIGKILL, or SIGTERM in
+// the moment before it handles signals) after it wrote its scratch
+// files and before bwrap bound them leaves their directory in TMPDIR.
+// A later run with scratch files of its own removes it once it is stale,
+// and leaves alone a directory another run still holds (here the test
+// holds it, as a live run's cordon does: a flock), and a link of that
+// name.
+func TestRunSweepsStaleScratch(t *testing.T) {
+	b := newBox(t)
+	tmp := userDir(t, "cordon-it-tmp-")
+	uid, gid, _ := testUser(t)
+	old := time.Now().Add(-2 * time.Minute)
+	mk := func(name string) string {
+		d := filepath.Join(tmp, name)
+		b.file(filepath.Join(d, "file-0"), "127.0.0.1 localhost\n")
+		for _, p := range []string{d, filepath.Join(d, "file-0")} {
+			os.Chown(p, int(uid), int(gid))
+		}
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	left, held, target := mk("cordon-scratch-left"), mk("cordon-scratch-held"), mk("elsewhere")
+	link := filepath.Join(tmp, "cordon-scratch-link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	hold, err := os.Open(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	if err := syscall.Flock(int(hold.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+
+	// A run with a file to mask has scratch files; it lasts until its
+	// stdin is closed.
+	b.file(filepath.Join(b.ws, ".env"), "API_KEY=secret-env")
+	cfg := b.config(fmt.Sprintf("network: off\ndeny_read:\n  - %s\n", filepath.Join(b.ws, ".env")))
+	cmd := cordonIn(t, b.ws, b.env("TMPDIR="+tmp), "run", "--audit", b.audit, "--config", cfg, "--", "sh", "-c", "read x; exit 0")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin = r
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		w.Close()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("the run failed: %v\n%s", err, out.String())
+			}
+		case <-time.After(runTimeout):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+			t.Errorf("the run did not end once its stdin was closed:\n%s", out.String())
+		}
+	}()
+	if !eventually(10*time.Second, func() bool { _, err := os.Lstat(left); return os.IsNotExist(err) }) {
+		t.Errorf("the stale scratch directory %s outlived a later run's start:\n%s", left, out.String())
+	}
+	for _, p := range []string{held, link, filepath.Join(target, "file-0")} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("the sweep removed %s, which is no stale scratch directory: %v", p, err)
+		}
 	}
 }
 

@@ -32,17 +32,19 @@ var sandboxInside = session.Inside{ProxyHost: "127.0.0.1", Cordon: "cordon"}
 
 // prepareRun gives a Seatbelt run its per-session TMPDIR (with HOME inside
 // it): macOS has no private mounts, so the run's scratch space is a host
-// directory of its own, removed afterwards.
+// directory of its own, removed afterwards, and held until then
+// (sandbox.HoldDir): a killed run's is swept by a later session.
 func prepareRun(s *sandbox.Spec) (func(), error) {
-	dir, err := os.MkdirTemp("", "cordon-run-")
+	dir, unhold, err := sandbox.MkdirHeld("", sandbox.ScratchPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("per-session TMPDIR: %w", err)
 	}
 	home := filepath.Join(dir, "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		os.RemoveAll(dir)
+		unhold()
 		return nil, fmt.Errorf("per-session HOME: %w", err)
 	}
 	s.Env = append(s.Env, "TMPDIR="+dir, "HOME="+home)
-	return func() { os.RemoveAll(dir) }, nil
+	return func() { os.RemoveAll(dir); unhold() }, nil
 }

@@ -258,7 +258,7 @@ func runAs(name string) (account, error) {
 
 // scratchName is a fresh scratch directory path under the temp directory.
 func scratchName() string {
-	return filepath.Join(os.TempDir(), sandbox.RandomName("cordon-run-"))
+	return filepath.Join(os.TempDir(), sandbox.RandomName(sandbox.ScratchPrefix))
 }
 
 // writeScratch creates the launch's scratch directory and files, readable
@@ -270,21 +270,25 @@ func scratchName() string {
 // replace a file in it before bwrap binds it, and have the box read its
 // content where a masked file, the hosts file or the trust bundle should
 // be. It stays root's, and once complete run_as's group is let read it.
-// Each file is made anew (O_EXCL), never opened through a link.
-func writeScratch(l *launch, uid, gid int) error {
+// Each file is made anew (O_EXCL), never opened through a link. The
+// directory is held (sandbox.HoldDir) until release, so that a cordon
+// killed before it removes it leaves it to a later run's sweep.
+func writeScratch(l *launch, uid, gid int) (release func(), err error) {
 	if l.scratch == "" {
-		return nil
+		return func() {}, nil
 	}
 	if err := os.Mkdir(l.scratch, 0o700); err != nil {
-		return fmt.Errorf("create scratch directory: %w", err)
+		return nil, fmt.Errorf("create scratch directory: %w", err)
 	}
+	release = sandbox.HoldDir(l.scratch)
 	if err := fillScratch(l, uid, gid); err != nil {
 		// What was written (the disk full part-way) serves no launch,
 		// and the launch that fails here removes nothing.
 		os.RemoveAll(l.scratch)
-		return err
+		release()
+		return nil, err
 	}
-	return nil
+	return release, nil
 }
 
 // fillScratch writes the files of writeScratch in the directory it made.

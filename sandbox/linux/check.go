@@ -203,11 +203,12 @@ func (b *Backend) checkBox(ctx context.Context, p *policy.Policy, add func(sandb
 		add(blocked(sandbox.CapFilesystem, err.Error(), "fix the policy or the setting named"))
 		return nil
 	}
-	dir, err := os.MkdirTemp("", "cordon-probe-")
+	dir, unhold, err := sandbox.MkdirHeld("", sandbox.ProbePrefix)
 	if err != nil {
 		add(blocked(sandbox.CapFilesystem, fmt.Sprintf("create the probe's workspace: %v", err), "make the temporary directory ($TMPDIR or /tmp) writable"))
 		return nil
 	}
+	defer unhold()
 	defer os.RemoveAll(dir)
 	ws, outside := filepath.Join(dir, "workspace"), filepath.Join(dir, "outside")
 	for _, d := range []string{ws, outside} {

@@ -122,9 +122,11 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	fail := func(err error) (sandbox.Result, error) {
 		return sandbox.Result{ExitCode: ExitLaunchFailed}, &StartError{Code: ExitLaunchFailed, Reason: err.Error()}
 	}
-	if err := writeScratch(l, h.uid, h.gid); err != nil {
+	unhold, err := writeScratch(l, h.uid, h.gid)
+	if err != nil {
 		return fail(err)
 	}
+	defer unhold()
 	if l.scratch != "" {
 		defer os.RemoveAll(l.scratch)
 	}
@@ -339,9 +341,12 @@ loop:
 		case running = <-found:
 			// The command runs, so bwrap has made every mount: the
 			// scratch files are no longer needed, and a killed cordon
-			// leaves none.
+			// leaves none. What an earlier cordon, killed sooner, left
+			// is swept now too, beside the command, off the run's start
+			// (and only by a run with scratch files, as it was).
 			if l.scratch != "" {
 				_ = os.RemoveAll(l.scratch)
+				go sandbox.SweepTemp()
 			}
 			found = nil
 			watch(running)

@@ -54,7 +54,10 @@ func TestScratchNotWrittenThroughRunAsLinks(t *testing.T) {
 	l := &launch{scratch: scratch, files: map[string][]byte{link: []byte("127.0.0.1 localhost\n")}}
 	deadline := time.Now().Add(3 * time.Second)
 	for i := 0; i < 20000 && time.Now().Before(deadline); i++ {
-		err := writeScratch(l, nobody, nobody)
+		release, err := writeScratch(l, nobody, nobody)
+		if err == nil {
+			release()
+		}
 		if got, rerr := os.ReadFile(victim); rerr != nil || string(got) != original {
 			t.Fatalf("after %d scratch directories, root's file %s holds %q (%v): root wrote through the other account's link (writeScratch: %v)", i+1, victim, got, rerr, err)
 		}
@@ -86,7 +89,7 @@ func TestScratchRemovedWhenNotWrittenWhole(t *testing.T) {
 		filepath.Join(scratch, "file-0"):         []byte("written\n"),
 		filepath.Join(scratch, "missing", "f-1"): []byte("not\n"),
 	}}
-	if err := writeScratch(l, os.Getuid(), os.Getgid()); err == nil {
+	if _, err := writeScratch(l, os.Getuid(), os.Getgid()); err == nil {
 		t.Fatal("writeScratch wrote a file in a directory that does not exist")
 	}
 	if _, err := os.Lstat(scratch); err == nil {
@@ -116,9 +119,11 @@ func TestScratchNotRunAsOwn(t *testing.T) {
 	scratch := filepath.Join(base, "scratch")
 	file := filepath.Join(scratch, "file-0")
 	l := &launch{scratch: scratch, files: map[string][]byte{file: []byte("127.0.0.1 localhost\n")}}
-	if err := writeScratch(l, nobody, nobody); err != nil {
+	release, err := writeScratch(l, nobody, nobody)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer release()
 	asNobody := func(script string) (string, error) {
 		out, err := exec.Command("setpriv", "--reuid="+strconv.Itoa(nobody), "--regid="+strconv.Itoa(nobody), "--clear-groups",
 			"sh", "-c", script, "sh", scratch).CombinedOutput()

@@ -226,7 +226,7 @@ func startProxyVia(t testing.TB, env, wrap []string, args ...string) *proxyProc 
 		}
 		// A proxy a test killed (SIGKILL) could not remove its
 		// session's trust bundle.
-		if b := p.env["SSL_CERT_FILE"]; strings.HasPrefix(filepath.Base(filepath.Dir(b)), "cordon-bundle-") {
+		if b := p.env["SSL_CERT_FILE"]; strings.HasPrefix(filepath.Base(filepath.Dir(b)), "cordon-session-") {
 			os.RemoveAll(filepath.Dir(b))
 		}
 	})

@@ -859,6 +859,58 @@ func TestTLSRedialsTheLoggedAddress(t *testing.T) {
 	}
 }
 
+// TestProxySweepsKilledSessionBundle: a proxy killed outright (SIGKILL)
+// cannot remove its session's bundle directory. A later proxy of the
+// same user removes it once it is stale, and leaves alone a directory
+// another session still holds (here the test holds it, as a live
+// session's cordon does: a flock).
+func TestProxySweepsKilledSessionBundle(t *testing.T) {
+	home := userDir(t, "cordon-it-home-")
+	env := []string{"HOME=" + home}
+	killed := startProxyEnv(t, env, "--allow", "example.test")
+	dead := filepath.Dir(killed.env["SSL_CERT_FILE"])
+	if err := killed.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed.cmd.Wait()
+	if _, err := os.Stat(filepath.Join(dead, "ca-bundle.pem")); err != nil {
+		t.Fatalf("the killed session's bundle is not where it was: %v", err)
+	}
+	uid, gid, _ := testUser(t)
+	live := filepath.Join(filepath.Dir(dead), "cordon-session-live")
+	if err := os.Mkdir(live, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(live, int(uid), int(gid)); err != nil {
+		t.Fatal(err)
+	}
+	hold, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	if err := syscall.Flock(int(hold.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	// Stale: unmodified for longer than the sweep's minute.
+	old := time.Now().Add(-2 * time.Minute)
+	for _, d := range []string{dead, live} {
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	next := startProxyEnv(t, env, "--allow", "example.test")
+	if !eventually(10*time.Second, func() bool { _, err := os.Lstat(dead); return errors.Is(err, fs.ErrNotExist) }) {
+		t.Errorf("the killed session's bundle directory %s outlived the next session's start", dead)
+	}
+	for _, d := range []string{live, next.env["SSL_CERT_FILE"]} {
+		if _, err := os.Lstat(d); err != nil {
+			t.Errorf("the sweep removed %s, which a live session holds: %v", d, err)
+		}
+	}
+}
+
 // TestProxyBundleOutOfOthersReach: the trust bundle's path outlives the
 // session in its clients' environment (eval "$(cordon proxy)" sets it in a
 // shell). Once the session has ended and removed it, no other user may

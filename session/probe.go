@@ -47,10 +47,11 @@ func ProbeRestricted(ctx context.Context, b sandbox.Backend, in Inside) error {
 	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, probeReply) }))
 	port := ln.Addr().(*net.TCPAddr).Port
 
-	dir, err := os.MkdirTemp("", "cordon-netprobe-")
+	dir, unhold, err := sandbox.MkdirHeld("", sandbox.NetProbePrefix)
 	if err != nil {
 		return fmt.Errorf("probe: %w", err)
 	}
+	defer unhold()
 	defer os.RemoveAll(dir)
 	ws := filepath.Join(dir, "workspace")
 	if err := os.Mkdir(ws, 0o755); err != nil {

@@ -84,8 +84,10 @@ type Proxy struct {
 
 	// bundle is what Bundle holds.
 	bundle []byte
-	// tmpDir holds a bundle this session created; removed on Close.
+	// tmpDir holds a bundle this session created; removed on Close,
+	// then let go (unhold: it is held, sandbox.HoldDir, until then).
 	tmpDir   string
+	unhold   func()
 	ownAudit bool
 	srv      *egress.Server
 	ctx      context.Context
@@ -173,9 +175,9 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	// The session writes its trust bundle into a directory of its own
 	// unless told where; that directory goes with the session. A sandbox
 	// with a network of its own is given the bytes, so no file is needed.
-	bundle, tmpDir := o.BundlePath, ""
+	bundle, tmpDir, unhold := o.BundlePath, "", func() {}
 	if bundle == "" && !o.InSandbox {
-		if tmpDir, err = bundleDir(); err != nil {
+		if tmpDir, unhold, err = bundleDir(); err != nil {
 			closeListener()
 			closeAudit()
 			return nil, fmt.Errorf("trust bundle: %w", err)
@@ -188,6 +190,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		closeListener()
 		if tmpDir != "" {
 			os.RemoveAll(tmpDir)
+			unhold()
 		}
 		if dns != nil {
 			dns.Close()
@@ -245,7 +248,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		return fail(err)
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	px := &Proxy{tmpDir: tmpDir, Addr: self, Token: token, Audit: aw, Rules: rules, Bundle: bundle, bundle: bundleData, CA: ca, Creds: creds, DNS: dns, ownAudit: ownAudit, srv: srv, ctx: sctx, cancel: cancel}
+	px := &Proxy{tmpDir: tmpDir, unhold: unhold, Addr: self, Token: token, Audit: aw, Rules: rules, Bundle: bundle, bundle: bundleData, CA: ca, Creds: creds, DNS: dns, ownAudit: ownAudit, srv: srv, ctx: sctx, cancel: cancel}
 	if ln != nil {
 		px.serve(func() error { return srv.Serve(sctx, ln) })
 	}
@@ -313,6 +316,7 @@ func (p *Proxy) Close() error {
 	err := p.err
 	if p.tmpDir != "" {
 		os.RemoveAll(p.tmpDir)
+		p.unhold()
 	}
 	if p.DNS != nil {
 		p.DNS.Close()
@@ -361,13 +365,30 @@ func loadCA(o Options) (*certs.CA, error) {
 // other users, as /tmp is, one of them could make that path anew once
 // the session has removed it, with a CA of their own in it for those
 // clients to trust.
-func bundleDir() (string, error) {
+//
+// The directory is held (sandbox.HoldDir) for the session's life: one a
+// killed session left is removed, once stale, by the sweep (on a
+// goroutine of its own) that each new one starts, which sweeps the
+// temporary directory too.
+func bundleDir() (dir string, release func(), err error) {
 	parent, err := bundleParent()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return os.MkdirTemp(parent, "cordon-bundle-")
+	if dir, release, err = sandbox.MkdirHeld(parent, bundlePrefix); err != nil {
+		return "", nil, err
+	}
+	go func() {
+		sandbox.SweepStale(parent, bundlePrefix)
+		sandbox.SweepTemp()
+	}()
+	return dir, release, nil
 }
+
+// bundlePrefix begins the name of a session's bundle directory: a new
+// one, as sandbox.ScratchPrefix is (cordon-bundle- before they were
+// held).
+const bundlePrefix = "cordon-session-"
 
 // bundleParent is where bundleDir makes the directory.
 func bundleParent() (string, error) {

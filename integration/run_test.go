@@ -527,8 +527,22 @@ func TestRunSweepsStaleScratch(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A run with a file to mask has scratch files; it lasts until its
-	// stdin is closed.
+	defer runWithScratch(t, b, tmp)()
+	if !eventually(10*time.Second, func() bool { _, err := os.Lstat(left); return os.IsNotExist(err) }) {
+		t.Errorf("the stale scratch directory %s outlived a later run's start", left)
+	}
+	for _, p := range []string{held, link, filepath.Join(target, "file-0")} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("the sweep removed %s, which is no stale scratch directory: %v", p, err)
+		}
+	}
+}
+
+// runWithScratch starts a run in b with TMPDIR tmp that has scratch
+// files (a file to mask), and so sweeps TMPDIR once its command runs; it
+// lasts until the stop returned is called, which waits for its end.
+func runWithScratch(t *testing.T, b *box, tmp string) (stop func()) {
+	t.Helper()
 	b.file(filepath.Join(b.ws, ".env"), "API_KEY=secret-env")
 	cfg := b.config(fmt.Sprintf("network: off\ndeny_read:\n  - %s\n", filepath.Join(b.ws, ".env")))
 	cmd := cordonIn(t, b.ws, b.env("TMPDIR="+tmp), "run", "--audit", b.audit, "--config", cfg, "--", "sh", "-c", "read x; exit 0")
@@ -545,7 +559,7 @@ func TestRunSweepsStaleScratch(t *testing.T) {
 	r.Close()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	defer func() {
+	return func() {
 		w.Close()
 		select {
 		case err := <-done:
@@ -557,14 +571,39 @@ func TestRunSweepsStaleScratch(t *testing.T) {
 			<-done
 			t.Errorf("the run did not end once its stdin was closed:\n%s", out.String())
 		}
-	}()
-	if !eventually(10*time.Second, func() bool { _, err := os.Lstat(left); return os.IsNotExist(err) }) {
-		t.Errorf("the stale scratch directory %s outlived a later run's start:\n%s", left, out.String())
 	}
-	for _, p := range []string{held, link, filepath.Join(target, "file-0")} {
-		if _, err := os.Lstat(p); err != nil {
-			t.Errorf("the sweep removed %s, which is no stale scratch directory: %v", p, err)
-		}
+}
+
+// TestDoctorWorkspaceSwept: cordon doctor run where no workspace may be
+// ($HOME) reads the global policy from an empty directory it makes in
+// TMPDIR. A doctor killed meanwhile (its self-test can take seconds)
+// left that directory; a later run with scratch files sweeps it.
+func TestDoctorWorkspaceSwept(t *testing.T) {
+	b := newBox(t)
+	tmp := userDir(t, "cordon-it-tmp-")
+	// The home is fresh, its cache empty: the self-test runs, and doctor
+	// lasts while it does.
+	doc := cordonIn(t, b.home, b.env("TMPDIR="+tmp), "doctor")
+	if err := doc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	eventually(30*time.Second, func() bool {
+		left, _ = filepath.Glob(filepath.Join(tmp, "cordon-doctor-*"))
+		return len(left) > 0
+	})
+	doc.Process.Kill()
+	doc.Wait()
+	if len(left) != 1 {
+		t.Fatalf("cordon doctor in $HOME made no directory of its own in TMPDIR %s: %v", tmp, left)
+	}
+	old := time.Now().Add(-2 * time.Minute)
+	if err := os.Chtimes(left[0], old, old); err != nil {
+		t.Fatal(err)
+	}
+	defer runWithScratch(t, b, tmp)()
+	if !eventually(10*time.Second, func() bool { _, err := os.Lstat(left[0]); return os.IsNotExist(err) }) {
+		t.Errorf("the killed doctor's directory %s outlived a later run's start", left[0])
 	}
 }
 

@@ -18,13 +18,15 @@ const staleAfter = time.Minute
 // The directories cordon makes for a run's or a session's life, held
 // (HoldDir), in the temporary directory: a run's scratch files (Linux) or
 // its TMPDIR and HOME (macOS), the sandbox self-test's and the network
-// self-test's workspaces. No cordon made these names before it held
-// them: a run or session of an older one, still going, holds nothing,
-// and a sweep must not take its directory for a stale one.
+// self-test's workspaces, and the empty workspace cordon doctor reads the
+// global policy from. No cordon made these names before it held them: a
+// run or session of an older one, still going, holds nothing, and a
+// sweep must not take its directory for a stale one.
 const (
 	ScratchPrefix  = "cordon-scratch-"
 	ProbePrefix    = "cordon-selftest-"
 	NetProbePrefix = "cordon-netselftest-"
+	DoctorPrefix   = "cordon-doctor-ws-"
 )
 
 // HoldDir holds dir, a directory this process has just made for its own
@@ -58,7 +60,9 @@ func MkdirHeld(parent, prefix string) (dir string, release func(), err error) {
 
 // SweepTemp sweeps (SweepStale) the temporary directory of the
 // directories cordon makes there.
-func SweepTemp() { SweepStale(os.TempDir(), ScratchPrefix, ProbePrefix, NetProbePrefix) }
+func SweepTemp() {
+	SweepStale(os.TempDir(), ScratchPrefix, ProbePrefix, NetProbePrefix, DoctorPrefix)
+}
 
 // SweepStale removes the directories in parent whose names begin with
 // one of prefixes that a cordon ended before it could remove them

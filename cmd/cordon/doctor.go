@@ -69,10 +69,11 @@ BLOCKED. Exits 1 when the policy is BLOCKED.`,
 			if err != nil {
 				// The working directory may be refused as a workspace ($HOME, /):
 				// check the global policy from an empty directory instead.
-				dir, derr := os.MkdirTemp("", "cordon-doctor-")
+				dir, unhold, derr := sandbox.MkdirHeld("", sandbox.DoctorPrefix)
 				if derr != nil {
 					return err
 				}
+				defer unhold()
 				defer os.RemoveAll(dir)
 				var lerr error
 				if p, src, lerr = policy.Load(policy.LoadOptions{ConfigPath: config, Workdir: dir, Overrides: o}); lerr != nil {

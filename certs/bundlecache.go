@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Building a bundle reads, decodes and re-encodes every system root: in a
@@ -22,6 +23,10 @@ import (
 // rotations, system updates and projects with their own extra CAs each
 // make another).
 const bundleCacheSize = 8
+
+// staleTemp is the age past which a bundle's temporary file is a killed
+// writer's.
+const staleTemp = time.Minute
 
 // cachedBundle returns the bundle for ca and extraCAFiles: from dir when
 // one was built there from the same inputs, else built anew and, with dir
@@ -88,7 +93,9 @@ func readKept(path string) ([]byte, error) {
 }
 
 // pruneBundles removes the oldest kept bundles beyond bundleCacheSize, but
-// never keep, the one just written.
+// never keep, the one just written, and the temporary files of bundles
+// whose writer was killed before it renamed them into place (older than
+// staleTemp: a live cordon's is written in milliseconds).
 func pruneBundles(dir, keep string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -100,6 +107,12 @@ func pruneBundles(dir, keep string) {
 	}
 	var all []kept
 	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") && strings.Contains(e.Name(), ".pem.tmp-") {
+			if fi, err := e.Info(); err == nil && e.Type().IsRegular() && time.Since(fi.ModTime()) > staleTemp {
+				os.Remove(filepath.Join(dir, e.Name()))
+			}
+			continue
+		}
 		if !strings.HasSuffix(e.Name(), ".pem") {
 			continue
 		}

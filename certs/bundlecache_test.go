@@ -124,6 +124,11 @@ func TestPruneBundles(t *testing.T) {
 		paths = append(paths, p)
 	}
 	other := writeTestFile(t, dir, "notes.txt", []byte("x"))
+	// A cordon killed while it wrote a bundle leaves its temporary file
+	// (replaceFile's); one a live cordon is writing now is fresh.
+	killed := writeTestFile(t, dir, ".0123.pem.tmp-41", []byte("x"))
+	must(t, os.Chtimes(killed, base, base))
+	writing := writeTestFile(t, dir, ".4567.pem.tmp-42", []byte("x"))
 	pruneBundles(dir, paths[0]) // the oldest, but the one just written
 	for i, p := range paths {
 		_, err := os.Stat(p)
@@ -134,5 +139,11 @@ func TestPruneBundles(t *testing.T) {
 	}
 	if _, err := os.Stat(other); err != nil {
 		t.Error("a file that is not a bundle was removed")
+	}
+	if _, err := os.Stat(killed); err == nil {
+		t.Error("an hour-old temporary bundle, a killed cordon's, was left")
+	}
+	if _, err := os.Stat(writing); err != nil {
+		t.Error("a temporary bundle being written now was removed")
 	}
 }

@@ -64,7 +64,10 @@ func (u *upstreams) transport(addr netip.AddrPort, host string, d *Dialer) *http
 		Proxy: nil,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			c, _, err := d.Dial(ctx, only)
-			return c, err
+			if err != nil {
+				return nil, err
+			}
+			return tlsterm.NewResponseConn(c), nil
 		},
 		DisableCompression:     true,
 		ForceAttemptHTTP2:      false,

@@ -2,6 +2,7 @@ package tlsterm
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -214,5 +215,79 @@ func TestResponseHeaderBounded(t *testing.T) {
 	}
 	if refused != 3 {
 		t.Fatalf("%d upstream_error close lines, want 3: %+v", refused, recs)
+	}
+}
+
+// fieldsOrigin answers with fields short header fields (plus the
+// Content-Length and Date net/http adds), or with a 103 of that many
+// before its final response (/early), or with that many in a chunked
+// body's trailer (/trailer).
+func fieldsOrigin() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		n, _ := strconv.Atoi(req.URL.Query().Get("fields"))
+		set := func(prefix string) {
+			for i := range n {
+				w.Header().Set(fmt.Sprintf("%sF%d", prefix, i), "v")
+			}
+		}
+		switch req.URL.Path {
+		case "/early":
+			set("")
+			w.WriteHeader(http.StatusEarlyHints)
+			for k := range w.Header() {
+				w.Header().Del(k)
+			}
+			w.Header().Set("Content-Length", "2")
+			io.WriteString(w, "ok")
+		case "/trailer":
+			w.Header().Set("Trailer", "T")
+			io.WriteString(w, "ok")
+			w.(http.Flusher).Flush()
+			set(http.TrailerPrefix)
+		default:
+			set("")
+		}
+	})
+}
+
+// TestTransportResponseFieldsBounded: an HTTP/2 client's request to an
+// HTTP/1.1 upstream goes through net/http's Transport, which bounded a
+// response header's bytes and not its fields: 256 KiB of short fields
+// cost cordon some 8 MB a response. A header of more than
+// maxResponseFields fields is refused (502, upstream_error, logged), as
+// is a 103's before the final response; one within the bound is
+// forwarded, and so is a chunked body with a trailer.
+func TestTransportResponseFieldsBounded(t *testing.T) {
+	r := newRig(t, fieldsOrigin(), rigOptions{h1Only: true})
+	c := r.client(r.ClientRoots, true)
+	for _, tc := range []struct {
+		path   string
+		fields int
+		ok     bool
+	}{
+		{"/fields", maxResponseFields - 2, true},
+		{"/fields", maxResponseFields - 1, false},
+		{"/early", maxResponseFields, true},
+		{"/early", maxResponseFields + 1, false},
+		{"/trailer", 10, true},
+	} {
+		resp, err := c.Get(r.url(fmt.Sprintf("%s?fields=%d", tc.path, tc.fields)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if ok := resp.StatusCode == http.StatusOK && err == nil; ok != tc.ok || resp.ProtoMajor != 2 {
+			t.Fatalf("%s with %d fields to an %s client: %d, body read: %v; want it forwarded: %v", tc.path, tc.fields, resp.Proto, resp.StatusCode, err, tc.ok)
+		}
+	}
+	refused := 0
+	for _, rec := range r.waitRecords(t, audit.TypeClose, 5) {
+		if rec.Reason == string(ReasonUpstreamError) && strings.Contains(rec.Detail, errResponseFields.Error()) {
+			refused++
+		}
+	}
+	if refused != 2 {
+		t.Fatalf("%d upstream_error close lines for too many fields, want 2", refused)
 	}
 }

@@ -285,7 +285,13 @@ func (st *stream) newTransport(window int) *http.Transport {
 		ExpectContinueTimeout:  time.Second,
 		TLSHandshakeTimeout:    st.t.cfg.HandshakeTimeout,
 		DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return st.dial(ctx, []string{"h2", "http/1.1"})
+			c, err := st.dial(ctx, []string{"h2", "http/1.1"})
+			if tc, ok := c.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol != "h2" {
+				// HTTP/1.1, which net/http's Transport reads from any
+				// connection that is not a *tls.Conn.
+				return NewResponseConn(c), nil
+			}
+			return c, err
 		},
 	}
 }
@@ -399,6 +405,7 @@ func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
 			pr.Out.URL.Scheme = "https"
 			pr.Out.URL.Host = st.authority
 			pr.Out.Host = st.authority
+			pr.Out = WatchResponses(pr.Out)
 		},
 		Transport:  tr,
 		BufferPool: copyBuffers,

@@ -1,0 +1,302 @@
+package tlsterm
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"sync"
+)
+
+// ResponseConn is an HTTP/1.1 upstream connection read by net/http's
+// Transport (plain HTTP through the proxy, and an HTTP/2 client's
+// requests to an HTTP/1.1 upstream). It follows the responses as they
+// come, to bound what net/http's parser keeps: a response header of more
+// than maxResponseFields fields fails the read with errResponseFields.
+// net/http bounds a header's bytes (MaxResponseHeaderBytes) and not its
+// fields, each a map entry of a couple of hundred bytes: 256 KiB of
+// short fields held cordon at some 12 MB a response. A response whose
+// length it cannot follow fails the read with errUnframed. A
+// Transport's requests go through WatchResponses, which tells it what
+// each asked for.
+type ResponseConn struct {
+	net.Conn
+
+	mu sync.Mutex
+	f  responseFramer
+	// through says the stream is no longer followed: a body that ends
+	// with the connection, or a switched protocol, after neither of
+	// which net/http reuses the connection.
+	through bool
+	// err fails every read once it is set.
+	err error
+}
+
+// NewResponseConn follows the responses on c.
+func NewResponseConn(c net.Conn) *ResponseConn {
+	return &ResponseConn{Conn: c, f: responseFramer{state: respDone}}
+}
+
+// errUnframed is a response whose length cordon could not follow.
+var errUnframed = errors.New("upstream response framing cordon cannot follow (a malformed status line, chunk size, or Content-Length or Transfer-Encoding)")
+
+func (c *ResponseConn) Read(p []byte) (int, error) {
+	if err := c.failed(); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for b := p[:n]; len(b) > 0 && !c.through; {
+		if c.f.state == respDone {
+			c.f.next(false) // bytes past a response: net/http reads them as one
+		}
+		k, ferr := c.f.feed(b)
+		if ferr != nil {
+			// The reader is handed the bytes before the failure, which
+			// come to a line's start, and the error with the next read:
+			// handed a line cut short, net/http said the line was
+			// malformed.
+			c.err = ferr
+			if at := n - len(b) + k; at > 0 {
+				return at, nil
+			}
+			return 0, ferr
+		}
+		b = b[k:]
+		c.through = c.f.state == respSwitched || c.f.state == respUntilClose
+	}
+	return n, err
+}
+
+// failed is the error that fails every read, if there is one.
+func (c *ResponseConn) failed() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// expect readies the connection for the response to req, unless it is
+// in the middle of one.
+func (c *ResponseConn) expect(req *http.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.f.state == respDone || c.f.state == respHeader && c.f.lines == 0 && len(c.f.line) == 0 {
+		c.f.next(req.Method == http.MethodHead)
+	}
+}
+
+// WatchResponses returns req with a trace that tells the ResponseConn it
+// goes out on, if it goes out on one, what it asks for.
+func WatchResponses(req *http.Request) *http.Request {
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if c, ok := info.Conn.(*ResponseConn); ok {
+			c.expect(req)
+		}
+	}}
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+}
+
+// responseState is where a responseFramer is in a response.
+type responseState int
+
+const (
+	respHeader responseState = iota
+	respBody
+	respChunkSize
+	respChunkData
+	respTrailer
+	// respDone: the response has ended.
+	respDone
+	// respUntilClose: its body ends with the connection.
+	respUntilClose
+	// respSwitched: the connection switched protocols.
+	respSwitched
+)
+
+// next readies f for a response, to a HEAD request or not.
+func (f *responseFramer) next(head bool) {
+	*f = responseFramer{head: head, line: f.line[:0]}
+}
+
+// responseFramer follows the bytes of one response to a request,
+// informational responses included, as net/http reads them: a header
+// block, then a body delimited by Content-Length or chunked (chunked
+// wins over a Content-Length, and an HTTP/1.0 response's
+// Transfer-Encoding is ignored, as net/http has it), none for a HEAD
+// request or a 1xx, 204 or 304 status, or one that ends with the
+// connection.
+type responseFramer struct {
+	head  bool
+	state responseState
+	// line is the start of the line being read (maxKeptLine), and
+	// clipped says it went on past that.
+	line    []byte
+	clipped bool
+	// lines counts the lines of the header block being read.
+	lines int
+	// status is the code of the block's status line, and http11 says its
+	// version is HTTP/1.1 or later: net/http ignores an HTTP/1.0
+	// message's Transfer-Encoding.
+	status int
+	http11 bool
+	block  framingBlock
+	remain int64
+}
+
+// feed follows b, the next bytes of the connection, and returns how many
+// of them belong to the response: all of them unless it ended before
+// b's end. It fails once a header block goes past maxResponseFields
+// fields, or the framing cannot be followed.
+func (f *responseFramer) feed(b []byte) (int, error) {
+	all := len(b)
+	for len(b) > 0 {
+		switch f.state {
+		case respDone, respUntilClose, respSwitched:
+			return all - len(b), nil
+		case respBody, respChunkData:
+			k := min(int64(len(b)), f.remain)
+			b, f.remain = b[k:], f.remain-k
+			switch {
+			case f.remain > 0:
+			case f.state == respBody:
+				f.state = respDone
+			default:
+				f.state = respChunkSize
+			}
+		default:
+			if f.state == respHeader && len(f.line) == 0 && f.lines > maxResponseFields && b[0] != '\r' && b[0] != '\n' {
+				return all - len(b), errResponseFields // a field past the bound starts here
+			}
+			i := bytes.IndexByte(b, '\n')
+			if i < 0 {
+				f.collect(b)
+				return all, nil
+			}
+			f.collect(b[:i+1])
+			b = b[i+1:]
+			if err := f.lineDone(); err != nil {
+				return all - len(b), err
+			}
+		}
+	}
+	return all, nil
+}
+
+func (f *responseFramer) collect(b []byte) {
+	if room := maxKeptLine - len(f.line); len(b) > room {
+		b, f.clipped = b[:room], true
+	}
+	f.line = append(f.line, b...)
+}
+
+// lineDone acts on a completed line.
+func (f *responseFramer) lineDone() error {
+	defer func() { f.line, f.clipped = f.line[:0], false }()
+	blank := bytes.Equal(f.line, []byte("\r\n")) || bytes.Equal(f.line, []byte("\n"))
+	switch f.state {
+	case respHeader:
+		switch {
+		case f.lines == 0:
+			status, http11, ok := statusOf(f.line)
+			if !ok {
+				return errUnframed
+			}
+			f.status, f.http11 = status, http11
+		case blank:
+			return f.headerDone()
+		default:
+			f.headerLine()
+		}
+	case respChunkSize:
+		size, ok := parseChunkSize(string(f.line))
+		switch {
+		case !ok || f.clipped:
+			return errUnframed
+		case size == 0:
+			f.state = respTrailer
+		default:
+			f.state, f.remain = respChunkData, size+2 // data and its CRLF
+		}
+		return nil
+	case respTrailer:
+		// net/http reads at most the 4 KiB it has buffered of a trailer.
+		if blank {
+			f.state = respDone
+		}
+		return nil
+	}
+	f.lines++
+	if f.lines > 1+maxResponseFields {
+		return errResponseFields
+	}
+	return nil
+}
+
+// statusOf reads a status line's code, and whether its version is
+// HTTP/1.1 or later, as net/http does.
+func statusOf(line []byte) (status int, http11 bool, ok bool) {
+	proto, rest, ok := bytes.Cut(bytes.TrimRight(line, "\r\n"), []byte(" "))
+	major, minor, vok := http.ParseHTTPVersion(string(proto))
+	code, _, _ := bytes.Cut(bytes.TrimLeft(rest, " "), []byte(" "))
+	if !ok || !vok || len(code) != 3 {
+		return 0, false, false
+	}
+	n, err := strconv.Atoi(string(code))
+	return n, major > 1 || major == 1 && minor >= 1, err == nil && n >= 0
+}
+
+// headerLine takes in one field line of a header block.
+func (f *responseFramer) headerLine() {
+	name, val, ok := bytes.Cut(bytes.TrimRight(f.line, "\r\n"), []byte(":"))
+	if !ok {
+		return
+	}
+	cl, te := equalFoldASCII(name, "content-length"), equalFoldASCII(name, "transfer-encoding")
+	switch {
+	case (cl || te) && f.clipped:
+		f.block.lost = true // its value was not all kept
+	case cl:
+		f.block.contentLength(string(bytes.TrimSpace(val)))
+	case te:
+		f.block.transferEncoding(string(bytes.TrimSpace(val)), false)
+	}
+}
+
+// headerDone sets up what follows a header block: the next block after
+// an informational response, else the response's body.
+func (f *responseFramer) headerDone() error {
+	b := f.block
+	f.lines, f.block = 0, framingBlock{}
+	switch {
+	case f.status == http.StatusSwitchingProtocols:
+		f.state = respSwitched
+		return nil
+	case f.status >= 100 && f.status < 200:
+		return nil // the final response follows
+	case f.head || f.status == http.StatusNoContent || f.status == http.StatusNotModified:
+		f.state = respDone
+		return nil
+	case b.lost || b.clConflict:
+		return errUnframed
+	case b.te && f.http11:
+		if !equalFoldASCII(bytes.TrimSpace([]byte(b.lastCoding)), "chunked") {
+			return errUnframed
+		}
+		f.state = respChunkSize
+	case b.cls > 0:
+		n, err := strconv.ParseUint(b.cl, 10, 63)
+		if err != nil {
+			return errUnframed
+		}
+		f.state, f.remain = respBody, int64(n)
+		if n == 0 {
+			f.state = respDone
+		}
+	default:
+		f.state = respUntilClose
+	}
+	return nil
+}

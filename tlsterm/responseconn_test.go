@@ -1,0 +1,124 @@
+package tlsterm
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// netHTTPLength is how many bytes of wire net/http's Transport reads as
+// the response to a request of method (informational responses, then
+// the final one, its body read to its end), or an error where it refuses
+// the response.
+func netHTTPLength(wire, method string) (int, error) {
+	r := bytes.NewReader([]byte(wire))
+	br := bufio.NewReader(r)
+	for {
+		resp, err := http.ReadResponse(br, &http.Request{Method: method})
+		if err != nil {
+			return 0, err
+		}
+		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			continue
+		}
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return 0, err
+		}
+		return len(wire) - r.Len() - br.Buffered(), nil
+	}
+}
+
+// TestResponseFramerAgreesWithNetHTTP: a ResponseConn's framer finds a
+// response's end where net/http's Transport does (the bytes after it are
+// another response, or ones nobody asked for), or refuses what it cannot
+// follow, which net/http refuses too.
+func TestResponseFramerAgreesWithNetHTTP(t *testing.T) {
+	const next = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext"
+	for _, tc := range []struct {
+		name, method, wire string
+		untilClose         bool
+	}{
+		{"length", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc", false},
+		{"two spaces", "GET", "HTTP/1.1  200 OK\r\nContent-Length: 3\r\n\r\nabc", false},
+		{"no reason", "GET", "HTTP/1.1 200\r\nContent-Length: 3\r\n\r\nabc", false},
+		{"same lengths", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\ncontent-length:  3 \r\n\r\nabc", false},
+		{"empty", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false},
+		{"head", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n", false},
+		{"head chunked", "HEAD", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false},
+		{"204", "GET", "HTTP/1.1 204 No Content\r\nContent-Length: 3\r\n\r\n", false},
+		{"304", "GET", "HTTP/1.1 304 Not Modified\r\nContent-Length: 3\r\n\r\n", false},
+		{"1xx", "GET", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\nContent-Length: 9\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx", false},
+		{"chunked", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=\"y\"\r\nabc\r\na\r\n0123456789\r\n0\r\n\r\n", false},
+		{"trailer", "GET", "HTTP/1.1 200 OK\r\nTrailer: T\r\nTransfer-Encoding: Chunked\r\n\r\n1\r\nx\r\n0\r\nT: v\r\nU: w\r\n\r\n", false},
+		{"chunked over length", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n", false},
+		{"HTTP/1.0 chunked", "GET", "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 8\r\n\r\n1\r\nx\r\n0\r\n", false},
+		{"bare LF", "GET", "HTTP/1.1 200 OK\nContent-Length: 2\n\nab", false},
+		{"until close", "GET", "HTTP/1.1 200 OK\r\n\r\nall of it", true},
+		{"HTTP/1.0 chunked until close", "GET", "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n", true},
+		{"refused: two lengths", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", false},
+		{"refused: signed length", "GET", "HTTP/1.1 200 OK\r\nContent-Length: +3\r\n\r\nabc", false},
+		{"refused: empty length", "GET", "HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\n", false},
+		{"refused: gzip", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nabc", false},
+		{"refused: bad chunk", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", false},
+		{"refused: status", "GET", "HTTP/1.1 20 OK\r\nContent-Length: 3\r\n\r\nabc", false},
+		{"refused: version", "GET", "HTTP/x 200 OK\r\nContent-Length: 3\r\n\r\nabc", false},
+	} {
+		want, werr := netHTTPLength(tc.wire, tc.method)
+		if tc.untilClose {
+			want = len(tc.wire)
+		}
+		if wantRefused := strings.HasPrefix(tc.name, "refused"); (werr != nil) != wantRefused {
+			t.Fatalf("%s: net/http's error is %v", tc.name, werr)
+		}
+		// All at once, and a byte at a time.
+		for _, step := range []int{len(tc.wire + next), 1} {
+			f := responseFramer{}
+			f.next(tc.method == http.MethodHead)
+			b, got, err := []byte(tc.wire+next), 0, error(nil)
+			for len(b) > 0 && err == nil && f.state != respDone && f.state != respUntilClose {
+				var k int
+				k, err = f.feed(b[:min(step, len(b))])
+				b, got = b[k:], got+k
+			}
+			switch {
+			case werr != nil:
+				if !errors.Is(err, errUnframed) {
+					t.Fatalf("%s, %d at a time: net/http refuses it (%v), the framer says %v", tc.name, step, werr, err)
+				}
+			case err != nil:
+				t.Fatalf("%s, %d at a time: %v", tc.name, step, err)
+			case tc.untilClose:
+				if f.state != respUntilClose {
+					t.Fatalf("%s, %d at a time: the framer is in state %d, want it to read to the end", tc.name, step, f.state)
+				}
+			case got != want || f.state != respDone:
+				t.Fatalf("%s, %d at a time: the framer ends the response after %d bytes (state %d), net/http after %d", tc.name, step, got, f.state, want)
+			}
+		}
+	}
+}
+
+// TestResponseFramerRefusesWhatItCannotRead: a Content-Length or
+// Transfer-Encoding folded onto a second line, or longer than the line
+// the framer keeps, is one net/http reads and cordon cannot follow: the
+// framer refuses it.
+func TestResponseFramerRefusesWhatItCannotRead(t *testing.T) {
+	for _, wire := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length:\r\n 3\r\n\r\nabc",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding:\r\n chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: " + strings.Repeat(" ", maxKeptLine) + "3\r\n\r\nabc",
+	} {
+		if _, err := netHTTPLength(wire, "GET"); err != nil {
+			t.Fatalf("net/http refuses %.60q: %v", wire, err)
+		}
+		f := responseFramer{}
+		f.next(false)
+		if _, err := f.feed([]byte(wire)); !errors.Is(err, errUnframed) {
+			t.Fatalf("the framer reads %.60q: %v", wire, err)
+		}
+	}
+}

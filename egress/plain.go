@@ -156,7 +156,7 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 		if req.Body != nil && req.Body != http.NoBody {
 			out.Body = body
 		}
-		resp, err := s.upstreams.transport(addr, host, s.cfg.Dialer).RoundTrip(tlsterm.WatchResponses(out))
+		resp, err := s.upstreams.transport(addr, host, s.cfg.Dialer).RoundTrip(out)
 		if err != nil {
 			var oe *net.OpError
 			dialFailed := errors.As(err, &oe) && oe.Op == "dial"

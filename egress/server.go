@@ -144,6 +144,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, tunnelSlots: make(chan struct{}, cfg.MaxTunnels)}
 	s.plain = s.newPlainProxy()
+	s.upstreams.record = s.record
 	return s, nil
 }
 

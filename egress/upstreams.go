@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/tlsterm"
 )
 
@@ -29,8 +30,12 @@ const maxUpstreams = 64
 // credential put on it for its own host, as that request's body, a
 // request for the other name.
 type upstreams struct {
+	// record logs the bytes an upstream sends that no request asked
+	// for (tlsterm.ResponseConn).
+	record func(...audit.Record) error
+
 	mu    sync.Mutex
-	byKey map[upstreamKey]*http.Transport
+	byKey map[upstreamKey]tlsterm.WatchingTransport
 	order []upstreamKey // least recently used first
 }
 
@@ -42,7 +47,7 @@ type upstreamKey struct {
 
 // transport returns the pool's transport for requests to host at addr,
 // dialling addr through d.
-func (u *upstreams) transport(addr netip.AddrPort, host string, d *Dialer) *http.Transport {
+func (u *upstreams) transport(addr netip.AddrPort, host string, d *Dialer) tlsterm.WatchingTransport {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	key := upstreamKey{addr, host}
@@ -51,7 +56,7 @@ func (u *upstreams) transport(addr netip.AddrPort, host string, d *Dialer) *http
 		return tr
 	}
 	if u.byKey == nil {
-		u.byKey = map[upstreamKey]*http.Transport{}
+		u.byKey = map[upstreamKey]tlsterm.WatchingTransport{}
 	}
 	if len(u.order) >= maxUpstreams {
 		oldest := u.order[0]
@@ -60,14 +65,18 @@ func (u *upstreams) transport(addr netip.AddrPort, host string, d *Dialer) *http
 		delete(u.byKey, oldest)
 	}
 	only := Target{Host: addr.Addr().String(), Port: int(addr.Port()), Addrs: []netip.Addr{addr.Addr()}}
-	tr := &http.Transport{
+	tr := tlsterm.WatchingTransport{Transport: &http.Transport{
 		Proxy: nil,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			c, _, err := d.Dial(ctx, only)
 			if err != nil {
 				return nil, err
 			}
-			return tlsterm.NewResponseConn(c), nil
+			return tlsterm.NewResponseConn(c, func(method, path string) {
+				rec := tlsterm.UnsolicitedRecord(method, path)
+				rec.Kind, rec.Host, rec.Port, rec.Addr = audit.KindHTTP, host, int(addr.Port()), addr.String()
+				u.record(rec)
+			}), nil
 		},
 		DisableCompression:     true,
 		ForceAttemptHTTP2:      false,
@@ -75,7 +84,7 @@ func (u *upstreams) transport(addr netip.AddrPort, host string, d *Dialer) *http
 		MaxIdleConnsPerHost:    4,
 		IdleConnTimeout:        90 * time.Second,
 		MaxResponseHeaderBytes: tlsterm.MaxResponseHeaderBytes,
-	}
+	}}
 	u.byKey[key] = tr
 	u.order = append(u.order, key)
 	return tr

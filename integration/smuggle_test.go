@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/audit"
 )
 
 // bodyIgnoringOrigin is a plain-HTTP server on the test host, on port, as
@@ -132,5 +134,36 @@ func TestPlainPoolKeepsNamesApart(t *testing.T) {
 		if strings.Contains(r, realKey) && !strings.HasPrefix(r, "GET /api host="+own) {
 			t.Fatalf("the real key reached the server inside another request: %s", r)
 		}
+	}
+}
+
+// TestPlainUnsolicitedResponseLogged: a plain-HTTP POST through `cordon
+// proxy` whose body is a request of its own, to a server that answers
+// without reading the body, draws a second response, for no request
+// cordon sent. net/http's Transport dropped it with a line on cordon's
+// standard error that quoted it, and none in the audit log; it must be
+// logged as refused, after the POST, and the next request get its own
+// answer.
+func TestPlainUnsolicitedResponseLogged(t *testing.T) {
+	const port = 8092
+	origin := startBodyIgnoringOrigin(t, port)
+	p := startProxy(t, "--allow", fmt.Sprintf("%s:%d", originName, port), resolveOrigin)
+	base := fmt.Sprintf("http://%s:%d", originName, port)
+	smuggled := fmt.Sprintf("DELETE /smuggled HTTP/1.1\r\nHost: %s:%d\r\n\r\n", originName, port)
+	if body, _, code := curl(t, p, "--data-binary", smuggled, base+"/a"); code != 200 || body != "you asked POST /a" {
+		t.Fatalf("POST /a: %d %q", code, body)
+	}
+	r := waitRecord(t, p.audit, audit.Record{Type: audit.TypeDecision, Kind: audit.KindHTTP, Decision: audit.Deny, Reason: "unsolicited_response"})
+	if r.Method != "POST" || r.Path != "/a" || r.Host != originName || r.Port != port {
+		t.Fatalf("the unsolicited response is logged as %+v, want it after POST /a to %s:%d", r, originName, port)
+	}
+	if body, _, code := curl(t, p, base+"/b"); code != 200 || body != "you asked GET /b" {
+		t.Fatalf("GET /b: %d %q", code, body)
+	}
+	if got := origin.requests(); len(got) != 3 {
+		t.Fatalf("the origin read %q", got)
+	}
+	if strings.Contains(p.stderr.String(), "smuggled") {
+		t.Fatalf("cordon's standard error quotes the response:\n%s", p.stderr)
 	}
 }

@@ -529,6 +529,53 @@ func TestHTTP1UnsolicitedResponseDropped(t *testing.T) {
 	}
 }
 
+// TestHTTP2UnsolicitedResponseDropped: the same POST from an HTTP/2
+// client, whose requests to an HTTP/1.1 upstream go through net/http's
+// Transport, draws the same two responses. The second reached no log but
+// net/http's line on cordon's standard error, with its content, and when
+// the next request took the connection before net/http had looked, it
+// was that request's response. It must be logged as refused, after
+// POST /a, and the next GET get its own response.
+func TestHTTP2UnsolicitedResponseDropped(t *testing.T) {
+	answered := make(chan string, 10)
+	r := newRig(t, bodyIgnoringOrigin(answered), rigOptions{h1Only: true})
+	c := r.client(r.ClientRoots, true)
+	get := func(method, path, body string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, r.url(path), strings.NewReader(body))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := "you asked " + method + " " + path; resp.StatusCode != 200 || string(got) != want || resp.ProtoMajor != 2 {
+			t.Fatalf("%s %s: %s %d %q, want %q", method, path, resp.Proto, resp.StatusCode, got, want)
+		}
+	}
+	get("POST", "/a", fmt.Sprintf("DELETE /smuggled HTTP/1.1\r\nHost: %s\r\n\r\n", r.authority()))
+	for _, want := range []string{"POST /a", "DELETE /smuggled"} {
+		select {
+		case a := <-answered:
+			if a != want {
+				t.Fatalf("the origin answered %q, want %q", a, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the origin did not answer %s", want)
+		}
+	}
+	// The answer nobody asked for is found once it comes (while the
+	// connection is idle, or waiting when POST /a's response ended).
+	// One that came later than the next request would be taken as its
+	// response, as on the HTTP/1.1 path.
+	recs := r.waitRecords(t, audit.TypeDecision, 2)
+	if d := recs[1]; d.Decision != audit.Deny || d.Reason != string(ReasonUnsolicitedResponse) || d.Method != "POST" || d.Path != "/a" {
+		t.Fatalf("the unsolicited response was not logged as refused after POST /a: %+v", recs)
+	}
+	get("GET", "/b", "")
+	r.waitRecords(t, audit.TypeDecision, 3)
+}
+
 // TestHTTP1GetBodyRefused: a GET or HEAD with a body is refused and
 // logged, and nothing of it reaches the origin: a server that ignores
 // such a body (Python's http.server does) read it as a request of its

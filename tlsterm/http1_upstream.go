@@ -1,6 +1,7 @@
 package tlsterm
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -504,12 +505,18 @@ func (h *conn1) checkIdle() {
 	case idleEmpty:
 		return
 	case idleData:
-		last := h.up.last
-		h.st.record(audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(ReasonUnsolicitedResponse),
-			Method: last.Method, Path: last.URL.Path,
-			Detail: "the upstream sent bytes after its response to this request that no request asked for (a response to a request it read from this one's body?); they were dropped with its connection, and the next request went on a new one"})
+		h.st.record(UnsolicitedRecord(h.up.last.Method, h.up.last.URL.Path))
 	}
 	h.dropUpstream()
+}
+
+// UnsolicitedRecord is the line for bytes an upstream connection sent
+// that no request asked for, after its response to the request method
+// and path.
+func UnsolicitedRecord(method, path string) audit.Record {
+	return audit.Record{Type: audit.TypeDecision, Decision: audit.Deny, Reason: string(ReasonUnsolicitedResponse),
+		Method: method, Path: path,
+		Detail: "the upstream sent bytes after its response to this request that no request asked for (a response to a request it read from this one's body?); they were dropped with its connection, and the next request went on a new one"}
 }
 
 // idle says what waits on an idle upstream connection: nothing, so it can
@@ -519,9 +526,15 @@ func (up *upstream1) idle() idleState {
 	if up.br.Buffered() > 0 {
 		return idleData
 	}
-	d := rawOf(up.conn)
-	if tc, ok := up.conn.(interface{ NetConn() net.Conn }); !ok || tc.NetConn() == up.conn || d == nil {
-		return peekIdle(up.conn) // a plaintext connection
+	return idleOn(up.conn, up.br)
+}
+
+// idleOn says what waits on c, an idle upstream connection read through
+// br, which holds none of it.
+func idleOn(c net.Conn, br *bufio.Reader) idleState {
+	d := rawOf(c)
+	if tc, ok := c.(interface{ NetConn() net.Conn }); !ok || tc.NetConn() == c || d == nil {
+		return peekIdle(c) // a plaintext connection
 	}
 	// On a TLS connection TLS may hold records it read with the last
 	// response's (a server's next answer), and bytes may wait on the
@@ -529,13 +542,13 @@ func (up *upstream1) idle() idleState {
 	// read what is at hand, and no more: the read under it that would wait
 	// fails instead (one system call, no timer).
 	d.atHand, d.gotAtHand = true, false
-	_, err := up.br.Peek(1)
+	_, err := br.Peek(1)
 	d.atHand = false
 	if err == errNotAtHand && d.gotAtHand {
 		// Part of a record came: let TLS read the rest, briefly.
-		up.conn.SetReadDeadline(time.Now().Add(staleWait))
-		_, err = up.br.Peek(1)
-		up.conn.SetReadDeadline(time.Time{})
+		c.SetReadDeadline(time.Now().Add(staleWait))
+		_, err = br.Peek(1)
+		c.SetReadDeadline(time.Time{})
 	}
 	switch {
 	case err == nil:

@@ -1,8 +1,10 @@
 package tlsterm
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -18,14 +20,27 @@ import (
 // net/http bounds a header's bytes (MaxResponseHeaderBytes) and not its
 // fields, each a map entry of a couple of hundred bytes: 256 KiB of
 // short fields held cordon at some 12 MB a response. A response whose
-// length it cannot follow fails the read with errUnframed. A
-// Transport's requests go through WatchResponses, which tells it what
-// each asked for.
+// length it cannot follow fails the read with errUnframed. Its
+// Transport is a WatchingTransport, whose requests tell it what each
+// asked for.
+//
+// Bytes that come when no request is out, or that wait already when a
+// read ends a response (in that read, in the kernel, or in records TLS
+// has read), answer no request cordon sent: a server that
+// ignores a request's body (a Python http.server handler that answers
+// without reading it does) reads the body as a request of its own and
+// answers it. They are logged (unsolicited) and the connection is not
+// reused: net/http only wrote them, with their content, to cordon's
+// standard error, and an HTTP/2 client's next request could take them
+// as its response.
 type ResponseConn struct {
 	net.Conn
+	unsolicited func(method, path string)
 
 	mu sync.Mutex
 	f  responseFramer
+	// method and path are the latest request's.
+	method, path string
 	// through says the stream is no longer followed: a body that ends
 	// with the connection, or a switched protocol, after neither of
 	// which net/http reuses the connection.
@@ -34,10 +49,16 @@ type ResponseConn struct {
 	err error
 }
 
-// NewResponseConn follows the responses on c.
-func NewResponseConn(c net.Conn) *ResponseConn {
-	return &ResponseConn{Conn: c, f: responseFramer{state: respDone}}
+// NewResponseConn follows the responses on c; unsolicited logs bytes
+// nobody asked for, after the response to the request method and path
+// (none before the first).
+func NewResponseConn(c net.Conn, unsolicited func(method, path string)) *ResponseConn {
+	return &ResponseConn{Conn: c, unsolicited: unsolicited, f: responseFramer{state: respDone}}
 }
+
+// errUnsolicited fails the reads of a connection that brought bytes no
+// request asked for.
+var errUnsolicited = errors.New("the upstream sent bytes no request asked for")
 
 // errUnframed is a response whose length cordon could not follow.
 var errUnframed = errors.New("upstream response framing cordon cannot follow (a malformed status line, chunk size, or Content-Length or Transfer-Encoding)")
@@ -51,7 +72,7 @@ func (c *ResponseConn) Read(p []byte) (int, error) {
 	defer c.mu.Unlock()
 	for b := p[:n]; len(b) > 0 && !c.through; {
 		if c.f.state == respDone {
-			c.f.next(false) // bytes past a response: net/http reads them as one
+			return c.refuse(b, n-len(b))
 		}
 		k, ferr := c.f.feed(b)
 		if ferr != nil {
@@ -68,7 +89,35 @@ func (c *ResponseConn) Read(p []byte) (int, error) {
 		b = b[k:]
 		c.through = c.f.state == respSwitched || c.f.state == respUntilClose
 	}
+	if n > 0 && err == nil && c.f.state == respDone && idleOn(c.Conn, bufio.NewReaderSize(c.Conn, 16)) == idleData {
+		// The response ended with this read, and bytes came after it
+		// already: in the kernel, or in records TLS has read.
+		return c.refuse(nil, n)
+	}
 	return n, err
+}
+
+// refuse drops extra, bytes no request asked for that came after the
+// first used bytes of a read, and logs them. The reader gets the used
+// bytes and the connection's end, after which net/http does not reuse
+// it, or, with none, an error it does not quote. An idle connection's
+// 408 is its server closing it, as net/http has it: not logged.
+func (c *ResponseConn) refuse(extra []byte, used int) (int, error) {
+	c.err = errUnsolicited
+	switch {
+	case used > 0:
+		c.err = io.EOF
+	case is408(extra):
+		c.err = io.EOF
+		return 0, c.err
+	}
+	c.unsolicited(c.method, c.path)
+	return used, c.err
+}
+
+// is408 says whether b starts an HTTP/1.x 408 response.
+func is408(b []byte) bool {
+	return len(b) >= len("HTTP/1.x 408") && bytes.HasPrefix(b, []byte("HTTP/1.")) && string(b[8:12]) == " 408"
 }
 
 // failed is the error that fails every read, if there is one.
@@ -86,17 +135,21 @@ func (c *ResponseConn) expect(req *http.Request) {
 	if c.f.state == respDone || c.f.state == respHeader && c.f.lines == 0 && len(c.f.line) == 0 {
 		c.f.next(req.Method == http.MethodHead)
 	}
+	c.method, c.path = req.Method, req.URL.Path
 }
 
-// WatchResponses returns req with a trace that tells the ResponseConn it
-// goes out on, if it goes out on one, what it asks for.
-func WatchResponses(req *http.Request) *http.Request {
+// WatchingTransport is a Transport whose HTTP/1.1 connections are
+// ResponseConns: each request tells the connection it goes out on what it
+// asked for, so that only what no request asked for is refused.
+type WatchingTransport struct{ *http.Transport }
+
+func (t WatchingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
 		if c, ok := info.Conn.(*ResponseConn); ok {
 			c.expect(req)
 		}
 	}}
-	return req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	return t.Transport.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
 }
 
 // responseState is where a responseFramer is in a response.

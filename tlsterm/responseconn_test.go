@@ -5,9 +5,12 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // netHTTPLength is how many bytes of wire net/http's Transport reads as
@@ -120,5 +123,98 @@ func TestResponseFramerRefusesWhatItCannotRead(t *testing.T) {
 		if _, err := f.feed([]byte(wire)); !errors.Is(err, errUnframed) {
 			t.Fatalf("the framer reads %.60q: %v", wire, err)
 		}
+	}
+}
+
+// chunkConn returns its chunks, one a read, then EOF.
+type chunkConn struct {
+	net.Conn
+	chunks []string
+}
+
+func (c *chunkConn) Read(p []byte) (int, error) {
+	if len(c.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.chunks[0])
+	c.chunks = c.chunks[1:]
+	return n, nil
+}
+
+// TestResponseConnRefusesUnsolicited: bytes after a response, in the
+// read that ends it or in a read of their own, are logged, after that
+// response's request, and end the connection: the reader gets the
+// response whole and then the connection's end, which net/http does not
+// reuse, or an error, which it does not quote. An idle connection's 408
+// is its server closing it, not logged.
+func TestResponseConnRefusesUnsolicited(t *testing.T) {
+	const resp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	for _, tc := range []struct {
+		name   string
+		chunks []string
+		reads  []int // what each read returns, up to the failing one
+		err    error
+		logged bool
+	}{
+		{"with the response", []string{resp + "HTTP/1.1 200 OK\r\n"}, []int{len(resp)}, io.EOF, true},
+		{"later", []string{resp, "HTTP/1.1 200 OK\r\n"}, []int{len(resp), 0}, errUnsolicited, true},
+		{"408", []string{resp, "HTTP/1.1 408 Request Timeout\r\n\r\n"}, []int{len(resp), 0}, io.EOF, false},
+		{"none", []string{resp}, []int{len(resp), 0}, io.EOF, false},
+	} {
+		var logged []string
+		c := NewResponseConn(&chunkConn{chunks: tc.chunks}, func(method, path string) { logged = append(logged, method+" "+path) })
+		req, _ := http.NewRequest("POST", "http://h/a?q", nil)
+		c.expect(req)
+		var err error
+		for i, want := range tc.reads {
+			var n int
+			n, err = c.Read(make([]byte, 4096))
+			if n != want {
+				t.Fatalf("%s: read %d returned %d bytes, want %d", tc.name, i, n, want)
+			}
+		}
+		if _, again := c.Read(make([]byte, 1)); err != tc.err || again != tc.err {
+			t.Fatalf("%s: the reads end with %v, then %v; want %v", tc.name, err, again, tc.err)
+		}
+		if want := map[bool][]string{true: {"POST /a"}}[tc.logged]; !slices.Equal(logged, want) {
+			t.Fatalf("%s: logged %q, want %q", tc.name, logged, want)
+		}
+	}
+}
+
+// TestResponseConnSeesWaitingBytes: bytes that wait on the socket when a
+// read ends a response are refused with it, before the connection can be
+// handed to another request that would take them as its response.
+func TestResponseConnSeesWaitingBytes(t *testing.T) {
+	const resp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	io.WriteString(server, resp+"HTTP/1.1 200 OK\r\n")
+	var logged []string
+	c := NewResponseConn(client, func(method, path string) { logged = append(logged, method+" "+path) })
+	defer c.Close()
+	req, _ := http.NewRequest("GET", "http://h/a", nil)
+	c.expect(req)
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := io.ReadFull(c, make([]byte, len(resp))); n != len(resp) || err != nil {
+		t.Fatalf("the response: %d bytes, %v", n, err)
+	}
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("after the response: %d bytes, %v; want the connection's end", n, err)
+	}
+	if !slices.Equal(logged, []string{"GET /a"}) {
+		t.Fatalf("logged %q, want the bytes after GET /a", logged)
 	}
 }

@@ -270,9 +270,10 @@ func (t *Terminator) window() (window int, release func()) {
 // connection it opens goes to the checked addresses, over TLS verified for
 // the stream's host, and it cannot be pointed anywhere else. window bounds
 // the response bytes an upstream connection may send ahead of the
-// client's reading (see fullWindow).
-func (st *stream) newTransport(window int) *http.Transport {
-	return &http.Transport{
+// client's reading (see fullWindow). An HTTP/1.1 upstream's connections
+// follow their responses (ResponseConn).
+func (st *stream) newTransport(window int) WatchingTransport {
+	return WatchingTransport{&http.Transport{
 		HTTP2: &http.HTTP2Config{MaxReceiveBufferPerConnection: window, MaxReceiveBufferPerStream: window / 2,
 			// One connection: the window bounds it alone (see fullWindow).
 			StrictMaxConcurrentRequests: true},
@@ -289,11 +290,11 @@ func (st *stream) newTransport(window int) *http.Transport {
 			if tc, ok := c.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol != "h2" {
 				// HTTP/1.1, which net/http's Transport reads from any
 				// connection that is not a *tls.Conn.
-				return NewResponseConn(c), nil
+				return NewResponseConn(c, func(method, path string) { st.record(UnsolicitedRecord(method, path)) }), nil
 			}
 			return c, err
 		},
-	}
+	}}
 }
 
 // dial connects to the checked address (the pre-dialled connection first)
@@ -399,13 +400,12 @@ func (e *upstreamTLSError) Unwrap() error { return e.err }
 
 // reverseProxy forwards a checked HTTP/2 request to the stream's
 // authority.
-func (st *stream) reverseProxy(tr *http.Transport) *httputil.ReverseProxy {
+func (st *stream) reverseProxy(tr http.RoundTripper) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "https"
 			pr.Out.URL.Host = st.authority
 			pr.Out.Host = st.authority
-			pr.Out = WatchResponses(pr.Out)
 		},
 		Transport:  tr,
 		BufferPool: copyBuffers,

@@ -762,6 +762,54 @@ func TestRunRemovesGitPipes(t *testing.T) {
 	}
 }
 
+// TestRunRemovesLooseObjectPipes: a named pipe the box makes in place of
+// a loose object of the workspace's repository, and a symbolic link to a
+// pipe (one it hid elsewhere in .git) in place of another and of a ref,
+// are removed after the run, each with a removed line and a warning: the
+// host's git log (and git branch) there waited for ever.
+func TestRunRemovesLooseObjectPipes(t *testing.T) {
+	b := newBox(t)
+	for _, args := range [][]string{{"init", "-q"}, {"commit", "-q", "--allow-empty", "-m", "one"}, {"commit", "-q", "--allow-empty", "-m", "two"}} {
+		cmd := asUser(t, nil, "/usr/bin/git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		cmd.Dir = b.ws
+		if r := runResult(t, runTimeout, cmd); r.code != 0 {
+			t.Fatalf("git %v: %s%s", args, r.stdout, r.stderr)
+		}
+	}
+	r := b.run("--net", "off", "--", "sh", "-c", `set -e
+		o() { c=$(git rev-parse "$1"); echo ".git/objects/$(echo $c | cut -c1-2)/$(echo $c | cut -c3-)"; }
+		one=$(o HEAD~1) two=$(o HEAD)
+		mkdir .git/hidden && mkfifo .git/hidden/p
+		rm -f "$one" "$two" && mkfifo "$one" && ln -s ../../hidden/p "$two"
+		ln -s ../../hidden/p .git/refs/heads/trap
+		echo "$one $two" && echo MADE`)
+	expectCode(t, r, 0)
+	fields := strings.Fields(r.stdout)
+	if len(fields) != 3 || fields[2] != "MADE" {
+		t.Fatalf("the box did not plant its pipes:\n%s%s", r.stdout, r.stderr)
+	}
+	removed := []string{filepath.Join(b.ws, fields[0]), filepath.Join(b.ws, fields[1]), filepath.Join(b.ws, ".git", "refs", "heads", "trap")}
+	records := b.records()
+	for _, p := range removed {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s is still there", p)
+		}
+		if !strings.Contains(r.stderr, "removed "+p+": a named pipe") {
+			t.Errorf("no warning naming %s:\n%s", p, r.stderr)
+		}
+		if !slices.ContainsFunc(records, func(r audit.Record) bool { return r.Type == audit.TypeRemoved && r.Path == p }) {
+			t.Errorf("no removed audit line for %s", p)
+		}
+	}
+	for _, args := range [][]string{{"log", "--oneline"}, {"branch"}} {
+		cmd := asUser(t, nil, "timeout", append([]string{"20", "/usr/bin/git"}, args...)...)
+		cmd.Dir = b.ws
+		if r := runResult(t, runTimeout, cmd); r.code == 124 {
+			t.Errorf("the host's git %v waited on the box's pipe: %s%s", args, r.stdout, r.stderr)
+		}
+	}
+}
+
 // TestRunWarnsInPrintableNames: the warnings after a run name paths the
 // box chose. A name holding escape sequences and a newline must reach the
 // terminal escaped: raw, it erased cordon's "set aside" warning, wrote a

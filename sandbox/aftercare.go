@@ -32,7 +32,10 @@ import (
 // changed (innerGitDirsChangedSince); and each named pipe (FIFO) the
 // command made, renamed or wrote to in the Nested workspace, which held
 // the host's git, and any other program that opened it, for ever (see
-// nestedChanges). What it sets aside is recorded for
+// nestedChanges); and it removes each named pipe, socket, or link to
+// neither a file nor a directory the command made or used where git reads
+// its files in a .git directory there, loose objects included (see
+// gitPipes). What it sets aside is recorded for
 // the guards of later runs in the Nested workspace, which keep it in
 // place (guardSetAside). It returns what it did.
 func Aftercare(guards []GuardedPath) Care {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -292,25 +293,27 @@ func TestAftercareSetsAsidePipes(t *testing.T) {
 }
 
 // TestAftercareRemovesGitPipes: a named pipe the run left where git reads
-// its files, in the workspace's own .git (a branch's ref) and in a nested
-// repository's (its HEAD), is removed, and the host's git status then
-// answers; one that was there before the run, or a pipe among the loose
-// objects git reads only when asked, stays.
+// its files, in the workspace's own .git (a branch's ref, a loose object)
+// and in a nested repository's (its HEAD), is removed, and so are a unix
+// socket and symbolic links to a pipe (a ref, a loose object) or to
+// nothing, and a directory of loose objects that is a link: the host's
+// git status, and git log, then answer. A pipe that was there before the
+// run stays.
 func TestAftercareRemovesGitPipes(t *testing.T) {
 	ws := realTempDir(t)
 	git(t, ws, "init", "-q")
 	git(t, ws, "commit", "-q", "--allow-empty", "-m", "one")
+	first := strings.TrimSpace(git(t, ws, "rev-parse", "HEAD"))
+	git(t, ws, "commit", "-q", "--allow-empty", "-m", "two")
 	nested := filepath.Join(ws, "nested")
 	git(t, ws, "init", "-q", nested)
 	git(t, nested, "commit", "-q", "--allow-empty", "-m", "one")
 	old := filepath.Join(ws, ".git", "info", "old-pipe")
 	guards := guardAfterPipe(t, ws, old)
+	objects := filepath.Join(ws, ".git", "objects")
 	ref := filepath.Join(ws, ".git", "refs", "heads", "main")
 	head := filepath.Join(nested, ".git", "HEAD")
-	loose := filepath.Join(ws, ".git", "objects", "ab", "cdef")
-	if err := os.MkdirAll(filepath.Dir(loose), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	loose := filepath.Join(objects, first[:2], first[2:])
 	for _, p := range []string{ref, head, loose} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			t.Fatal(err)
@@ -319,17 +322,40 @@ func TestAftercareRemovesGitPipes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := Aftercare(guards)
-	if want := []string{ref, head}; !slices.Equal(slices.Sorted(slices.Values(c.GitPipes)), slices.Sorted(slices.Values(want))) || len(c.Unchecked) != 0 {
-		t.Fatalf("removed pipes %q, unchecked %v; want %q", c.GitPipes, c.Unchecked, want)
+	linkRef := filepath.Join(ws, ".git", "refs", "heads", "link")
+	linkLoose := filepath.Join(objects, "ab", "cdef")
+	dangling := filepath.Join(objects, "ab", "0123")
+	linkDir := filepath.Join(objects, "cd")
+	socket := filepath.Join(objects, "ab", "4567")
+	if err := os.MkdirAll(filepath.Dir(linkLoose), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range []string{old, loose} {
-		if _, err := os.Lstat(p); err != nil {
-			t.Errorf("%s: %v; want it left", p, err)
+	for link, to := range map[string]string{linkRef: old, linkLoose: old, dangling: "/nonexistent/pipe", linkDir: filepath.Dir(old)} {
+		if err := os.Symlink(to, link); err != nil {
+			t.Fatal(err)
 		}
+	}
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	c := Aftercare(guards)
+	want := []string{ref, head, loose, linkRef, linkLoose, dangling, linkDir, socket}
+	if !slices.Equal(slices.Sorted(slices.Values(c.GitPipes)), slices.Sorted(slices.Values(want))) || len(c.Unchecked) != 0 {
+		t.Fatalf("removed %q, unchecked %v; want %q", c.GitPipes, c.Unchecked, want)
+	}
+	if _, err := os.Lstat(old); err != nil {
+		t.Errorf("%s: %v; want it left", old, err)
 	}
 	for _, dir := range []string{ws, nested} {
 		gitStatusAnswers(t, dir)
+	}
+	log := exec.Command("timeout", "20", "git", "log", "--oneline")
+	log.Dir = ws
+	if out, err := log.CombinedOutput(); log.ProcessState.ExitCode() == 124 {
+		t.Errorf("git log waits on the loose object's pipe: %v %s", err, out)
 	}
 }
 
@@ -820,5 +846,24 @@ func gitStatusAnswers(t *testing.T, dir string) error {
 		cmd.Process.Kill()
 		t.Errorf("git status in %s waits on a pipe the run left", dir)
 		return nil
+	}
+}
+
+// BenchmarkGitPipes looks through a git directory with all 256
+// directories of loose objects, none changed since, as every run's end
+// does for the workspace's repository.
+func BenchmarkGitPipes(b *testing.B) {
+	ws := b.TempDir()
+	git(b, ws, "init", "-q")
+	for i := range 256 {
+		if err := os.MkdirAll(filepath.Join(ws, ".git", "objects", fmt.Sprintf("%02x", i)), 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	since := time.Now()
+	for b.Loop() {
+		if found, err := gitPipes(filepath.Join(ws, ".git"), since); err != nil || len(found) != 0 {
+			b.Fatal(found, err)
+		}
 	}
 }

@@ -176,8 +176,10 @@ type Care struct {
 	// and waits for ever.
 	Pipes []string
 	// GitPipes are the named pipes the command made or used in a git
-	// directory (a ref, HEAD, the index), removed: git there would wait
-	// for ever, and has no use for a pipe.
+	// directory (a ref, HEAD, the index, a loose object), and the sockets
+	// and the symbolic links to neither a file nor a directory (a pipe
+	// elsewhere) it made there, removed: git there would wait for ever on
+	// a pipe, and has no use for any of them.
 	GitPipes []string
 	// Unchecked are what could not be checked: a repository whose index
 	// could not be read, a directory of the workspace that could not be

@@ -590,7 +590,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		after(audit.TypeSetAside, p, "set aside as ", "a named pipe (FIFO) the sandboxed command made or used in the workspace: git (a plain git status, a shell prompt that shows the branch) waits for ever on one named .gitignore, as other programs that open it do; look at it before you rename it back")
 	}
 	for _, p := range res.GitPipes {
-		after(audit.TypeRemoved, p, "removed ", "a named pipe (FIFO) the sandboxed command made or used in a git directory, where git reads its files (HEAD, the index, a ref, a pack's index): git run there on the host (a plain git status, a shell prompt that shows the branch) would wait for ever")
+		after(audit.TypeRemoved, p, "removed ", "a named pipe (FIFO), a socket, or a symbolic link to neither a file nor a directory, that the sandboxed command made or used in a git directory, where git reads its files (HEAD, the index, a ref, a pack's index, a loose object): git run there on the host (a plain git status, a shell prompt that shows the branch, git log) would wait for ever on a pipe, and has no use for any of them")
 	}
 	for _, u := range res.Unchecked {
 		after(audit.TypeSetAside, u.Path, "could not check ", "after the run, for repositories the sandboxed command made or changed ("+u.Reason.Error()+"); git, run there on the host, may run config or hooks the command wrote: look before you run git there")

@@ -40,6 +40,11 @@ const (
 	// set aside then (an index, a directory, a file that must not exist):
 	// Path and Detail say which and why.
 	TypeSetAside Type = "set_aside"
+	// TypeClosed is a file or directory the sandboxed command made in the
+	// workspace writable by other local users, which cordon took that
+	// write permission off when the run ended (see sandbox.WriteClosed):
+	// Path and Detail say which and why.
+	TypeClosed Type = "closed"
 )
 
 // Kind says which path a decision was taken on.

@@ -810,6 +810,58 @@ func TestRunRemovesLooseObjectPipes(t *testing.T) {
 	}
 }
 
+// TestRunClosesWhatItOpened: the box may not open the workspace to other
+// local users' writes, which let one replace the Makefile the user then
+// ran: its chmod 777 . and chmod o+w Makefile are refused, and so is an
+// ACL (setxattr of system.posix_acl_access, as setfacl -m o::rwx does).
+// What it makes open with a umask of 0 (a directory, a file in it, a file
+// in a directory the user had opened) has others' write taken off after
+// the run, with a closed line and a warning each; the mode the user gave
+// a directory before the run stays.
+func TestRunClosesWhatItOpened(t *testing.T) {
+	b := newBox(t)
+	b.file(filepath.Join(b.ws, "Makefile"), "all:\n\techo built\n")
+	shared := filepath.Join(b.ws, "shared")
+	b.file(filepath.Join(shared, "keep"), "")
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	// A run takes what was born up to 50 ms before it began (the kernel's
+	// coarse clock) for its own: the user's directory must be older.
+	time.Sleep(100 * time.Millisecond)
+	r := b.run("--net", "off", "--", "sh", "-c", `
+		chmod 777 . 2>/dev/null || echo ROOT-REFUSED
+		chmod o+w Makefile 2>/dev/null || echo CHMOD-REFUSED
+		python3 -c 'import os; os.setxattr("Makefile", "system.posix_acl_access", bytes([2,0,0,0, 1,0,6,0,255,255,255,255, 4,0,4,0,255,255,255,255, 32,0,6,0,255,255,255,255]))' 2>/dev/null || echo ACL-REFUSED
+		umask 0 && mkdir made && echo x > made/file && echo y > shared/file && echo MADE`)
+	expectCode(t, r, 0)
+	for _, want := range []string{"ROOT-REFUSED", "CHMOD-REFUSED", "ACL-REFUSED", "MADE"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("no %s:\n%s%s", want, r.stdout, r.stderr)
+		}
+	}
+	for _, p := range []string{b.ws, filepath.Join(b.ws, "Makefile")} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm()&0o022 != 0 {
+			t.Errorf("%s: %v %v; the box opened it", p, fi.Mode(), err)
+		}
+	}
+	records := b.records()
+	for _, p := range []string{filepath.Join(b.ws, "made"), filepath.Join(b.ws, "made", "file"), filepath.Join(shared, "file")} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm()&0o002 != 0 {
+			t.Errorf("%s: %v %v; others may still write it", p, fi.Mode(), err)
+		}
+		if !strings.Contains(r.stderr, "closed "+p+": the sandboxed command made it writable by other local users") {
+			t.Errorf("no warning naming %s:\n%s", p, r.stderr)
+		}
+		if !slices.ContainsFunc(records, func(r audit.Record) bool { return r.Type == audit.TypeClosed && r.Path == p }) {
+			t.Errorf("no closed audit line for %s", p)
+		}
+	}
+	if fi, err := os.Stat(shared); err != nil || fi.Mode().Perm() != 0o777 {
+		t.Errorf("the user's own %s: %v %v; want 0777, as the user made it", shared, fi.Mode(), err)
+	}
+}
+
 // TestRunWarnsInPrintableNames: the warnings after a run name paths the
 // box chose. A name holding escape sequences and a newline must reach the
 // terminal escaped: raw, it erased cordon's "set aside" warning, wrote a

@@ -35,7 +35,9 @@ import (
 // nestedChanges); and it removes each named pipe, socket, or link to
 // neither a file nor a directory the command made or used where git reads
 // its files in a .git directory there, loose objects included (see
-// gitPipes). What it sets aside is recorded for
+// gitPipes); and, before all that, it takes the write permission for
+// other local users (WriteClosed) off each file or directory the command
+// made with it there, where it looks (see openedSince). What it sets aside is recorded for
 // the guards of later runs in the Nested workspace, which keep it in
 // place (guardSetAside). It returns what it did.
 func Aftercare(guards []GuardedPath) Care {
@@ -103,9 +105,17 @@ func Aftercare(guards []GuardedPath) Care {
 		if g.Guard != Nested {
 			continue
 		}
-		found, pipes, gitFifos, err := nestedChanges(g.Path, g.Since, guarded)
+		found, pipes, gitFifos, opened, err := nestedChanges(g.Path, g.Since, guarded)
 		more, err2 := innerGitDirsChangedSince(filepath.Join(g.Path, ".git"), g.Since, guarded)
 		err = errors.Join(err, err2)
+		// First, as what is set aside below moves what is under it.
+		for _, p := range opened {
+			if err := takeWrite(p, WriteClosed); err != nil {
+				c.Unchecked = append(c.Unchecked, Unchecked{Path: p, Reason: fmt.Errorf("it was made writable by other local users, and that could not be taken back: %w", err)})
+			} else {
+				c.Closed = append(c.Closed, p)
+			}
+		}
 		for _, p := range append(found, more...) {
 			putAside(p)
 		}

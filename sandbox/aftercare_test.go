@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -371,7 +372,7 @@ func BenchmarkNestedChanges(b *testing.B) {
 	git(b, filepath.Join(ws, "d00"), "init", "-q")
 	since := time.Now()
 	for b.Loop() {
-		if found, _, _, err := nestedChanges(ws, since, nil); err != nil || len(found) != 0 {
+		if found, _, _, _, err := nestedChanges(ws, since, nil); err != nil || len(found) != 0 {
 			b.Fatal(found, err)
 		}
 	}
@@ -862,8 +863,106 @@ func BenchmarkGitPipes(b *testing.B) {
 	}
 	since := time.Now()
 	for b.Loop() {
-		if found, err := gitPipes(filepath.Join(ws, ".git"), since); err != nil || len(found) != 0 {
+		if found, _, err := gitPipes(filepath.Join(ws, ".git"), since); err != nil || len(found) != 0 {
 			b.Fatal(found, err)
+		}
+	}
+}
+
+// TestAftercareClosesWhatTheRunOpened: what the run made writable by other
+// local users (with a umask of 0: a directory, a file in it, a file in a
+// directory of the user's, a ref and a directory of loose objects in the
+// workspace's repository) has that permission taken off; what the user
+// had made so before the run keeps its mode, even where the run wrote to
+// it, and a link is never followed.
+func TestAftercareClosesWhatTheRunOpened(t *testing.T) {
+	ws := realTempDir(t)
+	git(t, ws, "init", "-q")
+	userDir, userFile := filepath.Join(ws, "shared"), filepath.Join(ws, "open-file")
+	if err := os.Mkdir(userDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(userFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for p, m := range map[string]fs.FileMode{userDir: 0o777, userFile: 0o666} {
+		if err := os.Chmod(p, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * clockSlack)
+	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newDir := filepath.Join(ws, "new")
+	objects := filepath.Join(ws, ".git", "objects", "ab")
+	opened := map[string]fs.FileMode{
+		newDir: 0o777, filepath.Join(newDir, "f"): 0o666, filepath.Join(userDir, "f"): 0o646,
+		filepath.Join(ws, ".git", "refs", "heads", "x"): 0o666, objects: 0o777,
+	}
+	dirs := map[string]bool{newDir: true, objects: true}
+	for _, p := range slices.Sorted(maps.Keys(opened)) {
+		var err error
+		if dirs[p] {
+			err = os.Mkdir(p, 0o700)
+		} else {
+			err = os.WriteFile(p, nil, 0o600)
+		}
+		if err == nil {
+			err = os.Chmod(p, opened[p])
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(userFile, []byte("written in the run"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	c := Aftercare(guards)
+	if want := slices.Sorted(maps.Keys(opened)); !slices.Equal(slices.Sorted(slices.Values(c.Closed)), want) || len(c.Unchecked) != 0 {
+		t.Fatalf("closed %q, unchecked %v; want %q", c.Closed, c.Unchecked, want)
+	}
+	for p, m := range opened {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != m&^WriteClosed {
+			t.Errorf("%s: %v %v; want %v", p, fi.Mode(), err, m&^WriteClosed)
+		}
+	}
+	for p, m := range map[string]fs.FileMode{userDir: 0o777, userFile: 0o666} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != m {
+			t.Errorf("the user's %s: %v %v; want %v, as it was", p, fi.Mode(), err, m)
+		}
+	}
+	link := filepath.Join(ws, "link")
+	if err := os.Symlink(userFile, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := takeWrite(link, WriteClosed); err == nil {
+		t.Error("takeWrite changed a symbolic link's mode")
+	}
+	if fi, _ := os.Stat(userFile); fi.Mode().Perm() != 0o666 {
+		t.Errorf("takeWrite followed a link: %s is %v", userFile, fi.Mode())
+	}
+}
+
+// BenchmarkNestedChangesMadeFiles walks a workspace of 100 directories of
+// 100 files each that the run made (as an install of packages does): each
+// file's mode is read, to find what the run opened to other users.
+func BenchmarkNestedChangesMadeFiles(b *testing.B) {
+	ws := b.TempDir()
+	since := time.Now().Add(-clockSlack)
+	for i := range 10_000 {
+		p := filepath.Join(ws, fmt.Sprintf("d%02d", i/100), fmt.Sprintf("f%02d", i%100))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		if _, _, _, opened, err := nestedChanges(ws, since, nil); err != nil || len(opened) != 0 {
+			b.Fatal(opened, err)
 		}
 	}
 }

@@ -181,6 +181,10 @@ type Care struct {
 	// elsewhere) it made there, removed: git there would wait for ever on
 	// a pipe, and has no use for any of them.
 	GitPipes []string
+	// Closed are the files and directories the command made in the
+	// workspace with write permission for other local users
+	// (WriteClosed), which was taken off them.
+	Closed []string
 	// Unchecked are what could not be checked: a repository whose index
 	// could not be read, a directory of the workspace that could not be
 	// looked into.
@@ -190,7 +194,8 @@ type Care struct {
 // Add is c followed by o.
 func (c Care) Add(o Care) Care {
 	return Care{Removed: append(c.Removed, o.Removed...), SetAside: append(c.SetAside, o.SetAside...),
-		Pipes: append(c.Pipes, o.Pipes...), GitPipes: append(c.GitPipes, o.GitPipes...), Unchecked: append(c.Unchecked, o.Unchecked...)}
+		Pipes: append(c.Pipes, o.Pipes...), GitPipes: append(c.GitPipes, o.GitPipes...), Closed: append(c.Closed, o.Closed...),
+		Unchecked: append(c.Unchecked, o.Unchecked...)}
 }
 
 // Unchecked is a repository Aftercare could not check, and why.

@@ -1,17 +1,47 @@
 package sandbox
 
 import (
+	"fmt"
 	"io/fs"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fileTimes is p's birth and status-change times, p itself (not what a
 // link names).
 func fileTimes(p string) (born, changed time.Time, err error) {
-	var st syscall.Stat_t
-	if err := syscall.Lstat(p, &st); err != nil {
-		return time.Time{}, time.Time{}, &fs.PathError{Op: "lstat", Path: p, Err: err}
+	_, born, changed, err = fileStatus(p)
+	return born, changed, err
+}
+
+// fileStatus is fileTimes and p's permission bits.
+func fileStatus(p string) (perm fs.FileMode, born, changed time.Time, err error) {
+	return fileStatusAt(unix.AT_FDCWD, p)
+}
+
+// fileStatusAt is fileStatus of p relative to the directory dirfd.
+func fileStatusAt(dirfd int, p string) (perm fs.FileMode, born, changed time.Time, err error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, p, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return 0, time.Time{}, time.Time{}, &fs.PathError{Op: "lstat", Path: p, Err: err}
 	}
-	return time.Unix(st.Birthtimespec.Unix()), time.Unix(st.Ctimespec.Unix()), nil
+	return fs.FileMode(st.Mode).Perm(), time.Unix(st.Btim.Unix()), time.Unix(st.Ctim.Unix()), nil
+}
+
+// takeWrite takes the permission bits off p's mode, p itself: a symbolic
+// link found there (another local user may have put it in place of what
+// the run made) is left, and what it names too.
+func takeWrite(p string, bits fs.FileMode) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return &fs.PathError{Op: "lstat", Path: p, Err: err}
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return fmt.Errorf("%s is a symbolic link now; neither it nor what it names was changed", p)
+	}
+	if err := unix.Fchmodat(unix.AT_FDCWD, p, uint32(st.Mode)&0o7777&^uint32(bits.Perm()), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return &fs.PathError{Op: "chmod", Path: p, Err: err}
+	}
+	return nil
 }

@@ -45,8 +45,10 @@ const clockSlack = 50 * time.Millisecond
 // prompt that shows the branch, at every cd) for ever, waiting for a
 // writer. And it returns the pipes, sockets and links to neither a file
 // nor a directory in the .git directories it passes, the workspace's own
-// included, where git reads its files, loose objects too (gitPipes).
-func nestedChanges(root string, since time.Time, skip map[string]bool) (found, pipes, gitFifos []string, err error) {
+// included, where git reads its files, loose objects too (gitPipes). And
+// it returns what the run opened to other local users' writes in each
+// directory it reads, and in those gitPipes reads (openedSince).
+func nestedChanges(root string, since time.Time, skip map[string]bool) (found, pipes, gitFifos, opened []string, err error) {
 	var (
 		mu      sync.Mutex
 		errs    error
@@ -78,16 +80,15 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) (found, p
 	}
 	visit = func(dir string) {
 		defer pending.Done()
-		// os.ReadDir rather than Open: an opened directory is offered to
-		// the poller, two system calls more per directory here.
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			// The box may have made a directory no one can read, to hide
-			// what is in it until someone opens it up.
-			mu.Lock()
-			errs = errors.Join(errs, err)
-			mu.Unlock()
-		}
+		// readDir opens the directory itself: os.Open offers it to the
+		// poller, two system calls more per directory here. An error may
+		// be a directory the box made that no one can read, to hide what
+		// is in it until someone opens it up.
+		entries, open, err := readDir(dir, since)
+		mu.Lock()
+		opened = append(opened, open...)
+		errs = errors.Join(errs, err)
+		mu.Unlock()
 		if gitDirLayout(entries) && !skip[dir] {
 			changed, err := gitDirChangedSince(dir, since)
 			mu.Lock()
@@ -107,9 +108,10 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) (found, p
 					// The workspace's own (pinned): its config and
 					// hooks are guarded, but not what else git reads.
 					if d.IsDir() {
-						fifos, err := gitPipes(p, since)
+						fifos, open, err := gitPipes(p, since)
 						mu.Lock()
 						gitFifos = append(gitFifos, fifos...)
+						opened = append(opened, open...)
 						errs = errors.Join(errs, err)
 						mu.Unlock()
 					}
@@ -119,11 +121,11 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) (found, p
 					continue // a guarded checkout's
 				}
 				changed, err := repoChangedSince(p, d, since)
-				var inner, fifos []string
+				var inner, fifos, open []string
 				if err == nil && !changed && d.IsDir() {
 					inner, err = innerGitDirsChangedSince(p, since, skip)
 					var err2 error
-					fifos, err2 = gitPipes(p, since)
+					fifos, open, err2 = gitPipes(p, since)
 					err = errors.Join(err, err2)
 				}
 				mu.Lock()
@@ -133,6 +135,7 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) (found, p
 				default:
 					found = append(found, inner...)
 					gitFifos = append(gitFifos, fifos...)
+					opened = append(opened, open...)
 				}
 				errs = errors.Join(errs, err)
 				mu.Unlock()
@@ -161,7 +164,8 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) (found, p
 	slices.Sort(found)
 	slices.Sort(pipes)
 	slices.Sort(gitFifos)
-	return found, pipes, gitFifos, errs
+	slices.Sort(opened)
+	return found, pipes, gitFifos, opened, errs
 }
 
 // repoChangedSince says whether the .git at p (d its entry) was born at
@@ -372,19 +376,22 @@ var gitPipeDirs = []string{"refs", "info", filepath.Join("objects", "info"), fil
 // removed, not set aside: under refs/ a renamed pipe would still be read
 // as a ref. Loose objects are looked through only in the objects/??
 // directories whose change time says an entry was added since: a stat
-// each, not a read of every object.
-func gitPipes(dir string, since time.Time) ([]string, error) {
-	var out []string
+// each, not a read of every object. It also returns what the run opened
+// to other local users' writes in the directories it reads, and among
+// the objects/?? directories (openedSince): a ref, or a directory of
+// loose objects, that another user could write.
+func gitPipes(dir string, since time.Time) (out, opened []string, err error) {
 	entries := maxGitPipeEntries
 	var look func(d string, recurse bool) error
 	look = func(d string, recurse bool) error {
-		es, err := os.ReadDir(d)
+		es, open, err := readDir(d, since)
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return nil
 		}
 		if entries -= len(es); entries < 0 {
 			return fmt.Errorf("%s: more than %d entries to look through for named pipes", dir, maxGitPipeEntries)
 		}
+		opened = append(opened, open...)
 		for _, e := range es {
 			p := filepath.Join(d, e.Name())
 			switch {
@@ -402,17 +409,18 @@ func gitPipes(dir string, since time.Time) ([]string, error) {
 		}
 		return err
 	}
-	err := look(dir, false)
+	err = look(dir, false)
 	for _, sub := range gitPipeDirs {
 		err = errors.Join(err, look(filepath.Join(dir, sub), true))
 	}
-	loose, traps, err2 := looseDirsChangedSince(filepath.Join(dir, "objects"), since)
+	loose, traps, open, err2 := looseDirsChangedSince(filepath.Join(dir, "objects"), since)
 	out = append(out, traps...)
+	opened = append(opened, open...)
 	err = errors.Join(err, err2)
 	for _, d := range loose {
 		err = errors.Join(err, look(d, false))
 	}
-	return out, err
+	return out, opened, err
 }
 
 // gitTrap says whether p, of type t, is what gitPipes looks for: a named
@@ -433,17 +441,19 @@ func gitTrap(p string, t fs.FileMode) bool {
 // digits, objects/ab) in the object store objects that an entry was
 // added to, or renamed into, since (their change time says so); and, as
 // traps, the symbolic links made since under such a name, which git
-// follows into a directory that may hold a pipe, and never makes.
-func looseDirsChangedSince(objects string, since time.Time) (dirs, traps []string, err error) {
+// follows into a directory that may hold a pipe, and never makes; and,
+// as opened, those of the directories born since with a bit of
+// WriteClosed in their mode (see openedSince).
+func looseDirsChangedSince(objects string, since time.Time) (dirs, traps, opened []string, err error) {
 	// Each directory's status is taken relative to the store's, opened
 	// once: for all 256, 0.7 ms here, where a path walk for each cost 1.0
 	// (BenchmarkGitPipes).
 	fd, err := unix.Open(objects, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	if err != nil {
-		return nil, nil, &fs.PathError{Op: "open", Path: objects, Err: err}
+		return nil, nil, nil, &fs.PathError{Op: "open", Path: objects, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), objects)
 	defer f.Close()
@@ -458,13 +468,26 @@ func looseDirsChangedSince(objects string, since time.Time) (dirs, traps []strin
 			err = errors.Join(err, &fs.PathError{Op: "fstatat", Path: filepath.Join(objects, n), Err: err2})
 			continue
 		}
+		d := filepath.Join(objects, n)
 		switch {
 		case time.Unix(st.Ctim.Unix()).Before(since):
-		case e.IsDir():
-			dirs = append(dirs, filepath.Join(objects, n))
-		default:
-			traps = append(traps, filepath.Join(objects, n))
+			continue
+		case !e.IsDir():
+			traps = append(traps, d)
+			continue
+		}
+		dirs = append(dirs, d)
+		if fs.FileMode(st.Mode).Perm()&WriteClosed != 0 {
+			// Made so in the run, or by the user's git before it (a
+			// shared repository's) and given an object since: birth
+			// tells.
+			switch _, born, _, err2 := fileStatus(d); {
+			case err2 != nil:
+				err = errors.Join(err, err2)
+			case !born.Before(since):
+				opened = append(opened, d)
+			}
 		}
 	}
-	return dirs, traps, err
+	return dirs, traps, opened, err
 }

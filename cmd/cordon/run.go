@@ -592,12 +592,15 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	for _, p := range res.GitPipes {
 		after(audit.TypeRemoved, p, "removed ", "a named pipe (FIFO), a socket, or a symbolic link to neither a file nor a directory, that the sandboxed command made or used in a git directory, where git reads its files (HEAD, the index, a ref, a pack's index, a loose object): git run there on the host (a plain git status, a shell prompt that shows the branch, git log) would wait for ever on a pipe, and has no use for any of them")
 	}
+	for _, p := range res.Closed {
+		after(audit.TypeClosed, p, "closed ", "the sandboxed command made it writable by other local users (by others, or by your group where your umask keeps the group from writing), who could have replaced or changed it: that permission is taken off it; look at what is in it before you run or build it")
+	}
 	for _, u := range res.Unchecked {
 		after(audit.TypeSetAside, u.Path, "could not check ", "after the run, for repositories the sandboxed command made or changed ("+u.Reason.Error()+"); git, run there on the host, may run config or hooks the command wrote: look before you run git there")
 	}
 	if n := len(afterRecs); n > maxAfterRecords {
 		afterRecs = append(afterRecs[:maxAfterRecords], audit.Record{Type: audit.TypeSetAside,
-			Detail: fmt.Sprintf("and %d more paths removed, set aside or not checked after the run, each named on cordon's stderr: a run's log holds the first %d", n-maxAfterRecords, maxAfterRecords)})
+			Detail: fmt.Sprintf("and %d more paths removed, set aside, closed or not checked after the run, each named on cordon's stderr: a run's log holds the first %d", n-maxAfterRecords, maxAfterRecords)})
 	}
 	if len(afterRecs) > 0 {
 		if err := r.w.Sync(afterRecs...); err != nil {

@@ -5,6 +5,7 @@ package linux
 import (
 	"encoding/binary"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 
@@ -66,27 +67,33 @@ const (
 // may not hold the setuid or setgid bit (modeBitsDenied): a file the box
 // left in the workspace, or a directory it shares with the host, setuid
 // to the user (the box runs as the user) ran with the user's rights for
-// any other local user who could reach it, outside the box. Each gives
+// any other local user who could reach it, outside the box. Nor may the
+// mode of the chmod calls, which no umask narrows, give the write
+// permission sandbox.WriteClosed names (others', and the group's where
+// the user's umask withholds it): chmod 777 . or chmod o+w Makefile let
+// another local user replace the Makefile the user then ran. Each gives
 // the argument holding the mode, and, for the calls that set a mode only
 // when they create a file, the argument holding the flags that say so.
 // arm64 has only the *at calls.
 var modeSyscalls = []modeSyscall{
-	{syscallNr{"chmod", 90, noSyscall}, noArg, 1},
-	{syscallNr{"fchmod", 91, 52}, noArg, 1},
-	{syscallNr{"fchmodat", 268, 53}, noArg, 2},
-	{syscallNr{"fchmodat2", 452, 452}, noArg, 2},
-	{syscallNr{"creat", 85, noSyscall}, noArg, 1},
-	{syscallNr{"mknod", 133, noSyscall}, noArg, 1},
-	{syscallNr{"mknodat", 259, 33}, noArg, 2},
-	{syscallNr{"open", 2, noSyscall}, 1, 2},
-	{syscallNr{"openat", 257, 56}, 2, 3},
+	{syscallNr{"chmod", 90, noSyscall}, noArg, 1, true},
+	{syscallNr{"fchmod", 91, 52}, noArg, 1, true},
+	{syscallNr{"fchmodat", 268, 53}, noArg, 2, true},
+	{syscallNr{"fchmodat2", 452, 452}, noArg, 2, true},
+	{syscallNr{"creat", 85, noSyscall}, noArg, 1, false},
+	{syscallNr{"mknod", 133, noSyscall}, noArg, 1, false},
+	{syscallNr{"mknodat", 259, 33}, noArg, 2, false},
+	{syscallNr{"open", 2, noSyscall}, 1, 2, false},
+	{syscallNr{"openat", 257, 56}, 2, 3, false},
 }
 
 // modeSyscall is a call of modeSyscalls: flags (or noArg) and mode are
-// the indices of its arguments.
+// the indices of its arguments; chmod says the mode is set as it is (the
+// umask narrows a new file's).
 type modeSyscall struct {
 	nr          syscallNr
 	flags, mode int
+	chmod       bool
 }
 
 // noArg is a modeSyscall's flags for a call that always sets the mode.
@@ -104,6 +111,18 @@ const (
 
 // unsupportedSyscalls answer ENOSYS inside the sandbox.
 var unsupportedSyscalls = []syscallNr{{"openat2", 437, 437}}
+
+// xattrSyscalls, which set or remove extended attributes, answer
+// EOPNOTSUPP inside the sandbox, as on a file system without them: a POSIX
+// ACL is one (system.posix_acl_access, setfacl -m o::rwx or
+// u:someone:rwx), which gave other local users the write permission a
+// chmod may not (modeSyscalls), and the filter cannot read the name.
+// Programs that copy attributes (cp -a, rsync -X, Python's copystat)
+// pass over that answer; setfacl and setfattr fail.
+var xattrSyscalls = []syscallNr{
+	{"setxattr", 188, 5}, {"lsetxattr", 189, 6}, {"fsetxattr", 190, 7}, {"setxattrat", 463, 463},
+	{"removexattr", 197, 14}, {"lremovexattr", 198, 15}, {"fremovexattr", 199, 16}, {"removexattrat", 466, 466},
+}
 
 // syscallNr is one syscall's number on each supported architecture, or
 // noSyscall where that architecture has no such call.
@@ -124,17 +143,18 @@ var deniedIoctls = []uint32{0x5412, 0x541C, 0x5423}
 
 // seccomp return values and the layout of struct seccomp_data.
 const (
-	retAllow    = 0x7fff0000
-	retErrno    = 0x00050000
-	errnoEPERM  = 1
-	errnoENOSYS = 38
-	errnoEAFNO  = 97 // EAFNOSUPPORT
-	offNr       = 0
-	offArch     = 4
-	offArg0Low  = 16 + 8*0 // low 32 bits of args[0] on little-endian machines
-	offArg1Low  = 16 + 8*1 // and of args[1]
-	offArgsLow  = 16       // args[i]'s low 32 bits are at offArgsLow + 8*i
-	x32Bit      = 0x40000000
+	retAllow     = 0x7fff0000
+	retErrno     = 0x00050000
+	errnoEPERM   = 1
+	errnoENOSYS  = 38
+	errnoENOTSUP = 95 // EOPNOTSUPP
+	errnoEAFNO   = 97 // EAFNOSUPPORT
+	offNr        = 0
+	offArch      = 4
+	offArg0Low   = 16 + 8*0 // low 32 bits of args[0] on little-endian machines
+	offArg1Low   = 16 + 8*1 // and of args[1]
+	offArgsLow   = 16       // args[i]'s low 32 bits are at offArgsLow + 8*i
+	x32Bit       = 0x40000000
 )
 
 // seccompArch is one architecture the filter knows.
@@ -160,10 +180,11 @@ var seccompArches = map[string]seccompArch{
 // (the kernel refuses a signal with high bits set, so the low 32 bits
 // decide), and a call of modeSyscalls whose mode holds modeBitsDenied (for
 // open and openat, only with modeCreateFlags, without which the mode is
-// not read); a socket of a family not in allowedFamilies answers
-// EAFNOSUPPORT; unsupportedSyscalls and any other ABI (x32 and i386 on
+// not read), or, for the chmod calls, a bit of writeClosed; a socket of a
+// family not in allowedFamilies answers EAFNOSUPPORT; xattrSyscalls answer
+// EOPNOTSUPP; unsupportedSyscalls and any other ABI (x32 and i386 on
 // amd64, arm on arm64) answer ENOSYS; everything else is allowed.
-func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
+func seccompProgram(goarch string, writeClosed fs.FileMode) ([]bpf.RawInstruction, error) {
 	a, ok := seccompArches[goarch]
 	if !ok {
 		return nil, fmt.Errorf("seccomp: no syscall table for %s; cordon's Linux sandbox supports amd64 and arm64", goarch)
@@ -199,6 +220,9 @@ func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
 	}
 	for _, sc := range unsupportedSyscalls {
 		jeq(a.nr(sc), "enosys")
+	}
+	for _, sc := range xattrSyscalls {
+		jeq(a.nr(sc), "eopnotsupp")
 	}
 	for i, m := range modeSyscalls {
 		if a.nr(m.nr) != noSyscall {
@@ -241,7 +265,11 @@ func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
 			labels["mode"+strconv.Itoa(i)+"bits"] = len(prog)
 		}
 		prog = append(prog, bpf.LoadAbsolute{Off: uint32(offArgsLow + 8*m.mode), Size: 4})
-		jset(modeBitsDenied, "eperm")
+		denied := uint32(modeBitsDenied)
+		if m.chmod {
+			denied |= uint32(writeClosed.Perm())
+		}
+		jset(denied, "eperm")
 		prog = append(prog, bpf.RetConstant{Val: retAllow})
 	}
 	labels["ioctl"] = len(prog)
@@ -255,6 +283,8 @@ func seccompProgram(goarch string) ([]bpf.RawInstruction, error) {
 	prog = append(prog, bpf.RetConstant{Val: retErrno | errnoEPERM})
 	labels["enosys"] = len(prog)
 	prog = append(prog, bpf.RetConstant{Val: retErrno | errnoENOSYS})
+	labels["eopnotsupp"] = len(prog)
+	prog = append(prog, bpf.RetConstant{Val: retErrno | errnoENOTSUP})
 
 	for _, j := range jumps {
 		in := prog[j.at].(bpf.JumpIf)
@@ -286,22 +316,28 @@ func seccompBytes(prog []bpf.RawInstruction) []byte {
 }
 
 // seccompListing is the human-readable program for --dry-run.
-func seccompListing(goarch string, prog []bpf.RawInstruction) string {
+func seccompListing(goarch string, writeClosed fs.FileMode, prog []bpf.RawInstruction) string {
 	var b strings.Builder
 	names := make([]string, len(deniedSyscalls))
 	for i, sc := range deniedSyscalls {
 		names[i] = sc.name
 	}
-	var modes, unsupported []string
+	var modes, chmods, xattrs, unsupported []string
 	for _, m := range modeSyscalls {
 		if seccompArches[goarch].nr(m.nr) != noSyscall {
 			modes = append(modes, m.nr.name)
+			if m.chmod {
+				chmods = append(chmods, m.nr.name)
+			}
 		}
+	}
+	for _, sc := range xattrSyscalls {
+		xattrs = append(xattrs, sc.name)
 	}
 	for _, sc := range unsupportedSyscalls {
 		unsupported = append(unsupported, sc.name)
 	}
-	fmt.Fprintf(&b, "seccomp filter for %s: EPERM for %s, ioctl TIOCSTI/TIOCLINUX/TIOCSETD, prctl PR_SET_PDEATHSIG but SIGKILL, and a setuid or setgid mode to %s; EAFNOSUPPORT for sockets but unix, inet, inet6 and netlink; ENOSYS for %s and other ABIs\n", goarch, strings.Join(names, ", "), strings.Join(modes, ", "), strings.Join(unsupported, ", "))
+	fmt.Fprintf(&b, "seccomp filter for %s: EPERM for %s, ioctl TIOCSTI/TIOCLINUX/TIOCSETD, prctl PR_SET_PDEATHSIG but SIGKILL, a setuid or setgid mode to %s, and a mode with any of the write bits %#o to %s; EAFNOSUPPORT for sockets but unix, inet, inet6 and netlink; EOPNOTSUPP for %s; ENOSYS for %s and other ABIs\n", goarch, strings.Join(names, ", "), strings.Join(modes, ", "), uint32(writeClosed.Perm()), strings.Join(chmods, ", "), strings.Join(xattrs, ", "), strings.Join(unsupported, ", "))
 	for i, in := range prog {
 		fmt.Fprintf(&b, "%3d: %v\n", i, in.Disassemble())
 	}

@@ -64,6 +64,7 @@ func TestSyscallNumbers(t *testing.T) {
 		}
 		all := append(append([]syscallNr{ioctlNr, prctlNr}, socketNrs...), deniedSyscalls...)
 		all = append(all, unsupportedSyscalls...)
+		all = append(all, xattrSyscalls...)
 		for _, m := range modeSyscalls {
 			all = append(all, m.nr)
 		}
@@ -94,7 +95,7 @@ func TestSeccompProgram(t *testing.T) {
 	for goarch, a := range seccompArches {
 		oracle := kernelTables[goarch]
 		t.Run(goarch, func(t *testing.T) {
-			raw, err := seccompProgram(goarch)
+			raw, err := seccompProgram(goarch, 0o022)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +169,7 @@ func TestSeccompProgram(t *testing.T) {
 				want int
 			}{
 				{"fchmodat 0755", mode("fchmodat", noArg, 2, 0, 0o755), retAllow},
-				{"fchmodat 01777 (sticky)", mode("fchmodat", noArg, 2, 0, 0o1777), retAllow},
+				{"fchmodat 01755 (sticky)", mode("fchmodat", noArg, 2, 0, 0o1755), retAllow},
 				{"fchmodat 04755", mode("fchmodat", noArg, 2, 0, 0o4755), eperm},
 				{"fchmodat 02755", mode("fchmodat", noArg, 2, 0, 0o2755), eperm},
 				{"fchmodat 04755 with high bits set", mode("fchmodat", noArg, 2, 0, 0xdead_0000_0000_4755), eperm},
@@ -182,7 +183,31 @@ func TestSeccompProgram(t *testing.T) {
 				{"openat O_TMPFILE 02755", mode("openat", 2, 3, oTmpfile, 0o2755), eperm},
 				{"openat O_RDONLY, a mode that is not read", mode("openat", 2, 3, oRdonly, 0o4755), retAllow},
 				{"openat2", seccompData(nr("openat2"), native, 0), enosys},
+				// Nor a chmod that lets other local users write (here the
+				// group too, as a umask of 022 withholds it): one replaced
+				// the Makefile the user ran. A new file's mode the umask
+				// narrows, so openat's and mknodat's pass.
+				{"fchmodat 0777", mode("fchmodat", noArg, 2, 0, 0o777), eperm},
+				{"fchmodat 01777 (sticky, but others write)", mode("fchmodat", noArg, 2, 0, 0o1777), eperm},
+				{"fchmodat 0646 (o+w)", mode("fchmodat", noArg, 2, 0, 0o646), eperm},
+				{"fchmodat 0664 (g+w)", mode("fchmodat", noArg, 2, 0, 0o664), eperm},
+				{"fchmodat2 0757", mode("fchmodat2", noArg, 2, 0, 0o757), eperm},
+				{"fchmod 0666", mode("fchmod", noArg, 1, 0, 0o666), eperm},
+				{"fchmod 0600", mode("fchmod", noArg, 1, 0, 0o600), retAllow},
+				{"openat O_CREAT 0666", mode("openat", 2, 3, oCreat, 0o666), retAllow},
+				{"mknodat S_IFIFO|0666", mode("mknodat", noArg, 2, 0, 0o10666), retAllow},
+				// No extended attribute set or removed: a POSIX ACL is
+				// one, and the filter cannot read its name.
+				{"getxattr", seccompData(nr("getxattr"), native, 0), retAllow},
+				{"listxattr", seccompData(nr("listxattr"), native, 0), retAllow},
 			}...)
+			for _, sc := range xattrSyscalls {
+				tests = append(tests, struct {
+					name string
+					data []byte
+					want int
+				}{sc.name, seccompData(nr(sc.name), native, 0), retErrno | errnoENOTSUP})
+			}
 			if goarch == "amd64" {
 				tests = append(tests, []struct {
 					name string
@@ -191,6 +216,8 @@ func TestSeccompProgram(t *testing.T) {
 				}{
 					{"chmod 04755", mode("chmod", noArg, 1, 0, 0o4755), eperm},
 					{"chmod 0755", mode("chmod", noArg, 1, 0, 0o755), retAllow},
+					{"chmod 0777", mode("chmod", noArg, 1, 0, 0o777), eperm},
+					{"creat 0666", mode("creat", noArg, 1, 0, 0o666), retAllow},
 					{"creat 04755", mode("creat", noArg, 1, 0, 0o4755), eperm},
 					{"mknod S_IFREG|02755", mode("mknod", noArg, 1, 0, 0o102755), eperm},
 					{"open O_CREAT|O_WRONLY 04755", mode("open", 1, 2, oCreat|1, 0o4755), eperm},
@@ -230,8 +257,31 @@ func TestSeccompProgram(t *testing.T) {
 	}
 }
 
+// TestSeccompWriteClosed: the chmod calls refuse only the write bits they
+// are told to (a user whose umask lets the group write makes
+// group-writable files themselves).
+func TestSeccompWriteClosed(t *testing.T) {
+	for goarch, a := range seccompArches {
+		raw, err := seccompProgram(goarch, 0o002)
+		if err != nil {
+			t.Fatal(err)
+		}
+		insns, _ := bpf.Disassemble(raw)
+		vm, err := bpf.NewVM(insns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nr := kernelTables[goarch].SyscallNames["fchmodat"]
+		for m, want := range map[uint64]int{0o775: retAllow, 0o664: retAllow, 0o777: retErrno | errnoEPERM, 0o646: retErrno | errnoEPERM} {
+			if got, err := vm.Run(seccompArgN(nr, a.audit, 2, m, 0)); err != nil || got != want {
+				t.Errorf("%s: fchmodat %#o: %#x, %v; want %#x", goarch, m, got, err, want)
+			}
+		}
+	}
+}
+
 func TestSeccompUnknownArch(t *testing.T) {
-	if _, err := seccompProgram("mips"); err == nil {
+	if _, err := seccompProgram("mips", 0o022); err == nil {
 		t.Fatal("mips was accepted")
 	}
 }

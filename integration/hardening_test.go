@@ -810,6 +810,49 @@ func TestRunRemovesLooseObjectPipes(t *testing.T) {
 	}
 }
 
+// TestRunRemovesGitStatePipes: a named pipe the box makes where git
+// writes a ref's log (.git/logs/HEAD), or where git status reads a
+// rebase's state (.git/rebase-merge/head-name), is removed after the run,
+// with a removed line and a warning each: the host's git commit, and git
+// status, there waited for ever.
+func TestRunRemovesGitStatePipes(t *testing.T) {
+	b := newBox(t)
+	for _, args := range [][]string{{"init", "-q"}, {"commit", "-q", "--allow-empty", "-m", "one"}} {
+		cmd := asUser(t, nil, "/usr/bin/git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		cmd.Dir = b.ws
+		if r := runResult(t, runTimeout, cmd); r.code != 0 {
+			t.Fatalf("git %v: %s%s", args, r.stdout, r.stderr)
+		}
+	}
+	r := b.run("--net", "off", "--", "sh", "-c", `set -e
+		rm .git/logs/HEAD && mkfifo .git/logs/HEAD
+		mkdir .git/rebase-merge && touch .git/rebase-merge/interactive && mkfifo .git/rebase-merge/head-name
+		echo MADE`)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "MADE") {
+		t.Fatalf("the box did not plant its pipes:\n%s%s", r.stdout, r.stderr)
+	}
+	records := b.records()
+	for _, p := range []string{filepath.Join(b.ws, ".git", "logs", "HEAD"), filepath.Join(b.ws, ".git", "rebase-merge", "head-name")} {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+			t.Errorf("%s is still a pipe", p)
+		}
+		if !strings.Contains(r.stderr, "removed "+p+": a named pipe") {
+			t.Errorf("no warning naming %s:\n%s", p, r.stderr)
+		}
+		if !slices.ContainsFunc(records, func(r audit.Record) bool { return r.Type == audit.TypeRemoved && r.Path == p }) {
+			t.Errorf("no removed audit line for %s", p)
+		}
+	}
+	for _, args := range [][]string{{"status", "--short"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "two"}} {
+		cmd := asUser(t, nil, "timeout", append([]string{"20", "/usr/bin/git"}, args...)...)
+		cmd.Dir = b.ws
+		if r := runResult(t, runTimeout, cmd); r.code == 124 {
+			t.Errorf("the host's git %v waited on the box's pipe: %s%s", args, r.stdout, r.stderr)
+		}
+	}
+}
+
 // TestRunClosesWhatItOpened: the box may not open the workspace to other
 // local users' writes, which let one replace the Makefile the user then
 // ran: its chmod 777 . and chmod o+w Makefile are refused, and so is an

@@ -33,9 +33,9 @@ import (
 // command made, renamed or wrote to in the Nested workspace, which held
 // the host's git, and any other program that opened it, for ever (see
 // nestedChanges); and it removes each named pipe, socket, or link to
-// neither a file nor a directory the command made or used where git reads
-// its files in a .git directory there, loose objects included (see
-// gitPipes); and, before all that, it takes the write permission for
+// neither a file nor a directory the command made or used in a .git
+// directory there, where git reads and writes its files (see gitPipes);
+// and, before all that, it takes the write permission for
 // other local users (WriteClosed) off each file or directory the command
 // made with it there, where it looks (see openedSince). What it sets aside is recorded for
 // the guards of later runs in the Nested workspace, which keep it in

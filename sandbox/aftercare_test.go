@@ -294,12 +294,13 @@ func TestAftercareSetsAsidePipes(t *testing.T) {
 }
 
 // TestAftercareRemovesGitPipes: a named pipe the run left where git reads
-// its files, in the workspace's own .git (a branch's ref, a loose object)
-// and in a nested repository's (its HEAD), is removed, and so are a unix
+// or writes its files, in the workspace's own .git (a branch's ref, a
+// loose object, HEAD's log, a rebase's state, a submodule's git
+// directory) and in a nested repository's (its HEAD), is removed, and so are a unix
 // socket and symbolic links to a pipe (a ref, a loose object) or to
 // nothing, and a directory of loose objects that is a link: the host's
 // git status, and git log, then answer. A pipe that was there before the
-// run stays.
+// run stays, and so does one in git-lfs's store, where git does not read.
 func TestAftercareRemovesGitPipes(t *testing.T) {
 	ws := realTempDir(t)
 	git(t, ws, "init", "-q")
@@ -309,6 +310,15 @@ func TestAftercareRemovesGitPipes(t *testing.T) {
 	nested := filepath.Join(ws, "nested")
 	git(t, ws, "init", "-q", nested)
 	git(t, nested, "commit", "-q", "--allow-empty", "-m", "one")
+	module := filepath.Join(ws, ".git", "modules", "sm")
+	for _, d := range []string{filepath.Join(module, "objects", "ef"), filepath.Join(module, "refs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(module, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	old := filepath.Join(ws, ".git", "info", "old-pipe")
 	guards := guardAfterPipe(t, ws, old)
 	objects := filepath.Join(ws, ".git", "objects")
@@ -316,6 +326,21 @@ func TestAftercareRemovesGitPipes(t *testing.T) {
 	head := filepath.Join(nested, ".git", "HEAD")
 	loose := filepath.Join(objects, first[:2], first[2:])
 	for _, p := range []string{ref, head, loose} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Where git writes, what git status reads in a rebase, and a
+	// submodule's git directory.
+	if err := os.MkdirAll(filepath.Join(ws, ".git", "rebase-merge"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := []string{filepath.Join(ws, ".git", "logs", "HEAD"), filepath.Join(ws, ".git", "rebase-merge", "head-name"),
+		filepath.Join(module, "index"), filepath.Join(module, "objects", "ef", "0123")}
+	for _, p := range state {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			t.Fatal(err)
 		}
@@ -342,13 +367,22 @@ func TestAftercareRemovesGitPipes(t *testing.T) {
 	}
 	l.SetUnlinkOnClose(false)
 	l.Close()
+	lfs := filepath.Join(ws, ".git", "lfs", "objects", "ab", "cd", "abcd")
+	if err := os.MkdirAll(filepath.Dir(lfs), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(lfs, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	c := Aftercare(guards)
-	want := []string{ref, head, loose, linkRef, linkLoose, dangling, linkDir, socket}
+	want := append([]string{ref, head, loose, linkRef, linkLoose, dangling, linkDir, socket}, state...)
 	if !slices.Equal(slices.Sorted(slices.Values(c.GitPipes)), slices.Sorted(slices.Values(want))) || len(c.Unchecked) != 0 {
 		t.Fatalf("removed %q, unchecked %v; want %q", c.GitPipes, c.Unchecked, want)
 	}
-	if _, err := os.Lstat(old); err != nil {
-		t.Errorf("%s: %v; want it left", old, err)
+	for _, p := range []string{old, lfs} { // older than the run; where git does not read
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s: %v; want it left", p, err)
+		}
 	}
 	for _, dir := range []string{ws, nested} {
 		gitStatusAnswers(t, dir)

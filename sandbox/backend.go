@@ -176,7 +176,8 @@ type Care struct {
 	// and waits for ever.
 	Pipes []string
 	// GitPipes are the named pipes the command made or used in a git
-	// directory (a ref, HEAD, the index, a loose object), and the sockets
+	// directory (a ref, HEAD, the index, a loose object, a ref's log, a
+	// rebase's state, a submodule's git directory), and the sockets
 	// and the symbolic links to neither a file nor a directory (a pipe
 	// elsewhere) it made there, removed: git there would wait for ever on
 	// a pipe, and has no use for any of them.

@@ -45,7 +45,7 @@ const clockSlack = 50 * time.Millisecond
 // prompt that shows the branch, at every cd) for ever, waiting for a
 // writer. And it returns the pipes, sockets and links to neither a file
 // nor a directory in the .git directories it passes, the workspace's own
-// included, where git reads its files, loose objects too (gitPipes). And
+// included, where git reads and writes its files (gitPipes). And
 // it returns what the run opened to other local users' writes in each
 // directory it reads, and in those gitPipes reads (openedSince).
 func nestedChanges(root string, since time.Time, skip map[string]bool) (found, pipes, gitFifos, opened []string, err error) {
@@ -354,36 +354,35 @@ func innerGitDirs(dir string) ([]string, error) {
 	return out, gitDir(dir, 0)
 }
 
-// maxGitPipeEntries bounds the look through one git directory for pipes.
-const maxGitPipeEntries = 20_000
-
-// gitPipeDirs are the directories of a git directory, besides its top,
-// whose files git reads as a matter of course (a status, a prompt that
-// shows the branch): the refs, info/ (exclude, attributes), and the
-// object store's info/ (alternates) and pack/ (the packs' indexes).
-var gitPipeDirs = []string{"refs", "info", filepath.Join("objects", "info"), filepath.Join("objects", "pack")}
+// maxGitPipeEntries bounds the look through one git directory for pipes
+// (its refs, their logs, its submodules' git directories: a repository
+// with many branches fetched has a log for each).
+const maxGitPipeEntries = 100_000
 
 // gitPipes returns what the run made, renamed or wrote to (its change
-// time is since or later) in the git directory dir where git reads its
-// files, and that holds git for ever or is of no use to it: a named pipe
-// (FIFO), which git opens and waits on for a writer; a unix socket; and a
-// symbolic link that leads to neither a file nor a directory (a pipe
-// elsewhere, or nothing yet, where another local user may make one
-// later). HEAD, index, packed-refs, a ref or a pack index so made held
-// the host's git (a plain git status, a shell prompt at every cd, git
-// branch), and a loose object so made every git command that read it
-// (git log). Git makes none of these there, so what is found is
+// time is since or later) in the git directory dir, where git reads and
+// writes its files, and that holds git for ever or is of no use to it: a
+// named pipe (FIFO), which git opens and waits on for a writer (or, to
+// append to it, a reader); a unix socket; and a symbolic link that leads
+// to neither a file nor a directory (a pipe elsewhere, or nothing yet,
+// where another local user may make one later). HEAD, index,
+// packed-refs, a ref or a pack index so made held the host's git (a plain
+// git status, a shell prompt at every cd, git branch); a loose object,
+// every git command that read it (git log); a ref's log (logs/HEAD), git
+// commit; a rebase's state (rebase-merge/head-name), git status; a
+// submodule's git directory (modules/NAME/index), git status in the
+// superproject. Git makes none of these there, so what is found is
 // removed, not set aside: under refs/ a renamed pipe would still be read
-// as a ref. Loose objects are looked through only in the objects/??
-// directories whose change time says an entry was added since: a stat
-// each, not a read of every object. It also returns what the run opened
-// to other local users' writes in the directories it reads, and among
-// the objects/?? directories (openedSince): a ref, or a directory of
-// loose objects, that another user could write.
+// as a ref. The whole git directory is looked through, but for its
+// object stores' loose objects (objectStore), and the stores of large
+// files git itself does not read (gitLargeStores). It also returns what the
+// run opened to other local users' writes in the directories it reads
+// (openedSince): a ref, or a directory of loose objects, that another
+// user could write.
 func gitPipes(dir string, since time.Time) (out, opened []string, err error) {
 	entries := maxGitPipeEntries
-	var look func(d string, recurse bool) error
-	look = func(d string, recurse bool) error {
+	var look func(d string) error
+	look = func(d string) error {
 		es, open, err := readDir(d, since)
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return nil
@@ -392,6 +391,8 @@ func gitPipes(dir string, since time.Time) (out, opened []string, err error) {
 			return fmt.Errorf("%s: more than %d entries to look through for named pipes", dir, maxGitPipeEntries)
 		}
 		opened = append(opened, open...)
+		// A git directory's own (modules/NAME's too) holds a HEAD.
+		gitDir := slices.ContainsFunc(es, func(e fs.DirEntry) bool { return e.Name() == "HEAD" })
 		for _, e := range es {
 			p := filepath.Join(d, e.Name())
 			switch {
@@ -403,25 +404,29 @@ func gitPipes(dir string, since time.Time) (out, opened []string, err error) {
 				case !changed.Before(since):
 					out = append(out, p)
 				}
-			case recurse && e.IsDir():
-				err = errors.Join(err, look(p, true))
+			case !e.IsDir():
+			case gitDir && gitLargeStores[e.Name()]:
+			case gitDir && e.Name() == "objects":
+				dirs, traps, open, err2 := objectStore(p, since)
+				out = append(out, traps...)
+				opened = append(opened, open...)
+				err = errors.Join(err, err2)
+				for _, d := range dirs {
+					err = errors.Join(err, look(d))
+				}
+			default:
+				err = errors.Join(err, look(p))
 			}
 		}
 		return err
 	}
-	err = look(dir, false)
-	for _, sub := range gitPipeDirs {
-		err = errors.Join(err, look(filepath.Join(dir, sub), true))
-	}
-	loose, traps, open, err2 := looseDirsChangedSince(filepath.Join(dir, "objects"), since)
-	out = append(out, traps...)
-	opened = append(opened, open...)
-	err = errors.Join(err, err2)
-	for _, d := range loose {
-		err = errors.Join(err, look(d, false))
-	}
-	return out, opened, err
+	return out, opened, look(dir)
 }
+
+// gitLargeStores are the directories of a git directory where git-lfs and
+// git-annex keep large files, in a fan-out of up to 65,536 directories,
+// which git itself never reads: gitPipes does not look through them.
+var gitLargeStores = map[string]bool{"lfs": true, "annex": true}
 
 // gitTrap says whether p, of type t, is what gitPipes looks for: a named
 // pipe, a unix socket, or a symbolic link that leads to neither a
@@ -437,14 +442,15 @@ func gitTrap(p string, t fs.FileMode) bool {
 	return false
 }
 
-// looseDirsChangedSince lists the directories of loose objects (two hex
-// digits, objects/ab) in the object store objects that an entry was
-// added to, or renamed into, since (their change time says so); and, as
-// traps, the symbolic links made since under such a name, which git
-// follows into a directory that may hold a pipe, and never makes; and,
-// as opened, those of the directories born since with a bit of
-// WriteClosed in their mode (see openedSince).
-func looseDirsChangedSince(objects string, since time.Time) (dirs, traps, opened []string, err error) {
+// objectStore returns the directories of the object store objects for
+// gitPipes to look through: each but those of loose objects (two hex
+// digits, objects/ab), and of those each an entry was added to, or
+// renamed into, since (their change time says so), a status call each
+// rather than a read of every object; as traps, the symbolic links made
+// since under such a name, which git follows into a directory that may
+// hold a pipe, and never makes; and, as opened, the directories born
+// since with a bit of WriteClosed in their mode (see openedSince).
+func objectStore(objects string, since time.Time) (dirs, traps, opened []string, err error) {
 	// Each directory's status is taken relative to the store's, opened
 	// once: for all 256, 0.7 ms here, where a path walk for each cost 1.0
 	// (BenchmarkGitPipes).
@@ -460,7 +466,8 @@ func looseDirsChangedSince(objects string, since time.Time) (dirs, traps, opened
 	es, err := f.ReadDir(-1)
 	for _, e := range es {
 		n := e.Name()
-		if len(n) != 2 || strings.Trim(n, "0123456789abcdef") != "" || !e.IsDir() && e.Type()&fs.ModeSymlink == 0 {
+		loose := len(n) == 2 && strings.Trim(n, "0123456789abcdef") == ""
+		if !e.IsDir() && (!loose || e.Type()&fs.ModeSymlink == 0) {
 			continue
 		}
 		var st unix.Stat_t
@@ -469,15 +476,19 @@ func looseDirsChangedSince(objects string, since time.Time) (dirs, traps, opened
 			continue
 		}
 		d := filepath.Join(objects, n)
+		changed := !time.Unix(st.Ctim.Unix()).Before(since)
 		switch {
-		case time.Unix(st.Ctim.Unix()).Before(since):
-			continue
 		case !e.IsDir():
-			traps = append(traps, d)
+			if changed {
+				traps = append(traps, d)
+			}
 			continue
+		case !loose:
+			dirs = append(dirs, d) // info/, pack/
+		case changed:
+			dirs = append(dirs, d)
 		}
-		dirs = append(dirs, d)
-		if fs.FileMode(st.Mode).Perm()&WriteClosed != 0 {
+		if changed && fs.FileMode(st.Mode).Perm()&WriteClosed != 0 {
 			// Made so in the run, or by the user's git before it (a
 			// shared repository's) and given an object since: birth
 			// tells.

@@ -590,7 +590,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		after(audit.TypeSetAside, p, "set aside as ", "a named pipe (FIFO) the sandboxed command made or used in the workspace: git (a plain git status, a shell prompt that shows the branch) waits for ever on one named .gitignore, as other programs that open it do; look at it before you rename it back")
 	}
 	for _, p := range res.GitPipes {
-		after(audit.TypeRemoved, p, "removed ", "a named pipe (FIFO), a socket, or a symbolic link to neither a file nor a directory, that the sandboxed command made or used in a git directory, where git reads its files (HEAD, the index, a ref, a pack's index, a loose object): git run there on the host (a plain git status, a shell prompt that shows the branch, git log) would wait for ever on a pipe, and has no use for any of them")
+		after(audit.TypeRemoved, p, "removed ", "a named pipe (FIFO), a socket, or a symbolic link to neither a file nor a directory, that the sandboxed command made or used in a git directory, where git reads and writes its files (HEAD, the index, a ref, a pack's index, a loose object, a ref's log, a rebase's state, a submodule's git directory): git run there on the host (a plain git status, a shell prompt that shows the branch, git log, git commit) would wait for ever on a pipe, and has no use for any of them")
 	}
 	for _, p := range res.Closed {
 		after(audit.TypeClosed, p, "closed ", "the sandboxed command made it writable by other local users (by others, or by your group where your umask keeps the group from writing), who could have replaced or changed it: that permission is taken off it; look at what is in it before you run or build it")

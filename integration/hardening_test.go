@@ -856,7 +856,8 @@ func TestRunRemovesGitStatePipes(t *testing.T) {
 // TestRunClosesWhatItOpened: the box may not open the workspace to other
 // local users' writes, which let one replace the Makefile the user then
 // ran: its chmod 777 . and chmod o+w Makefile are refused, and so is an
-// ACL (setxattr of system.posix_acl_access, as setfacl -m o::rwx does).
+// ACL (setxattr of system.posix_acl_access, as setfacl -m o::rwx does);
+// the group's write is not refused (chmod +x of a group-writable file).
 // What it makes open with a umask of 0 (a directory, a file in it, a file
 // in a directory the user had opened) has others' write taken off after
 // the run, with a closed line and a warning each; the mode the user gave
@@ -876,9 +877,10 @@ func TestRunClosesWhatItOpened(t *testing.T) {
 		chmod 777 . 2>/dev/null || echo ROOT-REFUSED
 		chmod o+w Makefile 2>/dev/null || echo CHMOD-REFUSED
 		python3 -c 'import os; os.setxattr("Makefile", "system.posix_acl_access", bytes([2,0,0,0, 1,0,6,0,255,255,255,255, 4,0,4,0,255,255,255,255, 32,0,6,0,255,255,255,255]))' 2>/dev/null || echo ACL-REFUSED
+		echo z > group && chmod 664 group && chmod +x group && echo GROUP-ALLOWED
 		umask 0 && mkdir made && echo x > made/file && echo y > shared/file && echo MADE`)
 	expectCode(t, r, 0)
-	for _, want := range []string{"ROOT-REFUSED", "CHMOD-REFUSED", "ACL-REFUSED", "MADE"} {
+	for _, want := range []string{"ROOT-REFUSED", "CHMOD-REFUSED", "ACL-REFUSED", "GROUP-ALLOWED", "MADE"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("no %s:\n%s%s", want, r.stdout, r.stderr)
 		}

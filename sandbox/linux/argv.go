@@ -394,7 +394,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		k, v, _ := strings.Cut(kv, "=")
 		a = append(a, "--setenv", k, v)
 	}
-	if l.seccomp, err = seccompProgram(h.goarch, sandbox.WriteClosed); err != nil {
+	if l.seccomp, err = seccompProgram(h.goarch, chmodRefused); err != nil {
 		return nil, err
 	}
 	a = append(a, "--seccomp", strconv.Itoa(fdSeccomp), "--json-status-fd", strconv.Itoa(fdStatus), "--block-fd", strconv.Itoa(fdBlock))

@@ -63,15 +63,22 @@ const (
 	sigkill        = 9
 )
 
+// chmodRefused is the write permission the box's chmod calls may not
+// give: others'. The group's, which sandbox.WriteClosed also names where
+// the user's umask withholds it, is only taken off after the run, from
+// what the run made: refused in the box it broke chmod +x of a
+// group-writable file and git's core.sharedRepository, and a group's
+// members are some local users, not every one.
+const chmodRefused fs.FileMode = 0o002
+
 // modeSyscalls are the calls that set a file's mode, whose mode argument
 // may not hold the setuid or setgid bit (modeBitsDenied): a file the box
 // left in the workspace, or a directory it shares with the host, setuid
 // to the user (the box runs as the user) ran with the user's rights for
 // any other local user who could reach it, outside the box. Nor may the
-// mode of the chmod calls, which no umask narrows, give the write
-// permission sandbox.WriteClosed names (others', and the group's where
-// the user's umask withholds it): chmod 777 . or chmod o+w Makefile let
-// another local user replace the Makefile the user then ran. Each gives
+// mode of the chmod calls, which no umask narrows, give write to others
+// (chmodRefused): chmod 777 . or chmod o+w Makefile let another local
+// user replace the Makefile the user then ran. Each gives
 // the argument holding the mode, and, for the calls that set a mode only
 // when they create a file, the argument holding the flags that say so.
 // arm64 has only the *at calls.

@@ -122,6 +122,11 @@ type upstream1 struct {
 	// last is the latest such request.
 	used bool
 	last *http.Request
+	// spent says last's body started like a request line
+	// (bodystart.go): the connection carries no other request, and is
+	// kept only to be looked at once more (checkIdle), for the answer to
+	// that request.
+	spent bool
 }
 
 // limitReader reads r until n bytes have been read, then reports EOF and

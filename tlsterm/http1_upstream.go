@@ -39,6 +39,10 @@ type exchange struct {
 	bytesUp int64
 	// guard is the credential guard on the request body, or nil.
 	guard *credinject.BodyGuard
+	// start watches the start of the request body, or is nil: one like a
+	// request line keeps the upstream connection from another request
+	// (bodystart.go).
+	start *startWatch
 	// reason and detail say why the request failed, for its close line.
 	reason, detail string
 }
@@ -201,7 +205,8 @@ func (h *conn1) outgoing(x *exchange) error {
 	} else {
 		// Closing is left to the connection: the upstream leg must not
 		// drain the client's body.
-		req.Body = io.NopCloser(&countingReader{r: req.Body, n: &x.bytesUp})
+		x.start = &startWatch{ReadCloser: io.NopCloser(&countingReader{r: req.Body, n: &x.bytesUp})}
+		req.Body = x.start
 	}
 	return nil
 }
@@ -214,6 +219,9 @@ func (h *conn1) send(x *exchange) error {
 	for attempt := 0; ; attempt++ {
 		if h.up != nil && h.up.used {
 			h.checkIdle()
+		}
+		if h.up != nil && h.up.spent {
+			h.dropUpstream()
 		}
 		if h.up == nil {
 			if err := h.connect(); err != nil {
@@ -424,8 +432,10 @@ func (h *conn1) abortWrite(x *exchange) error {
 
 // finishWrite waits for the request body of x to be written once the
 // response is done. reuse says the upstream may carry another request if
-// the body went up whole; the result says whether the client connection
-// can go on.
+// the body went up whole; one whose body started like a request line
+// (bodystart.go) is kept only to be looked at before the next request
+// (upstream1.spent). The result says whether the client connection can
+// go on.
 func (h *conn1) finishWrite(x *exchange, reuse bool) bool {
 	clientOK := true
 	if x.wrote != nil {
@@ -448,6 +458,8 @@ func (h *conn1) finishWrite(x *exchange, reuse bool) bool {
 	}
 	if !reuse {
 		h.dropUpstream()
+	} else if x.start != nil && x.start.startsLikeRequest() {
+		h.up.spent = true // the server may read the body as a request
 	}
 	return clientOK
 }

@@ -47,6 +47,34 @@ type ResponseConn struct {
 	through bool
 	// err fails every read once it is set.
 	err error
+	// spentBy is a request whose body started like a request line
+	// (bodystart.go): no request after it is written on the connection,
+	// which fails later writes (refuseWrites) before a byte goes.
+	spentBy      *http.Request
+	refuseWrites bool
+}
+
+// errSpent fails the writes of a connection on which a request's body
+// started like a request line: net/http sends the request again on
+// another connection when it can (nothing of it was written).
+var errSpent = errors.New("the upstream connection carried a body that starts like a request, which the server may read as one")
+
+func (c *ResponseConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	refuse := c.refuseWrites
+	c.mu.Unlock()
+	if refuse {
+		return 0, errSpent
+	}
+	return c.Conn.Write(p)
+}
+
+// spend marks the connection as having carried req, whose body started
+// like a request line.
+func (c *ResponseConn) spend(req *http.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.spentBy = req
 }
 
 // NewResponseConn follows the responses on c; unsolicited logs bytes
@@ -136,6 +164,9 @@ func (c *ResponseConn) expect(req *http.Request) {
 		c.f.next(req.Method == http.MethodHead)
 	}
 	c.method, c.path = req.Method, req.URL.Path
+	if c.spentBy != nil && c.spentBy != req {
+		c.refuseWrites = true
+	}
 }
 
 // WatchingTransport is a Transport whose HTTP/1.1 connections are
@@ -144,12 +175,25 @@ func (c *ResponseConn) expect(req *http.Request) {
 type WatchingTransport struct{ *http.Transport }
 
 func (t WatchingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var watch *startWatch
+	if req.Body != nil && req.Body != http.NoBody {
+		watch = &startWatch{ReadCloser: req.Body}
+	}
 	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
 		if c, ok := info.Conn.(*ResponseConn); ok {
 			c.expect(req)
+			if watch != nil {
+				watch.whenLike(func() { c.spend(req) })
+			}
 		}
 	}}
-	return t.Transport.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	out := req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	if watch != nil {
+		// A body sent again (GetBody) would not be watched: a body
+		// request is sent once.
+		out.Body, out.GetBody = watch, nil
+	}
+	return t.Transport.RoundTrip(out)
 }
 
 // responseState is where a responseFramer is in a response.

@@ -1,0 +1,97 @@
+package tlsterm
+
+import (
+	"io"
+	"sync"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// An upstream that answers a request without reading its body reads the
+// body next, as a request of its own. A body that starts as a request
+// with a length (POST /collect HTTP/1.1, Content-Length: 80) then takes
+// the start of the next request cordon sends on that connection as its
+// body: that request's headers, with the credentials cordon injected
+// into them, stored where the box can ask for them again. So a
+// connection that carried a body starting like a request line (any blank
+// lines, then a token and a space: the method) is not used for another
+// request. A body that is a request's start only in part (a token cut
+// off by the body's end) counts too.
+
+// requestLikeLen bounds how much of a body is looked at: a method longer
+// than that is taken for one.
+const requestLikeLen = 64
+
+// requestLike says whether body (a request body's first bytes, all of it
+// when ended) starts like a request line, and whether that is decided.
+func requestLike(body []byte, ended bool) (like, decided bool) {
+	i := 0
+	for i < len(body) && (body[i] == '\r' || body[i] == '\n' || body[i] == ' ' || body[i] == '\t') {
+		i++
+	}
+	method := 0
+	for ; i < len(body); i++ {
+		switch c := body[i]; {
+		case httpguts.IsTokenRune(rune(c)):
+			method++
+		case c == ' ' && method > 0:
+			return true, true
+		default:
+			return false, true
+		}
+	}
+	if ended || len(body) >= requestLikeLen {
+		return method > 0, true
+	}
+	return false, false
+}
+
+// startWatch is a request body that records whether it starts like a
+// request line (requestLike), as it is read.
+type startWatch struct {
+	io.ReadCloser
+
+	mu      sync.Mutex
+	head    []byte
+	decided bool
+	like    bool
+	// onLike, when set, is called when the body is found to start like
+	// a request, or at once when set after that.
+	onLike func()
+}
+
+// whenLike sets w's onLike.
+func (w *startWatch) whenLike(f func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.onLike = f
+	if w.decided && w.like {
+		f()
+	}
+}
+
+func (w *startWatch) Read(p []byte) (int, error) {
+	n, err := w.ReadCloser.Read(p)
+	w.mu.Lock()
+	if !w.decided {
+		w.head = append(w.head, p[:min(n, requestLikeLen-len(w.head))]...)
+		w.like, w.decided = requestLike(w.head, err != nil)
+		if w.like && w.onLike != nil {
+			w.onLike()
+		}
+	}
+	w.mu.Unlock()
+	return n, err
+}
+
+// startsLikeRequest says whether what was read of the body started like
+// a request line; a body not read far enough to tell counts as one.
+func (w *startWatch) startsLikeRequest() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.decided {
+		like, _ := requestLike(w.head, true)
+		return like
+	}
+	return w.like
+}

@@ -801,9 +801,17 @@ func TestRunRemovesLooseObjectPipes(t *testing.T) {
 			t.Errorf("no removed audit line for %s", p)
 		}
 	}
-	for _, args := range [][]string{{"log", "--oneline"}, {"branch"}} {
+	expectHostGitAnswers(t, b.ws, []string{"log", "--oneline"}, []string{"branch"})
+}
+
+// expectHostGitAnswers runs each git command in dir as the user, the way
+// the host's git would after the run, and fails the test for each that
+// did not end within 20 seconds: one that waited on a pipe the box left.
+func expectHostGitAnswers(t *testing.T, dir string, commands ...[]string) {
+	t.Helper()
+	for _, args := range commands {
 		cmd := asUser(t, nil, "timeout", append([]string{"20", "/usr/bin/git"}, args...)...)
-		cmd.Dir = b.ws
+		cmd.Dir = dir
 		if r := runResult(t, runTimeout, cmd); r.code == 124 {
 			t.Errorf("the host's git %v waited on the box's pipe: %s%s", args, r.stdout, r.stderr)
 		}
@@ -844,13 +852,8 @@ func TestRunRemovesGitStatePipes(t *testing.T) {
 			t.Errorf("no removed audit line for %s", p)
 		}
 	}
-	for _, args := range [][]string{{"status", "--short"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "two"}} {
-		cmd := asUser(t, nil, "timeout", append([]string{"20", "/usr/bin/git"}, args...)...)
-		cmd.Dir = b.ws
-		if r := runResult(t, runTimeout, cmd); r.code == 124 {
-			t.Errorf("the host's git %v waited on the box's pipe: %s%s", args, r.stdout, r.stderr)
-		}
-	}
+	expectHostGitAnswers(t, b.ws, []string{"status", "--short"},
+		[]string{"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "two"})
 }
 
 // TestRunClosesWhatItOpened: the box may not open the workspace to other

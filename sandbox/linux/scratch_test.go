@@ -12,18 +12,19 @@ import (
 	"time"
 )
 
-// TestScratchNotWrittenThroughRunAsLinks: cordon run as root hands its
-// scratch directory to run_as (default nobody), an account other
-// processes on the machine may run as. Such a process, spinning on the
-// name of a scratch file (the names are fixed: file-0, empty), must never
-// get a symbolic link in before root writes the file: root would follow
-// it and overwrite any file on the machine with the file's contents.
-func TestScratchNotWrittenThroughRunAsLinks(t *testing.T) {
+// nobody is run_as's default account, which other processes on the
+// machine may run as.
+const nobody = 65534
+
+// scratchBase is a directory for a root run's scratch directory that
+// other accounts can reach (t.TempDir's parent is closed to them); the
+// test fails unless it runs as root, as make test does.
+func scratchBase(t *testing.T) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Fatal("this test hands a directory to another account; run it as root, as make test does")
+		t.Fatal("this test lets another account at a directory; run it as root, as make test does")
 	}
-	const nobody = 65534
-	base, err := os.MkdirTemp("", "cordon-scratch-test-") // t.TempDir's parent is closed to others
+	base, err := os.MkdirTemp("", "cordon-scratch-test-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +32,17 @@ func TestScratchNotWrittenThroughRunAsLinks(t *testing.T) {
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return base
+}
+
+// TestScratchNotWrittenThroughRunAsLinks: cordon run as root lets run_as
+// (default nobody), an account other processes on the machine may run
+// as, read its scratch directory. Such a process, spinning on the name
+// of a scratch file (the names are fixed: file-0, empty), must never get
+// a symbolic link in before root writes the file: root would follow it
+// and overwrite any file on the machine with the file's contents.
+func TestScratchNotWrittenThroughRunAsLinks(t *testing.T) {
+	base := scratchBase(t)
 	victim := filepath.Join(base, "victim")
 	const original = "root's own\n"
 	if err := os.WriteFile(victim, []byte(original), 0o600); err != nil {
@@ -104,18 +116,7 @@ func TestScratchRemovedWhenNotWrittenWhole(t *testing.T) {
 // bundle) before bwrap binds it, and the box would read what it put
 // there instead.
 func TestScratchNotRunAsOwn(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("this test lets another account read a directory; run it as root, as make test does")
-	}
-	const nobody = 65534
-	base, err := os.MkdirTemp("", "cordon-scratch-test-") // t.TempDir's parent is closed to others
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	base := scratchBase(t)
 	scratch := filepath.Join(base, "scratch")
 	file := filepath.Join(scratch, "file-0")
 	l := &launch{scratch: scratch, files: map[string][]byte{file: []byte("127.0.0.1 localhost\n")}}

@@ -140,14 +140,18 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 		}
 		// status is what the client got: the upstream's, cordon's 502,
 		// or none (0) when another address is tried.
+		var bodyLike atomic.Bool // the body started like a request line
 		closeLine := func(up, down int64, status int, f policy.Decision) {
 			r := audit.Record{Type: audit.TypeClose, Kind: audit.KindHTTP, ID: id, Host: host, Port: t.Port,
 				Addr: addr.String(), Method: method, Path: path, Status: status,
 				BytesUp: up, BytesDown: down, DurationMS: time.Since(start).Milliseconds(),
 				Decision: tlsterm.CloseDecision(f.Reason), Reason: string(f.Reason), Detail: f.Detail}
+			if r.Detail == "" && bodyLike.Load() {
+				r.Detail = tlsterm.BodyLikeRequestDetail
+			}
 			s.cfg.Audit.Later(r) // goes out with the next line (see audit.Writer.Later)
 		}
-		out := req.Clone(req.Context())
+		out := req.Clone(tlsterm.WithBodyNotice(req.Context(), func() { bodyLike.Store(true) }))
 		out.URL.Host = addr.String() // the pool's key: connections to this address only
 		out.Host = req.Host
 		// The request body is counted as it goes up (its count is "down"

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/tlsterm"
 )
 
 // bodyIgnoringOrigin is a plain-HTTP server on the test host, on port, as
@@ -165,5 +166,10 @@ func TestPlainUnsolicitedResponseLogged(t *testing.T) {
 	}
 	if strings.Contains(p.stderr.String(), "smuggled") {
 		t.Fatalf("cordon's standard error quotes the response:\n%s", p.stderr)
+	}
+	// The body started like a request: its connection took no other
+	// request, and its close line says so.
+	if c := waitRecord(t, p.audit, audit.Record{Type: audit.TypeClose, Path: "/a"}); c.Detail != tlsterm.BodyLikeRequestDetail {
+		t.Fatalf("POST /a's close line: %+v", c)
 	}
 }

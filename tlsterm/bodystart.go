@@ -1,6 +1,7 @@
 package tlsterm
 
 import (
+	"context"
 	"io"
 	"sync"
 
@@ -17,6 +18,19 @@ import (
 // lines, then a token and a space: the method) is not used for another
 // request. A body that is a request's start only in part (a token cut
 // off by the body's end) counts too.
+
+// BodyLikeRequestDetail is the close line's detail for a request whose
+// body started like a request line.
+const BodyLikeRequestDetail = "the body starts like a request line (a token and a space): its upstream connection carried no other request, as a server that ignored the body would read it as a request of its own, which could take the next request as its body"
+
+type bodyNoticeKey struct{}
+
+// WithBodyNotice returns ctx carrying notice, which a WatchingTransport
+// calls when the body of a request made with ctx starts like a request
+// line, so that the request's close line can say so.
+func WithBodyNotice(ctx context.Context, notice func()) context.Context {
+	return context.WithValue(ctx, bodyNoticeKey{}, notice)
+}
 
 // requestLikeLen bounds how much of a body is looked at: a method longer
 // than that is taken for one.

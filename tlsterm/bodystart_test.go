@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/audit"
 )
 
 func TestRequestLike(t *testing.T) {
@@ -80,7 +82,7 @@ func collectingOrigin(collected chan<- string, conns *atomic.Int32) http.Handler
 // response. The connection must not carry another request after such a
 // body; one after a JSON body (which the server reads) still does. HTTP/1.1 clients (cordon's own
 // upstream leg) and HTTP/2 clients (net/http's Transport to an HTTP/1.1
-// upstream) alike.
+// upstream) alike. POST /a's close line says its connection was retired.
 func TestBodyLikeRequestEndsUpstream(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		collected := make(chan string, 10)
@@ -113,6 +115,10 @@ func TestBodyLikeRequestEndsUpstream(t *testing.T) {
 		case b := <-collected:
 			t.Errorf("h2 %v: the server stored the next request as /collect's body: %q", h2, b)
 		case <-time.After(200 * time.Millisecond):
+		}
+		closes := r.waitRecords(t, audit.TypeClose, 2)
+		if closes[0].Path != "/a" || closes[0].Detail != BodyLikeRequestDetail || closes[1].Detail != "" {
+			t.Errorf("h2 %v: the close lines do not say POST /a's connection was retired, and only that: %+v", h2, closes)
 		}
 		before := conns.Load()
 		if got := do("POST", "/collect", `{"model":"x"}`); got != "you asked POST /collect" || <-collected != `{"model":"x"}` {

@@ -23,6 +23,9 @@ type handler struct {
 // reqState carries what happened to a request to its close record.
 type reqState struct {
 	reason, detail string
+	// bodyLike says the request's body started like a request line
+	// (WithBodyNotice).
+	bodyLike atomic.Bool
 }
 
 type reqStateKey struct{}
@@ -138,7 +141,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rs := &reqState{}
-	r = r.WithContext(context.WithValue(r.Context(), reqStateKey{}, rs))
+	r = r.WithContext(WithBodyNotice(context.WithValue(r.Context(), reqStateKey{}, rs), func() { rs.bodyLike.Store(true) }))
 	var up atomic.Int64
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, n: &up}
@@ -157,6 +160,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if reason, detail, ok := bodyRefusal(out); ok {
 			rs.reason, rs.detail = reason, detail
+		}
+		if rs.detail == "" && rs.bodyLike.Load() {
+			rs.detail = BodyLikeRequestDetail
 		}
 		h.st.record(audit.Record{Type: audit.TypeClose, Method: r.Method, Path: r.URL.Path,
 			Status: cw.status, BytesUp: up.Load(), BytesDown: cw.n, Reason: rs.reason, Detail: rs.detail,

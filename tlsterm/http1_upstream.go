@@ -56,6 +56,9 @@ func (h *conn1) forward(req *http.Request, out credinject.Outcome, body *clientB
 	if reason, detail, ok := bodyRefusal(out); ok {
 		x.reason, x.detail = reason, detail
 	}
+	if x.detail == "" && x.start != nil && x.start.startsLikeRequest() {
+		x.detail = BodyLikeRequestDetail
+	}
 	h.st.record(audit.Record{Type: audit.TypeClose, Method: method, Path: path,
 		Status: status, BytesUp: x.bytesUp, BytesDown: down, Reason: x.reason, Detail: x.detail,
 		DurationMS: time.Since(start).Milliseconds()})

@@ -179,11 +179,17 @@ func (t WatchingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if req.Body != nil && req.Body != http.NoBody {
 		watch = &startWatch{ReadCloser: req.Body}
 	}
+	notice, _ := req.Context().Value(bodyNoticeKey{}).(func())
 	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
 		if c, ok := info.Conn.(*ResponseConn); ok {
 			c.expect(req)
 			if watch != nil {
-				watch.whenLike(func() { c.spend(req) })
+				watch.whenLike(func() {
+					c.spend(req)
+					if notice != nil {
+						notice()
+					}
+				})
 			}
 		}
 	}}

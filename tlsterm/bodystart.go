@@ -1,6 +1,7 @@
 package tlsterm
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"sync"
@@ -88,7 +89,13 @@ func (w *startWatch) Read(p []byte) (int, error) {
 	n, err := w.ReadCloser.Read(p)
 	w.mu.Lock()
 	if !w.decided {
-		w.head = append(w.head, p[:min(n, requestLikeLen-len(w.head))]...)
+		chunk := p[:n]
+		if len(w.head) == 0 {
+			// Blank lines, as many as there are, before the start: a
+			// server that skips them reads on to the request after.
+			chunk = bytes.TrimLeft(chunk, "\r\n \t")
+		}
+		w.head = append(w.head, chunk[:min(len(chunk), requestLikeLen-len(w.head))]...)
 		w.like, w.decided = requestLike(w.head, err != nil)
 		if w.like && w.onLike != nil {
 			w.onLike()

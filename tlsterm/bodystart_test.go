@@ -39,6 +39,29 @@ func TestRequestLike(t *testing.T) {
 	}
 }
 
+// TestStartWatchSkipsBlankLines: blank lines before a hidden request,
+// more of them than the bytes looked at, do not hide it (a server that
+// skips blank lines reads on to it); a JSON body read a byte at a time is
+// still none.
+func TestStartWatchSkipsBlankLines(t *testing.T) {
+	for body, want := range map[string]bool{
+		strings.Repeat("\r\n", 3*requestLikeLen) + "POST /collect HTTP/1.1\r\n": true,
+		strings.Repeat(" ", 5*requestLikeLen):                                   false,
+		`{"model":"x","input":"POST /collect HTTP/1.1"}`:                        false,
+	} {
+		w := &startWatch{ReadCloser: io.NopCloser(strings.NewReader(body))}
+		buf := make([]byte, 1)
+		for {
+			if _, err := w.Read(buf); err != nil {
+				break
+			}
+		}
+		if got := w.startsLikeRequest(); got != want {
+			t.Errorf("body %.40q…: starts like a request = %v, want %v", body, got, want)
+		}
+	}
+}
+
 // collectingOrigin answers a request without reading its body, as
 // Python's http.server does, but for /collect, whose body it reads
 // (Content-Length) and keeps, as a paste service does: a body it ignored

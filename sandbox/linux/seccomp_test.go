@@ -87,6 +87,14 @@ func TestSyscallNumbers(t *testing.T) {
 	}
 }
 
+// seccompCase is a system call given to a seccomp program, and the
+// answer it must get.
+type seccompCase struct {
+	name string
+	data []byte
+	want int
+}
+
 func TestSeccompProgram(t *testing.T) {
 	const (
 		eperm  = retErrno | errnoEPERM
@@ -115,11 +123,7 @@ func TestSeccompProgram(t *testing.T) {
 				return n
 			}
 			native := uint32(oracle.ID)
-			tests := []struct {
-				name string
-				data []byte
-				want int
-			}{
+			tests := []seccompCase{
 				{"read", seccompData(nr("read"), native, 0), retAllow},
 				{"openat", seccompData(nr("openat"), native, 0), retAllow},
 				{"clone", seccompData(nr("clone"), native, 0), retAllow},
@@ -163,11 +167,7 @@ func TestSeccompProgram(t *testing.T) {
 				}
 				return b
 			}
-			tests = append(tests, []struct {
-				name string
-				data []byte
-				want int
-			}{
+			tests = append(tests, []seccompCase{
 				{"fchmodat 0755", mode("fchmodat", noArg, 2, 0, 0o755), retAllow},
 				{"fchmodat 01755 (sticky)", mode("fchmodat", noArg, 2, 0, 0o1755), retAllow},
 				{"fchmodat 04755", mode("fchmodat", noArg, 2, 0, 0o4755), eperm},
@@ -202,18 +202,10 @@ func TestSeccompProgram(t *testing.T) {
 				{"listxattr", seccompData(nr("listxattr"), native, 0), retAllow},
 			}...)
 			for _, sc := range xattrSyscalls {
-				tests = append(tests, struct {
-					name string
-					data []byte
-					want int
-				}{sc.name, seccompData(nr(sc.name), native, 0), retErrno | errnoENOTSUP})
+				tests = append(tests, seccompCase{sc.name, seccompData(nr(sc.name), native, 0), retErrno | errnoENOTSUP})
 			}
 			if goarch == "amd64" {
-				tests = append(tests, []struct {
-					name string
-					data []byte
-					want int
-				}{
+				tests = append(tests, []seccompCase{
 					{"chmod 04755", mode("chmod", noArg, 1, 0, 0o4755), eperm},
 					{"chmod 0755", mode("chmod", noArg, 1, 0, 0o755), retAllow},
 					{"chmod 0777", mode("chmod", noArg, 1, 0, 0o777), eperm},
@@ -225,24 +217,12 @@ func TestSeccompProgram(t *testing.T) {
 				}...)
 			}
 			for _, sc := range deniedSyscalls {
-				tests = append(tests, struct {
-					name string
-					data []byte
-					want int
-				}{sc.name, seccompData(nr(sc.name), native, 0), eperm})
+				tests = append(tests, seccompCase{sc.name, seccompData(nr(sc.name), native, 0), eperm})
 			}
 			if a.x32 {
-				tests = append(tests, struct {
-					name string
-					data []byte
-					want int
-				}{"x32 read", seccompData(x32Bit|nr("write"), native, 0), enosys})
+				tests = append(tests, seccompCase{"x32 read", seccompData(x32Bit|nr("write"), native, 0), enosys})
 			} else {
-				tests = append(tests, struct {
-					name string
-					data []byte
-					want int
-				}{"arm compat", seccompData(3, uint32(arch.ARM.ID), 0), enosys})
+				tests = append(tests, seccompCase{"arm compat", seccompData(3, uint32(arch.ARM.ID), 0), enosys})
 			}
 			for _, tt := range tests {
 				got, err := vm.Run(tt.data)

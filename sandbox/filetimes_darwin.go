@@ -8,18 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fileTimes is p's birth and status-change times, p itself (not what a
-// link names).
-func fileTimes(p string) (born, changed time.Time, err error) {
-	_, born, changed, err = fileStatus(p)
-	return born, changed, err
-}
-
-// fileStatus is fileTimes and p's permission bits.
-func fileStatus(p string) (perm fs.FileMode, born, changed time.Time, err error) {
-	return fileStatusAt(unix.AT_FDCWD, p)
-}
-
 // fileStatusAt is fileStatus of p relative to the directory dirfd.
 func fileStatusAt(dirfd int, p string) (perm fs.FileMode, born, changed time.Time, err error) {
 	var st unix.Stat_t

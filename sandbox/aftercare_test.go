@@ -351,7 +351,15 @@ func TestAftercareRemovesGitPipes(t *testing.T) {
 	linkRef := filepath.Join(ws, ".git", "refs", "heads", "link")
 	linkLoose := filepath.Join(objects, "ab", "cdef")
 	dangling := filepath.Join(objects, "ab", "0123")
+	// A directory name no object of the two commits has (their hashes
+	// are new each run).
 	linkDir := filepath.Join(objects, "cd")
+	for i := 0xce; ; i++ {
+		if _, err := os.Lstat(linkDir); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		linkDir = filepath.Join(objects, fmt.Sprintf("%02x", i&0xff))
+	}
 	socket := filepath.Join(objects, "ab", "4567")
 	if err := os.MkdirAll(filepath.Dir(linkLoose), 0o755); err != nil {
 		t.Fatal(err)

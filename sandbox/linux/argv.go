@@ -23,16 +23,15 @@ import (
 const (
 	// fdStatus is bwrap's --json-status-fd: the child's pid, then its exit code.
 	fdStatus = 3
-	// fdSeccomp carries the BPF program for --seccomp.
+	// fdSeccomp carries the BPF program for --seccomp, which bwrap reads
+	// once it has built the box: its arrival is cordon's go-ahead for the
+	// command (see giveGoAhead).
 	fdSeccomp = 4
 	// fdProbe carries the self-test's findings (probe launches only).
 	fdProbe = 5
 	// fdArgs carries bwrap's own arguments (--args), so no value (an
 	// --env variable, say) shows in the host's process list.
 	fdArgs = 6
-	// fdBlock is bwrap's --block-fd: the built sandbox waits there, before
-	// it starts the command, for cordon's go-ahead (see release).
-	fdBlock = 7
 )
 
 // selfPath is where cordon's own binary sits inside the sandbox, when it
@@ -135,7 +134,7 @@ type probeMode struct {
 // bwrap's own init is pid 1 of the sandbox's pid namespace: it reaps
 // orphans and reports the command's exit. The command is pid 2, which the
 // init forks only once cordon has recorded the launch and put the
-// rlimits on it (--block-fd): the command inherits them, the init needs
+// rlimits on it (the go-ahead): the command inherits them, the init needs
 // none of what they bound. A command that cannot be executed is answered
 // with 126 or 127, as a shell would, from the host's view of the same
 // files.
@@ -397,7 +396,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	if l.seccomp, err = seccompProgram(h.goarch, chmodRefused); err != nil {
 		return nil, err
 	}
-	a = append(a, "--seccomp", strconv.Itoa(fdSeccomp), "--json-status-fd", strconv.Itoa(fdStatus), "--block-fd", strconv.Itoa(fdBlock))
+	a = append(a, "--seccomp", strconv.Itoa(fdSeccomp), "--json-status-fd", strconv.Itoa(fdStatus))
 	l.sep = len(a)
 	a = append(a, "--")
 	l.argv = append(a, cmdline...)

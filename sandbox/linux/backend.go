@@ -115,8 +115,7 @@ func (b *Backend) Plan(s *sandbox.Spec) (*sandbox.Plan, error) {
 	if l.emptyDir != "" {
 		plan.Files[l.emptyDir+"/"] = ""
 	}
-	plan.Files["fd "+strconv.Itoa(fdSeccomp)] = seccompListing(h.goarch, chmodRefused, l.seccomp)
-	plan.Files["fd "+strconv.Itoa(fdBlock)] = goAheadText(l)
+	plan.Files["fd "+strconv.Itoa(fdSeccomp)] = goAheadText(l) + seccompListing(h.goarch, chmodRefused, l.seccomp)
 	if s.Policy.Network == policy.NetOpen {
 		plan.Files["landlock"] = "bwrap, and the command after it, start in a Landlock domain scoped to its own abstract unix sockets (LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, with no_new_privs): the host's, which --net open would otherwise share, answer EPERM\n"
 	}

@@ -148,7 +148,7 @@ func TestSetRlimits(t *testing.T) {
 // TestGoAheadText: --dry-run names every limit the command starts with.
 func TestGoAheadText(t *testing.T) {
 	got := goAheadText(&launch{rlimits: limitPlan{data: 1 << 30, nproc: 50}.rlimits()})
-	for _, want := range []string{"--block-fd", "fsyncs the launch line", "RLIMIT_CORE soft 1 hard 1",
+	for _, want := range []string{"the seccomp pipe, which is the go-ahead", "fsyncs the launch line", "RLIMIT_CORE soft 1 hard 1",
 		"RLIMIT_DATA soft 1073741824 hard 1073741824", "RLIMIT_NPROC soft 50 hard 50"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the go-ahead's description lacks %q:\n%s", want, got)

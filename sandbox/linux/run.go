@@ -166,8 +166,8 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 			return fail(err)
 		}
 		defer done()
-		passed := []int{fdStatus, fdSeccomp, fdArgs, fdBlock}
-		files := []*os.File{fds.statusW, fds.seccomp, fds.args, fds.block}
+		passed := []int{fdStatus, fdSeccomp, fdArgs}
+		files := []*os.File{fds.statusW, fds.seccomp, fds.args}
 		if probe != nil {
 			passed, files = append(passed, fdProbe), append(files, fds.probeW)
 		}
@@ -194,7 +194,7 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		defer done()
 		// A nil entry (the probe's descriptor, in a run) is closed in
 		// bwrap, so the command inherits nothing but its stdio.
-		files := append(stdio[:], fds.statusW, fds.seccomp, fds.probeW, fds.args, fds.block)
+		files := append(stdio[:], fds.statusW, fds.seccomp, fds.probeW, fds.args)
 		sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if h.uid != os.Getuid() {
 			sys.Credential = &syscall.Credential{Uid: uint32(h.uid), Gid: uint32(h.gid), Groups: []uint32{}}
@@ -235,7 +235,7 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	ended := make(chan struct{})
 	defer close(ended)
 	released := make(chan error, 1)
-	go func() { released <- release(s, h, l, st, fds.goAhead) }()
+	go func() { released <- release(s, h, l, st, fds) }()
 	var startErr error
 	// A watcher finds the command and watches its end (commandEnded
 	// below): as soon as it runs when it has scratch files, which go
@@ -271,8 +271,8 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		// bwrap leads its own process group, and its sandbox child stays
 		// in it until the go-ahead. That child has no parent-death signal
 		// yet (bwrap's init sets one only once it runs), so a box killed
-		// before it reports its pid is ended through the group: it would
-		// otherwise wait for the go-ahead forever.
+		// before it reports its pid is ended through the group, at once,
+		// rather than when cordon's end of the seccomp pipe closes.
 		_ = unix.Kill(-c.pid, unix.SIGKILL)
 		c.signal(unix.SIGKILL)
 		if cg != nil {
@@ -463,14 +463,11 @@ func endedUnreported(wentAhead bool, stopped string, launcher unix.Signal) strin
 
 // release lets the built sandbox start the command: the launch is
 // recorded (s.Commit), the rlimits go on the sandbox's init (the command
-// inherits them when the init forks it), and then one byte on goAhead,
-// bwrap's --block-fd, where bwrap holds the command back until then. The
-// sandbox's end of that pipe is open for reading and writing, so it never
-// reads an end of file: if cordon dies first, the command never starts,
-// and the sandbox dies with cordon (--die-with-parent). A nil error with
-// no byte sent means bwrap ended before it made the sandbox (or its init
-// died first).
-func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, goAhead *os.File) error {
+// inherits them when the init forks it), and then the go-ahead
+// (giveGoAhead). If cordon dies first, the command never starts, and the
+// sandbox ends. A nil error with no go-ahead given means bwrap ended
+// before it made the sandbox (or its init died first).
+func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, fds *launchFiles) error {
 	if err := commit(s); err != nil {
 		return err
 	}
@@ -492,7 +489,7 @@ func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, goAhead *
 			return &StartError{Code: ExitLaunchFailed, Reason: err.Error()}
 		}
 	}
-	if _, err := goAhead.Write([]byte{1}); err != nil {
+	if err := fds.giveGoAhead(); err != nil {
 		return &StartError{Code: ExitLaunchFailed, Reason: fmt.Sprintf("let the sandbox start the command: %v", err)}
 	}
 	l.wentAhead = true // read by Run once it has this call's result
@@ -502,7 +499,7 @@ func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, goAhead *
 // goAheadText says, for --dry-run, what happens before the go-ahead.
 func goAheadText(l *launch) string {
 	var b strings.Builder
-	b.WriteString("the go-ahead pipe (bwrap --block-fd): bwrap builds the box and waits here; cordon fsyncs the launch line, sets these limits on the sandbox's init, then writes one byte, and the init starts the command, which inherits them:\n")
+	b.WriteString("the seccomp pipe, which is the go-ahead: bwrap builds the box and waits to read the program here; cordon fsyncs the launch line, sets these limits on the sandbox's init, then writes the program, and the init starts the command under it, which inherits them (if cordon dies first, the pipe ends empty and bwrap exits without starting it):\n")
 	for _, r := range l.rlimits {
 		fmt.Fprintf(&b, "  %s\n", r)
 	}
@@ -609,18 +606,25 @@ func exitSignal(code int) string {
 type launchFiles struct {
 	statusR, statusW *os.File
 	probeR, probeW   *os.File
-	seccomp, args    *os.File
-	// block is the sandbox's end of the go-ahead pipe (--block-fd), open
-	// for reading and writing; goAhead is cordon's.
-	block, goAhead *os.File
+	args             *os.File
+	// seccomp is the sandbox's end of the seccomp pipe (--seccomp);
+	// goAhead is cordon's, where it writes program as the go-ahead (see
+	// giveGoAhead).
+	seccomp, goAhead *os.File
+	program          []byte
 }
 
 // newLaunchFiles creates bwrap's status pipe, the self-test's pipe (probe
-// launches only) and the memfds holding the seccomp program and bwrap's
+// launches only), the seccomp pipe, and the memfd holding bwrap's
 // options (its command stays on the command line, where bwrap requires
 // it).
 func newLaunchFiles(l *launch, probe bool) (*launchFiles, error) {
-	f := &launchFiles{}
+	f := &launchFiles{program: seccompBytes(l.seccomp)}
+	// The go-ahead must reach bwrap whole or not at all: one write of at
+	// most PIPE_BUF bytes to a pipe is never split.
+	if len(f.program) > pipeBuf {
+		return nil, fmt.Errorf("the seccomp program is %d bytes, over the %d a pipe takes in one write", len(f.program), pipeBuf)
+	}
 	var err error
 	if f.statusR, f.statusW, err = os.Pipe(); err != nil {
 		return nil, fmt.Errorf("create status pipe: %w", err)
@@ -631,9 +635,9 @@ func newLaunchFiles(l *launch, probe bool) (*launchFiles, error) {
 			return nil, fmt.Errorf("create the self-test's pipe: %w", err)
 		}
 	}
-	if f.seccomp, err = memfd("cordon-seccomp", seccompBytes(l.seccomp)); err != nil {
+	if f.seccomp, f.goAhead, err = os.Pipe(); err != nil {
 		f.close()
-		return nil, err
+		return nil, fmt.Errorf("create the seccomp pipe: %w", err)
 	}
 	var args strings.Builder
 	for _, a := range l.argv[1:l.sep] {
@@ -644,35 +648,33 @@ func newLaunchFiles(l *launch, probe bool) (*launchFiles, error) {
 		f.close()
 		return nil, err
 	}
-	if f.block, f.goAhead, err = goAheadPipe(); err != nil {
-		f.close()
-		return nil, err
-	}
 	return f, nil
 }
 
-// goAheadPipe makes the go-ahead pipe: w for cordon, and rw, its read
-// end reopened for reading and writing, for the sandbox. A holder of rw
-// is a writer too, so its reads wait for data however the other ends
-// close.
-func goAheadPipe() (rw, w *os.File, err error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, nil, fmt.Errorf("create the go-ahead pipe: %w", err)
+// pipeBuf is PIPE_BUF on Linux: a write of up to this many bytes to a
+// pipe is atomic.
+const pipeBuf = 4096
+
+// giveGoAhead lets the built sandbox start the command. bwrap reads its
+// seccomp program only once the box is built, up to the pipe's end, and
+// only then starts the command, under it: the program, written at once
+// and followed by the pipe's end, is the go-ahead. A pipe that ends with
+// no program (cordon died first) gives bwrap an empty filter, which the
+// kernel refuses (EINVAL); bwrap then exits without starting the
+// command, and nothing is left waiting.
+func (f *launchFiles) giveGoAhead() error {
+	_, err := f.goAhead.Write(f.program)
+	if cerr := f.goAhead.Close(); err == nil {
+		err = cerr
 	}
-	defer r.Close()
-	rw, err = os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", r.Fd()), os.O_RDWR, 0)
-	if err != nil {
-		w.Close()
-		return nil, nil, fmt.Errorf("reopen the go-ahead pipe: %w", err)
-	}
-	return rw, w, nil
+	f.goAhead = nil
+	return err
 }
 
 // closeChildEnds drops cordon's copies of what only the child uses, so the
 // pipes reach EOF when the sandbox ends.
 func (f *launchFiles) closeChildEnds() {
-	for _, c := range []**os.File{&f.statusW, &f.probeW, &f.seccomp, &f.args, &f.block} {
+	for _, c := range []**os.File{&f.statusW, &f.probeW, &f.seccomp, &f.args} {
 		if *c != nil {
 			(*c).Close()
 			*c = nil

@@ -3,18 +3,28 @@
 package linux
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"maps"
 	"os"
 	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/policy"
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 func TestStatusReader(t *testing.T) {
@@ -214,64 +224,213 @@ func TestStdioFilesSharedWriter(t *testing.T) {
 	}
 }
 
-// TestGoAheadWithheld: bwrap holds the command back until the go-ahead
-// byte, and a go-ahead pipe whose outside end is gone (cordon died) never
-// lets it start; the sandbox keeps waiting until it is killed.
+// TestGoAheadWithheld: bwrap holds the command back until cordon writes
+// the seccomp program (the go-ahead). While cordon withholds it, the box
+// waits; once cordon's end of the pipe is gone without it (cordon died),
+// bwrap exits without starting the command, and nothing is left waiting.
 func TestGoAheadWithheld(t *testing.T) {
 	bw, err := exec.LookPath("bwrap")
 	if err != nil {
 		t.Fatal("bubblewrap is needed: ", err)
 	}
+	prog, err := seccompProgram(runtime.GOARCH, chmodRefused)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
-		name  string
-		allow bool
-	}{{"withheld", false}, {"given", true}} {
+		name string
+		// give writes the go-ahead; end closes cordon's end of the pipe.
+		give, end bool
+	}{{"given", true, true}, {"withheld", false, false}, {"launcher gone", false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			marker := dir + "/ran"
-			rw, w, err := goAheadPipe()
+			argv := []string{bw, "--ro-bind", "/", "/", "--bind", dir, dir, "--unshare-pid", "--die-with-parent",
+				"--seccomp", "3", "--", "/bin/sh", "-c", "echo > " + marker}
+			fds, err := newLaunchFiles(&launch{argv: argv, sep: len(argv) - 4, seccomp: prog}, false)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(bw, "--ro-bind", "/", "/", "--bind", dir, dir, "--unshare-pid", "--die-with-parent",
-				"--block-fd", "3", "--", "/bin/sh", "-c", "echo > "+marker)
-			cmd.ExtraFiles = []*os.File{rw}
+			defer fds.close()
+			cmd := exec.Command(bw, argv[1:]...)
+			cmd.ExtraFiles = []*os.File{fds.seccomp}
 			// Its own process group, which its sandbox child shares until
-			// the go-ahead: killing bwrap alone would leave that child
-			// waiting.
+			// the go-ahead, so that the test can end it all.
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			rw.Close()
+			fds.closeChildEnds()
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
-			if tc.allow {
-				if _, err := w.Write([]byte{1}); err != nil {
+			if tc.give {
+				if err := fds.giveGoAhead(); err != nil {
 					t.Fatal(err)
 				}
 			}
-			w.Close() // as when cordon dies: its end closes
+			if tc.end {
+				fds.close()
+			}
 			select {
 			case err := <-exited:
-				if !tc.allow {
-					t.Fatalf("bwrap went on without the go-ahead: %v", err)
+				_, ran := os.Stat(marker)
+				switch {
+				case !tc.end:
+					t.Fatalf("bwrap ended while cordon withheld the go-ahead: %v", err)
+				case tc.give && (err != nil || ran != nil):
+					t.Fatalf("the go-ahead did not run the command: bwrap %v, the command's file %v", err, ran)
+				case !tc.give && ran == nil:
+					t.Fatal("the command ran without the go-ahead")
+				case !tc.give && err == nil:
+					t.Fatal("bwrap exited 0 without the go-ahead")
 				}
-				if _, err := os.Stat(marker); err != nil {
-					t.Fatalf("the command did not run after the go-ahead: %v", err)
+				// Nothing of the box is left in its group, once the
+				// last of it has been reaped.
+				for end := time.Now().Add(2 * time.Second); syscall.Kill(-cmd.Process.Pid, 0) != syscall.ESRCH; {
+					if time.Now().After(end) {
+						t.Fatal("a process of the box outlived bwrap by 2s")
+					}
+					time.Sleep(10 * time.Millisecond)
 				}
-			case <-time.After(500 * time.Millisecond):
-				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-				<-exited
-				if tc.allow {
-					t.Fatal("the go-ahead did not start the command")
+			case <-time.After(2 * time.Second):
+				if tc.end {
+					t.Fatal("bwrap kept waiting after cordon's end of the go-ahead was gone")
 				}
 				if _, err := os.Stat(marker); err == nil {
 					t.Fatal("the command ran without the go-ahead")
 				}
 			}
 		})
+	}
+}
+
+// TestLauncherKilledBeforeGoAhead: a cordon killed outright (SIGKILL)
+// after bwrap has started but before the go-ahead leaves nothing behind:
+// the box's processes end, and the command never runs. The launcher is
+// this test's binary, run again as a child whose launch line never gets
+// written (its Commit blocks).
+func TestLauncherKilledBeforeGoAhead(t *testing.T) {
+	if ws := os.Getenv("CORDON_TEST_LAUNCHER_WORKSPACE"); ws != "" {
+		launchUntilCommit(t, ws)
+		return
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Fatal("bubblewrap is needed: ", err)
+	}
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() == 0 {
+		// A root run's command runs as nobody (run_as), which must reach
+		// the workspace and write there.
+		nobody, err := user.Lookup(policy.DefaultRunAs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid, _ := strconv.Atoi(nobody.Uid)
+		if err := os.Chmod(filepath.Dir(ws), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(ws, uid, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLauncherKilledBeforeGoAhead$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "CORDON_TEST_LAUNCHER_WORKSPACE="+ws)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer killBox(ws)
+	defer cmd.Process.Kill()
+	ready := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		ready <- line
+	}()
+	select {
+	case line := <-ready:
+		if line != "committing\n" {
+			t.Fatalf("the launcher said %q, want committing", line)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the launcher did not reach its launch line within 30s")
+	}
+	// The launch line is written while the box is built: the box waits
+	// for the go-ahead once one of its processes waits on a pipe. (bwrap
+	// itself has an earlier window, of about a millisecond after it
+	// forks, in which a launcher killed leaves its sandbox child waiting
+	// for its parent, which no launcher can close; see the README.)
+	for end := time.Now().Add(30 * time.Second); !slices.ContainsFunc(boxProcesses(ws), waitsOnPipe); {
+		if time.Now().After(end) {
+			t.Fatal("the box did not reach the go-ahead within 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(boxProcesses(ws)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("5s after the launcher was killed, the box's processes %v are still there", boxProcesses(ws))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+		t.Fatal("the command ran though its launch line was never written")
+	}
+}
+
+// launchUntilCommit is TestLauncherKilledBeforeGoAhead's launcher: it
+// runs a network-off box in ws whose Commit says "committing" on stdout
+// and then never returns. The command names ws on its command line, and
+// so on bwrap's.
+func launchUntilCommit(t *testing.T, ws string) {
+	p := policy.Defaults()
+	p.Network = policy.NetOff
+	s := &sandbox.Spec{Policy: p, Argv: []string{"/bin/sh", "-c", "echo > " + filepath.Join(ws, "ran")}, Workspace: ws, Workdir: ws,
+		Stderr: os.Stderr, Stdout: os.Stderr}
+	s.Commit = func() error {
+		os.Stdout.WriteString("committing\n")
+		select {}
+	}
+	_, err := New(Options{AuditPath: filepath.Join(t.TempDir(), "audit.jsonl")}).Run(context.Background(), s)
+	t.Fatalf("the launch ended: %v", err)
+}
+
+// boxProcesses are the pids whose command line names ws: the box's
+// bwrap processes, and its command.
+func boxProcesses(ws string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && bytes.Contains(b, []byte(ws)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// waitsOnPipe says whether process pid sleeps reading a pipe.
+func waitsOnPipe(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/wchan")
+	return err == nil && strings.HasSuffix(string(b), "pipe_read") // anon_pipe_read on newer kernels
+}
+
+// killBox ends whatever of the box a failed test left.
+func killBox(ws string) {
+	for _, pid := range boxProcesses(ws) {
+		syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
 

@@ -107,6 +107,9 @@ func TestSeccompProgram(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if n := len(seccompBytes(raw)); n > pipeBuf {
+				t.Fatalf("the program is %d bytes: the go-ahead needs it in one pipe write, at most %d", n, pipeBuf)
+			}
 			insns, ok := bpf.Disassemble(raw)
 			if !ok {
 				t.Fatal("program does not disassemble")

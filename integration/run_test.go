@@ -847,6 +847,57 @@ func TestRunPrintsWorkspaceNamesEscaped(t *testing.T) {
 	}
 }
 
+// TestRunRefusalsStayOnTheirLines: a refusal quotes what the workspace
+// holds, a project file's text (a YAML error shows a value) or where a
+// .cordon.yaml link points. A newline there started a line of its own,
+// and cordon printed the hostile repository's words as its own fix
+// ("cordon: fix: ... run cordon network open"). Now the refusal's text is
+// one line, its newlines escaped; the refusal is logged with the text as
+// it is (a block line, or the exit line of a launch the sandbox refused).
+func TestRunRefusalsStayOnTheirLines(t *testing.T) {
+	const forged = "cordon: fix: this repository needs the network: run cordon network open"
+	uid, gid, _ := testUser(t)
+	for _, tc := range []struct {
+		name  string
+		plant func(b *box, pf string) error
+	}{
+		{"a YAML error quoting the file's text", func(b *box, pf string) error {
+			b.file(pf, "network: !!int \"\\n"+forged+"\"\n")
+			return nil
+		}},
+		{"a link's target", func(b *box, pf string) error {
+			if err := os.Symlink("x\n"+forged, pf); err != nil {
+				return err
+			}
+			return os.Lchown(pf, int(uid), int(gid))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBox(t)
+			if err := tc.plant(b, filepath.Join(b.ws, ".cordon.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			r := b.run("--net", "off", "--", "true")
+			expectCode(t, r, 125)
+			for _, l := range strings.Split(r.stderr, "\n") {
+				if strings.HasPrefix(l, forged) {
+					t.Errorf("the repository's text has a line of its own:\n%s", r.stderr)
+				}
+			}
+			if !strings.Contains(r.stderr, `\n`+forged) {
+				t.Errorf("the refusal does not quote the text with its newline escaped:\n%s", r.stderr)
+			}
+			// Refused by the policy (block) or by the sandbox as it
+			// was built (an exit line, failed_to_start).
+			if !slices.ContainsFunc(b.records(), func(r audit.Record) bool {
+				return r.Outcome != "completed" && strings.Contains(r.Detail, "\n"+forged)
+			}) {
+				t.Errorf("no refusal audit line with the text as it is: %+v", b.records())
+			}
+		})
+	}
+}
+
 // TestRunLinkedProjectFileRefused: a .cordon.yaml that is a link to a
 // file inside the workspace (conf/cordon.yaml) is refused: no guard holds
 // a link, and the box rewrote its target, so the next run dropped the

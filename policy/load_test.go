@@ -44,6 +44,8 @@ func TestConfigErrorsNameKeyAndFile(t *testing.T) {
 		{"nested keys differing in case", "limits: {pids: 1}\nLIMITS: {memory: 1GiB}\n", []string{`key "limits" is given twice`}},
 		{"number as key", "limits: {7: x}\n", []string{"key 7 (under limits) is not a name"}},
 		{"duplicate key", "deny: [a.example]\ndeny: [b.example]\n", []string{`"deny" already defined`}},
+		// The decoder's errors one a line are put on one line.
+		{"duplicate keys", "deny: [a.example]\ndeny: [b.example]\nenv: []\nenv: []\n", []string{`yaml: line 2: mapping key "deny" already defined at line 1; line 4: mapping key "env" already defined at line 3`}},
 		{"bad network", "network: wide", []string{`network: "wide" is not one of off, restricted, open`}},
 		{"bad pattern", "deny: [ok.example, 'bad host']", []string{"deny", `"bad host"`}},
 		{"bad terminate", "terminate: some", []string{"terminate", "all or none"}},

@@ -69,7 +69,7 @@ func parseLayer(path string, data []byte, home string) (*layer, error) {
 func readSettings(data []byte) (settings map[string]any, leaves map[string]any, err error) {
 	var doc any
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, nil, err
+		return nil, nil, oneLineYAMLError(err)
 	}
 	leaves = map[string]any{}
 	if doc == nil {
@@ -127,6 +127,17 @@ func underKey(prefix string) string {
 // isMapping says whether a decoded YAML value is a mapping.
 func isMapping(v any) bool {
 	return v != nil && reflect.TypeOf(v).Kind() == reflect.Map
+}
+
+// oneLineYAMLError puts the decoder's type errors, which it lists one a
+// line, on one line: cordon prints an error on one line (a newline of
+// the file's own text in one is escaped).
+func oneLineYAMLError(err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		return fmt.Errorf("yaml: %s", strings.Join(te.Errors, "; "))
+	}
+	return err
 }
 
 // singleDocument refuses a stream of several YAML documents: only the

@@ -122,9 +122,10 @@ func verdict(r sandbox.Report) sandbox.Status {
 }
 
 // printDoctor writes the report as a table with reasons and fixes. What
-// names a path is printed escaped (termtext): a project file's path is in
-// the workspace, whose directories a sandboxed command may have made and
-// named, and a reason may name where a link there points.
+// names a path is printed escaped (termtext), each on its line: a
+// project file's path is in the workspace, whose directories a sandboxed
+// command may have made and named, a reason may name where a link there
+// points, and the note quotes a project file's error, with its text.
 func printDoctor(w io.Writer, r doctorReport) {
 	fmt.Fprintf(w, "sandbox:   %s %s\n", r.Backend, r.Version)
 	fmt.Fprintf(w, "network:   %s\n", r.Network)
@@ -140,13 +141,13 @@ func printDoctor(w io.Writer, r doctorReport) {
 		fmt.Fprintf(w, "project:   %s\n", termtext.Printable(f, 0))
 	}
 	if r.Note != "" {
-		fmt.Fprintf(w, "note:      %s\n", termtext.Lines(r.Note))
+		fmt.Fprintf(w, "note:      %s\n", termtext.Printable(r.Note, 0))
 	}
 	fmt.Fprintln(w)
 	for _, c := range r.Capabilities {
-		fmt.Fprintf(w, "%-9s %s: %s\n", c.Status, c.Name, termtext.Lines(c.Reason))
+		fmt.Fprintf(w, "%-9s %s: %s\n", c.Status, c.Name, termtext.Printable(c.Reason, 0))
 		if c.Fix != "" && c.Status != sandbox.Ready {
-			fmt.Fprintf(w, "%-9s fix: %s\n", "", termtext.Lines(c.Fix))
+			fmt.Fprintf(w, "%-9s fix: %s\n", "", termtext.Printable(c.Fix, 0))
 		}
 	}
 	fmt.Fprintf(w, "\nverdict: %s\n", r.Verdict)

@@ -11,7 +11,8 @@ import (
 
 // TestPrintDoctorEscapes: a project file's path is in the workspace,
 // whose directories a sandboxed command may have made and named with an
-// escape sequence; doctor prints it, and the reasons, escaped.
+// escape sequence; doctor prints it, and the reasons, escaped; and the
+// note, which quotes a project file's error, on one line.
 func TestPrintDoctorEscapes(t *testing.T) {
 	dir := "/ws/sub\x1b]0;pwned\a\x1b[2K"
 	var out bytes.Buffer
@@ -21,10 +22,14 @@ func TestPrintDoctorEscapes(t *testing.T) {
 		}},
 		Verdict: sandbox.Degraded, Network: policy.NetOff,
 		Sources: policy.Sources{Global: dir + "/config.yaml", Projects: []string{dir + "/.cordon.yaml"}},
-		Note:    "no project file was read: " + dir + "/.cordon.yaml",
+		Note:    "no project file was read: " + dir + "/.cordon.yaml: yaml: cannot decode !!str `\n" + forged + "`",
 	})
 	if strings.ContainsAny(out.String(), "\x1b\a") {
 		t.Fatalf("doctor printed an escape sequence raw:\n%q", out.String())
+	}
+	// A newline of the project file's text starts no line of its own.
+	if strings.Contains(out.String(), "\n"+forged) || !strings.Contains(out.String(), `\n`+forged) {
+		t.Errorf("doctor's note does not quote the project file's newline escaped:\n%s", out.String())
 	}
 	escaped := `/ws/sub\x1b]0;pwned\a\x1b[2K`
 	for _, w := range []string{"config:    " + escaped, "project:   " + escaped, "note:      no project file was read: " + escaped, "x: found " + escaped, "fix: look in " + escaped} {

@@ -37,6 +37,7 @@ toward the hosts they belong to, and logs every decision.`,
 			root.CompletionOptions.DisableDefaultCmd = true
 			root.AddCommand(add())
 			checkFlags(root)
+			oneLineErrors(root)
 			return root
 		}
 	}
@@ -45,7 +46,24 @@ toward the hosts they belong to, and logs every decision.`,
 	}
 	addCompletion(root)
 	checkFlags(root)
+	oneLineErrors(root)
 	return root
+}
+
+// oneLineErrors marks the errors of the runs of cmd and the commands
+// below it as runError, which main prints on one line (printError).
+func oneLineErrors(cmd *cobra.Command) {
+	if run := cmd.RunE; run != nil {
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			if err := run(c, args); err != nil {
+				return runError{err}
+			}
+			return nil
+		}
+	}
+	for _, c := range cmd.Commands() {
+		oneLineErrors(c)
+	}
 }
 
 // addCompletion adds cobra's completion command, which printed its help

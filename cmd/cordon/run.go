@@ -321,11 +321,7 @@ func (r *runState) refuse(reason, detail, fix string) error {
 		}
 	}
 	r.print()
-	msg := "blocked: " + detail
-	if fix != "" {
-		msg += "\ncordon: fix: " + fix
-	}
-	return exitError{code: exitRefused, msg: msg}
+	return exitError{code: exitRefused, msg: "blocked: " + detail, fix: fix}
 }
 
 // refuseSecretsInBox refuses a run whose command line or environment (s.Env

@@ -44,8 +44,10 @@ func Shows(r rune) bool {
 	return unicode.IsPrint(r) && !unicode.In(r, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector)
 }
 
-// Lines is msg, an error or a message of several lines, with each line
-// Printable: its newlines are kept.
+// Lines is msg, a message of several lines, with each line Printable:
+// its newlines are kept. Only for a message whose every line its writer
+// chose: a newline in text a hostile side chose would start a line of
+// its own, which reads as the writer's (use Printable).
 func Lines(msg string) string {
 	lines := strings.Split(msg, "\n")
 	for i, l := range lines {

@@ -146,8 +146,8 @@ func firstAddr(ps []Pattern, a netip.Addr, port int) (Pattern, bool) {
 	return Pattern{}, false
 }
 
-// Names lists the allow entries as written, for the effective allowlist
-// shown by run --json, proxy and doctor.
+// Names lists the allow entries in their canonical form (Pattern.String),
+// for the effective allowlist shown by run --json, proxy and doctor.
 func (r *Rules) Names() []string {
 	out := make([]string, 0, len(r.Allow))
 	for _, p := range r.Allow {

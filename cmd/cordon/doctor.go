@@ -81,7 +81,7 @@ BLOCKED. Exits 1 when the policy is BLOCKED.`,
 				}
 				out.Note = "no project file was read: " + err.Error()
 			}
-			if out.AllowedDomains, err = p.EffectiveAllow(credentials); err != nil {
+			if out.AllowedDomains, err = allowedDomains(p, credentials); err != nil {
 				return err
 			}
 			out.Report = newBackend(ap).Check(sandbox.Fresh(cmd.Context()), p)
@@ -105,6 +105,23 @@ BLOCKED. Exits 1 when the policy is BLOCKED.`,
 	cmd.Flags().StringArrayVar(&credentials, "credential", nil, "include the hosts of this configured credential in the effective allowlist, as cordon run --credential would (repeatable)")
 	cmd.Flags().StringVar(&ap, "audit", "", "audit log file (default $CORDON_AUDIT or ~/.local/state/cordon/audit.jsonl)")
 	return cmd
+}
+
+// allowedDomains is p's effective allowlist with the hosts of the named
+// credentials, each entry in its canonical form, as cordon run --json and
+// cordon proxy show it. As written, a project file's entry could end in
+// a carriage return (it parses: the blanks around an entry are trimmed),
+// which on the terminal hid the entries before it behind those after.
+func allowedDomains(p *policy.Policy, credentials []string) ([]string, error) {
+	allow, err := p.EffectiveAllow(credentials)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := policy.Compile(allow, nil)
+	if err != nil {
+		return nil, err
+	}
+	return rules.Names(), nil
 }
 
 // verdict is the worst status in r.

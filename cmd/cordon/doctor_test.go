@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -36,5 +38,37 @@ func TestPrintDoctorEscapes(t *testing.T) {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("doctor's output lacks %q:\n%s", w, out.String())
 		}
+	}
+}
+
+// TestDoctorShowsCanonicalAllowlist: doctor showed a project file's
+// allow entries as written, and one may end in a carriage return (the
+// blanks around an entry are trimmed when it is parsed): on the terminal
+// the entries after it were written over those before it, and the
+// allowlist looked narrower than it was. It shows each entry in its
+// canonical form, as cordon run --json and cordon proxy do.
+func TestDoctorShowsCanonicalAllowlist(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("CORDON_CONFIG", "")
+	ws := filepath.Join(home, "ws")
+	for path, data := range map[string]string{
+		filepath.Join(home, ".config", "cordon", "config.yaml"): "allow: [\"*.github.com\"]\n",
+		filepath.Join(ws, ".git", "HEAD"):                       "ref: refs/heads/main\n",
+		filepath.Join(ws, policy.ProjectFile):                   "allow: [\"exfil.github.com\\r\", \"API.github.com" + strings.Repeat(" ", 40) + "\"]\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(ws)
+	var out bytes.Buffer
+	execute(&out, &out, "doctor", "--net", "restricted", "--audit", filepath.Join(t.TempDir(), "audit.jsonl"))
+	if !strings.Contains(out.String(), "\nallowed:   exfil.github.com api.github.com\n") {
+		t.Errorf("doctor does not show the allowlist in its canonical form:\n%q", out.String())
 	}
 }

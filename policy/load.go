@@ -190,10 +190,18 @@ func GlobalConfigPath() (string, error) {
 }
 
 // globalConfigPath resolves the global config location; a path named
-// explicitly (flag or $CORDON_CONFIG) must exist.
+// explicitly (flag or $CORDON_CONFIG) must exist. $CORDON_CONFIG must be
+// absolute: set once for every directory cordon starts in, a relative
+// one named a file in each, which the repository there could hold, and
+// that file, the operator's posture, could widen it at will (cordon
+// proxy took its allowlist). --config, typed for one invocation, is
+// taken from the working directory.
 func globalConfigPath(explicit, home string) (path string, mustExist bool, err error) {
 	if explicit == "" {
 		explicit = os.Getenv("CORDON_CONFIG")
+		if explicit != "" && !filepath.IsAbs(explicit) {
+			return "", false, fmt.Errorf("$CORDON_CONFIG=%q is not an absolute path: it would name another file in each directory cordon starts in, one the repository there may hold, as your global config; set it to an absolute path (export CORDON_CONFIG=\"$PWD/%s\" where the file is), or pass --config", explicit, explicit)
+		}
 	}
 	if explicit != "" {
 		abs, err := filepath.Abs(explicit)

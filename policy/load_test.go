@@ -262,6 +262,29 @@ func TestGlobalConfigPath(t *testing.T) {
 	}
 }
 
+// TestRelativeCordonConfigRefused: a relative $CORDON_CONFIG named a
+// file in the directory cordon started in, which a hostile repository
+// could hold: its network: open and allowlist were taken as the global
+// config's (cordon proxy ran with them). It is refused, saying how to
+// set it; a relative --config, typed for one invocation, is taken from
+// the working directory.
+func TestRelativeCordonConfigRefused(t *testing.T) {
+	home := fakeHome(t)
+	proj := filepath.Join(home, "proj")
+	mkdirs(t, filepath.Join(proj, ".git"))
+	writeFile(t, filepath.Join(proj, "cordon.yaml"), "network: open\nallow: [\"*.evil.example\"]\n")
+	t.Chdir(proj)
+	t.Setenv("CORDON_CONFIG", "cordon.yaml")
+	p, _, err := Load(LoadOptions{Workdir: proj, OptionalWorkspace: true})
+	if err == nil || !strings.Contains(err.Error(), `$CORDON_CONFIG="cordon.yaml" is not an absolute path`) || !strings.Contains(err.Error(), "--config") {
+		t.Fatalf("relative CORDON_CONFIG: %+v, %v; want a refusal", p, err)
+	}
+	t.Setenv("CORDON_CONFIG", "")
+	if p, src, err := Load(LoadOptions{ConfigPath: "cordon.yaml", Workdir: proj}); err != nil || p.Network != NetOpen || src.Global != filepath.Join(proj, "cordon.yaml") {
+		t.Fatalf("relative --config: %+v %+v %v", p, src, err)
+	}
+}
+
 func TestLoad(t *testing.T) {
 	home := fakeHome(t)
 	proj := filepath.Join(home, "proj")

@@ -228,10 +228,12 @@ func readConfig(path string, mustExist bool, workspace string) (*configFile, err
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !mustExist:
 		return nil, nil
+	case errors.As(err, &nr) && workspace != "":
+		return nil, fmt.Errorf("project config %s is %s, not a regular file; a project file is a short YAML file: replace it with one, or remove it", path, nr.Kind())
 	case errors.As(err, &nr):
 		return nil, fmt.Errorf("config %s is %s, not a regular file; a cordon config is a short YAML file: name one with --config or CORDON_CONFIG", path, nr.Kind())
 	case err != nil:
-		return nil, configOpenError(path, err)
+		return nil, configOpenError(path, workspace != "", err)
 	}
 	defer f.Close()
 	if workspace != "" {
@@ -250,11 +252,14 @@ func readConfig(path string, mustExist bool, workspace string) (*configFile, err
 	return &configFile{path: path, data: data}, nil
 }
 
-// configOpenError explains why the config at path could not be opened,
-// with the fix for that reason: one that exists but cannot be read was
-// told to be created with cordon init.
-func configOpenError(path string, err error) error {
+// configOpenError explains why the config at path (a project file's,
+// if project) could not be opened, with the fix for that reason: one
+// that exists but cannot be read was told to be created with cordon
+// init, and a project file's to name another global config.
+func configOpenError(path string, project bool, err error) error {
 	switch {
+	case project && errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("read project config %s: %w (let your user read it, and search the directories above it, or remove it)", path, err)
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("read config %s: %w (create it with cordon init, or point --config or CORDON_CONFIG at an existing file)", path, err)
 	case errors.Is(err, fs.ErrPermission):

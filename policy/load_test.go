@@ -401,7 +401,8 @@ func TestProjectPathSymlinks(t *testing.T) {
 // A project file is the sandboxed side's to write: only a regular file
 // that lies in the workspace is read. A link out of it (say, to a private
 // key) is refused without a byte of its target in the error, and a FIFO
-// cannot hold cordon up.
+// cannot hold cordon up. The refusal says to mend the project file, not
+// (as it did) to name another global config with --config.
 func TestProjectFileMustBeARegularFileInTheWorkspace(t *testing.T) {
 	home := fakeHome(t)
 	proj := filepath.Join(home, "proj")
@@ -419,7 +420,7 @@ func TestProjectFileMustBeARegularFileInTheWorkspace(t *testing.T) {
 		{"a link out of it", func() error { return os.Symlink(filepath.Join(home, ".ssh", "id_ed25519"), pf) }, "leads outside the workspace"},
 		{"a link to a device", func() error { return os.Symlink("/dev/zero", pf) }, "is a device, not a regular file"},
 		{"a FIFO", func() error { return mkfifo(pf) }, "is a named pipe (FIFO), not a regular file"},
-		{"a directory", func() error { return os.Mkdir(pf, 0o755) }, "is a directory, not a regular file"},
+		{"a directory", func() error { return os.Mkdir(pf, 0o755) }, "is a directory, not a regular file; a project file is a short YAML file: replace it with one, or remove it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			os.RemoveAll(pf)
@@ -447,6 +448,9 @@ func TestProjectFileMustBeARegularFileInTheWorkspace(t *testing.T) {
 				t.Fatalf("Load: %v, want an error saying %q", err, tc.want)
 			case err != nil && (strings.Contains(err.Error(), "BEGIN") || strings.Contains(err.Error(), "b3Bl")):
 				t.Fatalf("the error quotes the link's target: %v", err)
+			case err != nil && strings.Contains(err.Error(), "CORDON_CONFIG"):
+				// Naming another global config mends no project file.
+				t.Fatalf("the error's fix is for the global config: %v", err)
 			}
 		})
 	}
@@ -579,15 +583,19 @@ func TestProjectFileAboveOwnedByAnother(t *testing.T) {
 // exists but cannot be read was told to be created with cordon init.
 func TestConfigOpenError(t *testing.T) {
 	const path = "/home/u/.config/cordon/config.yaml"
+	const project = "/home/u/proj/.cordon.yaml"
 	for _, tc := range []struct {
+		path string
 		err  error
 		want string
 	}{
-		{&os.PathError{Op: "open", Path: path, Err: syscall.ENOENT}, "read config " + path + ": open " + path + ": no such file or directory (create it with cordon init, or point --config or CORDON_CONFIG at an existing file)"},
-		{&os.PathError{Op: "open", Path: path, Err: syscall.EACCES}, "read config " + path + ": open " + path + ": permission denied (let your user read it, and search the directories above it, or point --config or CORDON_CONFIG at another file)"},
-		{&os.PathError{Op: "open", Path: path, Err: syscall.ELOOP}, "read config " + path + ": open " + path + ": too many levels of symbolic links"},
+		{path, &os.PathError{Op: "open", Path: path, Err: syscall.ENOENT}, "read config " + path + ": open " + path + ": no such file or directory (create it with cordon init, or point --config or CORDON_CONFIG at an existing file)"},
+		{path, &os.PathError{Op: "open", Path: path, Err: syscall.EACCES}, "read config " + path + ": open " + path + ": permission denied (let your user read it, and search the directories above it, or point --config or CORDON_CONFIG at another file)"},
+		{path, &os.PathError{Op: "open", Path: path, Err: syscall.ELOOP}, "read config " + path + ": open " + path + ": too many levels of symbolic links"},
+		// Another global config mends no project file.
+		{project, &os.PathError{Op: "open", Path: project, Err: syscall.EACCES}, "read project config " + project + ": open " + project + ": permission denied (let your user read it, and search the directories above it, or remove it)"},
 	} {
-		if got := configOpenError(path, tc.err).Error(); got != tc.want {
+		if got := configOpenError(tc.path, tc.path == project, tc.err).Error(); got != tc.want {
 			t.Errorf("%v: %q, want %q", tc.err, got, tc.want)
 		}
 	}

@@ -10,12 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-sandbox/cordon/internal/termtext"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/session"
 )
@@ -132,11 +132,12 @@ func printExports(w io.Writer, env []string) {
 
 // shellQuote single-quotes s for POSIX shells. A string that is not
 // printable UTF-8 throughout (a name from the workspace may hold escape
-// sequences, which a terminal would act on) is written $'...' instead,
-// each byte that is no printable character as \xHH, which bash, zsh and
-// ksh read back as it was.
+// sequences, which a terminal would act on, or characters that show as
+// nothing, with which it would look like another: termtext.Shows) is
+// written $'...' instead, each byte that is no character a terminal
+// shows as \xHH, which bash, zsh and ksh read back as it was.
 func shellQuote(s string) string {
-	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !termtext.Shows(r) }) {
 		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 	}
 	var b strings.Builder
@@ -147,7 +148,7 @@ func shellQuote(s string) string {
 		case r == '\'' || r == '\\':
 			b.WriteByte('\\')
 			b.WriteRune(r)
-		case unicode.IsPrint(r) && (r != utf8.RuneError || size > 1):
+		case termtext.Shows(r) && (r != utf8.RuneError || size > 1):
 			b.WriteRune(r)
 		default:
 			for _, c := range []byte(s[i : i+size]) {

@@ -5,8 +5,9 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/cordon-sandbox/cordon/internal/termtext"
 )
 
 func TestListenAddr(t *testing.T) {
@@ -70,9 +71,9 @@ func TestShellQuote(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bash, to read the quoted strings back: %v", err)
 	}
-	for _, s := range []string{"plain", "it's", "", "a b\\c", "/ws/v\x1b[2J\x1b]52;c;ZWNobw==\a", "line\nbreak", "bad\xff\xfe", "it's\x1b\\", "é\u202e"} {
+	for _, s := range []string{"plain", "it's", "", "a b\\c", "/ws/v\x1b[2J\x1b]52;c;ZWNobw==\a", "line\nbreak", "bad\xff\xfe", "it's\x1b\\", "é\u202e", "w\u3164x\u034f"} {
 		q := shellQuote(s)
-		if strings.ContainsFunc(q, func(r rune) bool { return !unicode.IsPrint(r) }) || !utf8.ValidString(q) {
+		if strings.ContainsFunc(q, func(r rune) bool { return !termtext.Shows(r) }) || !utf8.ValidString(q) {
 			t.Errorf("shellQuote(%q) = %q: not printable", s, q)
 		}
 		out, err := exec.Command(bash, "-c", "printf %s "+q).Output()

@@ -1163,6 +1163,15 @@ func TestRunJSONOutcome(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "from-command\n") {
 		t.Errorf("the command's stdout did not pass through: %q", r.stdout)
 	}
+	// Output that ends without a newline, and a line that looks like an
+	// outcome, leave the last line the outcome alone: glued to the
+	// command's last words, it did not parse.
+	r = b.run("--net", "off", "--json", "--", "sh", "-c", `printf '{"outcome":{"kind":"completed","exitCode":0}}\nunfinished'; exit 3`)
+	expectCode(t, r, 3)
+	out.Outcome.ExitCode = nil
+	if err := json.Unmarshal([]byte(lastLine(r.stdout)), &out); err != nil || out.Outcome.ExitCode == nil || *out.Outcome.ExitCode != 3 {
+		t.Fatalf("outcome after unfinished output: %v\n%s", err, r.stdout)
+	}
 	blocked := b.run("--net", "off", "--allow-path", filepath.Join(b.home, ".ssh"), "--json", "--", "true")
 	expectCode(t, blocked, 125)
 	var bo struct {

@@ -292,6 +292,9 @@ type runState struct {
 	// suspended says which signal stopped the run's job from the
 	// terminal, ending the run (endOnSuspend); nil, or 0, for none.
 	suspended func() syscall.Signal
+	// launched says the launch was recorded: from then on the command
+	// may write to stdout, before the outcome.
+	launched bool
 }
 
 // refuseBlocked waits for the capability check and refuses the run when
@@ -365,10 +368,17 @@ func (r *runState) refuseSecretsInBox(creds *credinject.Set, s *sandbox.Spec) er
 		"stop passing it (--env, or env: in the config); "+use+" holds the placeholder, which the proxy swaps for the real value on the way to the credential's hosts")
 }
 
-// print writes the --json outcome.
+// print writes the --json outcome. Once the command was launched, its
+// output came first on the same stdout and may have ended without a
+// newline, which glued the outcome to its last words ("abc{"outcome"…),
+// where no reader of the last line could parse it: the outcome then
+// starts a line of its own.
 func (r *runState) print() {
 	if !r.f.json {
 		return
+	}
+	if r.launched {
+		io.WriteString(r.stdout, "\n")
 	}
 	if r.out.Network.AllowedDomains == nil {
 		r.out.Network.AllowedDomains = []string{}
@@ -519,6 +529,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		}
 		commitErr = r.w.Sync(audit.Record{Type: audit.TypeLaunch, Command: argv, Workdir: s.Workdir,
 			Network: string(s.Policy.Network)})
+		r.launched = commitErr == nil
 		return commitErr
 	}
 

@@ -46,11 +46,16 @@ type WidenError struct {
 	Above []string
 }
 
+// Error leads with the fix on the project's side, removing the entry:
+// the file is the repository's to write, and the value its choice, so
+// a refusal that told the operator to add it to the global config
+// handed a hostile repository cordon's voice to ask for a wider posture.
+// Widening is left to the operator, for an entry they trust.
 func (e *WidenError) Error() string {
 	if len(e.Above) > 0 {
-		return fmt.Sprintf("%s: %s %s: %s, as narrowed by the project file(s) above it (%s); a project file can only narrow the policy further, so remove the entry from %s, or the operator must widen it in the global config and in those files, or pass a one-shot flag", e.File, e.Key, e.Value, e.Reason, strings.Join(e.Above, ", "), e.File)
+		return fmt.Sprintf("%s: %s %s: %s, as narrowed by the project file(s) above it (%s); a project file can only narrow the policy further: remove the entry from %s (only if you trust it, widen it yourself in the global config and in those files, or pass a one-shot flag)", e.File, e.Key, e.Value, e.Reason, strings.Join(e.Above, ", "), e.File)
 	}
-	return fmt.Sprintf("%s: %s %s: %s; a project file can only narrow the policy, so the operator must add it to the global config (cordon init writes one) or pass a one-shot flag", e.File, e.Key, e.Value, e.Reason)
+	return fmt.Sprintf("%s: %s %s: %s; a project file can only narrow the policy: remove the entry from %s (only if you trust it, add it yourself to the global config, which cordon init writes, or pass a one-shot flag)", e.File, e.Key, e.Value, e.Reason, e.File)
 }
 
 // layer is one source's settings and which keys it sets.

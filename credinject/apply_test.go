@@ -402,18 +402,30 @@ func TestOutcomeString(t *testing.T) {
 
 func TestMaskHeader(t *testing.T) {
 	set := applySet(t)
+	canon := http.CanonicalHeaderKey
 	h := http.Header{
 		"X-Echo":              {"token=" + openaiSecret},
 		"X-" + githubSecret:   {"1"},
 		"Www-Authenticate":    {"Bearer realm=x"},
 		"X-Anthropic-Leak-Id": {anthropicSecret + anthropicSecret},
+		// As Go reads a name from an upstream (HTTP/2 lowercases it),
+		// and lists trailers it read: the secret re-cased, which the
+		// client reads back in any case.
+		canon("x-via-" + githubSecret):                     {"2"},
+		canon("x-via-" + anthropicSecret):                  {"3"},
+		"Trailer":                                          {canon("x-t-"+anthropicSecret) + ", X-Other"},
+		http.TrailerPrefix + canon("x-late-"+githubSecret): {"4"},
 	}
 	set.MaskHeader(h)
 	want := http.Header{
-		"X-Echo":                 {"token=" + ph(set, "openai")},
-		"X-" + ph(set, "github"): {"1"},
-		"Www-Authenticate":       {"Bearer realm=x"},
-		"X-Anthropic-Leak-Id":    {ph(set, "anthropic") + ph(set, "anthropic")},
+		"X-Echo":                               {"token=" + ph(set, "openai")},
+		canon("x-" + ph(set, "github")):        {"1"},
+		"Www-Authenticate":                     {"Bearer realm=x"},
+		"X-Anthropic-Leak-Id":                  {ph(set, "anthropic") + ph(set, "anthropic")},
+		canon("x-via-" + ph(set, "github")):    {"2"},
+		canon("x-via-" + ph(set, "anthropic")): {"3"},
+		"Trailer":                              {"x-t-" + strings.ToLower(ph(set, "anthropic")) + ", x-other"},
+		http.TrailerPrefix + canon("x-late-"+ph(set, "github")): {"4"},
 	}
 	if !headersEqual(h, want) {
 		t.Errorf("MaskHeader = %q, want %q", h, want)

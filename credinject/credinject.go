@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/regular"
 	"github.com/cordon-sandbox/cordon/policy"
@@ -34,6 +35,9 @@ type Set struct {
 	// in; needle k is spellings[k].
 	secrets   *matcher
 	spellings []spelling
+	// folded finds the same spellings in lower case, in text held in
+	// lower case (header names); needle k is spellings[k] too.
+	folded *matcher
 	// scrubber finds what secrets finds, then the placeholders spelt the
 	// same ways: needle k is of spellings[k % len(spellings)].
 	scrubber *matcher
@@ -93,6 +97,11 @@ func newSet(creds []*cred) *Set {
 		needles = append(needles, []byte(sp.secret))
 	}
 	s.secrets = newMatcher(needles)
+	var folded [][]byte
+	for _, n := range needles {
+		folded = append(folded, bytes.ToLower(n))
+	}
+	s.folded = newMatcher(folded)
 	for _, sp := range s.spellings {
 		needles = append(needles, []byte(sp.placeholder))
 	}
@@ -286,17 +295,51 @@ func (s *Set) MaskString(v string) string {
 }
 
 // MaskHeader replaces real secrets with placeholders in a response
-// header's names and values, in place.
+// header's names and values, in place. A name, and each name the Trailer
+// header lists, is masked in any case (see maskName).
 func (s *Set) MaskHeader(h http.Header) {
 	for name, values := range h {
 		for i, v := range values {
+			if masked, ok := s.maskFolded(v); ok && name == "Trailer" {
+				values[i] = masked
+				continue
+			}
 			values[i] = s.MaskString(v)
 		}
-		if masked := s.MaskString(name); masked != name {
+		if masked := s.maskName(name); masked != name {
 			delete(h, name)
 			h[masked] = append(h[masked], values...)
 		}
 	}
+}
+
+// maskName masks a header name (one with http.TrailerPrefix, as a
+// handler names a trailer it did not announce, keeps it). A name is
+// case-insensitive, and HTTP libraries re-case it as they read it (Go's
+// turns "x-sk-abc" into "X-Sk-Abc", HTTP/2 lowercases every name), and as
+// they list it in a Trailer header: a secret in one is looked for in any
+// case, and a name that held one goes out in canonical form, with the
+// placeholder in the secret's place.
+func (s *Set) maskName(name string) string {
+	rest, trailer := strings.CutPrefix(name, http.TrailerPrefix)
+	masked, ok := s.maskFolded(rest)
+	switch {
+	case !ok:
+		return s.MaskString(name)
+	case trailer:
+		return http.TrailerPrefix + http.CanonicalHeaderKey(masked)
+	}
+	return http.CanonicalHeaderKey(masked)
+}
+
+// maskFolded returns text in lower case with every real secret, found in
+// any case, replaced by its placeholder, and whether it held one.
+func (s *Set) maskFolded(text string) (string, bool) {
+	s = s.orEmpty()
+	lower := strings.ToLower(text)
+	st := stream{m: s.folded, emit: s.replaceWithPlaceholder}
+	out, _, _ := st.scan(make([]byte, 0, len(lower)), []byte(lower), true)
+	return string(out), string(out) != lower
 }
 
 // MaskBody wraps a response body so that every real secret in it reaches

@@ -192,6 +192,14 @@ func TestPlainMaskedResponses(t *testing.T) {
 				t.Fatalf("trailers %v, body %q", resp.Trailer, b)
 			}
 		}},
+		{"in header names", "", "", func(t *testing.T, r *plainMaskRig) {
+			resp := get(t, r, "/name", nil)
+			b, _ := io.ReadAll(resp.Body)
+			if resp.Header.Get("X-Key-"+r.placeholder) != "1" || resp.Trailer.Get("X-Trailer-"+r.placeholder) != "2" ||
+				resp.Trailer.Get("X-Late-"+r.placeholder) != "3" || string(b) != "body" {
+				t.Fatalf("header %v, trailers %v, body %q", resp.Header, resp.Trailer, b)
+			}
+		}},
 		{"gzip unasked", "", "", func(t *testing.T, r *plainMaskRig) {
 			resp := get(t, r, "/gzip", nil)
 			if enc := resp.Header.Get("Content-Encoding"); enc != "" {

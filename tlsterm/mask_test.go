@@ -66,6 +66,21 @@ func maskCases() []maskCase {
 			}
 			return resp.ProtoMajor, ""
 		}},
+		{"in header names", "/name", func(c *http.Client, url, ph string, _ chan<- struct{}) (int, string) {
+			resp, err := c.Get(url)
+			if err != nil {
+				return 0, err.Error()
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			// The origin's library re-cased the names (HTTP/2 lowercases
+			// them): the secret is found in any case.
+			if resp.Header.Get("X-Key-"+ph) != "1" || resp.Trailer.Get("X-Trailer-"+ph) != "2" ||
+				resp.Trailer.Get("X-Late-"+ph) != "3" || string(b) != "body" {
+				return resp.ProtoMajor, fmt.Sprintf("header %v, trailers %v, body %q", resp.Header, resp.Trailer, b)
+			}
+			return resp.ProtoMajor, ""
+		}},
 		{"gzip unasked", "/gzip", func(c *http.Client, url, ph string, next chan<- struct{}) (int, string) {
 			resp, err := c.Get(url)
 			if err != nil {

@@ -43,7 +43,9 @@ func Creds(t testing.TB, secret string) (*credinject.Set, string) {
 	return creds, placeholder
 }
 
-// Origin echoes the Authorization header in a 103's Link (/hints), in
+// Origin echoes the Authorization header in a 103's Link (/hints), its
+// token in the names of a header and of declared and undeclared trailers
+// (/name), in
 // declared and undeclared trailers (/trailer), in a gzipped body sent
 // unasked whose second line comes once next has a value or after 5 s
 // (/gzip), in a body that pauses in the middle of the header's value
@@ -61,6 +63,14 @@ func Origin(next <-chan struct{}) *http.ServeMux {
 		w.WriteHeader(http.StatusEarlyHints)
 		w.Header().Del("Link")
 		io.WriteString(w, "final")
+	})
+	mux.HandleFunc("/name", func(w http.ResponseWriter, r *http.Request) {
+		_, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		w.Header().Set("X-Key-"+token, "1")
+		w.Header().Set("Trailer", "X-Trailer-"+token)
+		io.WriteString(w, "body")
+		w.Header().Set("X-Trailer-"+token, "2")
+		w.Header().Set(http.TrailerPrefix+"X-Late-"+token, "3")
 	})
 	mux.HandleFunc("/trailer", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Trailer", "X-Echo")

@@ -48,6 +48,9 @@ func applySet(t testing.TB) *Set {
 	return set
 }
 
+// b64 is s in standard base64, padded.
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
 // ph returns the placeholder of the named credential.
 func ph(s *Set, name string) string {
 	for _, c := range s.creds {
@@ -483,6 +486,12 @@ func TestRedact(t *testing.T) {
 		{"Authorization: Bearer " + openaiSecret, "Authorization: Bearer [masked:openai]", []string{"OPENAI_API_KEY"}},
 		{anthropicSecret + "," + githubSecret + "," + anthropicSecret, "[masked:anthropic],[masked:github],[masked:anthropic]", []string{"ANTHROPIC_API_KEY", "GH_TOKEN"}},
 		{"key=" + ph(s, "openai"), "key=" + ph(s, "openai"), nil},
+		// Inside base64, as a Docker config's auth or a Basic header
+		// holds it, with any user name, padded or not.
+		{`{"auth":"` + b64("anyone:"+openaiSecret) + `"}`, `{"auth":"[masked:openai]"}`, []string{"OPENAI_API_KEY"}},
+		{"Authorization: Basic " + strings.TrimRight(b64("me:"+anthropicSecret+":"+legacySecret), "="),
+			"Authorization: Basic [masked:anthropic][masked:legacy]", []string{"ANTHROPIC_API_KEY", "LEGACY_TOKEN"}},
+		{"auth " + b64("anyone:not-a-secret-at-all"), "auth " + b64("anyone:not-a-secret-at-all"), nil},
 	}
 	for _, tt := range tests {
 		got, vars := s.Redact(tt.in)

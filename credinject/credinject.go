@@ -202,10 +202,14 @@ func (s *Set) MaskBytes(b []byte) []byte {
 // the encoding of MinSecretLen bytes.
 const minBase64 = (MinSecretLen + 2) / 3 * 4
 
-// maskBase64 re-encodes each base64 token of b (a run of at least
-// minBase64 characters of the standard alphabet, with its padding) whose
-// decoding holds a secret, with the secret replaced by its placeholder.
-func (s *Set) maskBase64(b []byte) []byte {
+// maskBase64 re-encodes each base64 token of b whose decoding holds a
+// secret, with the secret replaced by its placeholder.
+func (s *Set) maskBase64(b []byte) []byte { return rewriteBase64(b, s.maskToken) }
+
+// rewriteBase64 returns b with each base64 token (a run of at least
+// minBase64 characters of the standard alphabet, with its padding) for
+// which rewrite says so replaced by what it returns.
+func rewriteBase64(b []byte, rewrite func(tok []byte) ([]byte, bool)) []byte {
 	var out []byte
 	done := 0
 	for i := 0; i < len(b); {
@@ -221,7 +225,7 @@ func (s *Set) maskBase64(b []byte) []byte {
 		for end < len(b) && end-j < 2 && b[end] == '=' {
 			end++
 		}
-		if masked, ok := s.maskToken(b[i:end]); ok {
+		if masked, ok := rewrite(b[i:end]); ok {
 			out = append(append(out, b[done:i]...), masked...)
 			done = end
 		}
@@ -233,18 +237,31 @@ func (s *Set) maskBase64(b []byte) []byte {
 	return append(out, b[done:]...)
 }
 
-// maskToken decodes one base64 token, padded or not, and if it holds a
-// secret returns it masked and encoded the same way.
-func (s *Set) maskToken(tok []byte) ([]byte, bool) {
+// decodeToken decodes one base64 token, padded or not, and returns its
+// decoding and encoding if the decoding holds a secret.
+func (s *Set) decodeToken(tok []byte) ([]byte, *base64.Encoding, bool) {
 	if len(tok) < minBase64 {
-		return nil, false
+		return nil, nil, false
 	}
 	enc := base64.StdEncoding
 	if len(tok)%4 != 0 {
 		enc = base64.RawStdEncoding
 	}
 	raw, err := enc.DecodeString(string(tok))
-	if err != nil || !slices.ContainsFunc(s.creds, func(c *cred) bool { return bytes.Contains(raw, []byte(c.secret)) }) {
+	if err != nil || !slices.ContainsFunc(s.creds, func(c *cred) bool { return c.heldIn(raw) }) {
+		return nil, nil, false
+	}
+	return raw, enc, true
+}
+
+// heldIn reports whether b holds the credential's secret.
+func (c *cred) heldIn(b []byte) bool { return bytes.Contains(b, []byte(c.secret)) }
+
+// maskToken decodes one base64 token, padded or not, and if it holds a
+// secret returns it masked and encoded the same way.
+func (s *Set) maskToken(tok []byte) ([]byte, bool) {
+	raw, enc, ok := s.decodeToken(tok)
+	if !ok {
 		return nil, false
 	}
 	st := stream{m: s.secrets, emit: s.replaceWithPlaceholder}

@@ -459,13 +459,20 @@ func (mw *MaskWriter) flushIdle() {
 // maskedName is the emit function turning needle k of secrets or
 // scrubber into "[masked:NAME]".
 func (s *Set) maskedName(dst []byte, k int) ([]byte, error) {
-	return append(append(append(dst, "[masked:"...), s.credOf(k).name...), ']'), nil
+	return s.credOf(k).masked(dst), nil
+}
+
+// masked appends "[masked:NAME]" to dst.
+func (c *cred) masked(dst []byte) []byte {
+	return append(append(append(dst, "[masked:"...), c.name...), ']')
 }
 
 // Redact returns v with every real secret replaced by "[masked:NAME]", as
-// a MaskWriter writes it, and the environment variables that hold the
-// placeholders of the credentials found (sorted, once each), none when v
-// holds no secret.
+// a MaskWriter writes it, and every base64 token that decodes to text
+// holding one (a Docker config's "auth", the value of a Basic
+// Authorization header) by the names of the secrets it holds; and it
+// returns the environment variables that hold the placeholders of the
+// credentials found (sorted, once each), none when v holds no secret.
 func (s *Set) Redact(v string) (string, []string) {
 	s = s.orEmpty()
 	var vars []string
@@ -475,6 +482,19 @@ func (s *Set) Redact(v string) (string, []string) {
 	}
 	st := stream{m: s.secrets, emit: emit}
 	out, _, _ := st.scan(make([]byte, 0, len(v)), []byte(v), true)
+	out = rewriteBase64(out, func(tok []byte) ([]byte, bool) {
+		raw, _, ok := s.decodeToken(tok)
+		if !ok {
+			return nil, false
+		}
+		var names []byte
+		for _, c := range s.creds {
+			if c.heldIn(raw) {
+				vars, names = append(vars, c.env), c.masked(names)
+			}
+		}
+		return names, true
+	})
 	slices.Sort(vars)
 	return string(out), slices.Compact(vars)
 }

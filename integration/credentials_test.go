@@ -4,6 +4,7 @@ package integration
 
 import (
 	"bufio"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -352,6 +353,7 @@ echo "echo of the key: $A$B"`))
 // anything of it starts, and the refusal's audit line does not hold the
 // value either.
 func TestCredentialNotPassedIntoTheBox(t *testing.T) {
+	keyAuth := base64.StdEncoding.EncodeToString([]byte("someone:" + realKey))
 	home := userDir(t, "cordon-it-home-")
 	cfg := home + "/config.yaml"
 	writeUserFile(t, cfg, []byte(providerCredential(originName+":8443")))
@@ -364,11 +366,15 @@ func TestCredentialNotPassedIntoTheBox(t *testing.T) {
 		{"in the command line", []string{"--", "sh", "-c", "touch ran; echo " + realKey}, "credential_in_command"},
 		{"its source variable passed", []string{"--env", "PROVIDER_REAL_KEY", "--", "touch", "ran"}, "credential_in_environment"},
 		{"another variable holding it", []string{"--env", "COPY_OF_KEY", "--", "touch", "ran"}, "credential_in_environment"},
+		// A Docker config's auth, a Basic credentials header: the box
+		// decodes it.
+		{"a variable holding it in base64", []string{"--env", "AUTH_OF_KEY", "--", "touch", "ran"}, "credential_in_environment"},
+		{"in the command line in base64", []string{"--", "sh", "-c", "touch ran; echo " + keyAuth}, "credential_in_command"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			log := userDir(t, "cordon-it-audit-") + "/a.jsonl"
 			args := append([]string{"run", "--net", "restricted", "--config", cfg, "--credential", "provider", "--audit", log, "--ephemeral-ca"}, tc.args...)
-			r := runResult(t, 60*time.Second, cordonIn(t, ws, []string{"HOME=" + home, "PROVIDER_REAL_KEY=" + realKey, "COPY_OF_KEY=" + realKey}, args...))
+			r := runResult(t, 60*time.Second, cordonIn(t, ws, []string{"HOME=" + home, "PROVIDER_REAL_KEY=" + realKey, "COPY_OF_KEY=" + realKey, "AUTH_OF_KEY=" + keyAuth}, args...))
 			expectCode(t, r, 125)
 			if _, err := os.Stat(ws + "/ran"); err == nil {
 				t.Fatal("the command ran")
@@ -380,7 +386,7 @@ func TestCredentialNotPassedIntoTheBox(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Contains(string(data), realKey) || strings.Contains(r.stderr+r.stdout, realKey) {
+			if out := string(data) + r.stderr + r.stdout; strings.Contains(out, realKey) || strings.Contains(out, keyAuth) {
 				t.Fatalf("the real key is in the audit log or cordon's output:\n%s\n%s", data, r.stderr)
 			}
 			recs := readAudit(t, log)

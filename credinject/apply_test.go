@@ -427,7 +427,7 @@ func TestMaskHeader(t *testing.T) {
 		"X-Anthropic-Leak-Id":                  {ph(set, "anthropic") + ph(set, "anthropic")},
 		canon("x-via-" + ph(set, "github")):    {"2"},
 		canon("x-via-" + ph(set, "anthropic")): {"3"},
-		"Trailer":                              {"x-t-" + strings.ToLower(ph(set, "anthropic")) + ", x-other"},
+		"Trailer":                              {"X-T-" + ph(set, "anthropic") + ", X-Other"},
 		http.TrailerPrefix + canon("x-late-"+ph(set, "github")): {"4"},
 	}
 	if !headersEqual(h, want) {
@@ -601,6 +601,30 @@ func TestMaskSpellings(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestScrubAnyCase: Scrub takes a secret or a placeholder out of text in
+// any case (a host name is logged in lower case, and a placeholder with
+// capitals in its prefix was logged whole when the box asked for a host
+// named after it), and leaves the case of the rest.
+func TestScrubAnyCase(t *testing.T) {
+	c := validCred()
+	c.PlaceholderPrefix = "AKIA"
+	set, err := Load([]policy.Credential{c}, []string{"openai"}, Options{Env: envOf(map[string]string{"REAL_OPENAI": openaiSecret})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ph(set, "openai")
+	for _, tc := range []struct{ in, want string }{
+		{"Host " + strings.ToLower(p) + ".Example", "Host [masked:openai].Example"},
+		{"allow it with --allow " + p + ".example", "allow it with --allow [masked:openai].example"},
+		{strings.ToUpper(openaiSecret) + "/" + openaiSecret, "[masked:openai]/[masked:openai]"},
+		{"Nothing Here", "Nothing Here"},
+	} {
+		if got := set.Scrub(tc.in); got != tc.want {
+			t.Errorf("Scrub(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
 

@@ -35,11 +35,12 @@ type Set struct {
 	// in; needle k is spellings[k].
 	secrets   *matcher
 	spellings []spelling
-	// folded finds the same spellings in lower case, in text held in
-	// lower case (header names); needle k is spellings[k] too.
+	// folded is secrets in lower case, for replaceFolded (header names);
+	// needle k is spellings[k] too.
 	folded *matcher
 	// scrubber finds what secrets finds, then the placeholders spelt the
-	// same ways: needle k is of spellings[k % len(spellings)].
+	// same ways, in lower case for replaceFolded: needle k is of
+	// spellings[k % len(spellings)].
 	scrubber *matcher
 }
 
@@ -97,15 +98,11 @@ func newSet(creds []*cred) *Set {
 		needles = append(needles, []byte(sp.secret))
 	}
 	s.secrets = newMatcher(needles)
-	var folded [][]byte
-	for _, n := range needles {
-		folded = append(folded, bytes.ToLower(n))
-	}
-	s.folded = newMatcher(folded)
+	s.folded = newMatcher(lowerAll(needles))
 	for _, sp := range s.spellings {
 		needles = append(needles, []byte(sp.placeholder))
 	}
-	s.scrubber = newMatcher(needles)
+	s.scrubber = newMatcher(lowerAll(needles))
 	return s
 }
 
@@ -171,15 +168,16 @@ func (s *Set) credOf(k int) *cred {
 }
 
 // Scrub returns text with every secret and every placeholder, in any
-// spelling Apply sends, replaced by "[masked:NAME]": for audit lines and
-// error pages, which hold neither.
+// spelling Apply sends and in any case, replaced by "[masked:NAME]": for
+// audit lines and error pages, which hold neither. (A host name is logged
+// in lower case: a placeholder with capitals in its prefix was logged
+// when the box asked for a host named after it.)
 func (s *Set) Scrub(text string) string {
 	s = s.orEmpty()
 	if len(s.creds) == 0 {
 		return text
 	}
-	st := stream{m: s.scrubber, emit: s.maskedName}
-	out, _, _ := st.scan(make([]byte, 0, len(text)), []byte(text), true)
+	out, _ := s.scrubber.replaceFolded(make([]byte, 0, len(text)), []byte(text), s.maskedName)
 	return string(out)
 }
 
@@ -349,14 +347,11 @@ func (s *Set) maskName(name string) string {
 	return http.CanonicalHeaderKey(masked)
 }
 
-// maskFolded returns text in lower case with every real secret, found in
-// any case, replaced by its placeholder, and whether it held one.
+// maskFolded returns text with every real secret, found in any case,
+// replaced by its placeholder, and whether it held one.
 func (s *Set) maskFolded(text string) (string, bool) {
-	s = s.orEmpty()
-	lower := strings.ToLower(text)
-	st := stream{m: s.folded, emit: s.replaceWithPlaceholder}
-	out, _, _ := st.scan(make([]byte, 0, len(lower)), []byte(lower), true)
-	return string(out), string(out) != lower
+	out, found := s.orEmpty().folded.replaceFolded(nil, []byte(text), s.replaceWithPlaceholder)
+	return string(out), found
 }
 
 // MaskBody wraps a response body so that every real secret in it reaches

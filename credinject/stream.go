@@ -101,6 +101,49 @@ func (s *stream) scan(dst, buf []byte, final bool) ([]byte, int, error) {
 	}
 }
 
+// replaceFolded appends text to dst with every needle found in it, in any
+// ASCII case (m's needles are in lower case, lowerAll), replaced through
+// emit, which must not fail, and reports whether it found one. Leftmost,
+// longest and without overlaps, as scan.
+func (m *matcher) replaceFolded(dst, text []byte, emit func(dst []byte, k int) ([]byte, error)) ([]byte, bool) {
+	lower := lowerASCII(text)
+	next := make([]int, len(m.needles))
+	for k := range next {
+		next[k] = nextUnknown
+	}
+	done, found := 0, false
+	for {
+		p, k := m.leftmost(lower, done, next)
+		if p < 0 {
+			return append(dst, text[done:]...), found
+		}
+		dst, _ = emit(append(dst, text[done:p]...), k)
+		done, found = p+len(m.needles[k]), true
+	}
+}
+
+// lowerASCII returns b with its ASCII capitals in lower case, byte for
+// byte (strings.ToLower may change a length).
+func lowerASCII(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// lowerAll returns the needles in lower case (lowerASCII).
+func lowerAll(needles [][]byte) [][]byte {
+	out := make([][]byte, len(needles))
+	for i, n := range needles {
+		out[i] = lowerASCII(n)
+	}
+	return out
+}
+
 // firstPartial returns the first position at or after from where buf's
 // remainder is a proper prefix of some needle, or len(buf) if there is none.
 // Only the last m.longest-1 positions can qualify.

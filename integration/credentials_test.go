@@ -42,12 +42,12 @@ func providerCredential(hosts string, extra ...string) string {
 }
 
 // credentialProxy starts a proxy whose config binds PROVIDER_REAL_KEY to
-// hosts.
-func credentialProxy(t *testing.T, hosts string) *proxyProc {
+// hosts, with the extra lines of providerCredential.
+func credentialProxy(t *testing.T, hosts string, extra ...string) *proxyProc {
 	o := testOrigin(t)
 	dir := userDir(t, "cordon-it-cred-")
 	cfg := dir + "/config.yaml"
-	writeUserFile(t, cfg, []byte(fmt.Sprintf("allow: [%q]\n", originName+":8080")+providerCredential(hosts)))
+	writeUserFile(t, cfg, []byte(fmt.Sprintf("allow: [%q]\n", originName+":8080")+providerCredential(hosts, extra...)))
 	return startProxyEnv(t, []string{"PROVIDER_REAL_KEY=" + realKey},
 		"--config", cfg, "--credential", "provider", resolveOrigin, "--extra-ca", o.caFile)
 }
@@ -62,7 +62,8 @@ func seenHeader(t *testing.T, path string) http.Header {
 }
 
 func TestCredentialInjection(t *testing.T) {
-	p := credentialProxy(t, originName+":8443")
+	// Capitals in the placeholder, which a host name is logged without.
+	p := credentialProxy(t, originName+":8443", "placeholder_prefix: SK-")
 	ph := p.env["PROVIDER_API_KEY"]
 	if ph == "" || strings.Contains(ph, realKey) {
 		t.Fatalf("cordon proxy exported PROVIDER_API_KEY=%q", ph)
@@ -121,6 +122,12 @@ func TestCredentialInjection(t *testing.T) {
 	if r.Credential != "provider" {
 		t.Fatalf("misroute record: %+v", r)
 	}
+	// A host named after the placeholder: refused, and logged without it,
+	// though the log writes the name in lower case.
+	if _, connect, _ := curl(t, p, "https://"+ph+".example.test/"); connect != 403 {
+		t.Fatalf("a host named after the placeholder: CONNECT %d", connect)
+	}
+	waitRecord(t, p.audit, audit.Record{Decision: audit.Deny, Reason: "not_allowlisted", Port: 443})
 	// The real value leaving toward any host: refused too.
 	_, _, code = curl(t, p, "-H", "X-Leak: "+realKey, fmt.Sprintf("http://%s:%d/leak", originName, originHTTP))
 	if code != 403 {
@@ -270,9 +277,10 @@ func TestCredentialWebSocketMasked(t *testing.T) {
 
 func assertNoSecretInLog(t *testing.T, p *proxyProc, ph string) {
 	t.Helper()
-	log := string(mustRead(t, p.audit))
+	// In any case: host names are logged in lower case.
+	log := strings.ToLower(string(mustRead(t, p.audit)) + p.stderr.String())
 	for _, s := range []string{realKey, ph} {
-		if strings.Contains(log, s) || strings.Contains(p.stderr.String(), s) {
+		if strings.Contains(log, strings.ToLower(s)) {
 			t.Fatalf("the audit log or stderr holds a secret or placeholder")
 		}
 	}

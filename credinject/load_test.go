@@ -3,6 +3,7 @@ package credinject
 import (
 	"bytes"
 	"encoding/base64"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -466,4 +467,22 @@ func TestLoadCommandPathLeavesOutWritable(t *testing.T) {
 			t.Errorf("with PATH %s, a program found only in the workspace: %v, want a refusal saying why", path, err)
 		}
 	}
+}
+
+// FuzzScrub: what Scrub leaves holds no secret or placeholder in any
+// spelling and any case.
+func FuzzScrub(f *testing.F) {
+	const secret = "npm_0123456789abcdefSECRET"
+	set := secretSet(secret)
+	f.Add("host " + strings.ToLower(secret) + ".example")
+	f.Add("x " + url.QueryEscape(secret) + " <0> " + strings.ToUpper(secret))
+	f.Fuzz(func(t *testing.T, in string) {
+		out := strings.ToLower(set.Scrub(in))
+		needles, placeholders, _ := spelt(set)
+		for _, n := range append(needles, placeholders...) {
+			if strings.Contains(out, strings.ToLower(n)) {
+				t.Fatalf("Scrub(%q) holds %q in some case", in, n)
+			}
+		}
+	})
 }

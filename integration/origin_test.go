@@ -260,7 +260,7 @@ var rawAccepts atomic.Int64
 // cancelled (20 s at most), /stream/ streams until then.
 var hung sync.Map // path -> true
 
-// websocketEcho serves /websocket.
+// websocketEcho serves /websocket and /name.
 var websocketEcho = echotest.Origin(nil)
 
 func echo(w http.ResponseWriter, r *http.Request) {
@@ -285,9 +285,10 @@ func echo(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if r.URL.Path == "/websocket" {
+	if r.URL.Path == "/websocket" || r.URL.Path == "/name" {
 		// A WebSocket that sends the request's Authorization back in a
-		// message (echotest.Origin).
+		// message, or a response naming a header and trailers after its
+		// token (echotest.Origin).
 		websocketEcho.ServeHTTP(w, r)
 		return
 	}

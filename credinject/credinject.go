@@ -315,17 +315,25 @@ func (s *Set) MaskString(v string) string {
 func (s *Set) MaskHeader(h http.Header) {
 	for name, values := range h {
 		for i, v := range values {
-			if masked, ok := s.maskFolded(v); ok && name == "Trailer" {
-				values[i] = masked
-				continue
-			}
-			values[i] = s.MaskString(v)
+			values[i] = s.maskValue(name, v)
 		}
 		if masked := s.maskName(name); masked != name {
 			delete(h, name)
 			h[masked] = append(h[masked], values...)
 		}
 	}
+}
+
+// maskValue masks a value of the header name: the list of names a
+// Trailer header holds in any case, as names are (maskName), any other
+// value as written.
+func (s *Set) maskValue(name, v string) string {
+	if name == "Trailer" {
+		if masked, ok := s.maskFolded(v); ok {
+			return masked
+		}
+	}
+	return s.MaskString(v)
 }
 
 // maskName masks a header name (one with http.TrailerPrefix, as a

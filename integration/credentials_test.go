@@ -410,6 +410,50 @@ func TestCredentialNotPassedIntoTheBox(t *testing.T) {
 	}
 }
 
+// TestRefusalMasksTheCommandLine: a run refused for another reason (a
+// denied command, a credential without the restricted network) records
+// its command line with the selected credentials' secrets masked; one
+// refused before they could be loaded (a project file cordon cannot read)
+// leaves the command line out. Before, every refusal that came before the
+// proxy started wrote the real key the command line held into the log.
+func TestRefusalMasksTheCommandLine(t *testing.T) {
+	home := userDir(t, "cordon-it-home-")
+	cfg := home + "/config.yaml"
+	writeUserFile(t, cfg, []byte(providerCredential(originName+":8443")+"deny_commands: [nc]\n"))
+	keyAuth := base64.StdEncoding.EncodeToString([]byte("someone:" + realKey))
+	for _, tc := range []struct {
+		name, reason string
+		args         []string
+		project      string // the workspace's .cordon.yaml
+		want         string // in the block line's command
+	}{
+		{"a denied command", "deny_command", []string{"--", "nc", "example.test", "80", realKey}, "", "[masked:provider]"},
+		{"in base64", "deny_command", []string{"--", "nc", keyAuth}, "", "[masked:provider]"},
+		{"no restricted network", "policy", []string{"--net", "open", "--", "curl", "-H", "Authorization: Bearer " + realKey}, "", "[masked:provider]"},
+		{"before the credentials load", "policy", []string{"--", "echo", realKey}, "bogus_key: 1\n", "[not recorded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := userDir(t, "cordon-it-ws-")
+			if tc.project != "" {
+				writeUserFile(t, ws+"/.cordon.yaml", []byte(tc.project))
+			}
+			log := userDir(t, "cordon-it-audit-") + "/a.jsonl"
+			args := append([]string{"run", "--net", "restricted", "--config", cfg, "--credential", "provider", "--audit", log, "--ephemeral-ca"}, tc.args...)
+			r := runResult(t, 60*time.Second, cordonIn(t, ws, []string{"HOME=" + home, "PROVIDER_REAL_KEY=" + realKey}, args...))
+			expectCode(t, r, 125)
+			data := string(mustRead(t, log))
+			if strings.Contains(data, realKey) || strings.Contains(data, keyAuth) {
+				t.Fatalf("the real key is in the audit log:\n%s", data)
+			}
+			recs := readAudit(t, log)
+			last := recs[len(recs)-1]
+			if last.Type != audit.TypeBlock || last.Reason != tc.reason || !strings.Contains(strings.Join(last.Command, " "), tc.want) {
+				t.Fatalf("last audit line %+v, want a %s block line whose command holds %q\n%s", last, tc.reason, tc.want, r.stderr)
+			}
+		})
+	}
+}
+
 // TestCredentialSourceFileHidden: a credential's source file that lies
 // where the box can see (the workspace, an allow_path) reads as empty
 // inside, for the credential the run uses and for one it does not; the

@@ -52,10 +52,9 @@ type Options struct {
 	EphemeralCA bool
 	// Credentials names the configured credentials this session uses.
 	Credentials []string
-	// Writable are the directories the sandbox may write (the workspace,
-	// read-write allow_paths), whose PATH entries a credential's command
-	// source runs without (credinject.Options.Writable).
-	Writable []string
+	// Creds are those credentials already loaded (cordon run loads them
+	// first, to mask its refusals); nil loads them here.
+	Creds *credinject.Set
 	// BundlePath is where the session's trust bundle is written; empty
 	// means a file in a fresh temporary directory, or, InSandbox, no file:
 	// the sandbox is given the bundle's bytes (Proxy.Sandbox).
@@ -106,9 +105,11 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	// the start of every session. A bad extra CA file is found at once:
 	// the trust bundle reads it too.
 	roots := sync.OnceValues(func() (*x509.CertPool, error) { return certs.UpstreamPool(p.ExtraCA) })
-	creds, err := credinject.Load(p.Credentials, o.Credentials, credinject.Options{Writable: o.Writable})
-	if err != nil {
-		return nil, err
+	creds, err := o.Creds, error(nil)
+	if creds == nil {
+		if creds, err = credinject.Load(p.Credentials, o.Credentials, credinject.Options{}); err != nil {
+			return nil, err
+		}
 	}
 	allow, err := p.EffectiveAllow(o.Credentials)
 	if err != nil {

@@ -295,6 +295,8 @@ type runState struct {
 	// launched says the launch was recorded: from then on the command
 	// may write to stdout, before the outcome.
 	launched bool
+	// creds are the selected credentials, once loaded (loadCredentials).
+	creds *credinject.Set
 }
 
 // refuseBlocked waits for the capability check and refuses the run when
@@ -318,13 +320,50 @@ func (r *runState) refuse(reason, detail, fix string) error {
 	r.out.Outcome.Kind = "blocked"
 	r.out.Outcome.Reason, r.out.Outcome.Fix = detail, fix
 	if r.w != nil {
-		if err := r.w.Write(audit.Record{Type: audit.TypeBlock, Command: r.argv, Workdir: r.cwd,
+		if err := r.w.Write(audit.Record{Type: audit.TypeBlock, Command: r.loggedArgv(), Workdir: r.cwd,
 			Network: r.out.Network.Mode, Reason: reason, Detail: detail, Outcome: "blocked"}); err != nil {
 			fmt.Fprintf(r.errw, "cordon: %v\n", err)
 		}
 	}
 	r.print()
 	return exitError{code: exitRefused, msg: "blocked: " + detail, fix: fix}
+}
+
+// notRecorded stands for a command line a refusal's record leaves out.
+const notRecorded = "[not recorded: the run was refused before its credentials were loaded, so their secrets could not be masked in it]"
+
+// loggedArgv is the command line as a record of the run holds it: with
+// the selected credentials' secrets masked (Redact: in base64 too), or,
+// before they are loaded, left out, since it may hold one.
+func (r *runState) loggedArgv() []string {
+	switch {
+	case len(r.f.pf.credentials) == 0:
+		return r.argv
+	case r.creds == nil:
+		return []string{notRecorded}
+	}
+	argv := make([]string, len(r.argv))
+	for i, a := range r.argv {
+		argv[i], _ = r.creds.Redact(a)
+	}
+	return argv
+}
+
+// loadCredentials loads the credentials the run selects, as soon as the
+// policy is known and before anything else can refuse the run, and masks
+// their secrets in every later line of the run: a refusal's record holds
+// the command line, which may carry one.
+func (r *runState) loadCredentials(s *sandbox.Spec, granted []string) error {
+	if len(r.f.pf.credentials) == 0 {
+		return nil
+	}
+	creds, err := credinject.Load(s.Policy.Credentials, r.f.pf.credentials, credinject.Options{Writable: writableDirs(s, granted)})
+	if err != nil {
+		return r.refuse("credentials", err.Error(), "")
+	}
+	r.creds = creds
+	r.w.SetRedact(creds.Scrub)
+	return nil
 }
 
 // refuseSecretsInBox refuses a run whose command line or environment (s.Env
@@ -430,6 +469,9 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	if err != nil {
 		return r.refuse("policy", err.Error(), "")
 	}
+	if err := r.loadCredentials(s, src.Granted); err != nil {
+		return err
+	}
 	r.w.SetBudget(s.Policy.Limits.AuditBudget)
 	for _, d := range sandbox.MissingDenyRead(s.Policy, s.Workspace) {
 		fmt.Fprintf(stderr, "cordon: warning: deny_read %s does not exist, so nothing is hidden there; if it held a secret, an earlier run may have moved it, with a directory above it, to a name nothing hides: look for it and put it back (if it is not made yet, the first run after it is hides it)\n", termtext.Printable(d, 0))
@@ -478,7 +520,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	}
 	if s.Policy.Network == policy.NetRestricted {
 		px, err := session.StartProxy(ctx, session.Options{Policy: s.Policy, Audit: r.w, InSandbox: sandboxInside.OwnNetwork,
-			Credentials: f.pf.credentials, EphemeralCA: f.pf.ephemeralCA, Writable: writableDirs(s, src.Granted)})
+			Credentials: f.pf.credentials, Creds: r.creds, EphemeralCA: f.pf.ephemeralCA})
 		if err != nil {
 			return r.refuse("proxy", err.Error(), "")
 		}

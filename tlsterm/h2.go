@@ -37,7 +37,7 @@ func serveH2(c *tls.Conn, h http.Handler) {
 		ReadHeaderTimeout: headerTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
-		HTTP2: &http.HTTP2Config{MaxReadFrameSize: maxFrameSize,
+		HTTP2: &http.HTTP2Config{MaxReadFrameSize: maxFrameSize, MaxConcurrentStreams: maxClientStreams,
 			MaxReceiveBufferPerConnection: maxUploadBuffer, MaxReceiveBufferPerStream: maxUploadBuffer},
 		ErrorLog: log.New(io.Discard, "", 0),
 		ConnState: func(_ net.Conn, s http.ConnState) {
@@ -99,4 +99,11 @@ const (
 	// is on this machine, so a smaller window costs little: an upload ran
 	// at 38 MB/s where it ran at 45 (at 64 KiB, 25).
 	maxUploadBuffer = 256 << 10
+	// maxClientStreams is the HTTP/2 streams a client may have open at
+	// once on one connection, where net/http's default is 250: curl,
+	// nginx and gRPC use 100. net/http runs a handler per open stream
+	// and, for streams the client reset before theirs ran, queues up to
+	// four times as many, each with its request's state, so it bounds
+	// what one connection holds (see defaultMaxHTTP2Conns).
+	maxClientStreams = 100
 )

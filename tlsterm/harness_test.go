@@ -48,6 +48,9 @@ type rigOptions struct {
 	creds     *credinject.Set
 	// maxRequests is the Terminator's MaxRequests; zero means its default.
 	maxRequests int
+	// maxHTTP2Conns is the Terminator's MaxHTTP2Conns; zero means its
+	// default.
+	maxHTTP2Conns int
 	// opaque relays connections untouched (the tunnel baseline).
 	opaque bool
 	// idle is the origin's idle timeout; zero means net/http's default.
@@ -127,7 +130,8 @@ func newRig(tb testing.TB, h http.Handler, o rigOptions) *rig {
 	if !o.plaintext {
 		roots.AddCert(origin.Certificate())
 	}
-	r.T, err = New(Config{Leaves: certs.NewLeafCache(ca, 16), Roots: func() (*x509.CertPool, error) { return roots, nil }, Audit: aw, Creds: o.creds, MaxRequests: o.maxRequests})
+	r.T, err = New(Config{Leaves: certs.NewLeafCache(ca, 16), Roots: func() (*x509.CertPool, error) { return roots, nil }, Audit: aw, Creds: o.creds,
+		MaxRequests: o.maxRequests, MaxHTTP2Conns: o.maxHTTP2Conns})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,9 @@ type Config struct {
 	// MaxRequests caps the HTTP/2 requests in flight at once, across all
 	// the terminated streams; zero means 1024 (defaultMaxRequests).
 	MaxRequests int
+	// MaxHTTP2Conns caps the terminated streams that speak HTTP/2 at
+	// once; zero means 64 (defaultMaxHTTP2Conns).
+	MaxHTTP2Conns int
 	// ErrorLog receives problems that have no client to go to.
 	ErrorLog *log.Logger
 }
@@ -56,6 +60,19 @@ type Config struct {
 // upstream does not speak HTTP/2 (or caps its streams): a box could make
 // cordon, outside the box's limits, hold a quarter of a million sockets.
 const defaultMaxRequests = 1024
+
+// defaultMaxHTTP2Conns is how many terminated streams may speak HTTP/2 at
+// once, by default; past them, a client that offers HTTP/1.1 too is
+// served HTTP/1.1, and one that offers HTTP/2 alone is refused. net/http's
+// HTTP/2 server keeps a request's state (some 5 KiB, most of it a 4 KiB
+// response buffer) for each stream whose handler has not yet run, and a
+// stream the client resets at once still waits its turn: four times its
+// connection's concurrent streams may wait so, on top of those running.
+// A box that opened HEADERS and reset each stream in a loop on 1,000
+// terminated connections took cordon, outside the box's limits, to 3.9 GB;
+// with this bound and maxClientStreams, at most 64 connections of some
+// 500 stream states each, about 160 MB.
+const defaultMaxHTTP2Conns = 64
 
 // The flow-control windows of the HTTP/2 forwarders' upstream
 // connections. net/http's Transport buffers what an upstream sends ahead
@@ -83,6 +100,9 @@ type Terminator struct {
 	// windows holds a token per upstream HTTP/2 transport given
 	// fullWindow (fullWindows of them).
 	windows chan struct{}
+	// h2conns holds a token per terminated stream speaking HTTP/2
+	// (Config.MaxHTTP2Conns).
+	h2conns chan struct{}
 }
 
 // New builds a Terminator.
@@ -99,6 +119,9 @@ func New(cfg Config) (*Terminator, error) {
 	if cfg.MaxRequests == 0 {
 		cfg.MaxRequests = defaultMaxRequests
 	}
+	if cfg.MaxHTTP2Conns == 0 {
+		cfg.MaxHTTP2Conns = defaultMaxHTTP2Conns
+	}
 	if cfg.ErrorLog == nil {
 		cfg.ErrorLog = log.New(io.Discard, "", 0)
 	}
@@ -107,6 +130,7 @@ func New(cfg Config) (*Terminator, error) {
 		slots:    make(chan struct{}, cfg.MaxStreams),
 		requests: make(chan struct{}, cfg.MaxRequests),
 		windows:  make(chan struct{}, fullWindows),
+		h2conns:  make(chan struct{}, cfg.MaxHTTP2Conns),
 	}, nil
 }
 
@@ -164,20 +188,32 @@ func (t *Terminator) Serve(s *Stream) {
 		return
 	}
 	var refused *policy.Decision
-	tc := tls.Server(cork, &tls.Config{
+	var h2 alpnSlot
+	defer h2.release()
+	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
-		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-			if d := CheckSNI(hello.ServerName, s.Host, s.Port); !d.Allow {
-				refused = &d
-				return nil, errors.New(d.Detail)
-			}
-			return nil, nil
-		},
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return t.cfg.Leaves.Get(s.Host)
 		},
-	})
+	}
+	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		d := CheckSNI(hello.ServerName, s.Host, s.Port)
+		if d.Allow {
+			d = h2.take(t.h2conns, hello.SupportedProtos, s)
+		}
+		if !d.Allow {
+			refused = &d
+			return nil, errors.New(d.Detail)
+		}
+		if !h2.held() {
+			h1 := cfg.Clone()
+			h1.GetConfigForClient, h1.NextProtos = nil, []string{"http/1.1"}
+			return h1, nil
+		}
+		return nil, nil
+	}
+	tc := tls.Server(cork, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.HandshakeTimeout)
 	err := tc.HandshakeContext(ctx)
 	cancel()
@@ -198,6 +234,41 @@ func (t *Terminator) Serve(s *Stream) {
 		return
 	}
 	st.serveHTTP1(tc, cork)
+}
+
+// alpnSlot is a terminated stream's place among those that may speak
+// HTTP/2 (Config.MaxHTTP2Conns), taken at its ClientHello.
+type alpnSlot struct{ slots chan struct{} }
+
+// take reserves a place in slots for a client offering protos that
+// include HTTP/2. With none free, a client that offers HTTP/1.1 too (or
+// no protocol) is left to it, and one that offers HTTP/2 alone is refused.
+func (a *alpnSlot) take(slots chan struct{}, protos []string, s *Stream) policy.Decision {
+	d := policy.Decision{Host: s.Host, Port: s.Port, Allow: true}
+	if a.held() || !slices.Contains(protos, "h2") {
+		return d
+	}
+	select {
+	case slots <- struct{}{}:
+		a.slots = slots
+	default:
+		if len(protos) == 1 {
+			d.Allow, d.Reason = false, ReasonTooManyRequests
+			d.Detail = fmt.Sprintf("this session already has %d connections speaking HTTP/2, its most at once, and the client offered no HTTP/1.1; one must end first", cap(slots))
+		}
+	}
+	return d
+}
+
+// held says the stream may speak HTTP/2.
+func (a *alpnSlot) held() bool { return a.slots != nil }
+
+// release gives the place back, if one was taken.
+func (a *alpnSlot) release() {
+	if a.slots != nil {
+		<-a.slots
+		a.slots = nil
+	}
 }
 
 // stream is the state of one terminated client connection.

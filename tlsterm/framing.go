@@ -3,6 +3,7 @@ package tlsterm
 import (
 	"bytes"
 	"errors"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -391,6 +392,13 @@ func lowerASCII(c byte) byte {
 	return c
 }
 
+// parseChunkSize reads a chunk-size line. A size the followers cannot
+// count down together with the CRLF after the chunk's data (past
+// maxChunkSize) is not ok: added to it, a size of 0x7fffffffffffffff
+// wrapped to a negative count, and the next bytes of the stream panicked
+// the goroutine reading it, which for a connection the restricted box's
+// network redirected ended cordon, and with it the run, before the
+// repositories the box had planted were set aside.
 func parseChunkSize(line string) (int64, bool) {
 	line = strings.TrimRight(line, "\r\n")
 	if i := strings.IndexByte(line, ';'); i >= 0 {
@@ -401,5 +409,9 @@ func parseChunkSize(line string) (int64, bool) {
 		return 0, false
 	}
 	n, err := strconv.ParseUint(line, 16, 63)
-	return int64(n), err == nil
+	return int64(n), err == nil && n <= maxChunkSize
 }
+
+// maxChunkSize is the largest chunk size a follower takes: with its data's
+// CRLF, the most an int64 counts.
+const maxChunkSize = math.MaxInt64 - 2

@@ -38,6 +38,10 @@ func TestFramingGuard(t *testing.T) {
 		{"whitespace before the TE colon", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n", []string{"whitespace around the Transfer-Encoding header name"}},
 		{"names compare in ASCII only", "POST / HTTP/1.1\r\nHost: a\r\nTran\u017ffer-Encoding: chunked\r\nContent-Length: 2\r\n\r\nhiGET /2 HTTP/1.1\r\nHost: a\r\n\r\n", []string{"ok", "ok"}},
 		{"bare LF lines", "GET / HTTP/1.1\nHost: a\n\nGET /2 HTTP/1.1\nHost: a\n\n", []string{"ok", "ok"}},
+		// With its CRLF, the size wrapped to a negative count of bytes
+		// to skip, and the bytes after it panicked the guard.
+		{"chunk size past what a count holds", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n7fffffffffffffff\r\nabGET /2 HTTP/1.1\r\nHost: a\r\n\r\n", []string{"ok"}},
+		{"largest chunk size", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n7ffffffffffffffd\r\nabGET /2 HTTP/1.1\r\nHost: a\r\n\r\n", []string{"ok"}},
 	} {
 		for _, n := range []int{1, 3, 7, 1 << 20} {
 			g := feedAll(tc.raw, n)
@@ -66,6 +70,7 @@ func FuzzFramingGuard(f *testing.F) {
 	f.Add("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", uint8(3))
 	f.Add("POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", uint8(1))
 	f.Add("GET / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n", uint8(5))
+	f.Add("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n7ffffffffffffffe\r\nab", uint8(200))
 	f.Fuzz(func(t *testing.T, raw string, chunk uint8) {
 		n := int(chunk%64) + 1
 		a, b := feedAll(raw, n), feedAll(raw, len(raw)+1)

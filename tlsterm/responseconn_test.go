@@ -126,6 +126,20 @@ func TestResponseFramerRefusesWhatItCannotRead(t *testing.T) {
 	}
 }
 
+// TestResponseFramerRefusesHugeChunks: a chunk size that, with its
+// data's CRLF, is past what a count holds is refused (an upstream's
+// response is the box's to pick among the allowed hosts); it wrapped to a
+// negative count, and the bytes after it panicked the framer.
+func TestResponseFramerRefusesHugeChunks(t *testing.T) {
+	for _, size := range []string{"7ffffffffffffffe", "7fffffffffffffff"} {
+		f := responseFramer{}
+		f.next(false)
+		if _, err := f.feed([]byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + size + "\r\nab")); !errors.Is(err, errUnframed) {
+			t.Fatalf("a chunk of %s bytes: %v, want %v", size, err, errUnframed)
+		}
+	}
+}
+
 // chunkConn returns its chunks, one a read, then EOF.
 type chunkConn struct {
 	net.Conn

@@ -232,3 +232,38 @@ func TestResponseConnSeesWaitingBytes(t *testing.T) {
 		t.Fatalf("logged %q, want the bytes after GET /a", logged)
 	}
 }
+
+// FuzzResponseFramer feeds arbitrary upstream bytes (the upstream is the
+// box's to pick among the allowed hosts) in arbitrary chunks: the framer
+// must never panic, and must end the response, or refuse it, at the same
+// byte however the bytes are split.
+func FuzzResponseFramer(f *testing.F) {
+	f.Add("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", uint8(3), false)
+	f.Add("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi", uint8(1), false)
+	f.Add("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7ffffffffffffffe\r\nab", uint8(7), false)
+	f.Add("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", uint8(2), true)
+	f.Fuzz(func(t *testing.T, wire string, chunk uint8, head bool) {
+		whole, wholeErr := frameAll(wire, len(wire)+1, head)
+		split, splitErr := frameAll(wire, int(chunk%64)+1, head)
+		if whole != split || (wholeErr == nil) != (splitErr == nil) {
+			t.Fatalf("whole: %d bytes (%v); split: %d bytes (%v)", whole, wholeErr, split, splitErr)
+		}
+	})
+}
+
+// frameAll feeds wire to a fresh framer n bytes at a time and returns how
+// many bytes the response took, and the error that refused it.
+func frameAll(wire string, n int, head bool) (int, error) {
+	f := responseFramer{}
+	f.next(head)
+	used := 0
+	for i := 0; i < len(wire); i += n {
+		b := []byte(wire[i:min(i+n, len(wire))])
+		k, err := f.feed(b)
+		used += k
+		if err != nil || k < len(b) {
+			return used, err
+		}
+	}
+	return used, nil
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime/debug"
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/internal/connlimit"
@@ -16,6 +17,10 @@ import (
 // ReasonNoDestination is a redirected connection whose original
 // destination cannot be read.
 const ReasonNoDestination policy.Reason = "no_destination"
+
+// ReasonInternalError is a redirected connection cut because serving it
+// panicked.
+const ReasonInternalError policy.Reason = "internal_error"
 
 // ServeTransparent accepts connections a sandbox's network redirected to
 // l, each to the destination dest reads from it, and judges, logs and
@@ -53,6 +58,7 @@ func (s *Server) ServeTransparent(ctx context.Context, l net.Listener, dest func
 func (s *Server) serveRedirected(ctx context.Context, lc *connlimit.Conn, dest func(net.Conn) (netip.AddrPort, error)) {
 	var c net.Conn = lc
 	kind, client := audit.KindTransparent, c.RemoteAddr().String()
+	defer s.survive(lc, client)
 	dst, err := dest(lc.NetConn())
 	if err != nil {
 		s.record(decisionRecord(kind, client, policy.Decision{Reason: ReasonNoDestination,
@@ -81,4 +87,22 @@ func (s *Server) serveRedirected(ctx context.Context, lc *connlimit.Conn, dest f
 	defer s.untrack(c)
 	t.client = c
 	s.carry(t, kind)
+}
+
+// survive, deferred, ends a redirected connection whose serving panicked
+// as net/http ends a proxy client's: the connection is cut, the panic
+// logged, and cordon goes on. Nothing recovered it before: a chunk size
+// that overflowed the framing guard's count (fdad266) ended cordon run at
+// the box's first such request, before the run's aftercare set aside the
+// repositories the box had planted, whose config then ran at the user's
+// next git status.
+func (s *Server) survive(lc *connlimit.Conn, client string) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	s.cfg.ErrorLog.Printf("cordon: panic serving the redirected connection from %s: %v\n%s", client, p, debug.Stack())
+	s.record(decisionRecord(audit.KindTransparent, client, policy.Decision{Reason: ReasonInternalError,
+		Detail: fmt.Sprintf("cordon failed while serving this connection, and cut it: %v", p)}))
+	lc.Close()
 }

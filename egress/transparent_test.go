@@ -2,12 +2,16 @@ package egress
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/policy"
 )
 
 // TestTransparentConnectionsBounded: at most MaxTunnels redirected
@@ -69,5 +73,50 @@ func TestTransparentConnectionsBounded(t *testing.T) {
 	case <-judging:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting connection was never judged after the others were")
+	}
+}
+
+// TestTransparentPanicCutsOnlyItsConnection: a redirected connection
+// whose serving panics (here its destination lookup stands in for any
+// step) is cut and logged, and the listener serves the next, as net/http
+// serves a proxy client. Nothing recovered it before, so a panic ended
+// cordon run before its aftercare set aside what the box had planted.
+func TestTransparentPanicCutsOnlyItsConnection(t *testing.T) {
+	s, aw, _, logPath := newTestServer(t, "127.0.0.1", 4)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	dest := func(net.Conn) (netip.AddrPort, error) {
+		if calls.Add(1) == 1 {
+			panic("a bug reached by the box's bytes")
+		}
+		return netip.AddrPort{}, errors.New("not redirected")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.ServeTransparent(ctx, ln, dest) }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+		aw.Close()
+	}()
+	for _, want := range []policy.Reason{ReasonInternalError, ReasonNoDestination} {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); err == nil {
+			t.Fatalf("read %d bytes, want the connection cut", n)
+		}
+		c.Close()
+		data, _ := os.ReadFile(logPath)
+		if !strings.Contains(string(data), `"decision":"deny","reason":"`+string(want)+`"`) {
+			t.Fatalf("no deny line with reason %s:\n%s", want, data)
+		}
 	}
 }

@@ -99,10 +99,8 @@ func (g *FramingGuard) Read(p []byte) (int, error) {
 	}
 	n, err := g.Conn.Read(p)
 	if n > 0 {
-		g.mu.Lock()
-		n = g.feed(p[:n])
-		tooMany := g.tooMany
-		g.mu.Unlock()
+		var tooMany bool
+		n, tooMany = g.feedLocked(p[:n])
 		if tooMany && n == 0 {
 			return 0, ErrHeaderFields
 		}
@@ -111,6 +109,15 @@ func (g *FramingGuard) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// feedLocked is feed under mu, and whether a header block went past
+// MaxHeaderFields. A panic in feed leaves mu unlocked: the reader that
+// recovers it goes on to the guard's other methods.
+func (g *FramingGuard) feedLocked(b []byte) (n int, tooMany bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.feed(b), g.tooMany
 }
 
 // HeaderFieldsExceeded says a header block went past MaxHeaderFields.

@@ -889,3 +889,37 @@ func TestHTTP1Streaming(t *testing.T) {
 		next <- struct{}{}
 	}
 }
+
+// panicBody is a request body whose read panics, standing in for any
+// bug its reading reaches.
+type panicBody struct{}
+
+func (panicBody) Read([]byte) (int, error) { panic("a bug reached by the client's body") }
+
+// TestRequestWriterPanicIsAnError: a panic while a request's body goes
+// upstream, on the goroutine of its own it goes on, is the request's
+// error, and the upstream connection is closed; nothing else recovers
+// that goroutine, so it ended cordon (and cordon run before its
+// aftercare).
+func TestRequestWriterPanicIsAnError(t *testing.T) {
+	c, far := net.Pipe()
+	defer far.Close()
+	go io.Copy(io.Discard, far)
+	up := &upstream1{conn: c, bw: bufio.NewWriter(c)}
+	req, err := http.NewRequest(http.MethodPost, "https://a.test/", panicBody{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = -1
+	select {
+	case err := <-startWrite(up, req):
+		if err == nil || !strings.Contains(err.Error(), "a bug reached by the client's body") {
+			t.Fatalf("the write's error: %v, want the panic's", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write never ended")
+	}
+	if _, err := c.Write([]byte("x")); err == nil {
+		t.Fatal("the upstream connection is still open")
+	}
+}

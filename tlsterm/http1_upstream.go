@@ -34,7 +34,7 @@ type exchange struct {
 	upgrade string
 	// wrote receives the request writer's result when the body is
 	// written on its own goroutine; nil when the request was written whole.
-	wrote chan error
+	wrote <-chan error
 	// bytesUp counts request body bytes sent upstream.
 	bytesUp int64
 	// guard is the credential guard on the request body, or nil.
@@ -290,14 +290,7 @@ func (h *conn1) sendOnce(x *exchange) error {
 	} else {
 		// The body goes up while the response comes down: a server may
 		// answer before it has read everything.
-		x.wrote = make(chan error, 1)
-		go func() {
-			err := writeRequest(up, x.req)
-			if err != nil {
-				up.conn.Close() // unblock the response read
-			}
-			x.wrote <- err
-		}()
+		x.wrote = startWrite(up, x.req)
 	}
 	for n := 0; ; n++ {
 		up.lim.n = MaxResponseHeaderBytes
@@ -344,6 +337,30 @@ func (h *conn1) sendOnce(x *exchange) error {
 }
 
 // writeRequest writes req, body included, to the upstream.
+// startWrite writes req upstream in a goroutine of its own, the client's
+// body read on the way, and sends the outcome on the channel it returns;
+// a failure closes the upstream connection, to unblock the response's
+// read. A panic there (a chunk size that overflowed the framing guard's
+// count did, fdad266) becomes the request's error: nothing recovers that
+// goroutine, so it ended cordon, and cordon run before its aftercare.
+func startWrite(up *upstream1, req *http.Request) <-chan error {
+	wrote := make(chan error, 1)
+	go func() {
+		var err error
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("cordon failed sending the request upstream: %v", p)
+			}
+			if err != nil {
+				up.conn.Close()
+			}
+			wrote <- err
+		}()
+		err = writeRequest(up, req)
+	}()
+	return wrote
+}
+
 func writeRequest(up *upstream1, req *http.Request) error {
 	if err := writeBodyless(up.bw, req); err != nil {
 		return err

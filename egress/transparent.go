@@ -91,9 +91,9 @@ func (s *Server) serveRedirected(ctx context.Context, lc *connlimit.Conn, dest f
 
 // survive, deferred, ends a redirected connection whose serving panicked
 // as net/http ends a proxy client's: the connection is cut, the panic
-// logged, and cordon goes on. Nothing recovered it before: a chunk size
-// that overflowed the framing guard's count (fdad266) ended cordon run at
-// the box's first such request, before the run's aftercare set aside the
+// logged, and cordon goes on. Nothing else recovers it: a chunk size that
+// overflowed the framing guard's count once ended cordon run at the box's
+// first such request, before the run's aftercare set aside the
 // repositories the box had planted, whose config then ran at the user's
 // next git status.
 func (s *Server) survive(lc *connlimit.Conn, client string) {

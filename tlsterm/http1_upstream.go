@@ -336,13 +336,13 @@ func (h *conn1) sendOnce(x *exchange) error {
 	}
 }
 
-// writeRequest writes req, body included, to the upstream.
 // startWrite writes req upstream in a goroutine of its own, the client's
 // body read on the way, and sends the outcome on the channel it returns;
 // a failure closes the upstream connection, to unblock the response's
 // read. A panic there (a chunk size that overflowed the framing guard's
-// count did, fdad266) becomes the request's error: nothing recovers that
-// goroutine, so it ended cordon, and cordon run before its aftercare.
+// count once caused one) becomes the request's error: nothing else
+// recovers that goroutine, and a panic would end cordon, and cordon run
+// before its aftercare.
 func startWrite(up *upstream1, req *http.Request) <-chan error {
 	wrote := make(chan error, 1)
 	go func() {
@@ -361,6 +361,7 @@ func startWrite(up *upstream1, req *http.Request) <-chan error {
 	return wrote
 }
 
+// writeRequest writes req, body included, to the upstream.
 func writeRequest(up *upstream1, req *http.Request) error {
 	if err := writeBodyless(up.bw, req); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/credinject"
+	"github.com/cordon-sandbox/cordon/internal/survive"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/tlsterm"
 )
@@ -261,7 +262,12 @@ func newMaskedConn(creds *credinject.Set, protocol string, conn io.ReadWriteClos
 	c := &maskedConn{ReadCloser: tlsterm.MaskSwitched(creds, protocol, conn), up: pw,
 		guard: tlsterm.GuardSwitched(creds, protocol, pr, host, port)}
 	go func() {
-		if _, err := io.Copy(conn, c.guard); err != nil {
+		err := func() (err error) {
+			defer survive.Recover(&err, "guarding a switched protocol's messages")
+			_, err = io.Copy(conn, c.guard)
+			return err
+		}()
+		if err != nil {
 			pr.CloseWithError(err)
 			conn.Close()
 		}
@@ -316,8 +322,12 @@ func newCountedBody(body io.ReadCloser, done func(up, down int64, end error)) io
 	return c
 }
 
-func (b *countedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
+// Read may run on net/http's Transport's goroutine (a request's body),
+// which nothing recovers: a panic below it becomes the read's error
+// (survive.Recover).
+func (b *countedBody) Read(p []byte) (n int, err error) {
+	defer survive.Recover(&err, "reading a body")
+	n, err = b.ReadCloser.Read(p)
 	b.down.Add(int64(n))
 	if err != nil {
 		b.mu.Lock()

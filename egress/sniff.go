@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/survive"
 )
 
 // protocol is what the first bytes of a tunnel say it carries.
@@ -35,7 +37,10 @@ func sniff(client, upstream net.Conn, timeout time.Duration) (proto protocol, wh
 	var clientErr error
 	fromClient := make(chan protocol, 1)
 	go func() {
-		p, err := readOpening(cr)
+		p, err := func() (p protocol, err error) {
+			defer survive.Recover(&err, "reading a tunnel's opening")
+			return readOpening(cr)
+		}()
 		clientErr = err
 		fromClient <- p
 	}()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/credinject"
+	"github.com/cordon-sandbox/cordon/internal/survive"
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
@@ -179,8 +180,11 @@ type countingBody struct {
 	n *atomic.Int64
 }
 
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
+// Read may run on net/http's Transport's goroutine, which nothing
+// recovers: a panic below it becomes the read's error (survive.Recover).
+func (b *countingBody) Read(p []byte) (n int, err error) {
+	defer survive.Recover(&err, "reading a client's request body")
+	n, err = b.ReadCloser.Read(p)
 	b.n.Add(int64(n))
 	return n, err
 }

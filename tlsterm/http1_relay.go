@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/cordon-sandbox/cordon/internal/survive"
 )
 
 // Bodies and switched protocols on the HTTP/1.x path, relayed both ways.
@@ -155,13 +157,17 @@ func (h *conn1) switchProtocols(x *exchange, body *clientBody) (int, int64, bool
 
 // relayBoth copies fromClient to upstream and fromUpstream to client until
 // both directions end (a failing direction ends both), half-closing each
-// destination as its source ends.
+// destination as its source ends. A panic in fromClient's reads (a
+// guard's) fails that direction (survive.Recover).
 func relayBoth(client, upstream net.Conn, fromClient, fromUpstream io.Reader) (up, down int64) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var err error
-		up, err = copyPlain(upstream, fromClient)
+		err := func() (err error) {
+			defer survive.Recover(&err, "relaying a client's bytes upstream")
+			up, err = copyPlain(upstream, fromClient)
+			return err
+		}()
 		endWrite(upstream, client, err)
 	}()
 	var err error

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/credinject"
+	"github.com/cordon-sandbox/cordon/internal/survive"
 )
 
 // The upstream side of the HTTP/1.x path: one kept-alive connection per
@@ -340,22 +341,18 @@ func (h *conn1) sendOnce(x *exchange) error {
 // body read on the way, and sends the outcome on the channel it returns;
 // a failure closes the upstream connection, to unblock the response's
 // read. A panic there (a chunk size that overflowed the framing guard's
-// count once caused one) becomes the request's error: nothing else
-// recovers that goroutine, and a panic would end cordon, and cordon run
-// before its aftercare.
+// count once caused one) becomes the request's error (survive.Recover).
 func startWrite(up *upstream1, req *http.Request) <-chan error {
 	wrote := make(chan error, 1)
 	go func() {
 		var err error
 		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("cordon failed sending the request upstream: %v", p)
-			}
 			if err != nil {
 				up.conn.Close()
 			}
 			wrote <- err
 		}()
+		defer survive.Recover(&err, "sending a request upstream")
 		err = writeRequest(up, req)
 	}()
 	return wrote

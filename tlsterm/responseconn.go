@@ -10,6 +10,8 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"sync"
+
+	"github.com/cordon-sandbox/cordon/internal/survive"
 )
 
 // ResponseConn is an HTTP/1.1 upstream connection read by net/http's
@@ -91,7 +93,15 @@ var errUnsolicited = errors.New("the upstream sent bytes no request asked for")
 // errUnframed is a response whose length cordon could not follow.
 var errUnframed = errors.New("upstream response framing cordon cannot follow (a malformed status line, chunk size, or Content-Length or Transfer-Encoding)")
 
-func (c *ResponseConn) Read(p []byte) (int, error) {
+// Read reads the upstream's bytes, following each response's framing. It
+// runs on net/http's Transport's goroutine, which nothing recovers: a
+// panic in the framing becomes the read's error (survive.Recover).
+func (c *ResponseConn) Read(p []byte) (n int, err error) {
+	defer survive.Recover(&err, "reading an upstream's response")
+	return c.read(p)
+}
+
+func (c *ResponseConn) read(p []byte) (int, error) {
 	if err := c.failed(); err != nil {
 		return 0, err
 	}

@@ -96,13 +96,20 @@ func (w *Writer) SetBudget(n int64) {
 }
 
 // DefaultPath is $CORDON_AUDIT, else $XDG_STATE_HOME/cordon/audit.jsonl,
-// else ~/.local/state/cordon/audit.jsonl.
+// else ~/.local/state/cordon/audit.jsonl. $CORDON_AUDIT must be absolute:
+// set once for every directory cordon starts in, a relative one would put
+// a log in each, inside the repository there. A relative $XDG_STATE_HOME
+// is ignored, as the XDG base directory specification says (and as
+// cordon's config does $XDG_CONFIG_HOME).
 func DefaultPath() (string, error) {
 	if p := os.Getenv("CORDON_AUDIT"); p != "" {
+		if !filepath.IsAbs(p) {
+			return "", fmt.Errorf("$CORDON_AUDIT=%q is not an absolute path: it would name another log in each directory cordon starts in, inside the repository there; set it to an absolute path, or pass --audit", p)
+		}
 		return p, nil
 	}
 	state := os.Getenv("XDG_STATE_HOME")
-	if state == "" {
+	if !filepath.IsAbs(state) {
 		home, err := os.UserHomeDir()
 		if err != nil {
 			return "", fmt.Errorf("audit path: no $XDG_STATE_HOME and no home directory: %w", err)

@@ -491,3 +491,33 @@ func TestWriterStartsOnALineOfItsOwn(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultPath: $CORDON_AUDIT as given when absolute, refused when
+// relative; a relative $XDG_STATE_HOME is ignored, as the XDG base
+// directory specification says.
+func TestDefaultPath(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for _, tc := range []struct {
+		name, audit, state string
+		want, wantErr      string
+	}{
+		{"default", "", "", filepath.Join(home, ".local/state/cordon/audit.jsonl"), ""},
+		{"XDG_STATE_HOME", "", "/srv/state", "/srv/state/cordon/audit.jsonl", ""},
+		{"relative XDG_STATE_HOME", "", "state", filepath.Join(home, ".local/state/cordon/audit.jsonl"), ""},
+		{"CORDON_AUDIT", "/srv/audit.jsonl", "/srv/state", "/srv/audit.jsonl", ""},
+		{"relative CORDON_AUDIT", "audit.jsonl", "", "", `$CORDON_AUDIT="audit.jsonl" is not an absolute path`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("CORDON_AUDIT", tc.audit)
+			t.Setenv("XDG_STATE_HOME", tc.state)
+			got, err := DefaultPath()
+			switch {
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("DefaultPath() = %q, %v; want an error saying %q", got, err, tc.wantErr)
+			case tc.wantErr == "" && (err != nil || got != tc.want):
+				t.Fatalf("DefaultPath() = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

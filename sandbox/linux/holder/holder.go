@@ -96,6 +96,9 @@ func Run() int {
 		return fail(err)
 	}
 	if err := sendFiles(SocketsFD, []byte{1}, files); err != nil {
+		if gaveUp(err) {
+			return ExitFailed // the launcher ended first, and says why
+		}
 		return fail(fmt.Errorf("hand the network's sockets to cordon: %w", err))
 	}
 	for _, f := range files {
@@ -212,18 +215,27 @@ func ReceiveSockets(f *os.File, deadline time.Time) ([]*os.File, error) {
 	return files, nil
 }
 
+// gaveUp says whether err, on the socket pair, means that the launcher
+// ended without a launch: a run refused while its network was being set
+// up (a missing extra CA, say) closes its end with the holder's message
+// unread, which resets the pair. The launcher says why; the holder ends
+// quietly.
+func gaveUp(err error) bool {
+	return errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EPIPE)
+}
+
 // receiveLaunch reads the launch message and its descriptors (received
 // close-on-exec) from the socket fd. A nil launch means the launcher
-// closed its end first.
+// gave up first (it closed its end, or ended).
 func receiveLaunch(fd int) (*Launch, []int, error) {
 	buf := make([]byte, MaxLaunch)
 	oob := make([]byte, unix.CmsgSpace((LastLaunchFD+1)*4))
 	n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
-	if err != nil {
+	if err != nil && !gaveUp(err) {
 		return nil, nil, fmt.Errorf("wait for the launch: %w", err)
 	}
-	if n == 0 {
-		return nil, nil, nil
+	if n == 0 || err != nil {
+		return nil, nil, nil // the launcher gave up first, and says why
 	}
 	var fds []int
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])

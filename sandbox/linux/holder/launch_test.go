@@ -114,6 +114,20 @@ func TestLaunchRefusals(t *testing.T) {
 	if got, _, err := receiveLaunch(sp[1]); got != nil || err != nil {
 		t.Errorf("after the launcher closed: %+v, %v; want no launch and no error", got, err)
 	}
+	// A launcher that ends before it took the network's sockets (a run
+	// refused meanwhile) resets the pair: it gave up all the same.
+	reset, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(reset[1])
+	if _, err := unix.Write(reset[1], []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(reset[0])
+	if got, _, err := receiveLaunch(reset[1]); got != nil || err != nil {
+		t.Errorf("after the launcher ended with the holder's message unread: %+v, %v; want no launch and no error", got, err)
+	}
 }
 
 // TestReceiveSockets: the launcher takes exactly the holder's SocketCount

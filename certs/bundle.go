@@ -240,6 +240,14 @@ func systemBundlePath() (string, error) {
 		strings.Join(systemBundlePaths, ", "))
 }
 
+// CheckExtraCAs reads the site CA files given with --extra-ca, as a
+// session's bundle does, and says what is wrong with them; cordon run
+// --dry-run checks them so.
+func CheckExtraCAs(files []string) error {
+	_, err := readExtraCAs(files)
+	return err
+}
+
 // readExtraCAs reads the site CA files given with --extra-ca. Each must hold
 // at least one certificate and nothing but certificates.
 func readExtraCAs(files []string) ([]*x509.Certificate, error) {

@@ -65,22 +65,9 @@ func Load(creds []policy.Credential, selected []string, opts Options) (*Set, err
 	if opts.CommandTimeout == 0 {
 		opts.CommandTimeout = DefaultCommandTimeout
 	}
-	chosen, err := selectCreds(creds, selected)
+	chosen, loaded, err := choose(creds, selected)
 	if err != nil {
 		return nil, err
-	}
-	loaded := make([]*cred, 0, len(chosen))
-	envs := map[string]string{}
-	for _, pc := range chosen {
-		c, err := parseCred(pc)
-		if err != nil {
-			return nil, err
-		}
-		if other, ok := envs[c.env]; ok {
-			return nil, fmt.Errorf("credentials %q and %q both set env %s; give each its own variable", other, c.name, c.env)
-		}
-		envs[c.env] = c.name
-		loaded = append(loaded, c)
 	}
 	for i, c := range loaded {
 		if c.secret, err = readSecret(chosen[i], opts); err != nil {
@@ -103,6 +90,37 @@ func Load(creds []policy.Credential, selected []string, opts Options) (*Set, err
 	}
 	slices.SortFunc(loaded, func(a, b *cred) int { return strings.Compare(a.name, b.name) })
 	return newSet(loaded), nil
+}
+
+// Check makes the checks of Load that read no secret and run nothing: the
+// selected names are configured, and each selected credential is well
+// formed. cordon run --dry-run makes them.
+func Check(creds []policy.Credential, selected []string) error {
+	_, _, err := choose(creds, selected)
+	return err
+}
+
+// choose returns the configured credentials named in selected, and each
+// parsed, its secret not yet read.
+func choose(creds []policy.Credential, selected []string) ([]policy.Credential, []*cred, error) {
+	chosen, err := selectCreds(creds, selected)
+	if err != nil {
+		return nil, nil, err
+	}
+	parsed := make([]*cred, 0, len(chosen))
+	envs := map[string]string{}
+	for _, pc := range chosen {
+		c, err := parseCred(pc)
+		if err != nil {
+			return nil, nil, err
+		}
+		if other, ok := envs[c.env]; ok {
+			return nil, nil, fmt.Errorf("credentials %q and %q both set env %s; give each its own variable", other, c.name, c.env)
+		}
+		envs[c.env] = c.name
+		parsed = append(parsed, c)
+	}
+	return chosen, parsed, nil
 }
 
 // selectCreds returns the configured credentials named in selected, once each.

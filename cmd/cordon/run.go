@@ -182,6 +182,40 @@ func writableDirs(s *sandbox.Spec, granted []string) []string {
 	return out
 }
 
+// refusal is why a run is refused before anything of it starts: the
+// audit reason, what is wrong, and how to fix it.
+type refusal struct{ reason, detail, fix string }
+
+// precheck refuses a run from its policy and command line alone, with
+// nothing read, run or started: a run and --dry-run make these checks
+// alike.
+func (f *runFlags) precheck(s *sandbox.Spec, argv []string) *refusal {
+	if m, denied := denycmd.New(s.Policy.DenyCommands, os.Getenv("PATH"), s.Workdir).Check(argv); denied {
+		return &refusal{"deny_command", m.String(), "run a command that is not on deny_commands; only the global config can remove one"}
+	}
+	if len(f.pf.credentials) > 0 && s.Policy.Network != policy.NetRestricted {
+		return &refusal{"policy", "--credential needs --net restricted: only the proxy can put a credential on a request", "add --net restricted"}
+	}
+	return nil
+}
+
+// planCheck is precheck, and for a restricted run what a run checks when
+// its credentials load and its proxy starts, short of reading a secret
+// or running a source: the selected credentials are configured and well
+// formed, and the extra CA files hold certificates.
+func (f *runFlags) planCheck(s *sandbox.Spec, argv []string) *refusal {
+	if rf := f.precheck(s, argv); rf != nil || s.Policy.Network != policy.NetRestricted {
+		return rf
+	}
+	if err := credinject.Check(s.Policy.Credentials, f.pf.credentials); err != nil {
+		return &refusal{"credentials", err.Error(), ""}
+	}
+	if err := certs.CheckExtraCAs(s.Policy.ExtraCA); err != nil {
+		return &refusal{"proxy", "trust bundle: " + err.Error(), ""}
+	}
+	return nil
+}
+
 // plan prints the launch for --dry-run.
 func (f *runFlags) plan(out io.Writer, argv []string) error {
 	path, err := f.auditPath()
@@ -191,6 +225,9 @@ func (f *runFlags) plan(out io.Writer, argv []string) error {
 	s, _, err := f.spec(argv)
 	if err != nil {
 		return exitError{code: exitRefused, msg: err.Error()}
+	}
+	if rf := f.planCheck(s, argv); rf != nil {
+		return exitError{code: exitRefused, msg: "blocked: " + rf.detail, fix: rf.fix}
 	}
 	b, err := targetBackend(f.target, path)
 	if err != nil {
@@ -482,12 +519,8 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		r.out.Network.AllowedDomains = []string{"*"}
 	}
 
-	if m, denied := denycmd.New(s.Policy.DenyCommands, os.Getenv("PATH"), s.Workdir).Check(argv); denied {
-		return r.refuse("deny_command", m.String(), "run a command that is not on deny_commands; only the global config can remove one")
-	}
-
-	if len(f.pf.credentials) > 0 && s.Policy.Network != policy.NetRestricted {
-		return r.refuse("policy", "--credential needs --net restricted: only the proxy can put a credential on a request", "add --net restricted")
+	if rf := f.precheck(s, argv); rf != nil {
+		return r.refuse(rf.reason, rf.detail, rf.fix)
 	}
 	if s.Policy.Network != policy.NetRestricted {
 		for _, name := range f.pf.proxyOnly() {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -47,5 +49,46 @@ func TestRunJSONEscapesUnprintable(t *testing.T) {
 	var got outcome
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got.Network.Decisions) != 1 || got.Network.Decisions[0].Host != host {
 		t.Fatalf("decoded %+v (%v), want the host %q back", got.Network.Decisions, err, host)
+	}
+}
+
+// TestDryRunRefusesAsARunDoes: --dry-run refuses what the run would
+// refuse from its policy and command line, with nothing run: a command
+// on deny_commands, --credential without the restricted network, a
+// credential that is not configured, an extra CA that is not there. It
+// printed a plan for each before, and the run then refused.
+func TestDryRunRefusesAsARunDoes(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("deny_commands: [shred]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CORDON_CONFIG", cfg)
+	t.Setenv("CORDON_AUDIT", filepath.Join(t.TempDir(), "audit.jsonl"))
+	ws := filepath.Join(home, "ws")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(ws)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--net", "off", "--", "shred", "x"}, "deny_commands"},
+		{[]string{"--net", "off", "--credential", "api", "--", "true"}, "--credential needs --net restricted"},
+		{[]string{"--net", "restricted", "--credential", "api", "--", "true"}, `unknown credential "api"`},
+		{[]string{"--net", "restricted", "--extra-ca", "/nonexistent/ca.pem", "--", "true"}, "extra CA /nonexistent/ca.pem: no such file"},
+		{[]string{"--net", "restricted", "--", "true"}, ""},
+	} {
+		var out bytes.Buffer
+		err := execute(&out, &out, append([]string{"run", "--dry-run"}, tc.args...)...)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("cordon run --dry-run %s: %v", strings.Join(tc.args, " "), err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("cordon run --dry-run %s: %v; want a refusal saying %q", strings.Join(tc.args, " "), err, tc.want)
+		}
 	}
 }

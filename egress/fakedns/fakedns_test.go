@@ -1,7 +1,10 @@
 package fakedns
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log"
 	"net"
 	"net/netip"
 	"os"
@@ -483,5 +486,29 @@ func TestEDNS(t *testing.T) {
 	resp = exchangeMsg(t, r, "udp", m)
 	if resp.Rcode != dns.RcodeBadVers || len(resp.Answer) != 0 || resp.IsEdns0() == nil {
 		t.Errorf("EDNS version 1: want BADVERS with an OPT, got %s %v", dns.RcodeToString[resp.Rcode], resp)
+	}
+}
+
+// goneWriter is a client that left before its answer: every write fails.
+type goneWriter struct{ dns.ResponseWriter }
+
+func (goneWriter) RemoteAddr() net.Addr    { return &net.TCPAddr{IP: net.IPv4(10, 0, 2, 100), Port: 4242} }
+func (goneWriter) WriteMsg(*dns.Msg) error { return errors.New("connection reset by peer") }
+
+// TestReplyToAGoneClientUnlogged: an answer the client left before is not
+// reported on cordon's stderr (the box could print a line there for each
+// query it sends and abandons, outside the audit budget); the query's
+// decision is still logged.
+func TestReplyToAGoneClientUnlogged(t *testing.T) {
+	var stderr bytes.Buffer
+	r, path := startResolverWith(t, testAllow, testDeny, Config{ErrorLog: log.New(&stderr, "", 0)})
+	m := new(dns.Msg)
+	m.SetQuestion("example.com.", dns.TypeA)
+	r.ServeDNS(goneWriter{}, m)
+	if stderr.Len() != 0 {
+		t.Errorf("a failed reply was reported: %q", stderr.String())
+	}
+	if len(findAudit(readAudit(t, path), "example.com")) == 0 {
+		t.Error("the abandoned query's decision was not logged")
 	}
 }

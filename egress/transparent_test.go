@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
@@ -35,16 +36,7 @@ func TestTransparentConnectionsBounded(t *testing.T) {
 		<-release
 		return netip.MustParseAddrPort("127.0.0.1:9"), nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.ServeTransparent(ctx, ln, dest) }()
-	defer func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Error(err)
-		}
-		aw.Close()
-	}()
+	serveTransparent(t, s, aw, ln, dest)
 	for range max + 1 {
 		c, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
@@ -94,16 +86,7 @@ func TestTransparentPanicCutsOnlyItsConnection(t *testing.T) {
 		}
 		return netip.AddrPort{}, errors.New("not redirected")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.ServeTransparent(ctx, ln, dest) }()
-	defer func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Error(err)
-		}
-		aw.Close()
-	}()
+	serveTransparent(t, s, aw, ln, dest)
 	for _, want := range []policy.Reason{ReasonInternalError, ReasonNoDestination} {
 		c, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
@@ -119,4 +102,20 @@ func TestTransparentPanicCutsOnlyItsConnection(t *testing.T) {
 			t.Fatalf("no deny line with reason %s:\n%s", want, data)
 		}
 	}
+}
+
+// serveTransparent serves ln's redirected connections, each to the
+// destination dest names, until the test ends; then it checks that
+// serving ended cleanly and closes the audit log.
+func serveTransparent(t *testing.T, s *Server, aw *audit.Writer, ln net.Listener, dest func(net.Conn) (netip.AddrPort, error)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.ServeTransparent(ctx, ln, dest) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+		aw.Close()
+	})
 }

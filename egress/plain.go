@@ -100,6 +100,18 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 		refuse(d, tlsterm.RefusalStatus(d.Reason))
 		return
 	}
+	// A fake address is judged as the name it was handed out for, as
+	// CONNECT and the transparent path judge it: judged as an address,
+	// an allow rule for it would have cordon dial that benchmarking
+	// address on the host's network, and one the resolver never handed
+	// out would not be refused as such.
+	if name, fd, ok := s.fakeName(host, port); ok {
+		if !fd.Allow {
+			refuse(fd, http.StatusForbidden)
+			return
+		}
+		host = name
+	}
 	t, d := s.Judge(r.Context(), host, port)
 	if !d.Allow {
 		refuse(d, http.StatusForbidden)

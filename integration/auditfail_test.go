@@ -172,32 +172,43 @@ func TestProxyAuditBudget(t *testing.T) {
 	cfg := filepath.Join(userDir(t, "cordon-it-config-"), "config.yaml")
 	writeUserFile(t, cfg, []byte("limits:\n  audit_budget: 64KiB\n"))
 	p := startProxy(t, "--config", cfg, "--allow", originName+":8443", "--allow", fmt.Sprintf("%s:%d", originName, originOtherTCP), resolveOrigin, "--terminate=none")
+	floodConnects(t, p, 1000)
+	if line := proxyConnect(t, p, fmt.Sprintf("%s:%d", originName, originHTTPS)); strings.Contains(line, " 200 ") {
+		t.Errorf("past the budget an allowed CONNECT went through, unlogged: %q", line)
+	}
+	refusedNeverDialled(t, p)
+	budgetSpent(t, p.audit, budget, p.stderr.String(), "budget")
+}
+
+// proxyConnect sends one CONNECT for host to p, with its token, and
+// returns the status line the proxy answered.
+func proxyConnect(t *testing.T, p *proxyProc, host string) string {
+	t.Helper()
 	u, err := url.Parse(p.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	pass, _ := u.User.Password()
 	auth := base64.StdEncoding.EncodeToString([]byte(u.User.Username() + ":" + pass))
-	connect := func(host string) string {
-		c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", host, host, auth)
-		line, _ := bufio.NewReader(c).ReadString('\n')
-		return line
+	c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", host, host, auth)
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	return line
+}
+
+// floodConnects sends p up to n CONNECTs to hosts off its allowlist,
+// within a minute: each a deny line in its audit log.
+func floodConnects(t *testing.T, p *proxyProc, n int) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
-	for i := 0; i < 1000 && time.Now().Before(deadline); i++ {
-		connect(fmt.Sprintf("x%d.flood.example:443", i))
+	for i := 0; i < n && time.Now().Before(deadline); i++ {
+		proxyConnect(t, p, fmt.Sprintf("x%d.flood.example:443", i))
 	}
-	if line := connect(fmt.Sprintf("%s:%d", originName, originHTTPS)); strings.Contains(line, " 200 ") {
-		t.Errorf("past the budget an allowed CONNECT went through, unlogged: %q", line)
-	}
-	refusedNeverDialled(t, p)
-	budgetSpent(t, p.audit, budget, p.stderr.String(), "budget")
 }
 
 // budgetSpent checks a session whose audit budget was spent: its log

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/syncbuf"
 )
 
 var resolveOrigin = "--resolve=" + originName + "=" + originAddr
@@ -188,6 +189,77 @@ func TestProxyEvalReturns(t *testing.T) {
 		fmt.Sprintf("http://%s:%d/", originName, originHTTP)))
 	if err != nil || code != "200" {
 		t.Fatalf("the proxy the shell was given does not serve: %v %s", err, code)
+	}
+}
+
+// TestProxyOutlivesItsStderrReader: a proxy whose standard error no one
+// reads any more (the program that started it, and read its export
+// lines, has gone) serves on, and ends on SIGTERM as it should: the
+// session's trust bundle removed. Before, its next line there (the
+// banner, or the audit budget spent by its own client's flood) killed it
+// with SIGPIPE, past its shutdown: the bundle stayed on disk and the
+// open tunnels' close lines were never written.
+func TestProxyOutlivesItsStderrReader(t *testing.T) {
+	cfg := filepath.Join(userDir(t, "cordon-it-config-"), "config.yaml")
+	writeUserFile(t, cfg, []byte("limits:\n  audit_budget: 64KiB\n"))
+	// Standard error is a pipe whose reader has exited.
+	wrap := []string{"bash", "-c", `exec "$@" 2> >(exit 0)`, "bash"}
+	p := startProxyVia(t, nil, wrap, "--config", cfg, "--allow", "allowed.cordon.test")
+	floodConnects(t, p, 1000)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("the proxy had already ended: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("cordon proxy, its stderr unread, ended %v, want a clean exit on SIGTERM", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("cordon proxy did not end within 10s of SIGTERM")
+	}
+	if _, err := os.Stat(filepath.Dir(p.env["SSL_CERT_FILE"])); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the session's trust bundle is still there (%v): the proxy did not shut down", err)
+	}
+	waitRecord(t, p.audit, audit.Record{Type: audit.TypeBudget})
+}
+
+// TestProxyEndsWhenItsExportsCannotBePrinted: a proxy whose export lines
+// could not be written (the reader of its stdout gone) is one no client
+// has the token of: it ends at once, saying why, and removes its trust
+// bundle. Before, SIGPIPE killed it there, past its shutdown, leaving
+// the bundle on disk (and, once it outlived its readers, it would have
+// served on for no one).
+func TestProxyEndsWhenItsExportsCannotBePrinted(t *testing.T) {
+	tmp := userDir(t, "cordon-it-tmp-")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	cmd := asUser(t, []string{"TMPDIR=" + tmp}, cordonBin(t), "proxy", "--audit", filepath.Join(tmp, "audit.jsonl"), "--allow", "allowed.cordon.test")
+	var stderr syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = w, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() < 1 || !strings.Contains(stderr.String(), "print the export lines") {
+			t.Errorf("cordon proxy ended %v, want an error exit saying why:\n%s", err, &stderr)
+		}
+	case <-time.After(10 * time.Second):
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		t.Fatal("cordon proxy served on, for no one, after its export lines could not be printed")
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "cordon-session-*")); len(left) > 0 {
+		t.Errorf("the session's trust bundle is left behind: %v", left)
 	}
 }
 

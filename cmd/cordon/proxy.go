@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -48,13 +49,19 @@ Every connection is judged against the allowlist and logged to the audit log.`,
 			if err != nil {
 				return err
 			}
+			// The program that read the export lines may go, and with it
+			// the reader of stderr, where the proxy still has things to say.
+			outliveReaders()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			px, err := session.StartProxy(ctx, session.Options{Policy: p, Listen: addr, AuditPath: auditPath, EphemeralCA: pf.ephemeralCA, Credentials: pf.credentials})
 			if err != nil {
 				return err
 			}
-			printExports(cmd.OutOrStdout(), px.Env(px.URL()))
+			if err := printExports(cmd.OutOrStdout(), px.Env(px.URL())); err != nil {
+				// No one has the token: a proxy no client can use.
+				return errors.Join(fmt.Errorf("print the export lines: %w", err), px.Close())
+			}
 			if err := releaseStdout(cmd.OutOrStdout()); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "cordon: %v: a shell reading the export lines (eval \"$(cordon proxy &)\") waits until the proxy ends\n", err)
 			}
@@ -122,12 +129,16 @@ func releaseStdout(w io.Writer) error {
 	return nil
 }
 
-// printExports writes NAME=value pairs as shell export lines, single-quoted.
-func printExports(w io.Writer, env []string) {
+// printExports writes NAME=value pairs as shell export lines, single-quoted,
+// in one write, and says whether they got there.
+func printExports(w io.Writer, env []string) error {
+	var b strings.Builder
 	for _, kv := range env {
 		name, val, _ := strings.Cut(kv, "=")
-		fmt.Fprintf(w, "export %s=%s\n", name, shellQuote(val))
+		fmt.Fprintf(&b, "export %s=%s\n", name, shellQuote(val))
 	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // shellQuote single-quotes s for POSIX shells. A string that is not

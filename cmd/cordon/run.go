@@ -466,10 +466,13 @@ func (r *runState) print() {
 }
 
 // outliveReaders keeps cordon alive when whatever reads its output goes
-// away (cordon run … | head): a write to a broken pipe on its stdout or
+// away (cordon run … | head, or the program that started cordon proxy
+// and read its export lines): a write to a broken pipe on its stdout or
 // stderr would otherwise kill it with SIGPIPE, before it recorded the exit
-// and did the aftercare, and the command decides when cordon writes (its
-// output, masked, with --credential). The write fails instead (EPIPE),
+// and did the aftercare, or before the proxy wrote its tunnels' close
+// lines and removed its trust bundle; and the command decides when cordon
+// writes (its output, masked, with --credential; the proxy's client, by
+// spending the audit budget). The write fails instead (EPIPE),
 // and the command's own output pipe breaks in turn, as in a shell's
 // pipeline. A signal cordon asks for, unlike one it ignores, is back to
 // its default in the programs cordon starts.

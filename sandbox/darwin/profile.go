@@ -407,10 +407,10 @@ func (l *layout) rules() profile {
 		{allow: true, ops: []string{"process-exec"}},
 		{allow: true, ops: []string{"signal"}, filters: []filter{{raw: "(target same-sandbox)"}}},
 		{allow: true, ops: []string{"process-info*"}, filters: []filter{{raw: "(target same-sandbox)"}}},
-		{comment: "host_processor_info and friends: Node's os.cpus(), thread pool sizing.",
-			allow: true, ops: []string{"mach-host*"}},
 		{comment: "Kernel facts a runtime asks at start. Not kern.procargs2, which returns the\n" +
-			"arguments and environment of other processes, cordon's own included.",
+			"arguments and environment of other processes, cordon's own included.\n" +
+			"Not mach-host*: it is setting the host's special and exception ports, no query;\n" +
+			"host_processor_info (Node's os.cpus()) needs no rule.",
 			allow: true, ops: []string{"sysctl-read"}, filters: sysctls},
 		{comment: "Mach services, each one on purpose. Not allowed, also on purpose:\n" +
 			"com.apple.SecurityServer and com.apple.securityd serve the keychain;\n" +

@@ -322,6 +322,26 @@ func TestTrustdNeedsANetwork(t *testing.T) {
 	}
 }
 
+// TestHostPortsStayUnset: mach-host* is Seatbelt's name for exactly two
+// operations, setting the host's special ports and its exception ports
+// (what receives every process's crash, with its task port). The
+// profile allowed both, under a comment naming host_processor_info,
+// which no Seatbelt operation mediates; Apple's own profiles deny them.
+func TestHostPortsStayUnset(t *testing.T) {
+	restricted := spec(&policy.Policy{Network: policy.NetRestricted})
+	restricted.Network = &sandbox.Network{ProxyPort: 8877}
+	for _, s := range []*sandbox.Spec{spec(&policy.Policy{}), restricted, spec(&policy.Policy{Network: policy.NetOpen})} {
+		l, err := newLayout(s, alice, alice.names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkDecisions(t, l.rules(), []decision{
+			{"mach-host-special-port-set", "", false},
+			{"mach-host-exception-port-set", "", false},
+		})
+	}
+}
+
 func TestRenderNetwork(t *testing.T) {
 	open := spec(&policy.Policy{Network: policy.NetOpen})
 	restricted := spec(&policy.Policy{Network: policy.NetRestricted})

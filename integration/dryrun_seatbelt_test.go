@@ -16,7 +16,7 @@ func TestDryRunRendersSeatbeltProfile(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"/usr/bin/sandbox-exec", "(deny default)", `(remote ip "localhost:3128")`, ws} {
+	for _, want := range []string{"/usr/bin/sandbox-exec", "(deny default)", `(remote tcp "localhost:3128")`, ws} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the rendered profile lacks %q:\n%s", want, r.stdout)
 		}

@@ -514,9 +514,11 @@ func (l *layout) network() profile {
 		return profile{
 			{comment: "Network restricted: cordon's egress proxy on the loopback is the only destination.\n" +
 				"No DNS: names are the proxy's to resolve, and a lookup would leak data in its name.\n" +
-				"A client that ignores the proxy settings cannot connect at all.",
+				"A client that ignores the proxy settings cannot connect at all. TCP only: the\n" +
+				"proxy's port number in UDP is any local user's to bind, and a datagram sent there\n" +
+				"would leave the box for that user's process.",
 				allow: true, ops: []string{"network-outbound"}, filters: []filter{
-					{kind: "remote ip", arg: "localhost:" + strconv.Itoa(l.proxyPort)},
+					{kind: "remote tcp", arg: "localhost:" + strconv.Itoa(l.proxyPort)},
 				}},
 			{comment: "trustd verifies TLS through the proxy. It also fetches, itself and past the proxy,\n" +
 				"the intermediates and revocation a chain it is shown names: a way out this mode keeps.",

@@ -354,7 +354,9 @@ func TestRenderNetwork(t *testing.T) {
 	}{
 		{"off (the empty mode)", off, nil},
 		{"open", open, []string{`(remote ip "*:*")`, `(literal "/private/var/run/mDNSResponder")`}},
-		{"restricted", restricted, []string{`(remote ip "localhost:8877")`}},
+		// TCP to the proxy only: "remote ip" let a datagram go to whoever
+		// bound the proxy's port number in UDP, any local user.
+		{"restricted", restricted, []string{`(remote tcp "localhost:8877")`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

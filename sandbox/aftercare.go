@@ -55,16 +55,13 @@ func Aftercare(guards []GuardedPath) Care {
 			began = g.Since
 		}
 	}
+	// A .git file may name a git directory in the workspace that is
+	// missing, under a directory the box could make a link (gitdir:
+	// gd/repo, and gd a link to the user's home): the rename would have
+	// moved the host's directory of that name. setAside goes through no
+	// link the run made.
 	putAside := func(p string) {
-		// A .git file may name a git directory in the workspace that is
-		// missing, under a directory the box could make a link (gitdir:
-		// gd/repo, and gd a link to the user's home): the rename would
-		// have moved the host's directory of that name.
-		if err := linkMadeOnTheWay(p, began, "set aside"); err != nil {
-			c.Unchecked = append(c.Unchecked, Unchecked{Path: p, Reason: err})
-			return
-		}
-		to, err := setAside(p)
+		to, err := setAside(p, began)
 		if err != nil {
 			c.Unchecked = append(c.Unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
 			return
@@ -89,7 +86,7 @@ func Aftercare(guards []GuardedPath) Care {
 				c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: err})
 			}
 		case Checkouts:
-			more, err := setAsideCheckouts(g.Path, guarded)
+			more, err := setAsideCheckouts(g.Path, guarded, began)
 			c.SetAside = append(c.SetAside, more...)
 			if err != nil {
 				c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: err})
@@ -120,18 +117,14 @@ func Aftercare(guards []GuardedPath) Care {
 			putAside(p)
 		}
 		for _, p := range pipes {
-			if to, err := setAside(p); err != nil {
+			if to, err := setAside(p, began); err != nil {
 				c.Unchecked = append(c.Unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
 			} else {
 				c.Pipes = append(c.Pipes, to)
 			}
 		}
 		for _, p := range gitFifos {
-			err := linkMadeOnTheWay(p, began, "remove")
-			if err == nil {
-				err = os.Remove(p)
-			}
-			if err != nil {
+			if err := onDir(p, began, "removed", os.Remove); err != nil {
 				c.Unchecked = append(c.Unchecked, Unchecked{Path: p, Reason: err})
 			} else {
 				c.GitPipes = append(c.GitPipes, p)
@@ -149,8 +142,8 @@ func Aftercare(guards []GuardedPath) Care {
 }
 
 // setAsideCheckouts sets aside the populated checkouts of root's gitlinks
-// whose .git is not among guarded.
-func setAsideCheckouts(root string, guarded map[string]bool) ([]string, error) {
+// whose .git is not among guarded, through no link made since began.
+func setAsideCheckouts(root string, guarded map[string]bool, began time.Time) ([]string, error) {
 	dir, ok := repoGitDir(root)
 	if !ok {
 		if _, err := lstatOpened(filepath.Join(root, ".git")); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -181,7 +174,7 @@ func setAsideCheckouts(root string, guarded map[string]bool) ([]string, error) {
 				break
 			}
 		}
-		to, err := setAside(target)
+		to, err := setAside(target, began)
 		if err != nil {
 			return aside, err
 		}
@@ -193,10 +186,15 @@ func setAsideCheckouts(root string, guarded map[string]bool) ([]string, error) {
 // setAside renames p with a random suffix (the box cannot have made the
 // new name ready), and returns the new name. Where the box took the
 // permission to do so away (see openedUp), it is given back for as long
-// as the rename takes.
-func setAside(p string) (string, error) {
+// as the rename takes. Nothing is renamed through a symbolic link on the
+// way to p made or changed since began (onDir).
+func setAside(p string, began time.Time) (string, error) {
 	to := RandomName(p + ".cordon-set-aside-")
-	rename := func() error { return os.Rename(p, to) }
+	rename := func() error {
+		return onDir(p, began, "set aside", func(at string) error {
+			return os.Rename(at, filepath.Join(filepath.Dir(at), filepath.Base(to)))
+		})
+	}
 	err := rename()
 	if errors.Is(err, fs.ErrPermission) {
 		err = openedUp(p, false, rename)
@@ -215,14 +213,13 @@ func setAside(p string) (string, error) {
 // box may have put it there to send the removal to a directory of the
 // host's.
 func removeMade(p string, began time.Time) (bool, error) {
-	if err := linkMadeOnTheWay(p, began, "removed"); err != nil {
-		return false, err
-	}
 	remove := func() error {
-		if _, err := os.Lstat(p); err != nil {
-			return err
-		}
-		return removeAll(p)
+		return onDir(p, began, "removed", func(at string) error {
+			if _, err := os.Lstat(at); err != nil {
+				return err
+			}
+			return removeAll(at)
+		})
 	}
 	err := remove()
 	if errors.Is(err, fs.ErrPermission) {
@@ -235,25 +232,6 @@ func removeMade(p string, began time.Time) (bool, error) {
 		return false, err
 	}
 	return true, nil
-}
-
-// linkMadeOnTheWay refuses a symbolic link above p (its directory, or
-// one above it) made or changed since began, the run's start (any link,
-// when began is zero): the box may have put it there, where a path of
-// the workspace was missing, to send cordon's removal or rename (what,
-// for the error) to a file or directory of the host's, which it could not
-// even see.
-func linkMadeOnTheWay(p string, began time.Time, what string) error {
-	for d := filepath.Dir(p); d != filepath.Dir(d); d = filepath.Dir(d) {
-		fi, err := os.Lstat(d)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			continue
-		}
-		if _, changed, err := fileTimes(d); err != nil || began.IsZero() || !changed.Before(began) {
-			return fmt.Errorf("%s, on the way to it, is a symbolic link made during the run; nothing is %s through it", d, what)
-		}
-	}
-	return nil
 }
 
 // lstatOpened is os.Lstat of p, through directories above it the box

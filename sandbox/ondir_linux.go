@@ -1,0 +1,115 @@
+package sandbox
+
+import (
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxLinksOnTheWay bounds the symbolic links followed on the way to a
+// path, as the kernel's own resolution does.
+const maxLinksOnTheWay = 40
+
+// onDir runs op (a rename or a removal of the aftercare) with a name for
+// p that reaches p's directory as onDir found it: p's directory is
+// resolved one name at a time, each through a descriptor of the one
+// before, and a symbolic link on the way that was made or changed since
+// began (any link, when began is zero) is refused, as linkMadeOnTheWay
+// says (what is for the error). op gets the directory's
+// /proc/self/fd name joined with p's last name: a link another box in
+// the same workspace swaps in after the check (a directory of the
+// workspace renamed away and a link to the user's home put in its place,
+// back and forth) is never followed, as it was when the check looked at
+// the path and op then went by the path again.
+func onDir(p string, began time.Time, what string, op func(at string) error) error {
+	fd, err := openDirChecked(filepath.Dir(p), began, what)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return op("/proc/self/fd/" + strconv.Itoa(fd) + "/" + filepath.Base(p))
+}
+
+// openDirChecked opens the directory dir (absolute) with O_PATH,
+// following only the symbolic links on the way made before began.
+func openDirChecked(dir string, began time.Time, what string) (int, error) {
+	cur, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: "/", Err: err}
+	}
+	curPath, rest := "/", strings.Split(dir, "/")
+	for links := 0; len(rest) > 0; {
+		elem := rest[0]
+		rest = rest[1:]
+		if elem == "" || elem == "." {
+			continue
+		}
+		next := filepath.Join(curPath, elem)
+		fd, err := unix.Openat(cur, elem, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			unix.Close(cur)
+			return -1, &fs.PathError{Op: "open", Path: next, Err: err}
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			unix.Close(cur)
+			return -1, &fs.PathError{Op: "fstat", Path: next, Err: err}
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			unix.Close(cur)
+			cur, curPath = fd, next
+			continue
+		case unix.S_IFLNK:
+		default:
+			unix.Close(fd)
+			unix.Close(cur)
+			return -1, &fs.PathError{Op: "open", Path: next, Err: syscall.ENOTDIR}
+		}
+		target, err := checkedLink(fd, next, began, what)
+		unix.Close(fd)
+		if links++; err == nil && links > maxLinksOnTheWay {
+			err = &fs.PathError{Op: "open", Path: next, Err: syscall.ELOOP}
+		}
+		if err != nil {
+			unix.Close(cur)
+			return -1, err
+		}
+		if filepath.IsAbs(target) {
+			unix.Close(cur)
+			if cur, err = unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+				return -1, &fs.PathError{Op: "open", Path: "/", Err: err}
+			}
+			curPath = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return cur, nil
+}
+
+// checkedLink is the target of the symbolic link fd (an O_PATH
+// descriptor of it, at path), refused when the link was made or changed
+// since began: its status and its target are read through the one
+// descriptor, so the box cannot swap the link in between.
+func checkedLink(fd int, path string, began time.Time, what string) (string, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_CTIME, &st); err != nil {
+		return "", &fs.PathError{Op: "statx", Path: path, Err: err}
+	}
+	if changed := time.Unix(st.Ctime.Sec, int64(st.Ctime.Nsec)); began.IsZero() || !changed.Before(began) {
+		return "", fmt.Errorf("%s, on the way to it, is a symbolic link made during the run; nothing is %s through it", path, what)
+	}
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(fd, "", buf)
+	if err != nil {
+		return "", &fs.PathError{Op: "readlink", Path: path, Err: err}
+	}
+	return string(buf[:n]), nil
+}

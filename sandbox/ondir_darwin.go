@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // onDir runs op (a rename or a removal of the aftercare) with p, once no
@@ -34,6 +36,24 @@ func linkMadeOnTheWay(p string, began time.Time, what string) error {
 		if _, changed, err := fileTimes(d); err != nil || began.IsZero() || !changed.Before(began) {
 			return fmt.Errorf("%s, on the way to it, is a symbolic link made during the run; nothing is %s through it", d, what)
 		}
+	}
+	return nil
+}
+
+// openedAsNamed says whether fd, a directory opened by its path dir, is
+// the directory dir names now without following a link at its end: a
+// directory another box swapped for a link is reported. Unlike Linux's,
+// it does not see a directory above dir swapped for a link.
+func openedAsNamed(fd int, dir string) error {
+	var opened, named unix.Stat_t
+	if err := unix.Fstat(fd, &opened); err != nil {
+		return &fs.PathError{Op: "fstat", Path: dir, Err: err}
+	}
+	if err := unix.Lstat(dir, &named); err != nil {
+		return &fs.PathError{Op: "lstat", Path: dir, Err: err}
+	}
+	if opened.Dev != named.Dev || opened.Ino != named.Ino {
+		return fmt.Errorf("%s was replaced while cordon looked at it, by a symbolic link or another directory; what is in it was not checked", dir)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -112,4 +113,21 @@ func checkedLink(fd int, path string, began time.Time, what string) (string, err
 		return "", &fs.PathError{Op: "readlink", Path: path, Err: err}
 	}
 	return string(buf[:n]), nil
+}
+
+// openedAsNamed says whether fd, a directory opened by its path dir (a
+// real path), is that directory: a directory on the way that another box
+// in the workspace swapped for a link (renameat2 RENAME_EXCHANGE, back and
+// forth) had the walk after the run read a directory of the host's in its
+// place, and pass over the one the run had filled. The kernel's name for
+// the descriptor is compared with dir.
+func openedAsNamed(fd int, dir string) error {
+	at, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return err
+	}
+	if at != filepath.Clean(dir) {
+		return fmt.Errorf("%s was opened as %s: a directory on the way was moved, or replaced by a symbolic link, while cordon looked at it; what is in it was not checked", dir, at)
+	}
+	return nil
 }

@@ -42,6 +42,9 @@ func readDir(dir string, since time.Time) ([]fs.DirEntry, []string, error) {
 	}
 	f := os.NewFile(uintptr(fd), dir)
 	defer f.Close()
+	if err := openedAsNamed(fd, dir); err != nil {
+		return nil, nil, err
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, nil, &fs.PathError{Op: "fstat", Path: dir, Err: err}

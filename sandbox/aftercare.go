@@ -105,9 +105,12 @@ func Aftercare(guards []GuardedPath) Care {
 		found, pipes, gitFifos, opened, err := nestedChanges(g.Path, g.Since, guarded)
 		more, err2 := innerGitDirsChangedSince(filepath.Join(g.Path, ".git"), g.Since, guarded)
 		err = errors.Join(err, err2)
-		// First, as what is set aside below moves what is under it.
+		// First, as what is set aside below moves what is under it; never
+		// through a link made during the run (onDir), where the mode the
+		// box chose would be taken off a host file of the same name.
 		for _, p := range opened {
-			if err := takeWrite(p, WriteClosed); err != nil {
+			closeUp := func(at string) error { return takeWrite(at, WriteClosed) }
+			if err := onDir(p, began, "closed", closeUp); err != nil {
 				c.Unchecked = append(c.Unchecked, Unchecked{Path: p, Reason: fmt.Errorf("it was made writable by other local users, and that could not be taken back: %w", err)})
 			} else {
 				c.Closed = append(c.Closed, p)

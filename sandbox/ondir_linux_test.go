@@ -18,14 +18,27 @@ import (
 // run made with a link it made to a directory of the host's that holds
 // files of the same names. cordon found the pipes, then renamed (or, in a
 // .git, removed) them by their paths again: through the link, it renamed
-// the host's files, moved the box's pipes in among them, or removed them.
+// the host's files, moved the box's pipes in among them, or removed them;
+// so with the files the run made writable by other users, whose write
+// permission cordon took off the host's files instead.
 // Now each rename or removal goes through descriptors of the directories
 // it checked, and a link made during the run is refused and reported.
 func TestAftercareFollowsNoLinkSwappedIn(t *testing.T) {
 	const pipes = 400
-	for _, tc := range []struct{ name, dir string }{
-		{"a pipe set aside", "d"},
-		{"a pipe in .git removed", filepath.Join(".git", "refs", "heads")},
+	fifo := func(p string) error { return syscall.Mkfifo(p, 0o600) }
+	open := func(p string) error {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			return err
+		}
+		return os.Chmod(p, 0o666)
+	}
+	for _, tc := range []struct {
+		name, dir string
+		make      func(p string) error
+	}{
+		{"a pipe set aside", "d", fifo},
+		{"a pipe in .git removed", filepath.Join(".git", "refs", "heads"), fifo},
+		{"a file opened to others closed", "d", open},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws, victim := realTempDir(t), realTempDir(t)
@@ -33,7 +46,7 @@ func TestAftercareFollowsNoLinkSwappedIn(t *testing.T) {
 			names := make([]string, pipes)
 			for i := range names {
 				names[i] = fmt.Sprintf("p%04d", i)
-				if err := os.WriteFile(filepath.Join(victim, names[i]), []byte("the host's"), 0o644); err != nil {
+				if err := open(filepath.Join(victim, names[i])); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -48,7 +61,7 @@ func TestAftercareFollowsNoLinkSwappedIn(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, n := range names {
-				if err := syscall.Mkfifo(filepath.Join(dir, n), 0o600); err != nil {
+				if err := tc.make(filepath.Join(dir, n)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -57,7 +70,7 @@ func TestAftercareFollowsNoLinkSwappedIn(t *testing.T) {
 			}
 			stop := swapping(t, dir, link)
 			c := Aftercare(guards)
-			t.Logf("%d swaps; %d set aside, %d removed, %d refused", stop(), len(c.Pipes), len(c.GitPipes), len(c.Unchecked))
+			t.Logf("%d swaps; %d set aside, %d removed, %d closed, %d refused", stop(), len(c.Pipes), len(c.GitPipes), len(c.Closed), len(c.Unchecked))
 			entries, err := os.ReadDir(victim)
 			if err != nil {
 				t.Fatal(err)
@@ -66,6 +79,8 @@ func TestAftercareFollowsNoLinkSwappedIn(t *testing.T) {
 			for _, e := range entries {
 				if !e.Type().IsRegular() {
 					t.Errorf("%s in the host's directory is no regular file: a pipe moved in", e.Name())
+				} else if fi, err := e.Info(); err != nil || fi.Mode().Perm() != 0o666 {
+					t.Errorf("the host's %s: %v, %v; want -rw-rw-rw-, as it was", e.Name(), fi.Mode(), err)
 				}
 				got = append(got, e.Name())
 			}

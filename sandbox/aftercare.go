@@ -79,7 +79,7 @@ func Aftercare(guards []GuardedPath) Care {
 				c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("it must not exist (git would take config and hooks from it), and could not be removed: %w", err)})
 			}
 		case Unborn:
-			switch _, err := lstatOpened(g.Path); {
+			switch _, err := lstatOpened(g.Path, began); {
 			case err == nil:
 				putAside(g.Path)
 			case !errors.Is(err, fs.ErrNotExist):
@@ -149,7 +149,7 @@ func Aftercare(guards []GuardedPath) Care {
 func setAsideCheckouts(root string, guarded map[string]bool, began time.Time) ([]string, error) {
 	dir, ok := repoGitDir(root)
 	if !ok {
-		if _, err := lstatOpened(filepath.Join(root, ".git")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if _, err := lstatOpened(filepath.Join(root, ".git"), began); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
 		return nil, nil // no repository any more, so nothing git runs
@@ -200,7 +200,7 @@ func setAside(p string, began time.Time) (string, error) {
 	}
 	err := rename()
 	if errors.Is(err, fs.ErrPermission) {
-		err = openedUp(p, false, rename)
+		err = openedUp(p, false, began, rename)
 	}
 	if err != nil {
 		return "", fmt.Errorf("set aside %s: %w", p, err)
@@ -226,7 +226,7 @@ func removeMade(p string, began time.Time) (bool, error) {
 	}
 	err := remove()
 	if errors.Is(err, fs.ErrPermission) {
-		err = openedUp(p, true, remove)
+		err = openedUp(p, true, began, remove)
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -238,11 +238,11 @@ func removeMade(p string, began time.Time) (bool, error) {
 }
 
 // lstatOpened is os.Lstat of p, through directories above it the box
-// made unsearchable (openedUp).
-func lstatOpened(p string) (fs.FileInfo, error) {
+// made unsearchable (openedUp, through no link made since began).
+func lstatOpened(p string, began time.Time) (fs.FileInfo, error) {
 	fi, err := os.Lstat(p)
 	if errors.Is(err, fs.ErrPermission) {
-		err = openedUp(p, false, func() error { fi, err = os.Lstat(p); return err })
+		err = openedUp(p, false, began, func() error { fi, err = os.Lstat(p); return err })
 	}
 	return fi, err
 }
@@ -264,25 +264,40 @@ var removeAll = os.RemoveAll
 // aside: each directory above p that this user owns is made searchable,
 // p's own directory writable too, and, with inside, every directory
 // under p (to remove what is in it) readable, writable and searchable.
-func openedUp(p string, inside bool, op func() error) error {
+// Each is changed, and put back, through a name for it that stays that
+// directory (dirHandle: no link made since began is followed): by path,
+// a second box that swapped the directory with a link to a host
+// directory had cordon give the host's directory the box's mode.
+func openedUp(p string, inside bool, began time.Time, op func() error) error {
 	type mode struct {
-		path string
-		mode fs.FileMode
+		handle  string
+		mode    fs.FileMode
+		release func()
 	}
 	var restore []mode
 	defer func() {
 		for i := len(restore) - 1; i >= 0; i-- {
-			os.Chmod(restore[i].path, restore[i].mode) // gone with p, or back as it was
+			os.Chmod(restore[i].handle, restore[i].mode) // gone with p, or back as it was
+			restore[i].release()
 		}
 	}()
-	open := func(d string, need fs.FileMode) {
-		fi, err := os.Lstat(d)
+	// open opens up d, and says whether it is a directory to go on in.
+	open := func(d string, need fs.FileMode) bool {
+		h, release, err := dirHandle(d, began)
+		if err != nil {
+			return false
+		}
+		fi, err := os.Stat(h)
 		if err != nil || !fi.IsDir() || fi.Mode().Perm()&need == need || !ownDir(fi) {
-			return
+			release()
+			return err == nil
 		}
-		if os.Chmod(d, fi.Mode().Perm()|need) == nil {
-			restore = append(restore, mode{d, fi.Mode().Perm()})
+		if os.Chmod(h, fi.Mode().Perm()|need) == nil {
+			restore = append(restore, mode{h, fi.Mode().Perm(), release})
+		} else {
+			release()
 		}
+		return true
 	}
 	var above []string
 	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
@@ -298,7 +313,9 @@ func openedUp(p string, inside bool, op func() error) error {
 	if inside {
 		var walk func(d string)
 		walk = func(d string) {
-			open(d, 0o700)
+			if !open(d, 0o700) {
+				return
+			}
 			entries, _ := os.ReadDir(d)
 			for _, e := range entries {
 				if e.IsDir() {

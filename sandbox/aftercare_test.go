@@ -498,7 +498,7 @@ func TestOpenedUp(t *testing.T) {
 				}
 			}
 			ran := false
-			err := openedUp(filepath.Join(base, "ws/.git/made"), c.inside, func() error {
+			err := openedUp(filepath.Join(base, "ws/.git/made"), c.inside, time.Now(), func() error {
 				ran = true
 				for d, bits := range c.want {
 					fi, err := os.Lstat(filepath.Join(base, d))

@@ -57,3 +57,20 @@ func openedAsNamed(fd int, dir string) error {
 	}
 	return nil
 }
+
+// dirHandle is d, a directory (not a link) with no link made since began
+// on the way to it (linkMadeOnTheWay). Unlike Linux's, it names whatever
+// is at d when it is used.
+func dirHandle(d string, began time.Time) (handle string, release func(), err error) {
+	if err := linkMadeOnTheWay(d, began, "opened up"); err != nil {
+		return "", nil, err
+	}
+	fi, err := os.Lstat(d)
+	if err != nil {
+		return "", nil, err
+	}
+	if !fi.IsDir() {
+		return "", nil, fmt.Errorf("%s is no directory", d)
+	}
+	return d, func() {}, nil
+}

@@ -131,3 +131,14 @@ func openedAsNamed(fd int, dir string) error {
 	}
 	return nil
 }
+
+// dirHandle is a name for the directory d that stays that directory
+// while release is not called (its /proc/self/fd name), found following
+// no link made since began (openDirChecked).
+func dirHandle(d string, began time.Time) (handle string, release func(), err error) {
+	fd, err := openDirChecked(d, began, "opened up")
+	if err != nil {
+		return "", nil, err
+	}
+	return "/proc/self/fd/" + strconv.Itoa(fd), func() { unix.Close(fd) }, nil
+}

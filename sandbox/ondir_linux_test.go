@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -186,4 +187,36 @@ func countIn(got, want []string) int {
 		}
 	}
 	return n
+}
+
+// TestOpenedUpFollowsNoLinkSwappedIn: to set aside what the run left in a
+// directory the box had made read-only (mkdir with a umask of 0, mode
+// 0557), openedUp gave it its owner's write and put its mode back, both
+// by path: a second box swapping that directory with a link to a host
+// directory (the user's ~/.ssh, 0700) had cordon give the host's
+// directory the box's mode, 0757, open to every local user's writes.
+func TestOpenedUpFollowsNoLinkSwappedIn(t *testing.T) {
+	ws, victim := realTempDir(t), realTempDir(t)
+	if err := os.Chmod(victim, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now().Add(-clockSlack)
+	dir, link := filepath.Join(ws, "d"), filepath.Join(ws, "d-link")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o557); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	stop := swapping(t, dir, link)
+	defer stop()
+	for i := range 2000 {
+		openedUp(filepath.Join(dir, "pipe"), false, began, func() error { return nil })
+		if fi, err := os.Stat(victim); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Fatalf("attempt %d: the host's directory is %v (%v); want 0700, as it was", i, fi.Mode().Perm(), err)
+		}
+	}
 }

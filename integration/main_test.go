@@ -317,3 +317,18 @@ func waitForWithin(t testing.TB, within time.Duration, cond func() bool, msg str
 		}
 	}
 }
+
+// holdLocked holds dir as a running cordon holds its session's or its
+// scratch directory (sandbox.HoldDir: an exclusive flock on it), until the
+// test ends.
+func holdLocked(t *testing.T, dir string) {
+	t.Helper()
+	hold, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hold.Close() })
+	if err := syscall.Flock(int(hold.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+}

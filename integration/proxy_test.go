@@ -956,14 +956,7 @@ func TestProxySweepsKilledSessionBundle(t *testing.T) {
 	if err := os.Chown(live, int(uid), int(gid)); err != nil {
 		t.Fatal(err)
 	}
-	hold, err := os.Open(live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Close()
-	if err := syscall.Flock(int(hold.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		t.Fatal(err)
-	}
+	holdLocked(t, live)
 	// Stale: unmodified for longer than the sweep's minute.
 	old := time.Now().Add(-2 * time.Minute)
 	for _, d := range []string{dead, live} {

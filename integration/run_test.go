@@ -518,14 +518,7 @@ func TestRunSweepsStaleScratch(t *testing.T) {
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	hold, err := os.Open(held)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Close()
-	if err := syscall.Flock(int(hold.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		t.Fatal(err)
-	}
+	holdLocked(t, held)
 
 	defer runWithScratch(t, b, tmp)()
 	if !eventually(10*time.Second, func() bool { _, err := os.Lstat(left); return os.IsNotExist(err) }) {

@@ -29,12 +29,12 @@ const maxLinksOnTheWay = 40
 // back and forth) is never followed, as it was when the check looked at
 // the path and op then went by the path again.
 func onDir(p string, began time.Time, what string, op func(at string) error) error {
-	fd, err := openDirChecked(filepath.Dir(p), began, what)
+	dir, release, err := openedDir(filepath.Dir(p), began, what)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
-	return op("/proc/self/fd/" + strconv.Itoa(fd) + "/" + filepath.Base(p))
+	defer release()
+	return op(dir + "/" + filepath.Base(p))
 }
 
 // openDirChecked opens the directory dir (absolute) with O_PATH,
@@ -136,7 +136,13 @@ func openedAsNamed(fd int, dir string) error {
 // while release is not called (its /proc/self/fd name), found following
 // no link made since began (openDirChecked).
 func dirHandle(d string, began time.Time) (handle string, release func(), err error) {
-	fd, err := openDirChecked(d, began, "opened up")
+	return openedDir(d, began, "opened up")
+}
+
+// openedDir is the /proc/self/fd name of the directory d, opened by
+// openDirChecked, and the release of its descriptor.
+func openedDir(d string, began time.Time, what string) (name string, release func(), err error) {
+	fd, err := openDirChecked(d, began, what)
 	if err != nil {
 		return "", nil, err
 	}

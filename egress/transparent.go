@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"runtime/debug"
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/internal/connlimit"
+	"github.com/cordon-sandbox/cordon/internal/survive"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/tlsterm"
 )
@@ -55,10 +55,30 @@ func (s *Server) ServeTransparent(ctx context.Context, l net.Listener, dest func
 	}
 }
 
+// serveRedirected serves one redirected connection. A panic while
+// serving it cuts it, and is logged, and cordon goes on, as net/http does
+// for a proxy client: nothing else recovers this goroutine, and a chunk
+// size that overflowed the framing guard's count once ended cordon run
+// at the box's first such request, before the run's aftercare set aside
+// the repositories the box had planted, whose config then ran at the
+// user's next git status.
 func (s *Server) serveRedirected(ctx context.Context, lc *connlimit.Conn, dest func(net.Conn) (netip.AddrPort, error)) {
+	client := lc.RemoteAddr().String()
+	var failed error
+	defer func() {
+		if failed != nil {
+			s.record(decisionRecord(audit.KindTransparent, client, policy.Decision{Reason: ReasonInternalError,
+				Detail: failed.Error() + ", and cut it"}))
+			lc.Close()
+		}
+	}()
+	defer survive.Recover(&failed, "while serving the redirected connection from "+client)
+	s.serveRedirectedConn(ctx, lc, client, dest)
+}
+
+func (s *Server) serveRedirectedConn(ctx context.Context, lc *connlimit.Conn, client string, dest func(net.Conn) (netip.AddrPort, error)) {
 	var c net.Conn = lc
-	kind, client := audit.KindTransparent, c.RemoteAddr().String()
-	defer s.survive(lc, client)
+	kind := audit.KindTransparent
 	dst, err := dest(lc.NetConn())
 	if err != nil {
 		s.record(decisionRecord(kind, client, policy.Decision{Reason: ReasonNoDestination,
@@ -87,22 +107,4 @@ func (s *Server) serveRedirected(ctx context.Context, lc *connlimit.Conn, dest f
 	defer s.untrack(c)
 	t.client = c
 	s.carry(t, kind)
-}
-
-// survive, deferred, ends a redirected connection whose serving panicked
-// as net/http ends a proxy client's: the connection is cut, the panic
-// logged, and cordon goes on. Nothing else recovers it: a chunk size that
-// overflowed the framing guard's count once ended cordon run at the box's
-// first such request, before the run's aftercare set aside the
-// repositories the box had planted, whose config then ran at the user's
-// next git status.
-func (s *Server) survive(lc *connlimit.Conn, client string) {
-	p := recover()
-	if p == nil {
-		return
-	}
-	s.cfg.ErrorLog.Printf("cordon: panic serving the redirected connection from %s: %v\n%s", client, p, debug.Stack())
-	s.record(decisionRecord(audit.KindTransparent, client, policy.Decision{Reason: ReasonInternalError,
-		Detail: fmt.Sprintf("cordon failed while serving this connection, and cut it: %v", p)}))
-	lc.Close()
 }

@@ -312,7 +312,7 @@ func TestGoAheadWithheld(t *testing.T) {
 // written (its Commit blocks).
 func TestLauncherKilledBeforeGoAhead(t *testing.T) {
 	if ws := os.Getenv("CORDON_TEST_LAUNCHER_WORKSPACE"); ws != "" {
-		launchUntilCommit(t, ws)
+		launchUntilCommit(t, ws, os.Getenv("CORDON_TEST_LAUNCHER_AUDIT"))
 		return
 	}
 	if _, err := exec.LookPath("bwrap"); err != nil {
@@ -338,7 +338,10 @@ func TestLauncherKilledBeforeGoAhead(t *testing.T) {
 		}
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLauncherKilledBeforeGoAhead$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "CORDON_TEST_LAUNCHER_WORKSPACE="+ws)
+	// The launcher is killed, so what it makes must be this process's to
+	// remove: its audit log goes in a directory of this test's.
+	cmd.Env = append(os.Environ(), "CORDON_TEST_LAUNCHER_WORKSPACE="+ws,
+		"CORDON_TEST_LAUNCHER_AUDIT="+filepath.Join(t.TempDir(), "audit.jsonl"))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -388,10 +391,10 @@ func TestLauncherKilledBeforeGoAhead(t *testing.T) {
 }
 
 // launchUntilCommit is TestLauncherKilledBeforeGoAhead's launcher: it
-// runs a network-off box in ws whose Commit says "committing" on stdout
-// and then never returns. The command names ws on its command line, and
-// so on bwrap's.
-func launchUntilCommit(t *testing.T, ws string) {
+// runs a network-off box in ws, auditing to auditPath, whose Commit says
+// "committing" on stdout and then never returns. The command names ws on
+// its command line, and so on bwrap's.
+func launchUntilCommit(t *testing.T, ws, auditPath string) {
 	p := policy.Defaults()
 	p.Network = policy.NetOff
 	s := &sandbox.Spec{Policy: p, Argv: []string{"/bin/sh", "-c", "echo > " + filepath.Join(ws, "ran")}, Workspace: ws, Workdir: ws,
@@ -400,7 +403,7 @@ func launchUntilCommit(t *testing.T, ws string) {
 		os.Stdout.WriteString("committing\n")
 		select {}
 	}
-	_, err := New(Options{AuditPath: filepath.Join(t.TempDir(), "audit.jsonl")}).Run(context.Background(), s)
+	_, err := New(Options{AuditPath: auditPath}).Run(context.Background(), s)
 	t.Fatalf("the launch ended: %v", err)
 }
 

@@ -236,6 +236,11 @@ func readConfig(path string, mustExist bool, workspace string) (*configFile, err
 		return nil, configOpenError(path, workspace != "", err)
 	}
 	defer f.Close()
+	if workspace == "" {
+		if err := othersCannotWrite(path, fi); err != nil {
+			return nil, err
+		}
+	}
 	if workspace != "" {
 		real := resolvePath(path)
 		if ri, err := os.Stat(real); err != nil || !os.SameFile(fi, ri) || !Within(real, resolvePath(workspace)) {
@@ -250,6 +255,38 @@ func readConfig(path string, mustExist bool, workspace string) (*configFile, err
 		return nil, fmt.Errorf("config %s is larger than %d bytes; a cordon config is a short YAML file", path, maxConfigSize)
 	}
 	return &configFile{path: path, data: data}, nil
+}
+
+// othersCannotWrite refuses a global config (path, opened as fi) that a
+// user other than this one or root could have written: one they own, one
+// writable by group or others, or one in a directory they own or may
+// write in (without the sticky bit, as /tmp has, that keeps them from
+// replacing a file that is not theirs). The global config may widen the
+// sandbox, so whoever can edit it chooses what the box may reach.
+func othersCannotWrite(path string, fi fs.FileInfo) error {
+	const fix = "make it yours and writable by you alone, or point --config or CORDON_CONFIG at a file that is"
+	real, name := resolvePath(path), path
+	if real != path {
+		name = fmt.Sprintf("%s (%s)", path, real)
+	}
+	if !OwnedByUserOrRoot(fi) {
+		return fmt.Errorf("config %s belongs to another user (uid %d), who could widen your sandbox by editing it; %s", name, fi.Sys().(*syscall.Stat_t).Uid, fix)
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("config %s is writable by other users (mode %04o), who could widen your sandbox by editing it; run chmod go-w %s", name, perm, real)
+	}
+	dir := filepath.Dir(real)
+	di, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("config %s: check its directory: %w", name, err)
+	}
+	switch perm := di.Mode().Perm(); {
+	case !OwnedByUserOrRoot(di):
+		return fmt.Errorf("config %s lies in %s, which belongs to another user (uid %d), who could replace it and so widen your sandbox; %s", name, dir, di.Sys().(*syscall.Stat_t).Uid, fix)
+	case perm&0o022 != 0 && di.Mode()&os.ModeSticky == 0:
+		return fmt.Errorf("config %s lies in %s, which other users may write in (mode %04o), so they could replace it and widen your sandbox; run chmod go-w %s", name, dir, perm, dir)
+	}
+	return nil
 }
 
 // configOpenError explains why the config at path (a project file's,

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -608,5 +609,66 @@ func TestConfigOpenError(t *testing.T) {
 	_, _, err := Load(LoadOptions{ConfigPath: loop, Workdir: t.TempDir()})
 	if err == nil || strings.Contains(err.Error(), "cordon init") || !strings.Contains(err.Error(), "too many levels of symbolic links") {
 		t.Errorf("a config that is a link loop: %v, want the reason and no cordon init", err)
+	}
+}
+
+// A global config another user could have written, as its owner, through
+// its mode, or by replacing it in its directory, is refused with the fix:
+// it may widen the sandbox. Root's own files, and a sticky shared
+// directory, are trusted.
+func TestGlobalConfigOthersCannotWrite(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test gives files to another user, which needs root: run the tests as root, as make test does")
+	}
+	for _, tc := range []struct {
+		name              string
+		fileUID, dirUID   int
+		fileMode, dirMode fs.FileMode
+		want              string // "" when read
+	}{
+		{"the user's, private", 0, 0, 0o600, 0o755, ""},
+		{"readable by all", 0, 0, 0o644, 0o700, ""},
+		{"another user's file", 12345, 0, 0o644, 0o755, "belongs to another user (uid 12345)"},
+		{"group-writable", 0, 0, 0o664, 0o755, "run chmod go-w"},
+		{"world-writable", 0, 0, 0o646, 0o755, "writable by other users (mode 0646)"},
+		{"another user's directory", 0, 12345, 0o600, 0o755, "which belongs to another user (uid 12345)"},
+		{"a directory others write in", 0, 0, 0o600, 0o777, "which other users may write in (mode 0777)"},
+		{"a group-writable directory", 0, 0, 0o600, 0o775, "which other users may write in"},
+		{"a sticky shared directory", 0, 0, 0o600, 0o777 | fs.ModeSticky, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := fakeHome(t)
+			dir := filepath.Join(home, "conf")
+			path := filepath.Join(dir, "config.yaml")
+			writeFile(t, path, "network: open\nallow: [\"*.widened.example\"]\n")
+			mkdirs(t, filepath.Join(home, "proj", ".git"))
+			for _, c := range []struct {
+				p    string
+				uid  int
+				mode fs.FileMode
+			}{{path, tc.fileUID, tc.fileMode}, {dir, tc.dirUID, tc.dirMode}} {
+				if err := os.Chown(c.p, c.uid, 0); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(c.p, c.mode); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Named through a link too: what counts is the file and the
+			// directory it really lies in.
+			link := filepath.Join(home, "link.yaml")
+			if err := os.Symlink(path, link); err != nil {
+				t.Fatal(err)
+			}
+			for _, named := range []string{path, link} {
+				p, _, err := Load(LoadOptions{ConfigPath: named, Workdir: filepath.Join(home, "proj")})
+				switch {
+				case tc.want == "" && (err != nil || p.Network != NetOpen):
+					t.Errorf("%s: %v, network %v; want it read", named, err, p)
+				case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path)):
+					t.Errorf("%s: %v; want a refusal naming %s and saying %q", named, err, path, tc.want)
+				}
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@
 package holder
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -293,8 +294,15 @@ func (r Rules) listen() ([]*os.File, error) {
 	return files, nil
 }
 
+// listenTCP listens on addr with TCP alone. Go's default listener is a
+// Multipath TCP one, and a connection from a client that speaks MPTCP to
+// it has no original destination to read (SO_ORIGINAL_DST is TCP's): the
+// transparent listener refused it as never redirected, naming no host.
+// Offered no MPTCP, such a client falls back to TCP.
 func listenTCP(addr string) (*net.TCPListener, error) {
-	l, err := net.Listen("tcp4", addr)
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	l, err := lc.Listen(context.Background(), "tcp4", addr)
 	if err != nil {
 		return nil, err
 	}

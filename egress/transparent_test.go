@@ -107,10 +107,10 @@ func TestTransparentPanicCutsOnlyItsConnection(t *testing.T) {
 // serveTransparent serves ln's redirected connections, each to the
 // destination dest names, until the test ends; then it checks that
 // serving ended cleanly and closes the audit log.
-func serveTransparent(t *testing.T, s *Server, aw *audit.Writer, ln net.Listener, dest func(net.Conn) (netip.AddrPort, error)) {
+func serveTransparent(t *testing.T, s *Server, aw *audit.Writer, ln net.Listener, dest func(net.Conn) (netip.AddrPort, error), own ...netip.Prefix) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- s.ServeTransparent(ctx, ln, dest) }()
+	go func() { served <- s.ServeTransparent(ctx, ln, dest, own) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-served; err != nil {
@@ -118,4 +118,66 @@ func serveTransparent(t *testing.T, s *Server, aw *audit.Writer, ln net.Listener
 		}
 		aw.Close()
 	})
+}
+
+// TestTransparentRefusesSandboxAddresses: a connection redirected to an
+// address the sandbox's network has of its own (its loopback, where the
+// transparent listener is, or its gateway on a port but the proxy's) is
+// refused and logged as sandbox_address, and not dialled, even when the
+// allowlist names that address: from the host it would reach another
+// machine, or the host's own loopback, than the one the box named.
+// Before, it was judged as an address of the host's network.
+func TestTransparentRefusesSandboxAddresses(t *testing.T) {
+	own := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.2.2/32")}
+	for _, tc := range []struct {
+		name    string
+		own     []netip.Prefix
+		dialled bool
+	}{
+		{"an address of the sandbox's own", own, false},
+		{"control: the same address, not the sandbox's", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, aw, _, logPath := newTestServer(t, "127.0.0.1:*", 4)
+			upstream, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer upstream.Close()
+			accepted := make(chan struct{}, 1)
+			go func() {
+				if c, err := upstream.Accept(); err == nil {
+					accepted <- struct{}{}
+					c.Close()
+				}
+			}()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst := netip.MustParseAddrPort(upstream.Addr().String())
+			serveTransparent(t, s, aw, ln, func(net.Conn) (netip.AddrPort, error) { return dst, nil }, tc.own...)
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			select {
+			case <-accepted:
+				if !tc.dialled {
+					t.Fatalf("%s was dialled from the host", dst)
+				}
+			case <-time.After(2 * time.Second):
+				if tc.dialled {
+					data, _ := os.ReadFile(logPath)
+					t.Fatalf("%s was not dialled:\n%s", dst, data)
+				}
+			}
+			data, _ := os.ReadFile(logPath)
+			refused := strings.Contains(string(data), `"decision":"deny","reason":"`+string(ReasonSandboxAddress)+`"`)
+			if refused == tc.dialled {
+				t.Fatalf("refused as %s: %v, want %v:\n%s", ReasonSandboxAddress, refused, !tc.dialled, data)
+			}
+		})
+	}
 }

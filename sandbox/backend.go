@@ -73,6 +73,10 @@ type Sockets struct {
 	// Dest reads where one was headed.
 	Transparent net.Listener
 	Dest        func(net.Conn) (netip.AddrPort, error)
+	// Own are the addresses only the sandbox's network has (its
+	// loopback, its gateway): a connection redirected to one is headed
+	// for the sandbox itself, never for a host of the host's network.
+	Own []netip.Prefix
 	// DNS and DNSTCP receive every DNS query.
 	DNS    net.PacketConn
 	DNSTCP net.Listener

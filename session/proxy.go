@@ -278,7 +278,7 @@ func (p *Proxy) serveSandbox(sk sandbox.Sockets) error {
 		return err
 	}
 	p.serve(func() error { return p.srv.Serve(p.ctx, sk.Proxy) })
-	p.serve(func() error { return p.srv.ServeTransparent(p.ctx, sk.Transparent, sk.Dest) })
+	p.serve(func() error { return p.srv.ServeTransparent(p.ctx, sk.Transparent, sk.Dest, sk.Own) })
 	return nil
 }
 

@@ -230,7 +230,7 @@ func receiveSockets(ctx context.Context, f *os.File) (sandbox.Sockets, error) {
 	pc, e := net.FilePacketConn(files[2])
 	sk.DNS, err = pc, errors.Join(err, e)
 	sk.DNSTCP = listener(files[3])
-	sk.Dest = holder.OriginalDst
+	sk.Dest, sk.Own = holder.OriginalDst, holder.Network.Own()
 	if err != nil {
 		sk.Close()
 		return sandbox.Sockets{}, fmt.Errorf("the holder's sockets: %w", err)

@@ -36,6 +36,15 @@ type Rules struct {
 // loopback8 is the first byte of IPv4's loopback addresses, 127.0.0.0/8.
 var loopback8 = []byte{127}
 
+// Own are the IPv4 addresses the namespace has of its own, which the
+// output chains accept rather than redirect: its loopback and the
+// gateway. A connection that reaches the transparent listener headed
+// for one (the listener itself, or the gateway on a port but the
+// proxy's) is for the namespace, not the host's network.
+func (r Rules) Own() []netip.Prefix {
+	return []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{127}), 8), netip.PrefixFrom(r.Gateway, 32)}
+}
+
 // rule is one nftables rule, with the line nft(8) would list for it.
 type rule struct {
 	text  string

@@ -26,9 +26,9 @@ import (
 // own check allowed (see servePlain and plainRoundTrip).
 func (s *Server) newPlainProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.Host = pr.In.Host
-		},
+		// The request goes out to the address and under the authority
+		// its verdict names (plainRoundTrip), whatever its URI spelled.
+		Rewrite:   func(*httputil.ProxyRequest) {},
 		Transport: plainTransport{s},
 		// Responses are masked as they come back, in plainRoundTrip;
 		// servePlain masks the 1xx headers and trailers.
@@ -166,7 +166,12 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 		}
 		out := req.Clone(tlsterm.WithBodyNotice(req.Context(), func() { bodyLike.Store(true) }))
 		out.URL.Host = addr.String() // the pool's key: connections to this address only
-		out.Host = req.Host
+		// The authority judged and logged, not the URI's spelling of it:
+		// net/http punycodes a host without the UTS #46 mapping cordon
+		// judged it under ("evil。x.wild.test" went out as Host
+		// xn--evilx-bu3d.wild.test), and a fake address stands for its
+		// name.
+		out.Host = tlsterm.Authority(host, t.Port, 80)
 		// The request body is counted as it goes up (its count is "down"
 		// from the body's point of view: bytes read from it).
 		body := &countedBody{ReadCloser: req.Body, done: func(int64, int64, error) {}}

@@ -136,6 +136,26 @@ func RefusalStatus(reason policy.Reason) int {
 	return http.StatusMisdirectedRequest
 }
 
+// Authority is the one spelling of host and port that requests name
+// upstream: the judged host, and the port unless it is defaultPort, the
+// scheme's. A request goes upstream under it whatever spelling the client
+// wrote, so the server is asked for the authority cordon judged and
+// logged, not another that a spelling cordon maps to it stands for there.
+func Authority(host string, port, defaultPort int) string {
+	if port == defaultPort {
+		return hostForAuthority(host)
+	}
+	return policy.JoinHostPort(host, port)
+}
+
+// hostForAuthority brackets an IPv6 address, as an authority writes it.
+func hostForAuthority(host string) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]"
+	}
+	return host
+}
+
 // CheckAuthority compares one authority ("host" or "host:port") with the
 // stream's host and port. An empty authority (HTTP/1.0) is the stream's.
 func CheckAuthority(authority, host string, port, defaultPort int) policy.Decision {

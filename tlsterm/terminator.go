@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,7 +175,7 @@ type Stream struct {
 func (t *Terminator) Serve(s *Stream) {
 	defer t.Release()
 	defer s.Client.Close()
-	st := &stream{t: t, s: s, authority: strings.TrimSuffix(policy.JoinHostPort(s.Host, s.Port), fmt.Sprintf(":%d", s.defaultPort()))}
+	st := &stream{t: t, s: s, authority: Authority(s.Host, s.Port, s.defaultPort())}
 	if s.Upstream != nil {
 		st.first.Store(&s.Upstream)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -123,11 +124,9 @@ func rooted(host string) string {
 // address allow rule admits it, and otherwise special addresses are refused.
 func (d *Dialer) judgeAddr(a netip.Addr, port int) policy.Decision {
 	hp := policy.JoinHostPort(a.String(), port)
-	for _, self := range d.Self {
-		if (self.Addr() == a || self.Addr().IsUnspecified()) && int(self.Port()) == port {
-			return policy.Decision{Reason: policy.ReasonBlockedAddr,
-				Detail: fmt.Sprintf("%s, cordon's own listener", hp)}
-		}
+	if d.isSelf(a, port) {
+		return policy.Decision{Reason: policy.ReasonBlockedAddr,
+			Detail: fmt.Sprintf("%s, cordon's own listener", hp)}
 	}
 	// Deny rules see through an address to what it reaches: NAT64 and
 	// other embeddings, and :: or 0.0.0.0, which reach this host.
@@ -166,6 +165,22 @@ func (d *Dialer) judgeAddr(a netip.Addr, port int) policy.Decision {
 		return policy.Decision{Allow: true, Reason: policy.ReasonAllowed, Rule: allowRule.Raw}
 	}
 	return policy.Decision{Allow: true, Reason: policy.ReasonAllowed}
+}
+
+// isSelf reports whether dialling a on port reaches one of cordon's own
+// listeners: a itself, or what it reaches (0.0.0.0 and :: connect to this
+// host's loopback, where an allow entry naming them exactly would
+// otherwise let the proxy be made to talk to itself).
+func (d *Dialer) isSelf(a netip.Addr, port int) bool {
+	for _, self := range d.Self {
+		if int(self.Port()) != port {
+			continue
+		}
+		if self.Addr().IsUnspecified() || slices.Contains(reaches(a), self.Addr()) {
+			return true
+		}
+	}
+	return false
 }
 
 // isOwn reports whether dialling a on port reaches this host: one of its

@@ -160,6 +160,18 @@ func TestDialerOwnAndSelf(t *testing.T) {
 	if _, dec := d.Check(context.Background(), "127.0.0.1", 3129); !dec.Allow {
 		t.Errorf("allowlisted loopback address refused: %+v", dec)
 	}
+	// So is every address that connects to it: the unspecified ones
+	// reach this host's loopback, and an allow entry naming them exactly
+	// lifts the refusal of a special address, not this one.
+	unspecified := &Dialer{Rules: mustRules(t, "0.0.0.0:*", "[::]:*"), Self: []netip.AddrPort{self}}
+	for _, host := range []string{"0.0.0.0", "::"} {
+		if _, dec := unspecified.Check(context.Background(), host, 3128); dec.Allow || !strings.Contains(dec.Detail, "cordon's own listener") {
+			t.Errorf("%s on the proxy's port: %+v", host, dec)
+		}
+		if _, dec := unspecified.Check(context.Background(), host, 3129); !dec.Allow {
+			t.Errorf("%s allowlisted exactly, on another port, refused: %+v", host, dec)
+		}
+	}
 	// An address a local route delivers to this host (AnyIP) is its own.
 	d.Local = []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}
 	d.Resolver = fixed{netip.MustParseAddr("10.77.0.9")}

@@ -41,6 +41,32 @@ func TestCheckAuthority(t *testing.T) {
 	}
 }
 
+// TestAuthority: the authority a request goes upstream under is the host
+// and port it was judged for, the scheme's default port elided, and it
+// passes CheckAuthority for that host and port.
+func TestAuthority(t *testing.T) {
+	for _, tc := range []struct {
+		host              string
+		port, defaultPort int
+		want              string
+	}{
+		{"api.example.com", 443, 443, "api.example.com"},
+		{"api.example.com", 8443, 443, "api.example.com:8443"},
+		{"api.example.com", 443, 80, "api.example.com:443"},
+		{"127.0.0.1", 80, 80, "127.0.0.1"},
+		{"2001:db8::1", 443, 443, "[2001:db8::1]"},
+		{"2001:db8::1", 8080, 80, "[2001:db8::1]:8080"},
+	} {
+		got := Authority(tc.host, tc.port, tc.defaultPort)
+		if got != tc.want {
+			t.Errorf("Authority(%q, %d, %d) = %q, want %q", tc.host, tc.port, tc.defaultPort, got, tc.want)
+		}
+		if d := CheckAuthority(got, tc.host, tc.port, tc.defaultPort); !d.Allow {
+			t.Errorf("Authority(%q, %d, %d) = %q, which CheckAuthority refuses: %+v", tc.host, tc.port, tc.defaultPort, got, d)
+		}
+	}
+}
+
 func TestCheckSNI(t *testing.T) {
 	for _, tc := range []struct {
 		sni, host string

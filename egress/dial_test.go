@@ -107,6 +107,8 @@ func TestDialerCheck(t *testing.T) {
 		{"nat64 metadata", []string{"bench.test"}, fixed{netip.MustParseAddr("64:ff9b::a9fe:a9fe")}, 443, false, false, policy.ReasonBlockedAddr},
 		{"private allowed", []string{"bench.test"}, fixed{netip.MustParseAddr("10.1.2.3")}, 443, false, true, policy.ReasonAllowed},
 		{"private denied", []string{"bench.test"}, fixed{netip.MustParseAddr("10.1.2.3")}, 443, true, false, policy.ReasonPrivateAddr},
+		{"mixed public and private, private denied", []string{"bench.test"}, fixed{netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("10.1.2.3")}, 443, true, false, policy.ReasonPrivateAddr},
+		{"mixed public and loopback, loopback last", []string{"bench.test"}, fixed{netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("2606:4700::1111"), netip.MustParseAddr("::1")}, 443, false, false, policy.ReasonBlockedAddr},
 		{"deny rule on address", []string{"bench.test"}, fixed{netip.MustParseAddr("10.9.9.9")}, 443, false, false, policy.ReasonDenyRule},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

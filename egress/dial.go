@@ -168,19 +168,28 @@ func (d *Dialer) judgeAddr(a netip.Addr, port int) policy.Decision {
 }
 
 // isSelf reports whether dialling a on port reaches one of cordon's own
-// listeners: a itself, or what it reaches (0.0.0.0 and :: connect to this
-// host's loopback, where an allow entry naming them exactly would
-// otherwise let the proxy be made to talk to itself).
+// listeners: one at a itself or at what a reaches (0.0.0.0 and :: connect
+// to this host's loopback, where an allow entry naming them exactly would
+// otherwise let the proxy be made to talk to itself), or one at an
+// unspecified address (--listen-nonlocal), which every address of this
+// host reaches and no other host's does.
 func (d *Dialer) isSelf(a netip.Addr, port int) bool {
 	for _, self := range d.Self {
-		if int(self.Port()) != port {
-			continue
-		}
-		if self.Addr().IsUnspecified() || slices.Contains(reaches(a), self.Addr()) {
+		switch {
+		case int(self.Port()) != port:
+		case self.Addr().IsUnspecified() && d.reachesThisHost(a, port):
+			return true
+		case slices.Contains(reaches(a), self.Addr()):
 			return true
 		}
 	}
 	return false
+}
+
+// reachesThisHost reports whether dialling a on port connects to this
+// host: loopback, through what a reaches, or one of its own addresses.
+func (d *Dialer) reachesThisHost(a netip.Addr, port int) bool {
+	return slices.ContainsFunc(reaches(a), netip.Addr.IsLoopback) || d.isOwn(a, port)
 }
 
 // isOwn reports whether dialling a on port reaches this host: one of its

@@ -174,6 +174,26 @@ func TestDialerOwnAndSelf(t *testing.T) {
 			t.Errorf("%s allowlisted exactly, on another port, refused: %+v", host, dec)
 		}
 	}
+	// A listener at an unspecified address (--listen-nonlocal) is reached
+	// by every address of this host, and by no other host's.
+	anyAddr := &Dialer{Rules: mustRules(t, "a.test:*", "127.0.0.0/8:*", own.String()+":*"), Own: []netip.AddrPort{netip.AddrPortFrom(own, 0)},
+		Self: []netip.AddrPort{netip.MustParseAddrPort("0.0.0.0:3128")}}
+	for _, tc := range []struct {
+		host, answer string
+		allow        bool
+	}{
+		{"a.test", "93.184.216.34", true},
+		{"127.0.0.5", "", false},
+		{own.String(), "", false},
+		{"a.test", "::ffff:" + own.String(), false},
+	} {
+		if tc.answer != "" {
+			anyAddr.Resolver = fixed{netip.MustParseAddr(tc.answer)}
+		}
+		if _, dec := anyAddr.Check(context.Background(), tc.host, 3128); dec.Allow != tc.allow {
+			t.Errorf("%s (%s) on the port of a listener at 0.0.0.0: %+v, want allow %v", tc.host, tc.answer, dec, tc.allow)
+		}
+	}
 	// An address a local route delivers to this host (AnyIP) is its own.
 	d.Local = []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}
 	d.Resolver = fixed{netip.MustParseAddr("10.77.0.9")}

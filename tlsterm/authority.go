@@ -3,6 +3,7 @@ package tlsterm
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/policy"
@@ -142,18 +143,11 @@ func RefusalStatus(reason policy.Reason) int {
 // wrote, so the server is asked for the authority cordon judged and
 // logged, not another that a spelling cordon maps to it stands for there.
 func Authority(host string, port, defaultPort int) string {
+	hp := policy.JoinHostPort(host, port)
 	if port == defaultPort {
-		return hostForAuthority(host)
+		return strings.TrimSuffix(hp, ":"+strconv.Itoa(port))
 	}
-	return policy.JoinHostPort(host, port)
-}
-
-// hostForAuthority brackets an IPv6 address, as an authority writes it.
-func hostForAuthority(host string) string {
-	if strings.Contains(host, ":") {
-		return "[" + host + "]"
-	}
-	return host
+	return hp
 }
 
 // CheckAuthority compares one authority ("host" or "host:port") with the

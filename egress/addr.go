@@ -3,6 +3,7 @@ package egress
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 )
 
 // addrClass is why an address is special to the guarded dialer; "" means an
@@ -17,6 +18,7 @@ const (
 	classBroadcast   addrClass = "broadcast"
 	classReserved    addrClass = "reserved"
 	classMetadata    addrClass = "cloud metadata"
+	classHostService addrClass = "host-local service"
 	classPrivate     addrClass = "private"
 )
 
@@ -36,6 +38,15 @@ var metadataAddrs = []netip.Addr{
 	netip.MustParseAddr("fd00:42::42"),        // Scaleway metadata over IPv6
 	netip.MustParseAddr("fd00:c1::a9fe:a9fe"), // Oracle Cloud IMDS over IPv6
 	netip.MustParseAddr("fd00:a9fe:a9fe::1"),  // Akamai (Linode) metadata over IPv6
+}
+
+// hostServiceAddrs are served by a daemon on this host, though they lie
+// in ranges judged private: Tailscale's 100.100.100.100 (and its IPv6
+// form) answers MagicDNS and serves Taildrive's shares of the user's
+// files over WebDAV.
+var hostServiceAddrs = []netip.Addr{
+	netip.MustParseAddr("100.100.100.100"),
+	netip.MustParseAddr("fd7a:115c:a1e0::53"),
 }
 
 var (
@@ -71,6 +82,8 @@ func classify(a netip.Addr) addrClass {
 		return classMulticast
 	case isMetadata(a):
 		return classMetadata
+	case slices.Contains(hostServiceAddrs, a):
+		return classHostService
 	case discardPrefix.Contains(a):
 		return classReserved
 	}
@@ -94,6 +107,8 @@ func classify4(a netip.Addr) addrClass {
 		return classUnspecified
 	case isMetadata(a):
 		return classMetadata
+	case slices.Contains(hostServiceAddrs, a):
+		return classHostService
 	case a.IsLinkLocalUnicast():
 		return classLinkLocal
 	case a.IsMulticast():
@@ -108,14 +123,7 @@ func classify4(a netip.Addr) addrClass {
 	return ""
 }
 
-func isMetadata(a netip.Addr) bool {
-	for _, m := range metadataAddrs {
-		if a == m {
-			return true
-		}
-	}
-	return false
-}
+func isMetadata(a netip.Addr) bool { return slices.Contains(metadataAddrs, a) }
 
 // embedded4 extracts the IPv4 address carried inside an IPv6 address by the
 // transition mechanisms that route to it.

@@ -1255,6 +1255,95 @@ func TestRunStdioAndDescriptors(t *testing.T) {
 	}
 }
 
+// TestRunStdioFilesNotReopened: a file or a directory given as the
+// command's stdin or stdout reaches it through a pipe cordon copies, so
+// the box cannot open it anew through /proc/self/fd, where the kernel
+// grants whatever access the user has, beyond the box's mounts: a
+// directory given as stdin (< DIR) was the root of every host path, read
+// and written; a file given as stdin was rewritten; a log given as
+// stdout (>> LOG) was read whole. What passes through still does.
+func TestRunStdioFilesNotReopened(t *testing.T) {
+	readBack := `python3 -c 'import os, sys
+try:
+    fd = os.open("/proc/self/fd/1", os.O_RDONLY | os.O_NONBLOCK)
+    sys.stderr.write("read back: %r\n" % os.read(fd, 4096))
+except OSError as e:
+    sys.stderr.write("read back: %s\n" % e.strerror)'`
+	cases := []struct {
+		name string
+		// stdin and stdout name the file or directory given, in outside.
+		stdin, stdout string
+		script        string
+		check         func(t *testing.T, r result, outside string)
+	}{
+		{"stdin a directory", ".", "", "cat /proc/self/fd/0/secret; echo planted > /proc/self/fd/0/planted; true",
+			func(t *testing.T, r result, outside string) {
+				if strings.Contains(r.stdout, "SECRET-") {
+					t.Errorf("the box read a host file through its stdin directory: %q", r.stdout)
+				}
+				if _, err := os.Lstat(filepath.Join(outside, "planted")); err == nil {
+					t.Error("the box wrote a host file through its stdin directory")
+				}
+			}},
+		{"stdin a file", "secret", "", "cat; echo rewritten > /proc/self/fd/0; true",
+			func(t *testing.T, r result, outside string) {
+				if !strings.Contains(r.stdout, "SECRET-") {
+					t.Errorf("stdin did not pass through: %q", r.stdout)
+				}
+				if got, _ := os.ReadFile(filepath.Join(outside, "secret")); string(got) != "SECRET-stdin\n" {
+					t.Errorf("the box rewrote the file given as its stdin: %q", got)
+				}
+			}},
+		{"stdout a file", "", "log", readBack + "; echo new",
+			func(t *testing.T, r result, outside string) {
+				if strings.Contains(r.stderr, "EARLIER-") {
+					t.Errorf("the box read the file given as its stdout: %q", r.stderr)
+				}
+				if got, _ := os.ReadFile(filepath.Join(outside, "log")); string(got) != "EARLIER-line\nnew\n" {
+					t.Errorf("the log given as stdout holds %q, want the earlier line and the command's", got)
+				}
+			}},
+	}
+	uid, gid, _ := testUser(t)
+	for _, mode := range []string{"off", "restricted"} {
+		for _, tc := range cases {
+			t.Run(mode+"/"+tc.name, func(t *testing.T) {
+				b := newBox(t)
+				outside := userDir(t, "cordon-it-outside-")
+				for name, data := range map[string]string{"secret": "SECRET-stdin\n", "log": "EARLIER-line\n"} {
+					p := filepath.Join(outside, name)
+					if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Chown(p, int(uid), int(gid)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				cmd := b.cmd("--net", mode, "--", "sh", "-c", tc.script)
+				if tc.stdin != "" {
+					f, err := os.Open(filepath.Join(outside, tc.stdin))
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer f.Close()
+					cmd.Stdin = f
+				}
+				if tc.stdout != "" {
+					f, err := os.OpenFile(filepath.Join(outside, tc.stdout), os.O_WRONLY|os.O_APPEND, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer f.Close()
+					cmd.Stdout = f
+				}
+				r := runResult(t, runTimeout, cmd)
+				expectCode(t, r, 0)
+				tc.check(t, r, outside)
+			})
+		}
+	}
+}
+
 func TestRunTerminal(t *testing.T) {
 	b := newBox(t)
 	ptmx, pts := openPty(t)

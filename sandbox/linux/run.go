@@ -507,9 +507,11 @@ func goAheadText(l *launch) string {
 }
 
 // stdioFiles gives the command's stdin, stdout and stderr as files, as
-// exec.Cmd would: a file as it is, nil as /dev/null, anything else through
-// a pipe and a goroutine that copies (one pipe when stdout and stderr are
-// the same writer). done closes cordon's copies of the
+// exec.Cmd would: a pipe, a socket or a character device (a terminal,
+// /dev/null) as it is (handedOver), nil as /dev/null, anything else,
+// a regular file or a directory among them, through a pipe and a
+// goroutine that copies (one pipe when stdout and stderr are the same
+// writer, or the same file). done closes cordon's copies of the
 // command's ends and waits until the command's output is copied (its side
 // closes when the sandbox ends).
 func stdioFiles(in io.Reader, out, errw io.Writer) (files [3]*os.File, done func(), err error) {
@@ -522,11 +524,11 @@ func stdioFiles(in io.Reader, out, errw io.Writer) (files [3]*os.File, done func
 		copies.Wait()
 	}
 	for i, v := range []any{in, out, errw} {
-		if f, ok := v.(*os.File); ok && f != nil {
+		if f, ok := v.(*os.File); ok && f != nil && handedOver(f) {
 			files[i] = f
 			continue
 		}
-		if i == 2 && sameWriter(errw, out) {
+		if i == 2 && (sameWriter(errw, out) || sameFile(errw, out)) {
 			// One pipe for both, as exec.Cmd does: two copies into one
 			// writer would race.
 			files[2] = files[1]
@@ -569,6 +571,42 @@ func sameWriter(a, b io.Writer) (same bool) {
 		}
 	}()
 	return a == b
+}
+
+// handedOver says whether the command may hold f itself: a pipe, a
+// socket or a character device (a terminal, /dev/null). Any other file
+// the box could open anew through /proc/self/fd, with whatever access
+// the user has and beyond the box's mounts: a file given as stdin
+// (cordon run … < ~/notes.txt) rewritten, one given as stdout (>> a log)
+// read whole, and a directory (< /) the root of every host path, read
+// and written through openat. Such a file goes through a pipe instead.
+func handedOver(f *os.File) bool {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return false
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFIFO, unix.S_IFSOCK, unix.S_IFCHR:
+		return true
+	}
+	return false
+}
+
+// sameFile reports whether a and b are files of one inode (> log 2>&1),
+// which one pipe then serves, keeping the order of what is written to
+// them.
+func sameFile(a, b any) bool {
+	fa, ok := a.(*os.File)
+	fb, ok2 := b.(*os.File)
+	if !ok || !ok2 || fa == nil || fb == nil {
+		return false
+	}
+	sa, err := fa.Stat()
+	if err != nil {
+		return false
+	}
+	sb, err := fb.Stat()
+	return err == nil && os.SameFile(sa, sb)
 }
 
 // closeInherited marks every descriptor above stderr close-on-exec: cordon

@@ -224,6 +224,71 @@ func TestStdioFilesSharedWriter(t *testing.T) {
 	}
 }
 
+// TestStdioFilesHandedOver: a pipe, a socket or a character device is
+// given to the command as it is; a regular file or a directory, which the
+// box could open anew through /proc/self/fd, goes through a pipe, and
+// stdout and stderr that are one file share one.
+func TestStdioFilesHandedOver(t *testing.T) {
+	dir := t.TempDir()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	socks, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := os.NewFile(uintptr(socks[0]), "socket")
+	defer sock.Close()
+	defer unix.Close(socks[1])
+	open := func(path string, flag int) *os.File {
+		f, err := os.OpenFile(path, flag, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	for _, tc := range []struct {
+		name string
+		f    *os.File
+		want bool
+	}{
+		{"pipe", pw, true},
+		{"socket", sock, true},
+		{"character device", open(os.DevNull, os.O_WRONLY), true},
+		{"regular file", open(filepath.Join(dir, "log"), os.O_WRONLY|os.O_CREATE), false},
+		{"directory", open(dir, os.O_RDONLY), false},
+	} {
+		files, done, err := stdioFiles(nil, tc.f, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := files[1] == tc.f; got != tc.want {
+			t.Errorf("%s: handed over %v, want %v", tc.name, got, tc.want)
+		}
+		done()
+	}
+
+	log := filepath.Join(dir, "both")
+	out, errw := open(log, os.O_WRONLY|os.O_CREATE), open(log, os.O_WRONLY)
+	files, done, err := stdioFiles(nil, out, errw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files[1] != files[2] {
+		t.Fatal("stdout and stderr, one file, got two pipes")
+	}
+	files[1].WriteString("out ")
+	files[2].WriteString("err")
+	done()
+	if got, _ := os.ReadFile(log); string(got) != "out err" {
+		t.Fatalf("the file holds %q, want %q", got, "out err")
+	}
+}
+
 // TestGoAheadWithheld: bwrap holds the command back until cordon writes
 // the seccomp program (the go-ahead). While cordon withholds it, the box
 // waits; once cordon's end of the pipe is gone without it (cordon died),

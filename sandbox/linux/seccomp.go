@@ -38,14 +38,54 @@ var ioctlNr = syscallNr{"ioctl", 16, 29}
 // allowedFamilies filters.
 var socketNrs = []syscallNr{{"socket", 41, 198}, {"socketpair", 53, 199}}
 
-// allowedFamilies are the socket address families a box may use: unix,
-// IPv4, IPv6 and netlink (which getaddrinfo and ip read interfaces
-// through). Every other answers EAFNOSUPPORT: AF_VSOCK above all, which no
-// network namespace scopes, so that a box on a virtual machine could talk
-// to the hypervisor's or the host's vsock services past the proxy and the
-// nftables rules (and AF_PACKET, AF_ALG, Bluetooth, CAN, XDP, which a box
-// has no business with).
-var allowedFamilies = []uint32{1, 2, 10, 16} // AF_UNIX, AF_INET, AF_INET6, AF_NETLINK
+// socketFamilies are the socket address families a box may use, and of
+// each the socket types and protocols: unix, IPv4, IPv6 and netlink
+// (which getaddrinfo and ip read interfaces through). Every other family
+// answers EAFNOSUPPORT: AF_VSOCK above all, which no network namespace
+// scopes, so that a box on a virtual machine could talk to the
+// hypervisor's or the host's vsock services past the proxy and the
+// nftables rules (and AF_PACKET, AF_ALG, Bluetooth, CAN, XDP, AF_SMC,
+// AF_TIPC, which a box has no business with). Within inet and netlink,
+// a type or protocol the kernel has not registered makes it load the
+// module that has (request_module, no capability asked): the same
+// kernel code the family list keeps out, and more, came in by another
+// door (SMC through IPPROTO_SMC, L2TP through IPPROTO_L2TP, SCTP, DCCP,
+// and through netlink iSCSI, crypto_user, nfnetlink, xfrm_user and any
+// generic netlink family by its name, TIPCv2 among them). Other types
+// answer ESOCKTNOSUPPORT and other protocols EPROTONOSUPPORT, as from a
+// kernel without them.
+var socketFamilies = []socketFamily{
+	{families: []uint32{1}, types: []socketType{{typ: anyValue, protocols: nil}}}, // AF_UNIX
+	{families: []uint32{2, 10}, types: []socketType{ // AF_INET, AF_INET6
+		{typ: 1, protocols: []uint32{0, 6, 262}},    // SOCK_STREAM: TCP, MPTCP
+		{typ: 2, protocols: []uint32{0, 17, 1, 58}}, // SOCK_DGRAM: UDP, ICMP and ICMPv6 (ping)
+		{typ: 3, protocols: nil},                    // SOCK_RAW: needs CAP_NET_RAW, which the box lacks
+	}},
+	// AF_NETLINK: route, sock_diag (which loads a family's diag module only
+	// once the family is registered), SELinux, audit, uevent; all built in.
+	{families: []uint32{16}, types: []socketType{{typ: anyValue, protocols: []uint32{0, 4, 7, 9, 15}}}},
+}
+
+// socketFamily is one entry of socketFamilies: its address families and
+// the types (socket's second argument, its flags masked off) and
+// protocols each takes.
+type socketFamily struct {
+	families []uint32
+	types    []socketType
+}
+
+// socketType is a socket type a family takes (anyValue: every type, the
+// family's only entry then) and its protocols (nil: every protocol).
+type socketType struct {
+	typ       uint32
+	protocols []uint32
+}
+
+// anyValue is a socketType's typ for a family whose type is not looked at.
+const anyValue = ^uint32(0)
+
+// sockTypeMask takes SOCK_NONBLOCK and SOCK_CLOEXEC off a socket type.
+const sockTypeMask = 0xf
 
 // prctlNr is prctl's number, whose PR_SET_PDEATHSIG the filter bounds:
 // only SIGKILL may be set. bwrap's init, pid 1 of the box, dies with its
@@ -156,10 +196,13 @@ const (
 	errnoENOSYS  = 38
 	errnoENOTSUP = 95 // EOPNOTSUPP
 	errnoEAFNO   = 97 // EAFNOSUPPORT
+	errnoEPROTO  = 93 // EPROTONOSUPPORT
+	errnoESOCKT  = 94 // ESOCKTNOSUPPORT
 	offNr        = 0
 	offArch      = 4
 	offArg0Low   = 16 + 8*0 // low 32 bits of args[0] on little-endian machines
 	offArg1Low   = 16 + 8*1 // and of args[1]
+	offArg2Low   = 16 + 8*2 // and of args[2]
 	offArgsLow   = 16       // args[i]'s low 32 bits are at offArgsLow + 8*i
 	x32Bit       = 0x40000000
 )
@@ -188,7 +231,9 @@ var seccompArches = map[string]seccompArch{
 // decide), and a call of modeSyscalls whose mode holds modeBitsDenied (for
 // open and openat, only with modeCreateFlags, without which the mode is
 // not read), or, for the chmod calls, a bit of writeClosed; a socket of a
-// family not in allowedFamilies answers EAFNOSUPPORT; xattrSyscalls answer
+// family not in socketFamilies answers EAFNOSUPPORT, and of a type or
+// protocol its entry does not list ESOCKTNOSUPPORT or EPROTONOSUPPORT
+// (on their low 32 bits, as the kernel reads an int); xattrSyscalls answer
 // EOPNOTSUPP; unsupportedSyscalls and any other ABI (x32 and i386 on
 // amd64, arm on arm64) answer ENOSYS; everything else is allowed.
 func seccompProgram(goarch string, writeClosed fs.FileMode) ([]bpf.RawInstruction, error) {
@@ -244,10 +289,41 @@ func seccompProgram(goarch string, writeClosed fs.FileMode) ([]bpf.RawInstructio
 	prog = append(prog, bpf.RetConstant{Val: retAllow})
 	labels := map[string]int{"socket": len(prog)}
 	prog = append(prog, bpf.LoadAbsolute{Off: offArg0Low, Size: 4})
-	for _, f := range allowedFamilies {
-		jeq(f, "allow")
+	for i, sf := range socketFamilies {
+		for _, f := range sf.families {
+			jeq(f, "family"+strconv.Itoa(i))
+		}
 	}
 	prog = append(prog, bpf.RetConstant{Val: retErrno | errnoEAFNO})
+	// protocols checks socket's third argument against ps (nil: any).
+	protocols := func(ps []uint32) {
+		if ps == nil {
+			prog = append(prog, bpf.RetConstant{Val: retAllow})
+			return
+		}
+		prog = append(prog, bpf.LoadAbsolute{Off: offArg2Low, Size: 4})
+		for _, p := range ps {
+			jeq(p, "allow")
+		}
+		prog = append(prog, bpf.RetConstant{Val: retErrno | errnoEPROTO})
+	}
+	for i, sf := range socketFamilies {
+		family := "family" + strconv.Itoa(i)
+		labels[family] = len(prog)
+		if len(sf.types) == 1 && sf.types[0].typ == anyValue {
+			protocols(sf.types[0].protocols)
+			continue
+		}
+		prog = append(prog, bpf.LoadAbsolute{Off: offArg1Low, Size: 4}, bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: sockTypeMask})
+		for j, st := range sf.types {
+			jeq(st.typ, family+"type"+strconv.Itoa(j))
+		}
+		prog = append(prog, bpf.RetConstant{Val: retErrno | errnoESOCKT})
+		for j, st := range sf.types {
+			labels[family+"type"+strconv.Itoa(j)] = len(prog)
+			protocols(st.protocols)
+		}
+	}
 	labels["prctl"] = len(prog)
 	prog = append(prog, bpf.LoadAbsolute{Off: offArg0Low, Size: 4})
 	jne(prSetPdeathsig, "allow")
@@ -344,7 +420,7 @@ func seccompListing(goarch string, writeClosed fs.FileMode, prog []bpf.RawInstru
 	for _, sc := range unsupportedSyscalls {
 		unsupported = append(unsupported, sc.name)
 	}
-	fmt.Fprintf(&b, "seccomp filter for %s: EPERM for %s, ioctl TIOCSTI/TIOCLINUX/TIOCSETD, prctl PR_SET_PDEATHSIG but SIGKILL, a setuid or setgid mode to %s, and a mode with any of the write bits %#o to %s; EAFNOSUPPORT for sockets but unix, inet, inet6 and netlink; EOPNOTSUPP for %s; ENOSYS for %s and other ABIs\n", goarch, strings.Join(names, ", "), strings.Join(modes, ", "), uint32(writeClosed.Perm()), strings.Join(chmods, ", "), strings.Join(xattrs, ", "), strings.Join(unsupported, ", "))
+	fmt.Fprintf(&b, "seccomp filter for %s: EPERM for %s, ioctl TIOCSTI/TIOCLINUX/TIOCSETD, prctl PR_SET_PDEATHSIG but SIGKILL, a setuid or setgid mode to %s, and a mode with any of the write bits %#o to %s; EAFNOSUPPORT for sockets but unix, inet, inet6 and netlink, and ESOCKTNOSUPPORT or EPROTONOSUPPORT for inet sockets but TCP, MPTCP, UDP, ping and raw, and netlink sockets but route, sock_diag, SELinux, audit and uevent; EOPNOTSUPP for %s; ENOSYS for %s and other ABIs\n", goarch, strings.Join(names, ", "), strings.Join(modes, ", "), uint32(writeClosed.Perm()), strings.Join(chmods, ", "), strings.Join(xattrs, ", "), strings.Join(unsupported, ", "))
 	for i, in := range prog {
 		fmt.Fprintf(&b, "%3d: %v\n", i, in.Disassemble())
 	}

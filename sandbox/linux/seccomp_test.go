@@ -38,6 +38,15 @@ func seccompArgs(nr int, auditArch uint32, arg0, arg1 uint64) []byte {
 	return b
 }
 
+// seccompSocket is seccompData for socket or socketpair: family, type
+// and protocol in args[0] to args[2].
+func seccompSocket(nr int, auditArch uint32, family, typ, protocol uint64) []byte {
+	b := seccompArgs(nr, auditArch, family, typ)
+	binary.BigEndian.PutUint32(b[offArg2Low:], uint32(protocol))
+	binary.BigEndian.PutUint32(b[offArg2Low+4:], uint32(protocol>>32))
+	return b
+}
+
 // seccompArgN is seccompData with args[i] set to v (and args[1] to
 // arg1, as seccompData sets it, unless i is 1).
 func seccompArgN(nr int, auditArch uint32, i int, v uint64, arg1 uint64) []byte {
@@ -138,17 +147,41 @@ func TestSeccompProgram(t *testing.T) {
 				{"ioctl TIOCSTI with high bits set", seccompData(nr("ioctl"), native, 0xdead_0000_0000_5412), eperm},
 				{"other arch", seccompData(nr("read"), uint32(arch.I386.ID), 0), enosys},
 				{"syslog (the kernel log)", seccompData(nr("syslog"), native, 0), eperm},
-				{"socket AF_UNIX", seccompArg0(nr("socket"), native, 1), retAllow},
-				{"socket AF_INET", seccompArg0(nr("socket"), native, 2), retAllow},
-				{"socket AF_INET6", seccompArg0(nr("socket"), native, 10), retAllow},
-				{"socket AF_NETLINK", seccompArg0(nr("socket"), native, 16), retAllow},
-				{"socketpair AF_UNIX", seccompArg0(nr("socketpair"), native, 1), retAllow},
-				{"socket AF_VSOCK", seccompArg0(nr("socket"), native, 40), retErrno | errnoEAFNO},
-				{"socketpair AF_VSOCK", seccompArg0(nr("socketpair"), native, 40), retErrno | errnoEAFNO},
-				{"socket AF_PACKET", seccompArg0(nr("socket"), native, 17), retErrno | errnoEAFNO},
-				{"socket AF_ALG", seccompArg0(nr("socket"), native, 38), retErrno | errnoEAFNO},
-				{"socket AF_BLUETOOTH", seccompArg0(nr("socket"), native, 31), retErrno | errnoEAFNO},
-				{"socket AF_INET with high bits set", seccompArg0(nr("socket"), native, 0xdead_0000_0000_0002), retAllow},
+				{"socket AF_UNIX", seccompSocket(nr("socket"), native, 1, 1, 0), retAllow},
+				{"socket AF_UNIX SOCK_SEQPACKET", seccompSocket(nr("socket"), native, 1, 5, 0), retAllow},
+				{"socket AF_INET", seccompSocket(nr("socket"), native, 2, 1, 0), retAllow},
+				{"socket AF_INET6", seccompSocket(nr("socket"), native, 10, 1, 0), retAllow},
+				{"socket AF_NETLINK", seccompSocket(nr("socket"), native, 16, 3, 0), retAllow},
+				{"socketpair AF_UNIX", seccompSocket(nr("socketpair"), native, 1, 1, 0), retAllow},
+				{"socket AF_VSOCK", seccompSocket(nr("socket"), native, 40, 1, 0), retErrno | errnoEAFNO},
+				{"socketpair AF_VSOCK", seccompSocket(nr("socketpair"), native, 40, 1, 0), retErrno | errnoEAFNO},
+				{"socket AF_PACKET", seccompSocket(nr("socket"), native, 17, 3, 0), retErrno | errnoEAFNO},
+				{"socket AF_ALG", seccompSocket(nr("socket"), native, 38, 5, 0), retErrno | errnoEAFNO},
+				{"socket AF_BLUETOOTH", seccompSocket(nr("socket"), native, 31, 1, 0), retErrno | errnoEAFNO},
+				{"socket AF_INET with high bits set", seccompSocket(nr("socket"), native, 0xdead_0000_0000_0002, 0xdead_0000_0000_0001, 0xdead_0000_0000_0006), retAllow},
+				// Within inet and netlink, what the kernel would load a
+				// module for is refused: the family list's doors, again.
+				{"socket AF_INET TCP, nonblocking and close-on-exec", seccompSocket(nr("socket"), native, 2, 1|0x800|0x80000, 6), retAllow},
+				{"socket AF_INET6 MPTCP", seccompSocket(nr("socket"), native, 10, 1, 262), retAllow},
+				{"socket AF_INET UDP", seccompSocket(nr("socket"), native, 2, 2, 17), retAllow},
+				{"socket AF_INET ping", seccompSocket(nr("socket"), native, 2, 2, 1), retAllow},
+				{"socket AF_INET6 ping", seccompSocket(nr("socket"), native, 10, 2, 58), retAllow},
+				{"socket AF_INET raw", seccompSocket(nr("socket"), native, 2, 3, 255), retAllow},
+				{"socket AF_INET SCTP", seccompSocket(nr("socket"), native, 2, 1, 132), retErrno | errnoEPROTO},
+				{"socket AF_INET SMC", seccompSocket(nr("socket"), native, 2, 1, 256), retErrno | errnoEPROTO},
+				{"socket AF_INET6 SCTP with high bits on the protocol", seccompSocket(nr("socket"), native, 10, 1, 0xdead_0000_0000_0084), retErrno | errnoEPROTO},
+				{"socket AF_INET L2TP", seccompSocket(nr("socket"), native, 2, 2, 115), retErrno | errnoEPROTO},
+				{"socket AF_INET UDP-Lite", seccompSocket(nr("socket"), native, 2, 2, 136), retErrno | errnoEPROTO},
+				{"socket AF_INET SOCK_SEQPACKET (SCTP)", seccompSocket(nr("socket"), native, 2, 5, 0), retErrno | errnoESOCKT},
+				{"socket AF_INET6 SOCK_DCCP", seccompSocket(nr("socket"), native, 10, 6, 0), retErrno | errnoESOCKT},
+				{"socketpair AF_INET SCTP", seccompSocket(nr("socketpair"), native, 2, 1, 132), retErrno | errnoEPROTO},
+				{"socket AF_NETLINK route", seccompSocket(nr("socket"), native, 16, 3|0x80000, 0), retAllow},
+				{"socket AF_NETLINK sock_diag", seccompSocket(nr("socket"), native, 16, 2, 4), retAllow},
+				{"socket AF_NETLINK uevent", seccompSocket(nr("socket"), native, 16, 2, 15), retAllow},
+				{"socket AF_NETLINK iSCSI", seccompSocket(nr("socket"), native, 16, 3, 8), retErrno | errnoEPROTO},
+				{"socket AF_NETLINK netfilter", seccompSocket(nr("socket"), native, 16, 3, 12), retErrno | errnoEPROTO},
+				{"socket AF_NETLINK generic", seccompSocket(nr("socket"), native, 16, 3, 16), retErrno | errnoEPROTO},
+				{"socket AF_NETLINK crypto", seccompSocket(nr("socket"), native, 16, 3, 21), retErrno | errnoEPROTO},
 				{"prctl PR_SET_PDEATHSIG SIGKILL", seccompArgs(nr("prctl"), native, 1, 9), retAllow},
 				{"prctl PR_SET_PDEATHSIG 0", seccompArgs(nr("prctl"), native, 1, 0), eperm},
 				{"prctl PR_SET_PDEATHSIG SIGTERM", seccompArgs(nr("prctl"), native, 1, 15), eperm},

@@ -26,7 +26,7 @@ var deniedSyscalls = []syscallNr{
 	{"kexec_load", 246, 104}, {"kexec_file_load", 320, 294},
 	{"init_module", 175, 105}, {"finit_module", 313, 273}, {"delete_module", 176, 106},
 	{"mount", 165, 40}, {"umount2", 166, 39}, {"pivot_root", 155, 41},
-	{"fsopen", 430, 430}, {"fsconfig", 431, 431}, {"fsmount", 432, 432}, {"move_mount", 429, 429},
+	{"fsopen", 430, 430}, {"fsconfig", 431, 431}, {"fsmount", 432, 432}, {"fspick", 433, 433}, {"move_mount", 429, 429},
 	{"open_tree", 428, 428}, {"open_tree_attr", 467, 467}, {"mount_setattr", 442, 442},
 	{"syslog", 103, 116},
 }

@@ -147,6 +147,7 @@ func TestSeccompProgram(t *testing.T) {
 				{"ioctl TIOCSTI with high bits set", seccompData(nr("ioctl"), native, 0xdead_0000_0000_5412), eperm},
 				{"other arch", seccompData(nr("read"), uint32(arch.I386.ID), 0), enosys},
 				{"syslog (the kernel log)", seccompData(nr("syslog"), native, 0), eperm},
+				{"fspick (the new mount API's reconfiguring door)", seccompData(nr("fspick"), native, 0), eperm},
 				{"socket AF_UNIX", seccompSocket(nr("socket"), native, 1, 1, 0), retAllow},
 				{"socket AF_UNIX SOCK_SEQPACKET", seccompSocket(nr("socket"), native, 1, 5, 0), retAllow},
 				{"socket AF_INET", seccompSocket(nr("socket"), native, 2, 1, 0), retAllow},

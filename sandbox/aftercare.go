@@ -32,9 +32,10 @@ import (
 // changed (innerGitDirsChangedSince); and each named pipe (FIFO) the
 // command made, renamed or wrote to in the Nested workspace, which held
 // the host's git, and any other program that opened it, for ever (see
-// nestedChanges); and it removes each named pipe, socket, or link to
-// neither a file nor a directory the command made or used in a .git
-// directory there, where git reads and writes its files (see gitPipes);
+// nestedChanges); and it removes each named pipe, socket, or symbolic
+// link (but a HEAD as git makes one) the command made or used in a .git
+// directory there, where git reads and writes its files, and writes
+// through a link (see gitPipes);
 // and, before all that, it takes the write permission for
 // other local users (WriteClosed) off each file or directory the command
 // made with it there, where it looks (see openedSince). What it sets aside is recorded for
@@ -127,7 +128,7 @@ func Aftercare(guards []GuardedPath) Care {
 			}
 		}
 		for _, p := range gitFifos {
-			if err := onDir(p, began, "removed", os.Remove); err != nil {
+			if err := onDir(p, began, "removed", removeTrap); err != nil {
 				c.Unchecked = append(c.Unchecked, Unchecked{Path: p, Reason: err})
 			} else {
 				c.GitPipes = append(c.GitPipes, p)
@@ -206,6 +207,21 @@ func setAside(p string, began time.Time) (string, error) {
 		return "", fmt.Errorf("set aside %s: %w", p, err)
 	}
 	return to, nil
+}
+
+// removeTrap removes the pipe, socket or symbolic link gitPipes found at
+// at, never a directory: another box in the workspace may have swapped
+// one in for it since.
+func removeTrap(at string) error {
+	err := syscall.Unlink(at)
+	if err == nil {
+		return nil
+	}
+	// Linux says EISDIR, macOS EPERM and the directory is there.
+	if fi, err2 := os.Lstat(at); errors.Is(err, syscall.EISDIR) || err2 == nil && fi.IsDir() {
+		return fmt.Errorf("remove %s: a directory now, where cordon found a pipe, a socket or a symbolic link (swapped since): left", at)
+	}
+	return err
 }
 
 // removeMade removes p, if it exists, and says whether it did: a file

@@ -402,6 +402,77 @@ func TestAftercareRemovesGitPipes(t *testing.T) {
 	}
 }
 
+// TestAftercareRemovesGitLinks: a symbolic link the run made in a git
+// directory is removed, whatever it leads to, for git writes through it:
+// a ref's log that was a link to a file of the host's had the host's next
+// git checkout append a line holding the box's branch name to it (a
+// shell's rc file, which the next shell ran), COMMIT_EDITMSG its next
+// commit replace it with the message, and a directory of logs its
+// commit write a file of its own among the host's. A HEAD as git makes
+// one (core.preferSymlinkRefs) stays, as does a link from before the run.
+func TestAftercareRemovesGitLinks(t *testing.T) {
+	for _, c := range []struct {
+		name, link string
+		to         func(host string) string
+		kept       bool
+	}{
+		{name: "a ref's log to a host file", link: "logs/HEAD", to: func(host string) string { return filepath.Join(host, "rc") }},
+		{name: "the commit message to a host file", link: "COMMIT_EDITMSG", to: func(host string) string { return filepath.Join(host, "rc") }},
+		{name: "a directory of logs to a host directory", link: "logs/refs/heads", to: func(host string) string { return host }},
+		{name: "HEAD as git makes it", link: "HEAD", to: func(string) string { return "refs/heads/main" }, kept: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws, host := realTempDir(t), realTempDir(t)
+			rc := filepath.Join(host, "rc")
+			if err := os.WriteFile(rc, []byte("true\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			git(t, ws, "init", "-q")
+			git(t, ws, "commit", "-q", "--allow-empty", "-m", "one")
+			git(t, ws, "checkout", "-q", "-b", "x;touch${IFS}ran;#")
+			// One from before the run, as git-new-workdir makes.
+			old := filepath.Join(ws, ".git", "info", "old")
+			if err := os.Symlink(rc, old); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * clockSlack)
+			guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+			if err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(ws, ".git", filepath.FromSlash(c.link))
+			if err := os.RemoveAll(link); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(c.to(host), link); err != nil {
+				t.Fatal(err)
+			}
+			got := Aftercare(guards)
+			want := []string{link}
+			if c.kept {
+				want = nil
+			}
+			if !slices.Equal(got.GitPipes, want) || len(got.Unchecked) != 0 {
+				t.Fatalf("removed %q, unchecked %v; want %q", got.GitPipes, got.Unchecked, want)
+			}
+			for _, p := range []string{old, link} {
+				if _, err := os.Lstat(p); (err == nil) != (p == old || c.kept) {
+					t.Errorf("%s: %v after the run", p, err)
+				}
+			}
+			// What the user does next on the host.
+			git(t, ws, "checkout", "-q", "main")
+			git(t, ws, "commit", "-q", "--allow-empty", "-m", "two")
+			if b, err := os.ReadFile(rc); err != nil || string(b) != "true\n" {
+				t.Errorf("the host's file holds %q (%v); want it as it was", b, err)
+			}
+			if es, err := os.ReadDir(host); err != nil || len(es) != 1 {
+				t.Errorf("the host's directory holds %v (%v); want its rc alone", es, err)
+			}
+		})
+	}
+}
+
 // BenchmarkNestedChanges walks a workspace of 10,000 directories (and a
 // nested repository), as every run's end does.
 func BenchmarkNestedChanges(b *testing.B) {

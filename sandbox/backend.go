@@ -182,9 +182,10 @@ type Care struct {
 	// GitPipes are the named pipes the command made or used in a git
 	// directory (a ref, HEAD, the index, a loose object, a ref's log, a
 	// rebase's state, a submodule's git directory), and the sockets
-	// and the symbolic links to neither a file nor a directory (a pipe
-	// elsewhere) it made there, removed: git there would wait for ever on
-	// a pipe, and has no use for any of them.
+	// and the symbolic links (but a HEAD as git makes one) it made there,
+	// removed: git there would wait for ever on a pipe, and write through
+	// a link (to a file or directory of the host's), and has no use for
+	// any of them.
 	GitPipes []string
 	// Closed are the files and directories the command made in the
 	// workspace with write permission for other local users

@@ -361,11 +361,17 @@ const maxGitPipeEntries = 100_000
 
 // gitPipes returns what the run made, renamed or wrote to (its change
 // time is since or later) in the git directory dir, where git reads and
-// writes its files, and that holds git for ever or is of no use to it: a
-// named pipe (FIFO), which git opens and waits on for a writer (or, to
-// append to it, a reader); a unix socket; and a symbolic link that leads
-// to neither a file nor a directory (a pipe elsewhere, or nothing yet,
-// where another local user may make one later). HEAD, index,
+// writes its files, and that holds git for ever, has it write where it
+// should not, or is of no use to it: a named pipe (FIFO), which git opens
+// and waits on for a writer (or, to append to it, a reader); a unix
+// socket; and a symbolic link (but for a HEAD as git makes one,
+// symbolicHead), which git follows when it writes: a ref's log
+// (logs/HEAD, appended to at every commit and checkout, with the box's
+// branch names in it) or COMMIT_EDITMSG (replaced at every commit) that
+// was a link to a file of the host's (a shell's rc file) had the host's
+// git write there, and a link to a directory had it write its files in
+// the host's; a link to a pipe elsewhere, or to nothing yet (where
+// another local user may make one later), held it. HEAD, index,
 // packed-refs, a ref or a pack index so made held the host's git (a plain
 // git status, a shell prompt at every cd, git branch); a loose object,
 // every git command that read it (git log); a ref's log (logs/HEAD), git
@@ -429,17 +435,25 @@ func gitPipes(dir string, since time.Time) (out, opened []string, err error) {
 var gitLargeStores = map[string]bool{"lfs": true, "annex": true}
 
 // gitTrap says whether p, of type t, is what gitPipes looks for: a named
-// pipe, a unix socket, or a symbolic link that leads to neither a
-// regular file nor a directory.
+// pipe, a unix socket, or a symbolic link but for a HEAD as git makes
+// one (symbolicHead).
 func gitTrap(p string, t fs.FileMode) bool {
 	switch {
 	case t&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
 		return true
 	case t&fs.ModeSymlink != 0:
-		fi, err := os.Stat(p)
-		return err != nil || !fi.Mode().IsRegular() && !fi.IsDir()
+		return !symbolicHead(p)
 	}
 	return false
+}
+
+// symbolicHead says whether the symbolic link p is a git directory's HEAD
+// as git makes it with core.preferSymlinkRefs: a link to a ref of that
+// git directory (refs/heads/main), which git reads and writes in place
+// of the link, in the git directory, the only link git makes there.
+func symbolicHead(p string) bool {
+	to, err := os.Readlink(p)
+	return err == nil && filepath.Base(p) == "HEAD" && strings.HasPrefix(to, "refs/") && filepath.Clean(to) == to
 }
 
 // objectStore returns the directories of the object store objects for

@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,7 +71,7 @@ func TestAftercareFollowsNoLinkSwappedIn(t *testing.T) {
 			if err := os.Symlink(victim, link); err != nil {
 				t.Fatal(err)
 			}
-			stop := swapping(t, dir, link)
+			stop := swapping(t, dir, link, victim)
 			c := Aftercare(guards)
 			t.Logf("%d swaps; %d set aside, %d removed, %d closed, %d refused", stop(), len(c.Pipes), len(c.GitPipes), len(c.Closed), len(c.Unchecked))
 			entries, err := os.ReadDir(victim)
@@ -126,7 +128,7 @@ func TestAftercareWalkFollowsNoLinkSwappedIn(t *testing.T) {
 		if err := os.Symlink(victim, link); err != nil {
 			t.Fatal(err)
 		}
-		stop := swapping(t, dir, link)
+		stop := swapping(t, dir, link, victim)
 		c := Aftercare(guards)
 		stop()
 		// Leave d the directory and d-link the link, whichever they are.
@@ -151,8 +153,10 @@ func TestAftercareWalkFollowsNoLinkSwappedIn(t *testing.T) {
 
 // swapping swaps a and b (renameat2 RENAME_EXCHANGE) over and over, as a
 // second box in the workspace can, until the function it returns is
-// called, which says how many swaps were made.
-func swapping(t *testing.T, a, b string) (stop func() int) {
+// called, which says how many swaps were made. One of them is a link to
+// victim: removed (aftercare removes a link the run made in a .git), it
+// is made again, as that box would.
+func swapping(t *testing.T, a, b, victim string) (stop func() int) {
 	done, swapped := make(chan struct{}), make(chan int)
 	go func() {
 		n := 0
@@ -163,7 +167,11 @@ func swapping(t *testing.T, a, b string) (stop func() int) {
 				return
 			default:
 			}
-			if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
+			err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
+			if errors.Is(err, unix.ENOENT) {
+				err = relink(victim, a, b)
+			}
+			if err != nil {
 				t.Errorf("swap: %v", err)
 				return
 			}
@@ -173,6 +181,16 @@ func swapping(t *testing.T, a, b string) (stop func() int) {
 		close(done)
 		return <-swapped
 	}
+}
+
+// relink makes whichever of a and b is missing a link to victim.
+func relink(victim, a, b string) error {
+	for _, p := range []string{a, b} {
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			return os.Symlink(victim, p)
+		}
+	}
+	return nil
 }
 
 // countIn counts the names of got that are among want.
@@ -211,7 +229,7 @@ func TestOpenedUpFollowsNoLinkSwappedIn(t *testing.T) {
 	if err := os.Symlink(victim, link); err != nil {
 		t.Fatal(err)
 	}
-	stop := swapping(t, dir, link)
+	stop := swapping(t, dir, link, victim)
 	defer stop()
 	for i := range 2000 {
 		openedUp(filepath.Join(dir, "pipe"), false, began, func() error { return nil })

@@ -941,6 +941,57 @@ func TestRunWarnsInPrintableNames(t *testing.T) {
 	}
 }
 
+// TestRunWarningsReadableAfterTheBox: the command shares the terminal, and
+// what it left there hid what cordon said after the run: an OSC string
+// never ended (the terminal took cordon's warnings into the window's
+// title), text concealed or drawn black on black, the line-drawing
+// character set, a scrolling region of one line (each warning written
+// over the one before), no autowrap, insert mode, a hidden cursor. cordon
+// now ends and undoes each before the first thing it says: a repository
+// the box planted set aside, or the deadline that ended it.
+func TestRunWarningsReadableAfterTheBox(t *testing.T) {
+	b := newBox(t)
+	cfg := b.config(`credentials:
+  - name: provider
+    source: {env: PROVIDER_REAL_KEY}
+    hosts: [api.provider.example]
+    header: "Authorization: Bearer {}"
+    env: PROVIDER_API_KEY
+`)
+	const left = `\033[8m\033[30;40m\033(0\016\033[1;2r\033[?7l\033[4h\033[?25l\033]2;`
+	undo := []string{"\x18", "\x1b[r", "\x1b[0m", "\x1b(B", "\x0f", "\x1b[?7h", "\x1b[4l", "\x1b[?25h"}
+	for _, c := range []struct {
+		name, said string
+		args       []string
+	}{
+		{"a warning", "cordon: set aside as", []string{"--net", "off", "--", "sh", "-c", `git init -q sub && printf '` + left + `'`}},
+		{"the deadline", "cordon: the deadline of 3s ended", []string{"--net", "off", "--timeout", "3s", "--", "sh", "-c", `printf '` + left + `'; sleep 30`}},
+		// The mask of a credential's secret holds the output's last bytes
+		// back; they were written when cordon had said its piece.
+		{"a masked output's end", "cordon: set aside as", []string{"--net", "restricted", "--config", cfg, "--credential", "provider", "--",
+			"sh", "-c", `git init -q masked && printf '` + left + `'`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			argv := append([]string{"-c", ttyAfter, b.ws, cordonBin(t), "run", "--audit", b.audit}, c.args...)
+			r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm", "PROVIDER_REAL_KEY=sk-terminal-test-0123456789"), "/usr/bin/python3", argv...))
+			out := r.stdout
+			boxEnd, said := strings.LastIndex(out, "\x1b]2;"), strings.Index(out, c.said)
+			if boxEnd < 0 || said < boxEnd {
+				t.Fatalf("want the box's sequences, then %q, on the terminal:\n%q\n%s", c.said, out, r.stderr)
+			}
+			between := out[boxEnd:said]
+			for _, u := range undo {
+				if !strings.Contains(between, u) {
+					t.Errorf("cordon did not write %q before %q, after the box's sequences: %q", u, c.said, between)
+				}
+			}
+		})
+	}
+	if !slices.ContainsFunc(b.records(), func(r audit.Record) bool { return r.Type == audit.TypeSetAside }) {
+		t.Error("no set_aside line for the repository the box planted")
+	}
+}
+
 // TestRunPaysAKilledRunsAftercare: a cordon killed during its run (kill
 // -9, a crash) never checks what its box left. The run owes that from the
 // start, on record in cordon's cache directory; the next run in the

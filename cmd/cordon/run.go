@@ -481,7 +481,7 @@ func outliveReaders() {
 }
 
 // run is cordon run without --dry-run.
-func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []string) error {
+func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []string) (failed error) {
 	outliveReaders()
 	r := &runState{f: f, argv: argv, errw: stderr, stdout: stdout}
 	r.cwd, _ = os.Getwd()
@@ -554,6 +554,9 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		release := p.Prepare(s)
 		defer release()
 	}
+	// The command's output that a mask holds back is written before what
+	// cordon says after the run, which it would otherwise follow.
+	flushOutput := func() {}
 	if s.Policy.Network == policy.NetRestricted {
 		px, err := session.StartProxy(ctx, session.Options{Policy: s.Policy, Audit: r.w, InSandbox: sandboxInside.OwnNetwork,
 			Credentials: f.pf.credentials, Creds: r.creds, EphemeralCA: f.pf.ephemeralCA})
@@ -587,8 +590,8 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 			// something the command prints: mask its output.
 			mo, me := credinject.NewMaskWriter(s.Stdout, px.Creds), credinject.NewMaskWriter(s.Stderr, px.Creds)
 			s.Stdout, s.Stderr = mo, me
-			defer mo.Close()
-			defer me.Close()
+			flushOutput = func() { mo.Close(); me.Close() }
+			defer flushOutput()
 		}
 	}
 
@@ -637,6 +640,14 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	stopListening()
 	res, runErr = r.ended(res, runErr)
 	restoreTerminal()
+	flushOutput()
+	say := &afterTheBox{w: stderr}
+	stderr, r.errw = say, say
+	defer func() {
+		if failed != nil {
+			say.ready() // main prints it
+		}
+	}()
 	if err := r.refuseBlocked(); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -196,4 +197,44 @@ func suspendedResult(res sandbox.Result, sig syscall.Signal) sandbox.Result {
 	res.ExitCode, res.Signal, res.TimedOut = 128+int(sig), unix.SignalName(sig), false
 	res.Cause = fmt.Sprintf("the run's job was stopped from the terminal (%s; Ctrl-Z sends it), which ends the process tree of a run that holds the terminal: the shell takes the terminal back, and the sandbox would read what is typed to it", res.Signal)
 	return res
+}
+
+// readableAgain is written to a terminal before the first thing cordon
+// says once a run is over. The command shared the terminal and may have
+// left it so that what follows cannot be read: inside a string that
+// swallows text until it ends (an OSC, which made cordon's warnings a
+// window title, a DCS, an unfinished CSI), with text concealed or drawn
+// in the background's colour (SGR), in the line-drawing character set, in
+// a scrolling region of one line (each warning overwriting the one
+// before), with lines cut at the margin (no autowrap), in insert mode or
+// with the cursor hidden. CAN ends any string or sequence; the scrolling
+// region is reset between a save and a restore of the cursor (resetting
+// it homes the cursor), before the rest, which the restore would undo.
+// The screen's content, the cursor's place, the alternate screen (leaving
+// one the terminal is not in restores a cursor saved long ago) and the
+// colours a theme set (OSC 4, 10, 11) are left as they are.
+const readableAgain = "\x18\x1b7\x1b[r\x1b8\x1b[0m\x1b(B\x0f\x1b[4l\x1b[?7h\x1b[?25h"
+
+// afterTheBox is the writer of what cordon says once a run is over: w,
+// and, when w is a terminal, readableAgain before the first of it.
+type afterTheBox struct {
+	w    io.Writer
+	once sync.Once
+}
+
+func (a *afterTheBox) Write(p []byte) (int, error) {
+	a.ready()
+	return a.w.Write(p)
+}
+
+// ready makes the terminal readable again (readableAgain), once: before
+// a message that main, not a Write, prints.
+func (a *afterTheBox) ready() {
+	a.once.Do(func() {
+		if f, ok := a.w.(*os.File); ok {
+			if _, err := unix.IoctlGetTermios(int(f.Fd()), ioctlGetTermios); err == nil {
+				io.WriteString(f, readableAgain)
+			}
+		}
+	})
 }

@@ -408,18 +408,22 @@ func TestAftercareRemovesGitPipes(t *testing.T) {
 // git checkout append a line holding the box's branch name to it (a
 // shell's rc file, which the next shell ran), COMMIT_EDITMSG its next
 // commit replace it with the message, and a directory of logs its
-// commit write a file of its own among the host's. A HEAD as git makes
+// commit write a file of its own among the host's. So in a git directory
+// by another name, which a .git file names (git init --separate-git-dir),
+// which the walk passed through as any directory. A HEAD as git makes
 // one (core.preferSymlinkRefs) stays, as does a link from before the run.
 func TestAftercareRemovesGitLinks(t *testing.T) {
 	for _, c := range []struct {
 		name, link string
 		to         func(host string) string
 		kept       bool
+		gitDir     string // the git directory, if not .git
 	}{
 		{name: "a ref's log to a host file", link: "logs/HEAD", to: func(host string) string { return filepath.Join(host, "rc") }},
 		{name: "the commit message to a host file", link: "COMMIT_EDITMSG", to: func(host string) string { return filepath.Join(host, "rc") }},
 		{name: "a directory of logs to a host directory", link: "logs/refs/heads", to: func(host string) string { return host }},
 		{name: "HEAD as git makes it", link: "HEAD", to: func(string) string { return "refs/heads/main" }, kept: true},
+		{name: "a ref's log in a git directory by another name", link: "logs/HEAD", to: func(host string) string { return filepath.Join(host, "rc") }, gitDir: "gd"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ws, host := realTempDir(t), realTempDir(t)
@@ -427,11 +431,17 @@ func TestAftercareRemovesGitLinks(t *testing.T) {
 			if err := os.WriteFile(rc, []byte("true\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			git(t, ws, "init", "-q")
+			gitDir := filepath.Join(ws, ".git")
+			if c.gitDir == "" {
+				git(t, ws, "init", "-q")
+			} else {
+				gitDir = filepath.Join(ws, c.gitDir)
+				git(t, ws, "init", "-q", "--separate-git-dir", gitDir)
+			}
 			git(t, ws, "commit", "-q", "--allow-empty", "-m", "one")
 			git(t, ws, "checkout", "-q", "-b", "x;touch${IFS}ran;#")
 			// One from before the run, as git-new-workdir makes.
-			old := filepath.Join(ws, ".git", "info", "old")
+			old := filepath.Join(gitDir, "info", "old")
 			if err := os.Symlink(rc, old); err != nil {
 				t.Fatal(err)
 			}
@@ -440,7 +450,7 @@ func TestAftercareRemovesGitLinks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			link := filepath.Join(ws, ".git", filepath.FromSlash(c.link))
+			link := filepath.Join(gitDir, filepath.FromSlash(c.link))
 			if err := os.RemoveAll(link); err != nil {
 				t.Fatal(err)
 			}

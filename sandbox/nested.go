@@ -35,7 +35,10 @@ const clockSlack = 50 * time.Millisecond
 // runs, before the workspace's own .git) counts when it, or its HEAD,
 // objects, refs or commondir, was born since, or its config or hooks
 // changed since: what is returned for it is its HEAD, which git cannot do
-// without. It does not descend into .git directories, and leaves out
+// without; one that did not (a separate git directory a .git file names,
+// the workspace's own among them, or a bare repository) is looked through
+// as a .git is (gitPipes), and not walked further. It does not descend
+// into .git directories, and leaves out
 // skip (the guarded ones, and the .git.cordon-set-aside-* that cordon
 // set aside in this run; one the box named so is walked like any other
 // directory). It also returns the named pipes (FIFOs) made, renamed or
@@ -86,11 +89,26 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) (found, p
 		// is in it until someone opens it up.
 		entries, open, err := readDir(dir, since)
 		mu.Lock()
-		opened = append(opened, open...)
 		errs = errors.Join(errs, err)
 		mu.Unlock()
-		if gitDirLayout(entries) && !skip[dir] {
-			changed, err := gitDirChangedSince(dir, since)
+		if gitDirLayout(entries) {
+			changed := false
+			if !skip[dir] {
+				changed, err = gitDirChangedSince(dir, since)
+			}
+			if err == nil && !changed {
+				// A git directory by another name (one a .git file
+				// names, the workspace's own among them, which is
+				// guarded; a bare repository): looked through as a .git
+				// is, and, as a .git, not walked.
+				fifos, open, err := gitPipes(dir, since)
+				mu.Lock()
+				gitFifos = append(gitFifos, fifos...)
+				opened = append(opened, open...)
+				errs = errors.Join(errs, err)
+				mu.Unlock()
+				return
+			}
 			mu.Lock()
 			switch {
 			case err != nil:
@@ -100,6 +118,9 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) (found, p
 			}
 			mu.Unlock()
 		}
+		mu.Lock()
+		opened = append(opened, open...)
+		mu.Unlock()
 		for _, d := range entries {
 			p := filepath.Join(dir, d.Name())
 			switch {

@@ -93,7 +93,7 @@ func (o Outcome) String() string {
 // other than the credential's own (ReasonBasicUser). A refused request is
 // left unchanged. Bound credentials are applied in name order, so when two
 // add the same header the first name wins. A request to a credential's
-// host loses its Range and If-Range headers. Apply also wraps req.Body in a
+// host loses its Range, If-Range and Request-Range headers. Apply also wraps req.Body in a
 // BodyGuard (see GuardBody), which drops the request's trailers.
 func (s *Set) Apply(req *http.Request, host string, port int, secure bool) (Outcome, error) {
 	s = s.orEmpty()
@@ -118,8 +118,9 @@ func (s *Set) Apply(req *http.Request, host string, port int, secure bool) (Outc
 		// A part of a response that echoes the secret, now or as an
 		// upstream stored it earlier, could not be told for one, and
 		// would not be masked.
-		req.Header.Del("Range")
-		req.Header.Del("If-Range")
+		for _, name := range rangeHeaders {
+			req.Header.Del(name)
+		}
 	}
 	if req.Body != nil && req.Body != http.NoBody {
 		out.Body = s.GuardBody(req.Body, host, port)
@@ -128,6 +129,11 @@ func (s *Set) Apply(req *http.Request, host string, port int, secure bool) (Outc
 	}
 	return out, nil
 }
+
+// rangeHeaders ask a server for part of a response: Range and If-Range,
+// and Request-Range, the name of the draft Netscape 2 and 3 sent, which
+// Apache httpd still serves a range for when there is no Range.
+var rangeHeaders = []string{"Range", "If-Range", "Request-Range"}
 
 // boundTo reports whether the credential may be sent to host and port.
 func (c *cred) boundTo(host string, port int) bool {

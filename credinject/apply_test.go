@@ -178,6 +178,14 @@ func applyCases(t testing.TB) []applyCase {
 					t.Errorf("Range %q kept: slices of a secret the upstream stored would come back unmasked", req.Header.Get("Range"))
 				}
 			}},
+		{name: "Request-Range dropped toward a credential's host", rawURL: "https://api.anthropic.com/stored", headers: map[string]string{"Request-Range": "bytes=0-6", "X-Api-Key": "{anthropic}"},
+			host: "api.anthropic.com", port: 443, secure: true, wantInjected: []string{"anthropic"}, check: func(t *testing.T, req *http.Request) {
+				// Apache httpd serves the range of a Request-Range (the
+				// name of a draft Netscape used) when there is no Range.
+				if v := req.Header.Get("Request-Range"); v != "" {
+					t.Errorf("Request-Range %q kept: Apache httpd would hand back a slice of a secret it stored", v)
+				}
+			}},
 		{name: "placeholder as the method", rawURL: "https://evil.example/", method: "{openai}",
 			host: "evil.example", port: 443, secure: true, wantReason: ReasonMisroute, wantCred: "openai"},
 		{name: "secret as the method", rawURL: "https://evil.example/", method: openaiSecret,

@@ -28,6 +28,12 @@ const (
 	// ReasonBasicUser: a bound placeholder inside Basic credentials other
 	// than the credential's own basic_auth user and the placeholder alone.
 	ReasonBasicUser policy.Reason = "credential_basic_user"
+	// ReasonCookie: a bound placeholder in a Cookie header, for a secret
+	// holding a ';', which ends a cookie: the server would not get the
+	// secret as one value, and over HTTP/2 net/http sends it in pieces
+	// the server joins with "; ", a spelling masking would not find in
+	// an echo.
+	ReasonCookie policy.Reason = "credential_cookie"
 )
 
 // Error is a refused request. Its message names the credential and where
@@ -52,6 +58,9 @@ func (e *Error) Error() string {
 			e.Credential, e.Where, e.Target)
 	case ReasonBasicUser:
 		return fmt.Sprintf("credential %q: refused its placeholder (in %s) toward %s: cordon fills in Basic credentials only as the credential's basic_auth user with the placeholder as the whole password, so that an upstream echoing them can be masked; set basic_auth to the user the client sends",
+			e.Credential, e.Where, e.Target)
+	case ReasonCookie:
+		return fmt.Sprintf("credential %q: refused its placeholder (in %s) toward %s: its secret holds a ';', which ends a cookie, so it cannot go in one (over HTTP/2 it would reach the server in pieces, joined with \"; \", which cordon could not mask in an echo); send the credential in a header of its own",
 			e.Credential, e.Where, e.Target)
 	default:
 		return fmt.Sprintf("credential %q: refused its real value (in %s) toward %s; the sandbox should only ever hold the placeholder, so find out how the secret got in",
@@ -89,8 +98,9 @@ func (o Outcome) String() string {
 // an *Error when a real secret appears anywhere in the request
 // (ReasonSecretLeak), a placeholder of an unbound credential appears
 // (ReasonMisroute), or a bound placeholder would go over plain HTTP
-// (ReasonPlaintext), or a bound placeholder sits in Basic credentials
-// other than the credential's own (ReasonBasicUser). A refused request is
+// (ReasonPlaintext), a bound placeholder sits in Basic credentials
+// other than the credential's own (ReasonBasicUser), or in a Cookie
+// header when its secret holds a ';' (ReasonCookie). A refused request is
 // left unchanged. Bound credentials are applied in name order, so when two
 // add the same header the first name wins. A request to a credential's
 // host loses its Range, If-Range and Request-Range headers. Apply also wraps req.Body in a
@@ -152,6 +162,8 @@ type text struct {
 	host bool
 	// basic marks the "user:password" decoded from Basic credentials.
 	basic bool
+	// cookie marks a Cookie header's value.
+	cookie bool
 }
 
 func (t text) contains(needle string) bool {
@@ -162,8 +174,9 @@ func (t text) contains(needle string) bool {
 }
 
 // check refuses a request carrying a real secret anywhere, a placeholder
-// where its credential may not go, or a bound placeholder on plain HTTP
-// that the credential does not allow there.
+// where its credential may not go, a bound placeholder on plain HTTP
+// that the credential does not allow there, or one whose secret would not
+// reach the server as written.
 func (s *Set) check(texts []text, bound []bool, secure bool, target string) error {
 	for _, t := range texts {
 		for _, c := range s.creds {
@@ -182,6 +195,8 @@ func (s *Set) check(texts []text, bound []bool, secure bool, target string) erro
 				return s.refusal(ReasonPlaintext, c, t.where, target)
 			case t.basic && (c.basicUser == "" || t.s != c.basicUser+":"+c.placeholder):
 				return s.refusal(ReasonBasicUser, c, t.where, target)
+			case t.cookie && strings.Contains(c.secret, ";"):
+				return s.refusal(ReasonCookie, c, t.where, target)
 			}
 		}
 	}
@@ -223,7 +238,7 @@ func requestTexts(req *http.Request, host string) []text {
 	for _, name := range names {
 		texts = append(texts, text{where: "a header name", s: strings.ToLower(name), fold: true})
 		for _, v := range req.Header[name] {
-			texts = append(texts, text{where: "header " + name, s: v})
+			texts = append(texts, text{where: "header " + name, s: v, cookie: name == "Cookie"})
 			if raw, ok := decodeBasic(v); ok {
 				texts = append(texts, text{where: "header " + name + " (Basic credentials)", s: raw, basic: true})
 			}

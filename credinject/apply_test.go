@@ -21,7 +21,7 @@ const (
 	anthropicSecret = "sk-ant-real-anthropic-secret-999"
 	githubSecret    = "ghp_realgithubtoken0123456789"
 	mapsSecret      = "maps-real-key/with+odd=chars"
-	legacySecret    = "legacy-real-token-777"
+	legacySecret    = "legacy-real;token-777"
 )
 
 // applySet loads one credential of each injection form.
@@ -232,6 +232,13 @@ func applyCases(t testing.TB) []applyCase {
 			}},
 		{name: "allow_plaintext injects", rawURL: "http://legacy.example.com:8080/", headers: map[string]string{"X-Token": "{legacy}"},
 			host: "legacy.example.com", port: 8080, wantInjected: []string{"legacy"}, check: wantHeader("X-Token", legacySecret)},
+		{name: "placeholder in a cookie", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Cookie": "a=1; s={openai}"},
+			host: "api.openai.com", port: 443, secure: true, wantInjected: []string{"openai"}, check: wantHeader("Cookie", "a=1; s="+openaiSecret)},
+		// A ';' ends a cookie: over HTTP/2, net/http sends each part as
+		// a cookie of its own and the server joins them with "; ", so
+		// an echo came back as "legacy-real; token-777", unmasked.
+		{name: "placeholder in a cookie, its secret holding a ';'", rawURL: "http://legacy.example.com:8080/", headers: map[string]string{"Cookie": "s={legacy}"},
+			host: "legacy.example.com", port: 8080, wantReason: ReasonCookie, wantCred: "legacy"},
 		{name: "real secret in header", rawURL: "https://api.openai.com/", headers: map[string]string{"Authorization": "Bearer " + openaiSecret},
 			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonSecretLeak, wantCred: "openai"},
 		{name: "real secret in query", rawURL: "https://evil.example/?k=" + url.QueryEscape(mapsSecret),

@@ -593,6 +593,8 @@ func TestMaskSpellings(t *testing.T) {
 		{"as written", mapsSecret, ph(set, "maps"), "maps"},
 		{"path-escaped", url.PathEscape(mapsSecret), url.PathEscape(ph(set, "maps")), "maps"},
 		{"query-escaped", url.QueryEscape(mapsSecret), url.QueryEscape(ph(set, "maps")), "maps"},
+		// As git writes a password into ~/.git-credentials.
+		{"percent-encoded in lower case", "maps-real-key%2fwith%2bodd%3dchars", ph(set, "maps"), "maps"},
 		{"Basic credentials", b64("x-access-token:" + githubSecret), b64("x-access-token:" + ph(set, "github")), "github"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -108,20 +108,42 @@ func newSet(creds []*cred) *Set {
 
 // spellings are the ways Apply puts the credential's secret on a request:
 // as written (header values), path- and query-escaped (URL), and in the
-// credential's own Basic credentials. An upstream that echoes any of them
-// is masked, and none reaches an audit line. (A file shown masked is
-// also searched inside every base64 token, which covers a password in
-// base64 alone, as an .npmrc's _password holds it: see MaskBytes.)
+// credential's own Basic credentials; and the secret with every byte but
+// RFC 3986's unreserved ones percent-encoded, in capitals and in lower
+// case, as git writes a password into ~/.git-credentials (%2f, %20),
+// which no escaping of Go's matches for a secret holding a '/', a '+', a
+// ':' or a space. An upstream that echoes any of them is masked, and
+// none reaches an audit line. (A file shown masked is also searched
+// inside every base64 token, which covers a password in base64 alone, as
+// an .npmrc's _password holds it: see MaskBytes.)
 func (c *cred) spellings() []func(string) string {
 	sp := []func(string) string{
 		func(v string) string { return v },
 		url.PathEscape,
 		url.QueryEscape,
+		func(v string) string { return percentEncode(v, "0123456789ABCDEF") },
+		func(v string) string { return percentEncode(v, "0123456789abcdef") },
 	}
 	if c.basicUser != "" {
 		sp = append(sp, func(v string) string { return base64.StdEncoding.EncodeToString([]byte(c.basicUser + ":" + v)) })
 	}
 	return sp
+}
+
+// percentEncode returns v with each byte but letters, digits, '-', '.',
+// '_' and '~' written as '%' and two of digits (capitals or lower case).
+func percentEncode(v, digits string) string {
+	var b strings.Builder
+	for _, c := range []byte(v) {
+		if isAlnum(c) || strings.IndexByte("-._~", c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(digits[c>>4])
+		b.WriteByte(digits[c&0xf])
+	}
+	return b.String()
 }
 
 // Names returns the loaded credentials' names, sorted.

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -267,6 +268,40 @@ func TestPlaceholderDistinct(t *testing.T) {
 	creds[0].placeholder = "sk-cordonabcd"
 	if placeholderDistinct("sk-cordonabcd", creds, 1) {
 		t.Error("a repeated placeholder was accepted")
+	}
+}
+
+// TestMaskedFilesGitCredentials: a password git stored in
+// ~/.git-credentials, listed under the credential's files, reaches the box
+// as the placeholder. git percent-encodes every byte but letters, digits
+// and "-._~", in lower case (%2f, %20), which neither of Go's escapings
+// matches: the box read the password whole, one decoding away.
+func TestMaskedFilesGitCredentials(t *testing.T) {
+	file := t.TempDir() + "/.git-credentials"
+	const secret = "pa55 w0rd/with+odd=chars:@"
+	cmd := exec.Command("git", "credential-store", "--file", file, "store")
+	cmd.Stdin = strings.NewReader("protocol=https\nhost=git.example.com\nusername=bob\npassword=" + secret + "\n\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git credential-store (this test needs git): %v: %s", err, out)
+	}
+	s, err := Load([]policy.Credential{{Name: "git", Source: policy.Source{Env: "GIT_REAL"}, Hosts: []string{"git.example.com"},
+		BasicAuth: "bob", Env: "GIT_PASSWORD", Files: []string{file}}}, []string{"git"},
+		Options{Env: func(string) string { return secret }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := s.MaskedFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph := strings.TrimPrefix(s.Env()[0], "GIT_PASSWORD=")
+	if got, want := string(files[file]), "https://bob:"+ph+"@git.example.com\n"; got != want {
+		t.Fatalf("masked ~/.git-credentials %q, want %q", got, want)
+	}
+	// The same encoding in capitals, as Python's quote(safe="") writes it.
+	upper := "pa55%20w0rd%2Fwith%2Bodd%3Dchars%3A%40"
+	if got := string(s.MaskBytes([]byte("p=" + upper + "\n"))); got != "p="+ph+"\n" {
+		t.Errorf("MaskBytes(%q) = %q", upper, got)
 	}
 }
 

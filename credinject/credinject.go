@@ -15,11 +15,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/regular"
@@ -320,10 +322,77 @@ func (s *Set) MaskedFiles() (map[string][]byte, error) {
 			case len(b) > maxMaskedFile:
 				return nil, fmt.Errorf("credential %q: files: %s is over %d bytes; list only small config files", c.name, path, maxMaskedFile)
 			}
-			out[path] = s.MaskBytes(b)
+			masked := s.MaskBytes(b)
+			if o := s.heldEscaped(masked); o != nil {
+				return nil, fmt.Errorf("credential %q: files: %s holds the secret of %q escaped in a way masking does not follow (XML entities such as &amp;, JSON escapes such as \\u0026, or percent-encoding), so the box would read it; leave the file out of files:, or use a secret without the characters the file escapes",
+					c.name, path, o.name)
+			}
+			out[path] = masked
 		}
 	}
 	return out, nil
+}
+
+// heldEscaped returns the credential whose secret b still holds once
+// decoded as a config file's format escapes text (XML or HTML entities,
+// JSON string escapes, percent-encoding in any case), or nil: a file
+// masked in the spellings cordon knows may hold the secret in its own.
+func (s *Set) heldEscaped(b []byte) *cred {
+	text := string(b)
+	for _, decoded := range []string{html.UnescapeString(text), unescapeJSON(text), unescapePercent(text)} {
+		for _, c := range s.creds {
+			if strings.Contains(decoded, c.secret) {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// unescapeJSON undoes the escapes of JSON strings (\", \\, \/, \b,
+// \f, \n, \r, \t and \uXXXX) wherever they are in text, leaving
+// anything else, a malformed escape included, as it is.
+func unescapeJSON(text string) string {
+	var b strings.Builder
+	for i := 0; i < len(text); i++ {
+		if text[i] != '\\' || i+1 == len(text) {
+			b.WriteByte(text[i])
+			continue
+		}
+		if r, ok := jsonEscapes[text[i+1]]; ok {
+			b.WriteByte(r)
+			i++
+			continue
+		}
+		if text[i+1] == 'u' && i+6 <= len(text) {
+			if r, err := strconv.ParseUint(text[i+2:i+6], 16, 16); err == nil {
+				b.WriteRune(rune(r))
+				i += 5
+				continue
+			}
+		}
+		b.WriteByte(text[i])
+	}
+	return b.String()
+}
+
+var jsonEscapes = map[byte]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// unescapePercent decodes every %XX in text, in either case, leaving a
+// '%' not followed by two hex digits as it is.
+func unescapePercent(text string) string {
+	var b strings.Builder
+	for i := 0; i < len(text); i++ {
+		if text[i] == '%' && i+2 < len(text) {
+			if v, err := strconv.ParseUint(text[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(text[i])
+	}
+	return b.String()
 }
 
 // MaskString is MaskBytes for a string, such as a response header value.

@@ -305,6 +305,57 @@ func TestMaskedFilesGitCredentials(t *testing.T) {
 	}
 }
 
+// TestMaskedFilesEscapedSecretRefused: a file listed under files holding
+// the secret in its format's own escaping (Maven's settings.xml writes &
+// as &amp;, JSON writers \u0026 or \/, a URL's percent-encoding in mixed
+// case) is refused, naming the file and no spelling of the secret: masked
+// in the spellings cordon knows, the box read it one decoding away.
+func TestMaskedFilesEscapedSecretRefused(t *testing.T) {
+	const secret = "pa&ss<w/rd>-123+x"
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, content string }{
+		{"settings.xml", "<server><password>pa&amp;ss&lt;w/rd&gt;-123+x</password></server>\n"},
+		{"auth.json", `{"password": "pa\u0026ss\u003cw\/rd\u003e-123+x"}` + "\n"},
+		{"url", "https://bob:pa%26ss%3Cw%2frd%3E-123%2Bx@repo.example.com\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(dir, tc.name)
+			if err := os.WriteFile(file, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Load([]policy.Credential{{Name: "repo", Source: policy.Source{Env: "REPO_REAL"}, Hosts: []string{"repo.example.com"},
+				BasicAuth: "bob", Env: "REPO_PASSWORD", Files: []string{file}}}, []string{"repo"},
+				Options{Env: func(string) string { return secret }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			files, err := s.MaskedFiles()
+			if err == nil {
+				t.Fatalf("shown to the box as %q", files[file])
+			}
+			if !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), `"repo"`) || strings.Contains(err.Error(), "123") {
+				t.Errorf("error %q: want the file and credential named, no part of the secret", err)
+			}
+		})
+	}
+}
+
+// FuzzUnescape: the decoders heldEscaped reads a masked file through
+// never panic, and leave text without their escape byte as it is.
+func FuzzUnescape(f *testing.F) {
+	for _, seed := range []string{`a\u0026b\/c\"`, "%2f%2F%zz%", `\u12`, `\`, "&amp;"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		if got := unescapeJSON(text); !strings.Contains(text, `\`) && got != text {
+			t.Errorf("unescapeJSON(%q) = %q", text, got)
+		}
+		if got := unescapePercent(text); !strings.Contains(text, "%") && got != text {
+			t.Errorf("unescapePercent(%q) = %q", text, got)
+		}
+	})
+}
+
 func TestMaskedFiles(t *testing.T) {
 	dir := t.TempDir()
 	npmrc := dir + "/.npmrc"

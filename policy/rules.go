@@ -79,6 +79,12 @@ func (r *Rules) Decide(rawHost string, port int) Decision {
 // DecideNormalized judges a host that NormalizeHost already returned.
 func (r *Rules) DecideNormalized(host string, port int) Decision {
 	d := Decision{Host: host, Port: port}
+	if port < 1 || port > 65535 {
+		// A transparent connection carries the port the box dialled,
+		// 0 included: no rule names it, and none may suggest it.
+		d.Reason, d.Detail = ReasonBadHost, fmt.Sprintf("port %d of %s is not a port one can connect to (1 to 65535)", port, host)
+		return d
+	}
 	for _, p := range r.Deny {
 		if p.MatchHost(host) && p.MatchPort(port) {
 			d.Reason, d.Rule = ReasonDenyRule, p.Raw

@@ -89,6 +89,11 @@ func TestDecide(t *testing.T) {
 		{"api.example.org", 443, false, ReasonPortNotAllow, "api.example.org:8443", "api.example.org"},
 		{"git.example.net", 22, true, ReasonAllowed, "git.example.net:*", "git.example.net"},
 		{"git.example.net", 65535, true, ReasonAllowed, "git.example.net:*", "git.example.net"},
+		// Port 0 (a transparent connection may carry it) is no port any
+		// rule names, not even :*, and no advice suggests it.
+		{"git.example.net", 0, false, ReasonBadHost, "", "git.example.net"},
+		{"example.com", 0, false, ReasonBadHost, "", "example.com"},
+		{"git.example.net", 65536, false, ReasonBadHost, "", "git.example.net"},
 
 		// IP and CIDR entries match the address a numeric host spells.
 		{"192.0.2.10", 443, true, ReasonAllowed, "192.0.2.0/24", "192.0.2.10"},

@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -59,18 +58,7 @@ func TestPlainSendsTheJudgedAuthority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		<-served
-		aw.Close()
-	})
+	proxy := serveOnLoopback(t, s, aw)
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("cordon:"+token))
 
 	for i, tc := range []struct {
@@ -89,7 +77,7 @@ func TestPlainSendsTheJudgedAuthority(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := fmt.Sprintf("/spelling/%d", i)
 			req := fmt.Sprintf("GET http://%s:%d%s HTTP/1.1\r\nHost: x\r\nProxy-Authorization: %s\r\nConnection: close\r\n\r\n", tc.host, port, path, auth)
-			resp, err := sendRaw(t, ln.Addr().String(), req)
+			resp, err := sendRaw(t, proxy, req)
 			if err != nil {
 				t.Fatal(err)
 			}

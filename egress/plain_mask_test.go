@@ -72,19 +72,7 @@ func newPlainMaskRig(t *testing.T) *plainMaskRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.proxy = ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		<-served
-		aw.Close()
-	})
+	r.proxy = serveOnLoopback(t, s, aw)
 	return r
 }
 

@@ -60,6 +60,13 @@ func newBoundRig(t *testing.T, max int) *boundRig {
 func startProxy(t *testing.T, target string, max int) (proxy, auth, logPath string) {
 	t.Helper()
 	s, aw, token, logPath := newTestServer(t, target, max)
+	return serveOnLoopback(t, s, aw), base64.StdEncoding.EncodeToString([]byte("cordon:" + token)), logPath
+}
+
+// serveOnLoopback serves s on a loopback port until the test ends, then
+// closes its audit writer aw; it returns the port's address.
+func serveOnLoopback(t *testing.T, s *Server, aw *audit.Writer) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +79,7 @@ func startProxy(t *testing.T, target string, max int) (proxy, auth, logPath stri
 		<-served
 		aw.Close()
 	})
-	return ln.Addr().String(), base64.StdEncoding.EncodeToString([]byte("cordon:" + token)), logPath
+	return ln.Addr().String()
 }
 
 // newTestServer makes a Server, with MaxTunnels set to max, that allows

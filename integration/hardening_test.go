@@ -951,13 +951,7 @@ func TestRunWarnsInPrintableNames(t *testing.T) {
 // the box planted set aside, or the deadline that ended it.
 func TestRunWarningsReadableAfterTheBox(t *testing.T) {
 	b := newBox(t)
-	cfg := b.config(`credentials:
-  - name: provider
-    source: {env: PROVIDER_REAL_KEY}
-    hosts: [api.provider.example]
-    header: "Authorization: Bearer {}"
-    env: PROVIDER_API_KEY
-`)
+	cfg := b.config(providerCredential("api.provider.example"))
 	const left = `\033[8m\033[30;40m\033(0\016\033[1;2r\033[?7l\033[4h\033[?25l\033]2;`
 	undo := []string{"\x18", "\x1b[r", "\x1b[0m", "\x1b(B", "\x0f", "\x1b[?7h", "\x1b[4l", "\x1b[?25h"}
 	for _, c := range []struct {

@@ -1660,13 +1660,7 @@ termios.tcflow(0, termios.TCOOFF)
 // terminal left blocking there, or cordon's write fails at once).
 func TestRunRestoresTerminalModes(t *testing.T) {
 	b := newBox(t)
-	cfg := b.config(`credentials:
-  - name: provider
-    source: {env: PROVIDER_REAL_KEY}
-    hosts: [api.provider.example]
-    header: "Authorization: Bearer {}"
-    env: PROVIDER_API_KEY
-`)
+	cfg := b.config(providerCredential("api.provider.example"))
 	for _, c := range []struct {
 		args    []string
 		exit    string

@@ -45,6 +45,12 @@ const (
 	// write permission off when the run ended (see sandbox.WriteClosed):
 	// Path and Detail say which and why.
 	TypeClosed Type = "closed"
+	// TypeHidden is what the sandboxed command hid from git status and
+	// git diff in a repository of the workspace, which cordon reports
+	// when the run ended and does not undo (see sandbox.HiddenPath): a
+	// file whose index entry it flagged skip-worktree or assume-valid,
+	// an exclude file it changed. Path and Detail say which and why.
+	TypeHidden Type = "hidden"
 )
 
 // Kind says which path a decision was taken on.

@@ -36,6 +36,8 @@ import (
 // link (but a HEAD as git makes one) the command made or used in a .git
 // directory there, where git reads and writes its files, and writes
 // through a link (see gitPipes);
+// it lists what the command hid from git status and git diff in each
+// Checkouts repository (see hiddenSince), reporting it, undoing nothing;
 // and, before all that, it takes the write permission for
 // other local users (WriteClosed) off each file or directory the command
 // made with it there, where it looks (see openedSince). What it sets aside is recorded for
@@ -87,11 +89,7 @@ func Aftercare(guards []GuardedPath) Care {
 				c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: err})
 			}
 		case Checkouts:
-			more, err := setAsideCheckouts(g.Path, guarded, began)
-			c.SetAside = append(c.SetAside, more...)
-			if err != nil {
-				c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: err})
-			}
+			c = c.Add(repoCare(g, guarded, began))
 		}
 	}
 	// Last, as what is set aside above is no .git any more; the walk
@@ -145,22 +143,46 @@ func Aftercare(guards []GuardedPath) Care {
 	return c
 }
 
-// setAsideCheckouts sets aside the populated checkouts of root's gitlinks
-// whose .git is not among guarded, through no link made since began.
-func setAsideCheckouts(root string, guarded map[string]bool, began time.Time) ([]string, error) {
-	dir, ok := repoGitDir(root)
-	if !ok {
-		if _, err := lstatOpened(filepath.Join(root, ".git"), began); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+// repoCare sees to the repository whose worktree is g.Path (Checkouts):
+// it sets aside the submodule checkouts the run filled or registered
+// (setAsideCheckouts), and lists what the run hid from git status there
+// (hiddenSince).
+func repoCare(g GuardedPath, guarded map[string]bool, began time.Time) Care {
+	var c Care
+	unchecked := func(err error) {
+		if err != nil {
+			c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: err})
 		}
-		return nil, nil // no repository any more, so nothing git runs
 	}
-	links, odd := repoGitlinks(dir)
+	dir, ok := repoGitDir(g.Path)
+	if !ok {
+		if _, err := lstatOpened(filepath.Join(g.Path, ".git"), began); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			unchecked(err)
+		}
+		return c // no repository any more, so nothing git runs
+	}
+	links, hidden, odd := repoGitlinks(dir)
+	before := g.Hidden
 	var bad *badGitlinksError
 	if odd != nil && !errors.As(odd, &bad) {
-		return nil, odd
+		before = nil // unread: what it flags is not known
+	} else {
+		aside, err := setAsideCheckouts(g.Path, links, guarded, began)
+		c.SetAside = append(c.SetAside, aside...)
+		unchecked(err)
 	}
+	hid, err := hiddenSince(g.Path, dir, before, hidden, began)
+	c.Hidden = append(c.Hidden, hid...)
+	unchecked(err)
 	// An odd gitlink is reported once the others are seen to.
+	unchecked(odd)
+	return c
+}
+
+// setAsideCheckouts sets aside the populated checkouts of the gitlinks
+// links of root's index whose .git is not among guarded, through no link
+// made since began.
+func setAsideCheckouts(root string, links []string, guarded map[string]bool, began time.Time) ([]string, error) {
 	var aside []string
 	for _, l := range links {
 		dotgit := filepath.Join(root, filepath.FromSlash(l), ".git")
@@ -184,8 +206,12 @@ func setAsideCheckouts(root string, guarded map[string]bool, began time.Time) ([
 		}
 		aside = append(aside, to)
 	}
-	return aside, odd
+	return aside, nil
 }
+
+// setAsideInfix is what setAside puts between a name and its random
+// suffix.
+const setAsideInfix = ".cordon-set-aside-"
 
 // setAside renames p with a random suffix (the box cannot have made the
 // new name ready), and returns the new name. Where the box took the
@@ -193,7 +219,7 @@ func setAsideCheckouts(root string, guarded map[string]bool, began time.Time) ([
 // as the rename takes. Nothing is renamed through a symbolic link on the
 // way to p made or changed since began (onDir).
 func setAside(p string, began time.Time) (string, error) {
-	to := RandomName(p + ".cordon-set-aside-")
+	to := RandomName(p + setAsideInfix)
 	rename := func() error {
 		return onDir(p, began, "set aside", func(at string) error {
 			return os.Rename(at, filepath.Join(filepath.Dir(at), filepath.Base(to)))

@@ -191,6 +191,11 @@ type Care struct {
 	// workspace with write permission for other local users
 	// (WriteClosed), which was taken off them.
 	Closed []string
+	// Hidden are what the command hid from git status and git diff in a
+	// repository of the workspace: files whose index entries it flagged
+	// skip-worktree or assume-valid, an exclude file it changed (see
+	// HiddenPath). They are reported, not undone.
+	Hidden []HiddenPath
 	// Unchecked are what could not be checked: a repository whose index
 	// could not be read, a directory of the workspace that could not be
 	// looked into.
@@ -201,7 +206,7 @@ type Care struct {
 func (c Care) Add(o Care) Care {
 	return Care{Removed: append(c.Removed, o.Removed...), SetAside: append(c.SetAside, o.SetAside...),
 		Pipes: append(c.Pipes, o.Pipes...), GitPipes: append(c.GitPipes, o.GitPipes...), Closed: append(c.Closed, o.Closed...),
-		Unchecked: append(c.Unchecked, o.Unchecked...)}
+		Hidden: append(c.Hidden, o.Hidden...), Unchecked: append(c.Unchecked, o.Unchecked...)}
 }
 
 // Unchecked is a repository Aftercare could not check, and why.

@@ -2,12 +2,15 @@ package sandbox
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -21,6 +24,82 @@ const indexBuffer = 64 << 10
 // errIndexEnds is a git index that ends before what it announces.
 var errIndexEnds = errors.New("git index ends early")
 
+// Flag bits of an index entry: assume-valid in its flags word, and
+// skip-worktree in its extended flags word.
+const (
+	flagAssumeValid  = 0x8000
+	flagExtended     = 0x4000
+	flagSkipWorktree = 0x4000
+)
+
+// maxHiddenNamed bounds the flagged paths a Hidden keeps by name (a
+// sparse checkout flags every entry outside its cone, and an index can
+// have millions).
+const maxHiddenNamed = 1000
+
+// Hidden is what a git index holds of the entries git takes for unchanged
+// without looking at their files: those with the skip-worktree or the
+// assume-valid flag (git update-index --skip-worktree,
+// --assume-unchanged). Git status, git diff and git diff HEAD say nothing
+// of such a file, whatever is in it. A sparse checkout flags the entries
+// outside its cone.
+type Hidden struct {
+	// Count is how many entries are flagged.
+	Count int
+	// Digest is the SHA-256 of their paths, each ended by a NUL, in the
+	// order read ("" for none).
+	Digest string
+	// Paths are the first maxHiddenNamed of them that have names.
+	Paths []string
+	h     hash.Hash
+}
+
+// add counts the flagged entry at p.
+func (h *Hidden) add(p []byte) {
+	if h.h == nil {
+		h.h = sha256.New()
+	}
+	h.h.Write(p)
+	h.h.Write([]byte{0})
+	h.Count++
+	// A split index's entry that replaces one of its shared index has
+	// no name of its own (the link extension's bitmap places it): it is
+	// counted, and not named.
+	if len(p) > 0 && len(h.Paths) < maxHiddenNamed {
+		h.Paths = append(h.Paths, string(p))
+	}
+}
+
+// done settles the digest once every entry is read (of the index and
+// its shared index).
+func (h *Hidden) done() {
+	if h.h != nil {
+		h.Digest = hex.EncodeToString(h.h.Sum(nil))
+		h.h = nil
+	}
+}
+
+// Named says whether h names every flagged entry.
+func (h Hidden) Named() bool { return h.Count == len(h.Paths) }
+
+// Since is what after, the same index read once the run ended, flags that
+// h (read when the run was built) did not: the paths it can name, and
+// whether it names them all (false where the flags changed and more
+// were flagged than maxHiddenNamed, before or after, or some had no name:
+// a split index's). Entries whose
+// flags the run cleared are none of its business: git looks at them.
+func (h Hidden) Since(after Hidden) (paths []string, all bool) {
+	if after.Count == h.Count && after.Digest == h.Digest {
+		return nil, true
+	}
+	for _, p := range after.Paths {
+		if !slices.Contains(h.Paths, p) {
+			paths = append(paths, p)
+		}
+	}
+	return paths, h.Named() && after.Named()
+}
+
 // gitlinks lists the paths (slash-separated, relative to the worktree) of
 // the gitlinks in the git index r, of size bytes, whose object names are
 // hashSize bytes (20 for SHA-1, 32 for SHA-256), and the object name of
@@ -31,6 +110,12 @@ var errIndexEnds = errors.New("git index ends early")
 // path no worktree has (absolute, unclean, through a .git) is a
 // *badGitlinksError, returned with the gitlinks read.
 func gitlinks(r io.Reader, size int64, hashSize int) (links []string, shared string, err error) {
+	return readIndex(r, size, hashSize, nil)
+}
+
+// readIndex is gitlinks, which also counts in hidden (when not nil) the
+// entries flagged skip-worktree or assume-valid (see Hidden).
+func readIndex(r io.Reader, size int64, hashSize int, hidden *Hidden) (links []string, shared string, err error) {
 	cr := &countingReader{r: r}
 	br := bufio.NewReaderSize(cr, indexBuffer)
 	pos := func() int64 { return cr.n - int64(br.Buffered()) } // bytes parsed
@@ -65,14 +150,18 @@ func gitlinks(r io.Reader, size int64, hashSize int) (links []string, shared str
 			return nil, "", err
 		}
 		mode := binary.BigEndian.Uint32(e[24:28])
+		flags := binary.BigEndian.Uint16(e[40+hashSize:])
+		hides := flags&flagAssumeValid != 0
 		n := fixed
-		if binary.BigEndian.Uint16(e[40+hashSize:])&0x4000 != 0 { // extended flags follow
+		if flags&flagExtended != 0 {
 			if version < 3 {
 				return nil, "", errors.New("git index has an extended entry it cannot hold")
 			}
-			if _, err := take(2); err != nil {
+			ext, err := take(2)
+			if err != nil {
 				return nil, "", err
 			}
+			hides = hides || binary.BigEndian.Uint16(ext)&flagSkipWorktree != 0
 			n += 2
 		}
 		var strip uint64
@@ -97,6 +186,9 @@ func gitlinks(r io.Reader, size int64, hashSize int) (links []string, shared str
 			if _, err := take((n+len(name)+8)&^7 - n - len(name) - 1); err != nil {
 				return nil, "", err
 			}
+		}
+		if hides && hidden != nil {
+			hidden.add(p)
 		}
 		if mode == modeGitlink {
 			if !cleanWorktreePath(string(p)) {

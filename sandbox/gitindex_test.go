@@ -79,7 +79,7 @@ func TestGitlinks(t *testing.T) {
 			if got := hashSizeOf(dir); got != c.hash {
 				t.Fatalf("hashSizeOf = %d, want %d", got, c.hash)
 			}
-			got, err := repoGitlinks(dir)
+			got, _, err := repoGitlinks(dir)
 			slices.Sort(got)
 			if err != nil || !slices.Equal(got, want) {
 				t.Fatalf("repoGitlinks = %q, %v; want %q", got, err, want)
@@ -150,6 +150,7 @@ func FuzzGitlinks(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(data, 20)
+	git(f, repo, "update-index", "--skip-worktree", "c")
 	git(f, repo, "update-index", "--index-version", "4")
 	if data, err = os.ReadFile(filepath.Join(repo, ".git", "index")); err != nil {
 		f.Fatal(err)
@@ -159,9 +160,14 @@ func FuzzGitlinks(f *testing.F) {
 		if hash != 20 && hash != 32 {
 			return
 		}
-		links, _, err := gitlinks(bytes.NewReader(data), int64(len(data)), hash)
+		var hidden Hidden
+		links, _, err := readIndex(bytes.NewReader(data), int64(len(data)), hash, &hidden)
 		if err != nil {
 			return
+		}
+		hidden.done()
+		if len(hidden.Paths) > min(hidden.Count, maxHiddenNamed) || (hidden.Count == 0) != (hidden.Digest == "") {
+			t.Fatalf("%d flagged entries, %d named, digest %q", hidden.Count, len(hidden.Paths), hidden.Digest)
 		}
 		for _, l := range links {
 			if !cleanWorktreePath(l) {
@@ -191,7 +197,7 @@ func BenchmarkRepoGitlinks(b *testing.B) {
 		git(b, repo, "update-index", "--index-version", version)
 		b.Run("version "+version, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := repoGitlinks(dir); err != nil {
+				if _, _, err := repoGitlinks(dir); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -212,14 +218,14 @@ func TestIndexGitlinksBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if _, _, err := indexGitlinks(big, 20); err == nil || !strings.Contains(err.Error(), "more than") {
+	if _, _, err := indexGitlinks(big, 20, nil); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("an index of %d bytes: %v", maxIndexSize+1, err)
 	}
 	link := filepath.Join(dir, "link")
 	if err := os.Symlink(big, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := indexGitlinks(link, 20); err == nil {
+	if _, _, err := indexGitlinks(link, 20, nil); err == nil {
 		t.Error("an index that is a symbolic link was read")
 	}
 }

@@ -118,6 +118,10 @@ type GuardedPath struct {
 	Dir bool
 	// Since is when the guard was taken, for Nested.
 	Since time.Time
+	// Hidden is what the repository's index hid from git status when
+	// the guard was taken, for Checkouts: Aftercare reports what the
+	// run hid besides (see Hidden.Since).
+	Hidden *Hidden
 }
 
 // GuardSpec is what a box's guard covers.
@@ -694,11 +698,11 @@ func (g *repoWalk) repo(root string, depth int) ([]GuardedPath, error) {
 	default:
 		return nil, nil // a checkout's: one the run makes is set aside (Checkouts)
 	}
-	links, err := repoGitlinks(dir)
+	links, hidden, err := repoGitlinks(dir)
 	if err != nil {
 		return nil, fmt.Errorf("read the index of %s, to guard its submodule checkouts: %w", root, err)
 	}
-	out = append(out, GuardedPath{Path: root, Guard: Checkouts, Dir: true})
+	out = append(out, GuardedPath{Path: root, Guard: Checkouts, Dir: true, Hidden: &hidden})
 	for _, l := range links {
 		checkout := filepath.Join(root, filepath.FromSlash(l))
 		if _, err := os.Lstat(filepath.Join(checkout, ".git")); err != nil {
@@ -742,30 +746,35 @@ func pinUnder(root, rel string) ([]GuardedPath, error) {
 }
 
 // repoGitlinks lists the gitlinks of the index in the git directory dir
-// (and of its shared index, when it is split); none when there is no
-// index. With a *badGitlinksError, the gitlinks it lists are those read.
-func repoGitlinks(dir string) ([]string, error) {
+// (and of its shared index, when it is split), and what it hides from
+// git status (Hidden); none when there is no index. With a
+// *badGitlinksError, the gitlinks it lists are those read.
+func repoGitlinks(dir string) ([]string, Hidden, error) {
 	size := hashSizeOf(dir)
-	links, shared, err := indexGitlinks(filepath.Join(dir, "index"), size)
+	var hidden Hidden
+	links, shared, err := indexGitlinks(filepath.Join(dir, "index"), size, &hidden)
 	var bad *badGitlinksError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil
+		return nil, Hidden{}, nil
 	case err != nil && !errors.As(err, &bad):
-		return nil, err
+		return nil, Hidden{}, err
 	case shared == "":
-		return links, err
+		hidden.done()
+		return links, hidden, err
 	}
-	more, _, err2 := indexGitlinks(filepath.Join(dir, "sharedindex."+shared), size)
+	more, _, err2 := indexGitlinks(filepath.Join(dir, "sharedindex."+shared), size, &hidden)
 	if err2 != nil && !errors.As(err2, &bad) {
-		return nil, err2
+		return nil, Hidden{}, err2
 	}
-	return append(links, more...), errors.Join(err, err2)
+	hidden.done()
+	return append(links, more...), hidden, errors.Join(err, err2)
 }
 
 // indexGitlinks reads the gitlinks of the index file p (gitlinks), which
-// must be a regular file (openRegular).
-func indexGitlinks(p string, hashSize int) ([]string, string, error) {
+// must be a regular file (openRegular), and counts what it hides in
+// hidden.
+func indexGitlinks(p string, hashSize int, hidden *Hidden) ([]string, string, error) {
 	f, fi, err := openRegular(p)
 	if err != nil {
 		return nil, "", err
@@ -774,7 +783,7 @@ func indexGitlinks(p string, hashSize int) ([]string, string, error) {
 	if fi.Size() > maxIndexSize {
 		return nil, "", fmt.Errorf("%s is %d bytes, more than the %d cordon reads", p, fi.Size(), maxIndexSize)
 	}
-	links, shared, err := gitlinks(f, fi.Size(), hashSize)
+	links, shared, err := readIndex(f, fi.Size(), hashSize, hidden)
 	if err != nil {
 		return links, shared, fmt.Errorf("%s: %w", p, err)
 	}

@@ -46,6 +46,13 @@ func Owe(workspace string, guards []GuardedPath) (paid func(), err error) {
 			since = g.Since.UnixNano()
 		}
 		b = fmt.Appendf(b, "guard %d %d %t %q\n", g.Guard, since, g.Dir, g.Path)
+		if h := g.Hidden; h != nil {
+			b = fmt.Appendf(b, "hidden %d %q", h.Count, h.Digest)
+			for _, p := range h.Paths {
+				b = fmt.Appendf(b, " %q", p)
+			}
+			b = append(b, '\n')
+		}
 	}
 	p := filepath.Join(dir, owedName(workspace, os.Getpid()))
 	if err := os.WriteFile(p, b, 0o600); err != nil {
@@ -158,6 +165,12 @@ func readOwed(p, workspace string) ([]GuardedPath, bool) {
 				return nil, false
 			}
 			guards = append(guards, GuardedPath{Path: f[3], Guard: Guard(g), Dir: d, Since: time.Unix(0, since)})
+		case kind == "hidden" && len(f) >= 2 && len(guards) > 0 && guards[len(guards)-1].Guard == Checkouts:
+			n, err := strconv.Atoi(f[0])
+			if err != nil || n < len(f)-2 {
+				return nil, false
+			}
+			guards[len(guards)-1].Hidden = &Hidden{Count: n, Digest: f[1], Paths: f[2:]}
 		default:
 			return nil, false
 		}

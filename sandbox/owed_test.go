@@ -3,8 +3,10 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A run whose cordon was killed leaves its aftercare owed; the next run
@@ -92,4 +94,31 @@ func TestOweLeavesNoPartRecord(t *testing.T) {
 	if c := Collect(ws); c.Unchecked != nil {
 		t.Errorf("the next run reports %v", c.Unchecked)
 	}
+}
+
+// What a repository's index hid when the run was built is in its record:
+// the next run, paying a killed run's aftercare, tells only what that
+// run hid.
+func TestOweKeepsHidden(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	ws := realTempDir(t)
+	for _, h := range []*Hidden{nil, {}, {Count: 3, Digest: "ab12", Paths: []string{"a b", "c\"d\n"}}} {
+		guards := []GuardedPath{{Path: ws, Guard: Checkouts, Dir: true, Hidden: h}, {Path: ws, Guard: Nested, Dir: true, Since: time.Unix(5, 0)}}
+		paid, err := Owe(ws, guards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := readOwed(filepath.Join(owedDir(), owedName(ws, os.Getpid())), ws)
+		paid()
+		if !ok || len(got) != 2 || !sameHidden(got[0].Hidden, h) || got[1].Hidden != nil {
+			t.Errorf("%+v read back as %+v (%t)", h, got, ok)
+		}
+	}
+}
+
+func sameHidden(a, b *Hidden) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Count == b.Count && a.Digest == b.Digest && slices.Equal(a.Paths, b.Paths)
 }

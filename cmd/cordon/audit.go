@@ -356,10 +356,10 @@ func recordDetail(r audit.Record) string {
 	if r.Outcome != "" {
 		parts = append(parts, r.Outcome)
 	}
-	if r.Type == audit.TypeRemoved || r.Type == audit.TypeSetAside || r.Type == audit.TypeClosed {
+	if r.Type == audit.TypeRemoved || r.Type == audit.TypeSetAside || r.Type == audit.TypeClosed || r.Type == audit.TypeHidden {
 		parts = append(parts, r.Path)
 	}
-	if r.Type == audit.TypeBudget || r.Type == audit.TypeRemoved || r.Type == audit.TypeSetAside || r.Type == audit.TypeClosed {
+	if r.Type == audit.TypeBudget || r.Type == audit.TypeRemoved || r.Type == audit.TypeSetAside || r.Type == audit.TypeClosed || r.Type == audit.TypeHidden {
 		parts = append(parts, r.Detail)
 	}
 	return strings.Join(parts, " ")

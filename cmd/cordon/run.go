@@ -691,12 +691,15 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	for _, p := range res.Closed {
 		after(audit.TypeClosed, p, "closed ", "the sandboxed command made it writable by other local users (by others, or by your group where your umask keeps the group from writing), who could have replaced or changed it: that permission is taken off it; look at what is in it before you run or build it")
 	}
+	for _, h := range res.Hidden {
+		after(audit.TypeHidden, h.Path, "hidden from git status: ", hiddenWhy[h.Kind])
+	}
 	for _, u := range res.Unchecked {
 		after(audit.TypeSetAside, u.Path, "could not check ", "after the run, for repositories the sandboxed command made or changed ("+u.Reason.Error()+"); git, run there on the host, may run config or hooks the command wrote: look before you run git there")
 	}
 	if n := len(afterRecs); n > maxAfterRecords {
 		afterRecs = append(afterRecs[:maxAfterRecords], audit.Record{Type: audit.TypeSetAside,
-			Detail: fmt.Sprintf("and %d more paths removed, set aside, closed or not checked after the run, each named on cordon's stderr: a run's log holds the first %d", n-maxAfterRecords, maxAfterRecords)})
+			Detail: fmt.Sprintf("and %d more paths removed, set aside, closed, hidden from git status or not checked after the run, each named on cordon's stderr: a run's log holds the first %d", n-maxAfterRecords, maxAfterRecords)})
 	}
 	if len(afterRecs) > 0 {
 		if err := r.w.Sync(afterRecs...); err != nil {
@@ -723,6 +726,14 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		return nil
 	}
 	return exitError{code: code, msg: msg}
+}
+
+// hiddenWhy says, for each way a run hid a change from git status and git
+// diff, what it did and how to undo it.
+var hiddenWhy = map[sandbox.HiddenKind]string{
+	sandbox.HiddenFlagged:  "the sandboxed command flagged its index entry skip-worktree or assume-unchanged, so git status, git diff and git diff HEAD say nothing of what is in the file (make, a test runner, would run it); cordon leaves the flag: look at the file, then git update-index --no-skip-worktree --no-assume-unchanged -- PATH",
+	sandbox.HiddenUnnamed:  "the sandboxed command changed which of this repository's index entries are flagged skip-worktree or assume-unchanged, among more than cordon names, so git status and git diff may say nothing of files it changed: list them with git ls-files -v | grep '^[a-zS]' and look at each",
+	sandbox.HiddenExcluded: "the sandboxed command made or changed this exclude file, so git status lists no untracked file it names (a conftest.py, a Makefile include, that your tools would run): look at it and at the files it names (git status --ignored)",
 }
 
 // maxAfterRecords bounds the audit lines of what was done after a run:

@@ -1,0 +1,69 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"time"
+)
+
+// HiddenKind says how a run hid a change from git status and git diff.
+type HiddenKind int
+
+const (
+	// HiddenFlagged is a file whose index entry the run flagged
+	// skip-worktree or assume-valid (see Hidden): git takes it for
+	// unchanged, whatever is in it.
+	HiddenFlagged HiddenKind = iota
+	// HiddenUnnamed is a repository's worktree where the run changed which
+	// entries are flagged, among more than cordon keeps by name
+	// (maxHiddenNamed): the files it names are some of them, maybe none.
+	HiddenUnnamed
+	// HiddenExcluded is a repository's exclude file (info/exclude) the
+	// run made or changed: git status lists no untracked file it names.
+	HiddenExcluded
+)
+
+// HiddenPath is a path where a run hid a change from git status and git
+// diff, and how. Cordon clears no flag and restores no exclude file: it
+// would have to write git's index (its format, its lock, a git running
+// beside it), and a flag may be the user's intent (a sparse checkout);
+// it names what to look at, and how to undo it.
+type HiddenPath struct {
+	Path string
+	Kind HiddenKind
+}
+
+// hiddenSince lists what the run hid in the repository whose worktree is
+// root and git directory dir: the entries its index flags now (after)
+// that it did not when the run was built (before), and its exclude file,
+// when the run made or changed it (its change time is began or later).
+func hiddenSince(root, dir string, before *Hidden, after Hidden, began time.Time) ([]HiddenPath, error) {
+	var out []HiddenPath
+	if before != nil {
+		paths, all := before.Since(after)
+		for _, p := range paths {
+			out = append(out, HiddenPath{Path: filepath.Join(root, filepath.FromSlash(p)), Kind: HiddenFlagged})
+		}
+		if !all {
+			out = append(out, HiddenPath{Path: root, Kind: HiddenUnnamed})
+		}
+	}
+	common := dir
+	if c, ok := commonDir(dir); ok {
+		common = c
+	}
+	exclude := filepath.Join(common, "info", "exclude")
+	_, changed, err := fileTimes(exclude)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission):
+		// None, or under a directory the box made unsearchable, where git
+		// cannot read it either.
+	case err != nil:
+		return out, fmt.Errorf("look at %s: %w", exclude, err)
+	case !changed.Before(began):
+		out = append(out, HiddenPath{Path: exclude, Kind: HiddenExcluded})
+	}
+	return out, nil
+}

@@ -1,0 +1,134 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// What a run hides from git status and git diff (an index entry it flags
+// skip-worktree or assume-unchanged, the exclude file it changes) is
+// reported after it, in each index version and in a split index; flags
+// that were there when the run was built (a sparse checkout's), or that
+// it cleared, are not.
+func TestAftercareReportsHiddenChanges(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		setup [][]string
+		// A split index's entries that replace its shared index's have
+		// no names: the worktree is named instead.
+		unnamed bool
+	}{
+		{"version 2", [][]string{{"update-index", "--index-version", "2"}}, false},
+		{"version 4", [][]string{{"update-index", "--index-version", "4"}}, false},
+		{"split", [][]string{{"update-index", "--split-index"}}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws := realTempDir(t)
+			git(t, ws, "init", "-q")
+			for _, f := range []string{"Makefile", "b", "kept", "sparse"} {
+				if err := os.WriteFile(filepath.Join(ws, f), []byte(f+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			git(t, ws, "add", ".")
+			git(t, ws, "commit", "-q", "-m", "first")
+			for _, args := range c.setup {
+				git(t, ws, args...)
+			}
+			// The user's own: a sparse checkout's flag, and one kept.
+			git(t, ws, "update-index", "--skip-worktree", "sparse")
+			git(t, ws, "update-index", "--assume-unchanged", "kept")
+			time.Sleep(2 * clockSlack) // the run begins a slack before its guard
+			guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			// The run's: it changes two files and hides them, excludes a
+			// file it adds, and clears the user's flag.
+			for _, f := range []string{"Makefile", "b", "conftest.py"} {
+				if err := os.WriteFile(filepath.Join(ws, f), []byte("evil\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			git(t, ws, "update-index", "--skip-worktree", "Makefile")
+			git(t, ws, "update-index", "--assume-unchanged", "b")
+			git(t, ws, "update-index", "--no-skip-worktree", "sparse")
+			exclude := filepath.Join(ws, ".git", "info", "exclude")
+			f, err := os.OpenFile(exclude, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintln(f, "conftest.py")
+			f.Close()
+			if out := git(t, ws, "status", "--porcelain"); out != "" {
+				t.Fatalf("git status shows %q, so this test shows nothing", out)
+			}
+
+			care := Aftercare(guards)
+			if len(care.Unchecked) != 0 {
+				t.Errorf("left unchecked: %v", care.Unchecked)
+			}
+			want := []HiddenPath{
+				{filepath.Join(ws, "Makefile"), HiddenFlagged},
+				{filepath.Join(ws, "b"), HiddenFlagged},
+				{exclude, HiddenExcluded},
+			}
+			if c.unnamed {
+				want = []HiddenPath{{ws, HiddenUnnamed}, {exclude, HiddenExcluded}}
+			}
+			if !slices.Equal(care.Hidden, want) {
+				t.Errorf("reported hidden %v, want %v", care.Hidden, want)
+			}
+		})
+	}
+}
+
+// Hidden.Since names what an index flags that it did not, and says when
+// it cannot name them all.
+func TestHiddenSince(t *testing.T) {
+	hidden := func(paths ...string) Hidden {
+		var h Hidden
+		for _, p := range paths {
+			h.add([]byte(p))
+		}
+		h.done()
+		return h
+	}
+	many := func(prefix string, n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("%s%05d", prefix, i))
+		}
+		return out
+	}
+	sparse := many("s/", maxHiddenNamed+5)
+	for _, c := range []struct {
+		name          string
+		before, after Hidden
+		want          []string
+		all           bool
+	}{
+		{"none", hidden(), hidden(), nil, true},
+		{"unchanged", hidden("a", "b"), hidden("a", "b"), nil, true},
+		{"added", hidden("a"), hidden("a", "m"), []string{"m"}, true},
+		{"cleared", hidden("a", "b"), hidden("a"), nil, true},
+		{"sparse unchanged", hidden(sparse...), hidden(sparse...), nil, true},
+		{"sparse, one more past the bound", hidden(sparse...), hidden(append(slices.Clone(sparse), "z")...), nil, false},
+		{"sparse, one more within the bound", hidden(sparse...), hidden(append([]string{"a"}, sparse...)...), []string{"a"}, false},
+		{"split, flags changed on an entry with no name", hidden("a", ""), hidden("a", "", ""), nil, false},
+		{"split, unchanged", hidden("a", ""), hidden("a", ""), nil, true},
+		{"made sparse", hidden(), hidden(sparse...), sparse[:maxHiddenNamed], false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, all := c.before.Since(c.after)
+			if !slices.Equal(got, c.want) || all != c.all {
+				t.Errorf("Since = %q, %t; want %q, %t", got, all, c.want, c.all)
+			}
+		})
+	}
+}

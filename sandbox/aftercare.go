@@ -38,6 +38,11 @@ import (
 // through a link (see gitPipes);
 // it lists what the command hid from git status and git diff in each
 // Checkouts repository (see hiddenSince), reporting it, undoing nothing;
+// and, last, once the pipes in it are removed, it sets aside the state
+// of each paused rebase, git am, cherry-pick or revert the command
+// started or changed in such a repository's git directory, whose todo
+// list's exec lines the user's next --continue would run
+// (sequencersSince);
 // and, before all that, it takes the write permission for
 // other local users (WriteClosed) off each file or directory the command
 // made with it there, where it looks (see openedSince). What it sets aside is recorded for
@@ -140,7 +145,22 @@ func Aftercare(guards []GuardedPath) Care {
 			c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: errAsideNotRecorded(err)})
 		}
 	}
-	return c
+	// After the walk, which removed the pipes in them where they were.
+	var paused Care
+	for _, g := range guards {
+		if g.Guard == Checkouts {
+			paused = paused.Add(pausedCare(g, began))
+		}
+	}
+	for _, g := range guards {
+		if g.Guard != Nested {
+			continue
+		}
+		if err := rememberSetAside(g.Path, paused.SetAside); err != nil {
+			paused.Unchecked = append(paused.Unchecked, Unchecked{Path: g.Path, Reason: errAsideNotRecorded(err)})
+		}
+	}
+	return c.Add(paused)
 }
 
 // repoCare sees to the repository whose worktree is g.Path (Checkouts):
@@ -176,6 +196,30 @@ func repoCare(g GuardedPath, guarded map[string]bool, began time.Time) Care {
 	unchecked(err)
 	// An odd gitlink is reported once the others are seen to.
 	unchecked(odd)
+	return c
+}
+
+// pausedCare sets aside the paused operations' states the run made or
+// changed in the git directory of the repository whose worktree is
+// g.Path (Checkouts; see sequencersSince).
+func pausedCare(g GuardedPath, began time.Time) Care {
+	var c Care
+	dir, ok := repoGitDir(g.Path)
+	if !ok {
+		return c // reported by repoCare
+	}
+	states, err := sequencersSince(dir, began)
+	for _, p := range states {
+		to, err2 := setAside(p, began)
+		if err2 != nil {
+			err = errors.Join(err, err2)
+			continue
+		}
+		c.SetAside = append(c.SetAside, to)
+	}
+	if err != nil {
+		c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: err})
+	}
 	return c
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -66,4 +68,69 @@ func hiddenSince(root, dir string, before *Hidden, after Hidden, began time.Time
 		out = append(out, HiddenPath{Path: exclude, Kind: HiddenExcluded})
 	}
 	return out, nil
+}
+
+// sequencerStates are the directories of a git directory where git keeps
+// an operation it paused, to go on with at the user's next --continue:
+// a rebase's (its todo list runs each exec line with the shell), git
+// am's, and a cherry-pick's or revert's.
+var sequencerStates = []string{"rebase-merge", "rebase-apply", "sequencer"}
+
+// IsSequencerState says whether p is the new name of a paused operation's
+// state that Aftercare set aside (sequencersSince).
+func IsSequencerState(p string) bool {
+	name, _, ok := strings.Cut(filepath.Base(p), setAsideInfix)
+	return ok && slices.Contains(sequencerStates, name)
+}
+
+// maxSequencerEntries bounds the look through one paused operation's
+// state (a rebase of many commits keeps a file for each in rebase-apply).
+const maxSequencerEntries = 100_000
+
+// sequencersSince lists the paused operations' states in the git
+// directory dir that the run made or changed (the directory, or a file
+// in it, changed at began or later): the user's next git rebase
+// --continue would run what the box wrote in a todo list (exec lines)
+// on the host. Aftercare sets them aside, as it does other git state the
+// run planted.
+func sequencersSince(dir string, began time.Time) ([]string, error) {
+	var out []string
+	var errs error
+	for _, name := range sequencerStates {
+		p := filepath.Join(dir, name)
+		changed, err := treeChangedSince(p, began, maxSequencerEntries)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			errs = errors.Join(errs, err)
+		case changed:
+			out = append(out, p)
+		}
+	}
+	return out, errs
+}
+
+// treeChangedSince says whether p, or anything under it (through no
+// link), changed at since or later, looking at no more than bound
+// entries.
+func treeChangedSince(p string, since time.Time, bound int) (bool, error) {
+	changed, seen := false, 0
+	err := filepath.WalkDir(p, func(q string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if seen++; seen > bound {
+			return fmt.Errorf("%s: more than %d entries to look through", p, bound)
+		}
+		_, c, err := fileTimes(q)
+		if err != nil {
+			return err
+		}
+		if !c.Before(since) {
+			changed = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return changed, err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strings"
@@ -34,6 +35,13 @@ const (
 	// the server joins with "; ", a spelling masking would not find in
 	// an echo.
 	ReasonCookie policy.Reason = "credential_cookie"
+	// ReasonPlacement: a bound placeholder somewhere its credential's
+	// form does not put the secret (another header, another query
+	// parameter, the path of a credential without a path form): filled
+	// in there, the service itself could be made to store or pass on the
+	// key where others read it (a message's text, a file's name, a
+	// metadata header).
+	ReasonPlacement policy.Reason = "credential_placement"
 )
 
 // Error is a refused request. Its message names the credential and where
@@ -46,6 +54,9 @@ type Error struct {
 	Where string
 	// Target is the host:port the request was headed to.
 	Target string
+	// Form says where the credential's form puts the secret, such as
+	// "header X-Api-Key or Authorization", for ReasonPlacement.
+	Form string
 }
 
 func (e *Error) Error() string {
@@ -62,6 +73,9 @@ func (e *Error) Error() string {
 	case ReasonCookie:
 		return fmt.Sprintf("credential %q: refused its placeholder (in %s) toward %s: its secret holds a ';', which ends a cookie, so it cannot go in one (over HTTP/2 it would reach the server in pieces, joined with \"; \", which cordon could not mask in an echo); send the credential in a header of its own",
 			e.Credential, e.Where, e.Target)
+	case ReasonPlacement:
+		return fmt.Sprintf("credential %q: refused its placeholder (in %s) toward %s: cordon fills it in only where the credential's form puts the key, %s, so that the service cannot be made to store or pass it on where others read it; send it there, or, if this API takes the key elsewhere, set the credential's form to that place (header, basic_auth, query, or path: \"/prefix{}/\" for a key in the URL path)",
+			e.Credential, e.Where, e.Target, e.Form)
 	default:
 		return fmt.Sprintf("credential %q: refused its real value (in %s) toward %s; the sandbox should only ever hold the placeholder, so find out how the secret got in",
 			e.Credential, e.Where, e.Target)
@@ -92,13 +106,15 @@ func (o Outcome) String() string {
 //
 // A credential is bound to the request when one of its patterns matches host
 // and port. For each bound credential, over TLS or with allow_plaintext, its
-// placeholder is replaced by the secret in header values (inside Basic
-// credentials too), the URL path and query values, and its header, Basic
-// Authorization or query parameter is added when absent. Apply refuses with
-// an *Error when a real secret appears anywhere in the request
-// (ReasonSecretLeak), a placeholder of an unbound credential appears
+// placeholder is replaced by the secret only where its form puts it (see
+// placed): in its header or Authorization, in Basic Authorization, as its
+// query parameter's value, or in the path at its path template's {}; its
+// header, Basic Authorization or query parameter is added when absent.
+// Apply refuses with an *Error when a real secret appears anywhere in the
+// request (ReasonSecretLeak), a placeholder of an unbound credential appears
 // (ReasonMisroute), or a bound placeholder would go over plain HTTP
-// (ReasonPlaintext), a bound placeholder sits in Basic credentials
+// (ReasonPlaintext), sits anywhere its form does not put the secret
+// (ReasonPlacement), sits in Basic credentials
 // other than the credential's own (ReasonBasicUser), or in a Cookie
 // header when its secret holds a ';' (ReasonCookie). A refused request is
 // left unchanged. Bound credentials are applied in name order, so when two
@@ -164,6 +180,77 @@ type text struct {
 	basic bool
 	// cookie marks a Cookie header's value.
 	cookie bool
+	// place is where in the request the string sits, for placed.
+	place place
+	// name is the header's name, for placeHeader, or the query
+	// parameter's, for placeQueryValue.
+	name string
+}
+
+// place is a part of a request, as far as where a secret may go.
+type place int
+
+const (
+	// placeOther is a part where no secret goes: the host name, method,
+	// header names, URL user info, an opaque URL, query keys.
+	placeOther place = iota
+	// placeHeader is a header's value, or the Basic credentials in it.
+	placeHeader
+	// placeHop is a hop-by-hop header's value, which a proxy never sends
+	// on, and cordon never fills in.
+	placeHop
+	// placePath is the URL path, decoded or as sent.
+	placePath
+	// placeQuery is the raw query; placeQueryValue one decoded value.
+	placeQuery
+	placeQueryValue
+)
+
+// placed reports whether t is a place c's form puts its secret, where its
+// placeholder is filled in: its header, or Authorization (the header
+// clients send a key in whatever the API, as gh sends "token KEY"); for
+// basic_auth, the Basic credentials in Authorization; for query, its
+// parameter's value, when that is the placeholder alone; for path, the
+// path, when it starts as the template does and holds the placeholder
+// once. Anywhere else, the service the credential is bound to could be
+// made to store or pass on the key (a chat message's text, a file's name,
+// a storage object's metadata) where others read it.
+func (c *cred) placed(t text) bool {
+	switch t.place {
+	case placeHop:
+		return true
+	case placeHeader:
+		return c.takesHeader(t.name) && (t.basic || c.header != "")
+	case placePath:
+		return c.pathBefore != "" && strings.HasPrefix(t.s, c.pathBefore+c.placeholder+c.pathAfter) &&
+			strings.Count(t.s, c.placeholder) == 1
+	case placeQuery:
+		return c.query != ""
+	case placeQueryValue:
+		return c.query != "" && t.name == c.query && t.s == c.placeholder
+	}
+	return false
+}
+
+// takesHeader reports whether c's secret may go in the header name, in
+// any case: Authorization, and the header of a header form.
+func (c *cred) takesHeader(name string) bool {
+	return strings.EqualFold(name, "Authorization") || c.header != "" && strings.EqualFold(name, c.header)
+}
+
+// form says where c's form puts the secret, for an error.
+func (c *cred) form() string {
+	switch {
+	case c.header == "Authorization":
+		return "header Authorization"
+	case c.header != "":
+		return "header " + c.header + " or Authorization"
+	case c.basicUser != "":
+		return "Basic credentials in Authorization, as user " + c.basicUser + " with the placeholder as the password"
+	case c.query != "":
+		return "query parameter " + c.query + ", as its whole value"
+	}
+	return "the URL path, where its path template " + c.pathBefore + "{}" + c.pathAfter + " has it"
 }
 
 func (t text) contains(needle string) bool {
@@ -193,6 +280,8 @@ func (s *Set) check(texts []text, bound []bool, secure bool, target string) erro
 				return s.refusal(ReasonMisroute, c, t.where, target)
 			case !secure && !c.allowPlaintext:
 				return s.refusal(ReasonPlaintext, c, t.where, target)
+			case !c.placed(t):
+				return s.refusal(ReasonPlacement, c, t.where, target)
 			case t.basic && (c.basicUser == "" || t.s != c.basicUser+":"+c.placeholder):
 				return s.refusal(ReasonBasicUser, c, t.where, target)
 			case t.cookie && strings.Contains(c.secret, ";"):
@@ -211,6 +300,7 @@ func (s *Set) refusal(reason policy.Reason, c *cred, where, target string) *Erro
 		Credential: c.name,
 		Where:      s.scrub(where, "a header"),
 		Target:     s.scrub(target, "the requested host"),
+		Form:       s.scrub(c.form(), "the place its form names"),
 	}
 }
 
@@ -228,59 +318,74 @@ func (s *Set) scrub(text, fallback string) string {
 // requestTexts lists every string of req that goes upstream, decoded where
 // a client may have encoded a value.
 func requestTexts(req *http.Request, host string) []text {
-	texts := []text{{where: "host name", s: strings.ToLower(host), fold: true, host: true},
-		{where: "request method", s: req.Method}}
+	texts := []text{{where: "host name", s: strings.ToLower(host), fold: true, host: true, place: placeOther},
+		{where: "request method", s: req.Method, place: placeOther}}
 	names := make([]string, 0, len(req.Header))
 	for name := range req.Header {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		texts = append(texts, text{where: "a header name", s: strings.ToLower(name), fold: true})
+		texts = append(texts, text{where: "a header name", s: strings.ToLower(name), fold: true, place: placeOther})
+		value := placeHeader
+		if hopHeaders[textproto.CanonicalMIMEHeaderKey(name)] {
+			value = placeHop
+		}
 		for _, v := range req.Header[name] {
-			texts = append(texts, text{where: "header " + name, s: v, cookie: name == "Cookie"})
+			texts = append(texts, text{where: "header " + name, s: v, cookie: name == "Cookie", place: value, name: name})
 			if raw, ok := decodeBasic(v); ok {
-				texts = append(texts, text{where: "header " + name + " (Basic credentials)", s: raw, basic: true})
+				texts = append(texts, text{where: "header " + name + " (Basic credentials)", s: raw, basic: true, place: placeHeader, name: name})
 			}
 		}
 	}
 	u := req.URL
 	texts = append(texts,
-		text{where: "URL path", s: u.Path},
-		text{where: "URL path", s: u.RawPath},
-		text{where: "URL", s: u.Opaque},
-		text{where: "URL query", s: u.RawQuery},
+		text{where: "URL path", s: u.Path, place: placePath},
+		text{where: "URL path", s: u.RawPath, place: placePath},
+		text{where: "URL", s: u.Opaque, place: placeOther},
+		text{where: "URL query", s: u.RawQuery, place: placeQuery},
 	)
 	if u.User != nil {
 		pass, _ := u.User.Password()
 		texts = append(texts,
-			text{where: "URL user info", s: u.User.String()},
-			text{where: "URL user info", s: u.User.Username()},
-			text{where: "URL user info", s: pass},
+			text{where: "URL user info", s: u.User.String(), place: placeOther},
+			text{where: "URL user info", s: u.User.Username(), place: placeOther},
+			text{where: "URL user info", s: pass, place: placeOther},
 		)
 	}
 	for _, part := range strings.Split(u.RawQuery, "&") {
-		for _, comp := range strings.SplitN(part, "=", 2) {
-			if v, err := url.QueryUnescape(comp); err == nil {
-				texts = append(texts, text{where: "URL query", s: v})
+		rawKey, rawValue, hasValue := strings.Cut(part, "=")
+		key, err := url.QueryUnescape(rawKey)
+		if err == nil {
+			texts = append(texts, text{where: "URL query", s: key, place: placeOther})
+		}
+		if v, verr := url.QueryUnescape(rawValue); hasValue && verr == nil {
+			t := text{where: "URL query", s: v, place: placeOther}
+			if err == nil {
+				t.where, t.place, t.name = "URL query parameter "+key, placeQueryValue, key
 			}
+			texts = append(texts, t)
 		}
 	}
 	return texts
 }
 
-// inject puts the credential on req, reporting whether it did. Every
+// inject puts the credential on req, reporting whether it did, only where
+// its form puts it (check has refused a placeholder anywhere else). Every
 // spelling it sends is one of c.spellings, so that an echo of it is masked:
 // in Basic credentials, only the credential's own basic_auth user with the
 // placeholder as the password is filled in.
 func (c *cred) inject(req *http.Request) bool {
 	done := false
 	for name, values := range req.Header {
-		if hopHeaders[name] {
-			continue // never sent on by a proxy, so never filled in
+		if hopHeaders[name] || !c.takesHeader(name) {
+			continue // a hop-by-hop header is never sent on by a proxy
 		}
 		for i, v := range values {
-			nv := strings.ReplaceAll(v, c.placeholder, c.secret)
+			nv := v
+			if c.header != "" {
+				nv = strings.ReplaceAll(v, c.placeholder, c.secret)
+			}
 			if raw, ok := decodeBasic(v); ok && c.basicUser != "" && raw == c.basicUser+":"+c.placeholder {
 				nv = encodeBasic(c.basicUser + ":" + c.secret)
 			}
@@ -290,13 +395,10 @@ func (c *cred) inject(req *http.Request) bool {
 		}
 	}
 	u := req.URL
-	if ep := u.EscapedPath(); strings.Contains(ep, c.placeholder) {
-		ep = strings.ReplaceAll(ep, c.placeholder, url.PathEscape(c.secret))
-		if p, err := url.PathUnescape(ep); err == nil {
-			u.Path, u.RawPath, done = p, ep, true
-		}
+	if c.fillPath(u) {
+		done = true
 	}
-	if q, ok := replaceInQuery(u.RawQuery, c.placeholder, c.secret); ok {
+	if q, ok := replaceQueryValue(u.RawQuery, c.query, c.placeholder, c.secret); c.query != "" && ok {
 		u.RawQuery, done = q, true
 	}
 	switch {
@@ -339,21 +441,37 @@ func encodeBasic(userPass string) string {
 	return "Basic " + base64.StdEncoding.EncodeToString([]byte(userPass))
 }
 
-// replaceInQuery replaces from with to in a raw query's decoded keys and
-// values, re-encoding only the components it changes so that the rest of
-// the query, order and encoding included, is sent as the client wrote it.
-func replaceInQuery(raw, from, to string) (string, bool) {
+// fillPath puts the secret in u's path where the path template's {} is,
+// reporting whether it did: path-escaped, in a path that starts with the
+// template's text before {} and the placeholder.
+func (c *cred) fillPath(u *url.URL) bool {
+	ep := u.EscapedPath()
+	rest, ok := strings.CutPrefix(ep, c.pathBefore+c.placeholder)
+	if c.pathBefore == "" || !ok {
+		return false
+	}
+	ep = c.pathBefore + url.PathEscape(c.secret) + rest
+	p, err := url.PathUnescape(ep)
+	if err != nil {
+		return false
+	}
+	u.Path, u.RawPath = p, ep
+	return true
+}
+
+// replaceQueryValue replaces the values of the raw query's parameter name
+// that decode to from with to, query-escaped, leaving the rest of the
+// query, order and encoding included, as the client wrote it.
+func replaceQueryValue(raw, name, from, to string) (string, bool) {
 	parts := strings.Split(raw, "&")
 	changed := false
 	for i, part := range parts {
-		comps := strings.SplitN(part, "=", 2)
-		for j, comp := range comps {
-			v, err := url.QueryUnescape(comp)
-			if err == nil && strings.Contains(v, from) {
-				comps[j], changed = url.QueryEscape(strings.ReplaceAll(v, from, to)), true
-			}
+		k, v, ok := strings.Cut(part, "=")
+		key, kerr := url.QueryUnescape(k)
+		value, verr := url.QueryUnescape(v)
+		if ok && kerr == nil && verr == nil && key == name && value == from {
+			parts[i], changed = k+"="+url.QueryEscape(to), true
 		}
-		parts[i] = strings.Join(comps, "=")
 	}
 	return strings.Join(parts, "&"), changed
 }

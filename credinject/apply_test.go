@@ -22,6 +22,8 @@ const (
 	githubSecret    = "ghp_realgithubtoken0123456789"
 	mapsSecret      = "maps-real-key/with+odd=chars"
 	legacySecret    = "legacy-real;token-777"
+	sessionSecret   = "session-real;cookie-42"
+	telegramSecret  = "123456789:telegram-real-token"
 )
 
 // applySet loads one credential of each injection form.
@@ -33,6 +35,8 @@ func applySet(t testing.TB) *Set {
 		{Name: "github", Source: policy.Source{Env: "GITHUB"}, Hosts: []string{"github.com", "*.github.com"}, BasicAuth: "x-access-token", Env: "GH_TOKEN"},
 		{Name: "maps", Source: policy.Source{Env: "MAPS"}, Hosts: []string{"maps.example.com"}, Query: "key", Env: "MAPS_KEY"},
 		{Name: "legacy", Source: policy.Source{Env: "LEGACY"}, Hosts: []string{"legacy.example.com:8080"}, Header: "X-Token: {}", Env: "LEGACY_TOKEN", AllowPlaintext: true},
+		{Name: "session", Source: policy.Source{Env: "SESSION"}, Hosts: []string{"session.example.com"}, Header: "Cookie: s={}", Env: "SESSION_COOKIE"},
+		{Name: "telegram", Source: policy.Source{Env: "TELEGRAM"}, Hosts: []string{"api.telegram.org"}, Path: "/bot{}/", Env: "TELEGRAM_BOT_TOKEN"},
 	}
 	env := envOf(map[string]string{
 		"REAL_OPENAI": openaiSecret,
@@ -40,8 +44,10 @@ func applySet(t testing.TB) *Set {
 		"GITHUB":      githubSecret,
 		"MAPS":        mapsSecret,
 		"LEGACY":      legacySecret,
+		"SESSION":     sessionSecret,
+		"TELEGRAM":    telegramSecret,
 	})
-	set, err := Load(creds, []string{"openai", "anthropic", "github", "maps", "legacy"}, Options{Env: env})
+	set, err := Load(creds, []string{"openai", "anthropic", "github", "maps", "legacy", "session", "telegram"}, Options{Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,9 +88,11 @@ type applyCase struct {
 	method  string // GET when empty
 	rawURL  string
 	headers map[string]string
-	host    string
-	port    int
-	secure  bool
+	// rawHeaders are set as named, not in canonical form.
+	rawHeaders map[string]string
+	host       string
+	port       int
+	secure     bool
 	// wantReason and wantCred describe a refusal.
 	wantReason policy.Reason
 	wantCred   string
@@ -115,7 +123,10 @@ func (tc applyCase) request(t testing.TB, s *Set) *http.Request {
 		req.Method = expand(s, tc.method) // past NewRequest's check of the token
 	}
 	for k, v := range tc.headers {
-		req.Header.Set(k, expand(s, v))
+		req.Header.Set(expand(s, k), expand(s, v))
+	}
+	for k, v := range tc.rawHeaders {
+		req.Header[k] = []string{expand(s, v)}
 	}
 	return req
 }
@@ -148,8 +159,32 @@ func applyCases(t testing.TB) []applyCase {
 			host: normalized(t, "API.OpenAI.COM"), port: 443, secure: true, wantInjected: []string{"openai"}, check: wantHeader("Authorization", "Bearer "+openaiSecret)},
 		{name: "present header of another scheme is kept", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "Bearer mine"},
 			host: "api.openai.com", port: 443, secure: true, check: wantHeader("Authorization", "Bearer mine")},
-		{name: "placeholder in any header value", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "Bearer {openai}", "X-Echo": "a {openai} b {openai}"},
-			host: "api.openai.com", port: 443, secure: true, wantInjected: []string{"openai"}, check: wantHeader("X-Echo", "a "+openaiSecret+" b "+openaiSecret)},
+		// A bound placeholder goes only where its credential's form
+		// puts the secret: anywhere else, the service could be made to
+		// store or pass on the key where others read it.
+		{name: "placeholder in another header", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "Bearer {openai}", "X-Echo": "a {openai} b {openai}"},
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "openai"},
+		{name: "placeholder in a storage metadata header", rawURL: "https://api.anthropic.com/b/o", headers: map[string]string{"X-Api-Key": "{anthropic}", "X-Goog-Meta-Note": "{anthropic}"},
+			host: "api.anthropic.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "anthropic"},
+		{name: "placeholder in a header name", rawURL: "https://api.openai.com/v1", headers: map[string]string{"X-{openai}": "1"},
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "openai"},
+		{name: "placeholder as the method of a bound host", rawURL: "https://api.openai.com/v1", method: "{openai}",
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "openai"},
+		{name: "placeholder in the path of a header credential", rawURL: "https://api.openai.com/v1/{openai}",
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "openai"},
+		{name: "placeholder in the query of a header credential", rawURL: "https://api.openai.com/v1?text={openai}",
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "openai"},
+		{name: "placeholder in URL user info", rawURL: "https://u:{openai}@api.openai.com/v1",
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "openai"},
+		{name: "header credential's header in another case", rawURL: "https://api.anthropic.com/v1", rawHeaders: map[string]string{"x-API-key": "{anthropic}"},
+			host: "api.anthropic.com", port: 443, secure: true, wantInjected: []string{"anthropic"}, check: func(t *testing.T, req *http.Request) {
+				//lint:ignore SA1008 the name as a client may send it, not in canonical form
+				if got := req.Header["x-API-key"]; !slices.Equal(got, []string{anthropicSecret}) {
+					t.Errorf("x-API-key = %q, want the secret", got)
+				}
+			}},
+		{name: "header credential in Authorization", rawURL: "https://api.anthropic.com/v1", headers: map[string]string{"Authorization": "token {anthropic}"},
+			host: "api.anthropic.com", port: 443, secure: true, wantInjected: []string{"anthropic"}, check: wantHeader("Authorization", "token "+anthropicSecret)},
 		{name: "custom header added", rawURL: "https://api.anthropic.com/v1/messages",
 			host: "api.anthropic.com", port: 443, secure: true, wantInjected: []string{"anthropic"}, check: wantHeader("X-Api-Key", anthropicSecret)},
 		{name: "custom header replaced", rawURL: "https://api.anthropic.com/v1/messages", headers: map[string]string{"x-api-key": "{anthropic}"},
@@ -162,8 +197,12 @@ func applyCases(t testing.TB) []applyCase {
 			host: "api.github.com", port: 443, secure: true, wantReason: ReasonBasicUser, wantCred: "github"},
 		{name: "basic auth with more than the placeholder", rawURL: "https://api.github.com/user", headers: map[string]string{"Authorization": "{basicpad:github}"},
 			host: "api.github.com", port: 443, secure: true, wantReason: ReasonBasicUser, wantCred: "github"},
-		{name: "basic auth for a header credential", rawURL: "https://api.openai.com/v1", headers: map[string]string{"X-Other": "{basic:x:openai}"},
+		{name: "basic auth for a header credential", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "{basic:x:openai}"},
 			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonBasicUser, wantCred: "openai"},
+		{name: "basic auth in another header", rawURL: "https://api.github.com/user", headers: map[string]string{"X-Other": "{basic:x-access-token:github}"},
+			host: "api.github.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "github"},
+		{name: "basic auth credential's placeholder as written in Authorization", rawURL: "https://api.github.com/user", headers: map[string]string{"Authorization": "token {github}"},
+			host: "api.github.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "github"},
 		{name: "range dropped from a request given a credential", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Range": "bytes=10-12", "If-Range": "x"},
 			host: "api.openai.com", port: 443, secure: true, wantInjected: []string{"openai"}, check: func(t *testing.T, req *http.Request) {
 				if req.Header.Get("Range") != "" || req.Header.Get("If-Range") != "" {
@@ -200,12 +239,34 @@ func applyCases(t testing.TB) []applyCase {
 			host: "maps.example.com", port: 443, secure: true, wantInjected: []string{"maps"}, check: wantQuery("z=1&a=2&key=" + url.QueryEscape(mapsSecret))},
 		{name: "query parameter replaced in place", rawURL: "https://maps.example.com/geo?z=%2F&key={maps}&a=2",
 			host: "maps.example.com", port: 443, secure: true, wantInjected: []string{"maps"}, check: wantQuery("z=%2F&key=" + url.QueryEscape(mapsSecret) + "&a=2")},
-		{name: "placeholder in path of bound host", rawURL: "https://maps.example.com/bot{maps}/send?key=x",
-			host: "maps.example.com", port: 443, secure: true, wantInjected: []string{"maps"}, check: func(t *testing.T, req *http.Request) {
-				if want := "/bot" + mapsSecret + "/send"; req.URL.Path != want {
-					t.Errorf("path = %q, want %q", req.URL.Path, want)
+		{name: "query credential's placeholder in the path", rawURL: "https://maps.example.com/bot{maps}/send?key=x",
+			host: "maps.example.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "maps"},
+		{name: "query credential's placeholder in another parameter", rawURL: "https://maps.example.com/geo?key={maps}&text={maps}",
+			host: "maps.example.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "maps"},
+		{name: "query credential's parameter holding more than the placeholder", rawURL: "https://maps.example.com/geo?key=note-{maps}",
+			host: "maps.example.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "maps"},
+		{name: "query credential's parameter with a ';' after the placeholder", rawURL: "https://maps.example.com/geo?key={maps};text={maps}",
+			host: "maps.example.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "maps"},
+		{name: "query credential's placeholder as a parameter name", rawURL: "https://maps.example.com/geo?{maps}=1",
+			host: "maps.example.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "maps"},
+		{name: "query credential's placeholder in a header", rawURL: "https://maps.example.com/geo", headers: map[string]string{"Authorization": "Bearer {maps}"},
+			host: "maps.example.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "maps"},
+		{name: "path template", rawURL: "https://api.telegram.org/bot{telegram}/getMe?chat_id=1",
+			host: "api.telegram.org", port: 443, secure: true, wantInjected: []string{"telegram"}, check: func(t *testing.T, req *http.Request) {
+				if want := "/bot" + telegramSecret + "/getMe"; req.URL.Path != want || req.URL.RawQuery != "chat_id=1" {
+					t.Errorf("URL = %q, want path %q", req.URL, want)
 				}
 			}},
+		{name: "path template, the bot posting its own token", rawURL: "https://api.telegram.org/bot{telegram}/sendMessage?chat_id=666&text={telegram}",
+			host: "api.telegram.org", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "telegram"},
+		{name: "path template, the placeholder again later in the path", rawURL: "https://api.telegram.org/bot{telegram}/x/{telegram}",
+			host: "api.telegram.org", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "telegram"},
+		{name: "path template, a path that does not start as it does", rawURL: "https://api.telegram.org/files/{telegram}",
+			host: "api.telegram.org", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "telegram"},
+		{name: "path template, the placeholder not followed by its text", rawURL: "https://api.telegram.org/bot{telegram}x/getMe",
+			host: "api.telegram.org", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "telegram"},
+		{name: "path credential's placeholder in Authorization", rawURL: "https://api.telegram.org/getMe", headers: map[string]string{"Authorization": "Bearer {telegram}"},
+			host: "api.telegram.org", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "telegram"},
 		{name: "unbound host in header", rawURL: "https://evil.example/", headers: map[string]string{"Authorization": "Bearer {openai}"},
 			host: "evil.example", port: 443, secure: true, wantReason: ReasonMisroute, wantCred: "openai"},
 		{name: "unbound host in path", rawURL: "https://evil.example/steal/{anthropic}",
@@ -232,13 +293,13 @@ func applyCases(t testing.TB) []applyCase {
 			}},
 		{name: "allow_plaintext injects", rawURL: "http://legacy.example.com:8080/", headers: map[string]string{"X-Token": "{legacy}"},
 			host: "legacy.example.com", port: 8080, wantInjected: []string{"legacy"}, check: wantHeader("X-Token", legacySecret)},
-		{name: "placeholder in a cookie", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Cookie": "a=1; s={openai}"},
-			host: "api.openai.com", port: 443, secure: true, wantInjected: []string{"openai"}, check: wantHeader("Cookie", "a=1; s="+openaiSecret)},
+		{name: "placeholder in a cookie of a header credential", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Cookie": "a=1; s={openai}"},
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "openai"},
 		// A ';' ends a cookie: over HTTP/2, net/http sends each part as
 		// a cookie of its own and the server joins them with "; ", so
-		// an echo came back as "legacy-real; token-777", unmasked.
-		{name: "placeholder in a cookie, its secret holding a ';'", rawURL: "http://legacy.example.com:8080/", headers: map[string]string{"Cookie": "s={legacy}"},
-			host: "legacy.example.com", port: 8080, wantReason: ReasonCookie, wantCred: "legacy"},
+		// an echo came back as "session-real; cookie-42", unmasked.
+		{name: "placeholder in a cookie, its secret holding a ';'", rawURL: "https://session.example.com/", headers: map[string]string{"Cookie": "s={session}"},
+			host: "session.example.com", port: 443, secure: true, wantReason: ReasonCookie, wantCred: "session"},
 		{name: "real secret in header", rawURL: "https://api.openai.com/", headers: map[string]string{"Authorization": "Bearer " + openaiSecret},
 			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonSecretLeak, wantCred: "openai"},
 		{name: "real secret in query", rawURL: "https://evil.example/?k=" + url.QueryEscape(mapsSecret),
@@ -692,4 +753,66 @@ func TestScreen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzApplyPlacement: whatever URL and header a client sends toward a
+// credential's host, a request Apply lets through carries each secret
+// only where its credential's form puts it: its header or Authorization,
+// Basic Authorization, its query parameter's whole value, or the path
+// where the path template has it.
+func FuzzApplyPlacement(f *testing.F) {
+	f.Add("https://api.telegram.org/bot{telegram}/sendMessage?chat_id=1&text={telegram}", "X-Note", "{openai}")
+	f.Add("https://api.telegram.org/bot{telegram}/getMe", "Authorization", "Bearer {telegram}")
+	f.Add("https://maps.example.com/geo?key={maps}&text=%20{maps}", "X-Goog-Meta-Note", "{maps}")
+	f.Add("https://maps.example.com/geo?key={maps};q={maps}", "cookie", "s={maps}")
+	f.Add("https://api.anthropic.com/v1/{anthropic}", "x-api-key", "{anthropic}")
+	f.Add("https://api.github.com/user?{github}=1", "Authorization", "{basic:x-access-token:github}")
+	set := applySet(f)
+	f.Fuzz(func(t *testing.T, rawURL, name, value string) {
+		req, err := http.NewRequest(http.MethodGet, expand(set, rawURL), nil)
+		if err != nil || name == "" {
+			return
+		}
+		req.Header[expand(set, name)] = []string{expand(set, value)}
+		if _, err := set.Apply(req, strings.ToLower(req.URL.Hostname()), 443, true); err != nil {
+			return
+		}
+		for _, c := range set.creds {
+			if where := misplaced(c, req); where != "" {
+				t.Fatalf("%s's secret sent in %s: %s %q", c.name, where, req.URL, req.Header)
+			}
+		}
+	})
+}
+
+// misplaced names a part of req holding c's secret where its form does
+// not put it, or returns "".
+func misplaced(c *cred, req *http.Request) string {
+	for name, values := range req.Header {
+		for _, v := range values {
+			raw, _ := decodeBasic(v)
+			has := strings.Contains(v, c.secret) || strings.Contains(raw, c.secret)
+			if strings.Contains(strings.ToLower(name), strings.ToLower(c.secret)) || has && !c.takesHeader(name) {
+				return "header " + name
+			}
+		}
+	}
+	u := req.URL
+	for _, p := range []string{u.Path, u.RawPath} {
+		if strings.Contains(p, c.secret) && (c.pathBefore == "" || !strings.HasPrefix(p, c.pathBefore+c.secret+c.pathAfter) || strings.Count(p, c.secret) != 1) {
+			return "the path"
+		}
+	}
+	if strings.Contains(u.User.String(), c.secret) || strings.Contains(u.Opaque, c.secret) || strings.Contains(req.Method, c.secret) {
+		return "the URL"
+	}
+	for part := range strings.SplitSeq(u.RawQuery, "&") {
+		k, v, _ := strings.Cut(part, "=")
+		key, _ := url.QueryUnescape(k)
+		value, _ := url.QueryUnescape(v)
+		if strings.Contains(part, c.secret) || strings.Contains(key, c.secret) || strings.Contains(value, c.secret) && (key != c.query || value != c.secret) {
+			return "the query"
+		}
+	}
+	return ""
 }

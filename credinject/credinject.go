@@ -67,9 +67,12 @@ type cred struct {
 	// basicUser is the user name, for the basic_auth form.
 	basicUser string
 	// query is the parameter name, for the query form.
-	query          string
-	env            string
-	allowPlaintext bool
+	query string
+	// pathBefore and pathAfter surround the secret in the path template,
+	// for the path form (pathBefore starts with '/').
+	pathBefore, pathAfter string
+	env                   string
+	allowPlaintext        bool
 	// files are shown to the sandbox masked (the credential's files key).
 	files []string
 }

@@ -179,9 +179,9 @@ func parseCred(pc policy.Credential) (*cred, error) {
 		}
 		c.patterns = append(c.patterns, p)
 	}
-	switch n := countSet(pc.Header, pc.BasicAuth, pc.Query); {
+	switch n := countSet(pc.Header, pc.BasicAuth, pc.Query, pc.Path); {
 	case n != 1:
-		return fail(`sets %d of header, basic_auth and query; set exactly one, e.g. header: "Authorization: Bearer {}"`, n)
+		return fail(`sets %d of header, basic_auth, query and path; set exactly one, the place the API takes the key, e.g. header: "Authorization: Bearer {}" (path: "/bot{}/" for a key in the URL path)`, n)
 	case pc.Header != "":
 		name, value, err := parseHeaderTemplate(pc.Header)
 		if err != nil {
@@ -193,11 +193,17 @@ func parseCred(pc policy.Credential) (*cred, error) {
 			return fail("basic_auth user %q may not hold ':' or control characters; write the user name alone", pc.BasicAuth)
 		}
 		c.basicUser = pc.BasicAuth
-	default:
+	case pc.Query != "":
 		if hasControl(pc.Query) || strings.ContainsAny(pc.Query, " &=#") {
 			return fail("query %q is not a parameter name; write the name alone, such as key", pc.Query)
 		}
 		c.query = pc.Query
+	default:
+		before, after, err := parsePathTemplate(pc.Path)
+		if err != nil {
+			return fail("%v", err)
+		}
+		c.pathBefore, c.pathAfter = before, after
 	}
 	if !validEnvName(pc.Env) {
 		return fail("env %q is not a variable name; set env to the variable the sandbox reads, such as OPENAI_API_KEY", pc.Env)
@@ -228,6 +234,27 @@ func parseHeaderTemplate(t string) (string, string, error) {
 		return "", "", fmt.Errorf("header %q: %s is managed by the HTTP layer and cannot carry a secret; use the header the API documents", t, name)
 	}
 	return name, value, nil
+}
+
+// parsePathTemplate splits "/bot{}/" into what comes before and after
+// the {} where the secret goes.
+func parsePathTemplate(t string) (string, string, error) {
+	before, after, ok := strings.Cut(t, "{}")
+	switch {
+	case !ok || strings.Contains(after, "{}"):
+		return "", "", fmt.Errorf(`path %q must hold exactly one {} where the secret goes, e.g. path: "/bot{}/"`, t)
+	case !strings.HasPrefix(before, "/"):
+		return "", "", fmt.Errorf(`path %q must start with '/': it is the start of the URL path, with {} where the secret goes, e.g. path: "/bot{}/"`, t)
+	case !strings.ContainsFunc(before+after, func(r rune) bool { return !isPathChar(r) }):
+		return before, after, nil
+	}
+	return "", "", fmt.Errorf(`path %q may hold only letters, digits, '/', '-', '.', '_' and '~' around the {}; write the start of the path as the API documents it, e.g. path: "/bot{}/"`, t)
+}
+
+// isPathChar accepts the characters a path template may hold: RFC
+// 3986's unreserved ones and '/', which every client sends as written.
+func isPathChar(r rune) bool {
+	return r < 0x80 && (isAlnum(byte(r)) || strings.ContainsRune("/-._~", r))
 }
 
 // reservedHeaders frame or route a request; a secret never goes there.

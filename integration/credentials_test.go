@@ -44,12 +44,18 @@ func providerCredential(hosts string, extra ...string) string {
 // credentialProxy starts a proxy whose config binds PROVIDER_REAL_KEY to
 // hosts, with the extra lines of providerCredential.
 func credentialProxy(t *testing.T, hosts string, extra ...string) *proxyProc {
+	return credentialsProxy(t, "provider", providerCredential(hosts, extra...))
+}
+
+// credentialsProxy starts a proxy for the credential name, configured by
+// block (a credentials key), its secret PROVIDER_REAL_KEY.
+func credentialsProxy(t *testing.T, name, block string) *proxyProc {
 	o := testOrigin(t)
 	dir := userDir(t, "cordon-it-cred-")
 	cfg := dir + "/config.yaml"
-	writeUserFile(t, cfg, []byte(fmt.Sprintf("allow: [%q]\n", originName+":8080")+providerCredential(hosts, extra...)))
+	writeUserFile(t, cfg, []byte(fmt.Sprintf("allow: [%q]\n", originName+":8080")+block))
 	return startProxyEnv(t, []string{"PROVIDER_REAL_KEY=" + realKey},
-		"--config", cfg, "--credential", "provider", resolveOrigin, "--extra-ca", o.caFile)
+		"--config", cfg, "--credential", name, resolveOrigin, "--extra-ca", o.caFile)
 }
 
 func seenHeader(t *testing.T, path string) http.Header {
@@ -90,17 +96,21 @@ func TestCredentialInjection(t *testing.T) {
 	}
 	waitRecord(t, p.audit, audit.Record{Type: audit.TypeInject, Host: originName})
 
-	// In the URL path, over HTTP/1.1 and HTTP/2: the upstream gets the key,
-	// the log (checked at the end) the path without it.
+	// In the URL path of a header credential, over HTTP/1.1 and HTTP/2:
+	// refused, the key going only where the credential's form puts it
+	// (TestCredentialPathForm for a key in the path), and logged without
+	// it (checked at the end).
 	for _, proto := range []string{"--http1.1", "--http2"} {
 		path := "/v1/" + ph + "/path" + proto
-		if _, _, code := curl(t, p, proto, "--cacert", p.env["SSL_CERT_FILE"], fmt.Sprintf("https://%s:%d%s", originName, originHTTPS, path)); code != 200 {
-			t.Fatalf("%s: placeholder in the path: %d", proto, code)
+		body, _, code := curl(t, p, proto, "--cacert", p.env["SSL_CERT_FILE"], fmt.Sprintf("https://%s:%d%s", originName, originHTTPS, path))
+		if code != 403 || !strings.Contains(body, "credential_placement") {
+			t.Fatalf("%s: placeholder in the path of a header credential: %d %s", proto, code, body)
 		}
-		if _, ok := seen.Load("/v1/" + realKey + "/path" + proto); !ok {
-			t.Fatalf("%s: the origin did not get the key in the path", proto)
+		if _, ok := seen.Load("/v1/" + realKey + "/path" + proto); ok {
+			t.Fatalf("%s: the origin got the key in the path", proto)
 		}
 	}
+	waitRecord(t, p.audit, audit.Record{Decision: audit.Deny, Reason: "credential_placement", Credential: "provider"})
 	// A header whose value an error message quotes (an Upgrade cordon's
 	// forwarder refuses): the page holds neither the key nor the
 	// placeholder.
@@ -133,6 +143,54 @@ func TestCredentialInjection(t *testing.T) {
 	if code != 403 {
 		t.Fatalf("real secret leaving: %d", code)
 	}
+	assertNoSecretInLog(t, p, ph)
+}
+
+// TestCredentialPathForm: a credential whose form is a path template
+// (Telegram's /bot{}/) gets its key in the path where the template has
+// it, over HTTP/1.1 and HTTP/2; its placeholder anywhere else, as the
+// text of a message the bound host would post (sendMessage?text=KEY), is
+// refused (403 credential_placement), never reaches the host, and is
+// logged, naming the credential, without the key or the placeholder.
+func TestCredentialPathForm(t *testing.T) {
+	p := credentialsProxy(t, "bot", `credentials:
+  - name: bot
+    source: {env: PROVIDER_REAL_KEY}
+    hosts: [`+originName+`:8443]
+    path: "/bot{}/"
+    env: BOT_TOKEN
+`)
+	ph := p.env["BOT_TOKEN"]
+	if ph == "" || strings.Contains(ph, realKey) {
+		t.Fatalf("cordon proxy exported BOT_TOKEN=%q", ph)
+	}
+	base := fmt.Sprintf("https://%s:%d/bot%s/", originName, originHTTPS, ph)
+	for _, proto := range []string{"--http1.1", "--http2"} {
+		method := "getMe" + proto
+		body, _, code := curl(t, p, proto, "--cacert", p.env["SSL_CERT_FILE"], base+method)
+		if code != 200 {
+			t.Fatalf("%s: the key where the path template has it: %d %s", proto, code, body)
+		}
+		if _, ok := seen.Load("/bot" + realKey + "/" + method); !ok {
+			t.Fatalf("%s: the origin did not get the key in the path", proto)
+		}
+		if strings.Contains(body, realKey) {
+			t.Fatalf("%s: the client saw the key:\n%s", proto, body)
+		}
+		method = "sendMessage" + proto
+		body, _, code = curl(t, p, proto, "--cacert", p.env["SSL_CERT_FILE"], base+method+"?chat_id=666&text="+ph)
+		if code != 403 || !strings.Contains(body, "credential_placement") || !strings.Contains(body, `path: "/prefix{}/"`) {
+			t.Fatalf("%s: the placeholder as a message's text: %d %s", proto, code, body)
+		}
+		if _, ok := seen.Load("/bot" + realKey + "/" + method); ok {
+			t.Fatalf("%s: the origin got a request carrying the placeholder as a message's text", proto)
+		}
+	}
+	r := waitRecord(t, p.audit, audit.Record{Decision: audit.Deny, Reason: "credential_placement"})
+	if r.Credential != "bot" || !strings.Contains(r.Detail, "URL query") {
+		t.Fatalf("placement record: %+v", r)
+	}
+	waitRecord(t, p.audit, audit.Record{Type: audit.TypeInject, Host: originName, Credential: "bot"})
 	assertNoSecretInLog(t, p, ph)
 }
 

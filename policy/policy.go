@@ -81,6 +81,9 @@ type Credential struct {
 	BasicAuth string `mapstructure:"basic_auth" yaml:"basic_auth" json:"basic_auth,omitempty"`
 	// Query is a query parameter name that carries the secret.
 	Query string `mapstructure:"query" yaml:"query" json:"query,omitempty"`
+	// Path is a template such as "/bot{}/": the secret goes in the URL
+	// path, at the {} of a path that starts as the template does.
+	Path string `mapstructure:"path" yaml:"path" json:"path,omitempty"`
 	// Env is the variable the sandbox sees, holding a placeholder.
 	Env string `mapstructure:"env" yaml:"env" json:"env"`
 	// PlaceholderPrefix keeps the shape SDKs validate, e.g. "sk-".

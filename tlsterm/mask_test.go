@@ -185,9 +185,11 @@ func TestMaskedResponses(t *testing.T) {
 // the server joins them with "; ", so an origin echoing its Cookie header
 // gave an HTTP/2 client the key with a space in it, which masking did not
 // know. The request is refused (403, credential_cookie) and so logged.
+// (The credential's form is the cookie: a placeholder in a Cookie header
+// of another credential is refused as credential_placement.)
 func TestCookieSecretNotSplit(t *testing.T) {
 	const secret = "s3cr3t;value-for-the-cookie-test"
-	creds, ph := echotest.Creds(t, secret)
+	creds, ph := echotest.HeaderCreds(t, secret, "Cookie: k={}")
 	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "cookie "+r.Header.Get("Cookie"))
 	})
@@ -359,6 +361,7 @@ func TestCloseDecision(t *testing.T) {
 		credinject.ReasonPlaintext:  audit.Deny,
 		credinject.ReasonBasicUser:  audit.Deny,
 		credinject.ReasonCookie:     audit.Deny,
+		credinject.ReasonPlacement:  audit.Deny,
 		ReasonUncheckedEncoding:     audit.Deny,
 		ReasonUpstreamError:         "",
 		ReasonUpstreamTLS:           "",

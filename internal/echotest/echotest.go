@@ -29,9 +29,15 @@ import (
 // (plain HTTP allowed), and returns it with its placeholder.
 func Creds(t testing.TB, secret string) (*credinject.Set, string) {
 	t.Helper()
+	return HeaderCreds(t, secret, "Authorization: Bearer {}")
+}
+
+// HeaderCreds is Creds with the credential's header template.
+func HeaderCreds(t testing.TB, secret, header string) (*credinject.Set, string) {
+	t.Helper()
 	creds, err := credinject.Load([]policy.Credential{
 		{Name: "api", Source: policy.Source{Env: "API_SECRET"}, Hosts: []string{"127.0.0.1:*"},
-			Header: "Authorization: Bearer {}", Env: "API_KEY", AllowPlaintext: true},
+			Header: header, Env: "API_KEY", AllowPlaintext: true},
 	}, []string{"api"}, credinject.Options{Env: func(string) string { return secret }})
 	if err != nil {
 		t.Fatal(err)

@@ -29,12 +29,6 @@ const (
 	// ReasonBasicUser: a bound placeholder inside Basic credentials other
 	// than the credential's own basic_auth user and the placeholder alone.
 	ReasonBasicUser policy.Reason = "credential_basic_user"
-	// ReasonCookie: a bound placeholder in a Cookie header, for a secret
-	// holding a ';', which ends a cookie: the server would not get the
-	// secret as one value, and over HTTP/2 net/http sends it in pieces
-	// the server joins with "; ", a spelling masking would not find in
-	// an echo.
-	ReasonCookie policy.Reason = "credential_cookie"
 	// ReasonPlacement: a bound placeholder somewhere its credential's
 	// form does not put the secret (another header, another query
 	// parameter, the path of a credential without a path form): filled
@@ -69,9 +63,6 @@ func (e *Error) Error() string {
 			e.Credential, e.Where, e.Target)
 	case ReasonBasicUser:
 		return fmt.Sprintf("credential %q: refused its placeholder (in %s) toward %s: cordon fills in Basic credentials only as the credential's basic_auth user with the placeholder as the whole password, so that an upstream echoing them can be masked; set basic_auth to the user the client sends",
-			e.Credential, e.Where, e.Target)
-	case ReasonCookie:
-		return fmt.Sprintf("credential %q: refused its placeholder (in %s) toward %s: its secret holds a ';', which ends a cookie, so it cannot go in one (over HTTP/2 it would reach the server in pieces, joined with \"; \", which cordon could not mask in an echo); send the credential in a header of its own",
 			e.Credential, e.Where, e.Target)
 	case ReasonPlacement:
 		return fmt.Sprintf("credential %q: refused its placeholder (in %s) toward %s: cordon fills it in only where the credential's form puts the key, %s, so that the service cannot be made to store or pass it on where others read it; send it there, or, if this API takes the key elsewhere, set the credential's form to that place (header, basic_auth, query, or path: \"/prefix{}/\" for a key in the URL path)",
@@ -114,10 +105,8 @@ func (o Outcome) String() string {
 // request (ReasonSecretLeak), a placeholder of an unbound credential appears
 // (ReasonMisroute), or a bound placeholder would go over plain HTTP
 // (ReasonPlaintext), sits anywhere its form does not put the secret
-// (ReasonPlacement), sits in Basic credentials
-// other than the credential's own (ReasonBasicUser), or in a Cookie
-// header when its secret holds a ';' (ReasonCookie). A refused request is
-// left unchanged. Bound credentials are applied in name order, so when two
+// (ReasonPlacement), or sits in Basic credentials other than the
+// credential's own (ReasonBasicUser). A refused request is left unchanged. Bound credentials are applied in name order, so when two
 // add the same header the first name wins. A request to a credential's
 // host loses its Range, If-Range and Request-Range headers. Apply also wraps req.Body in a
 // BodyGuard (see GuardBody), which drops the request's trailers.
@@ -178,8 +167,6 @@ type text struct {
 	host bool
 	// basic marks the "user:password" decoded from Basic credentials.
 	basic bool
-	// cookie marks a Cookie header's value.
-	cookie bool
 	// place is where in the request the string sits, for placed.
 	place place
 	// name is the header's name, for placeHeader, or the query
@@ -284,8 +271,6 @@ func (s *Set) check(texts []text, bound []bool, secure bool, target string) erro
 				return s.refusal(ReasonPlacement, c, t.where, target)
 			case t.basic && (c.basicUser == "" || t.s != c.basicUser+":"+c.placeholder):
 				return s.refusal(ReasonBasicUser, c, t.where, target)
-			case t.cookie && strings.Contains(c.secret, ";"):
-				return s.refusal(ReasonCookie, c, t.where, target)
 			}
 		}
 	}
@@ -332,7 +317,7 @@ func requestTexts(req *http.Request, host string) []text {
 			value = placeHop
 		}
 		for _, v := range req.Header[name] {
-			texts = append(texts, text{where: "header " + name, s: v, cookie: name == "Cookie", place: value, name: name})
+			texts = append(texts, text{where: "header " + name, s: v, place: value, name: name})
 			if raw, ok := decodeBasic(v); ok {
 				texts = append(texts, text{where: "header " + name + " (Basic credentials)", s: raw, basic: true, place: placeHeader, name: name})
 			}

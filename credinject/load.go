@@ -448,6 +448,11 @@ func checkSecret(c *cred) error {
 		return fmt.Errorf("the secret is only %d bytes, fewer than %d; check that the source yields the secret itself", len(c.secret), MinSecretLen)
 	case hasControl(c.secret):
 		return errors.New("the secret holds a line break or another control character; a secret must be one line (for a multi-line command output such as pass, print only the first line: | head -n1)")
+	case strings.EqualFold(c.header, "Cookie") && strings.Contains(c.secret, ";"):
+		// A ';' ends a cookie: over HTTP/2 net/http sends the parts as
+		// cookies of their own, and an origin that echoes them joins
+		// them with "; ", a spelling of the secret no mask knows.
+		return errors.New("the secret holds a ';', which ends a cookie, so it cannot go in a Cookie header as one value; put it in the header the API documents for keys")
 	}
 	return nil
 }

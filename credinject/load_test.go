@@ -40,6 +40,7 @@ var testEnv = envOf(map[string]string{
 	"REAL_OTHER":  "another-secret-value-42",
 	"SHORT":       "abc",
 	"MULTILINE":   "line-one-secret\nline-two",
+	"SEMICOLON":   "cookie-secret;value",
 	"NAMEHOLDER":  "openai-x",
 })
 
@@ -196,6 +197,7 @@ func TestLoadErrors(t *testing.T) {
 		{"unset env source", func(c *policy.Credential) { c.Source.Env = "UNSET" }, nil, nil, `credential "openai": source.env UNSET is empty or unset`},
 		{"short secret", func(c *policy.Credential) { c.Source.Env = "SHORT" }, nil, nil, `the secret is only 3 bytes, fewer than 8`},
 		{"multi-line secret", func(c *policy.Credential) { c.Source.Env = "MULTILINE" }, nil, nil, `holds a line break or another control character`},
+		{"a ';' for a Cookie header", func(c *policy.Credential) { c.Source.Env, c.Header = "SEMICOLON", "cookie: s={}" }, nil, nil, `the secret holds a ';', which ends a cookie`},
 		{"name holds secret", func(c *policy.Credential) { c.Source.Env = "NAMEHOLDER"; c.Name = "openai-x" }, nil, []string{"openai-x"}, `its name holds a secret value`},
 		{"relative file", func(c *policy.Credential) { c.Source = policy.Source{File: "key.txt"} }, nil, nil, `source.file key.txt is relative`},
 		{"missing file", func(c *policy.Credential) { c.Source = policy.Source{File: filepath.Join(dir, "nope")} }, nil, nil, `no such file or directory`},
@@ -223,7 +225,7 @@ func TestLoadErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q\nwant it to contain %q", err, tt.want)
 			}
-			for _, secret := range []string{openaiSecret, "another-secret-value-42", "line-one-secret", "openai-x"} {
+			for _, secret := range []string{openaiSecret, "another-secret-value-42", "line-one-secret", "openai-x", "cookie-secret"} {
 				if strings.Contains(err.Error(), secret) {
 					t.Errorf("error holds a secret: %q", err)
 				}

@@ -179,45 +179,6 @@ func TestMaskedResponses(t *testing.T) {
 	}
 }
 
-// TestCookieSecretNotSplit: a secret holding a ';' is not put in a
-// Cookie header, on either terminated path: net/http's HTTP/2 transport
-// sends a cookie's parts, cut at each ';', as cookies of their own, and
-// the server joins them with "; ", so an origin echoing its Cookie header
-// gave an HTTP/2 client the key with a space in it, which masking did not
-// know. The request is refused (403, credential_cookie) and so logged.
-// (The credential's form is the cookie: a placeholder in a Cookie header
-// of another credential is refused as credential_placement.)
-func TestCookieSecretNotSplit(t *testing.T) {
-	const secret = "s3cr3t;value-for-the-cookie-test"
-	creds, ph := echotest.HeaderCreds(t, secret, "Cookie: k={}")
-	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "cookie "+r.Header.Get("Cookie"))
-	})
-	for _, h2 := range []bool{false, true} {
-		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) {
-			r := newRig(t, origin, rigOptions{creds: creds})
-			req, _ := http.NewRequest(http.MethodGet, r.url("/c"), nil)
-			req.Header.Set("Cookie", "k="+ph)
-			resp, err := r.client(r.ClientRoots, h2).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if strings.Contains(string(b), "s3cr3t") {
-				t.Fatalf("the client got the secret: %q", b)
-			}
-			if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Cordon-Reason") != string(credinject.ReasonCookie) {
-				t.Fatalf("%d %q %q, want 403 %s", resp.StatusCode, resp.Header.Get("X-Cordon-Reason"), b, credinject.ReasonCookie)
-			}
-			rec := r.waitRecords(t, audit.TypeDecision, 1)[0]
-			if rec.Decision != audit.Deny || rec.Reason != string(credinject.ReasonCookie) || rec.Credential != "api" {
-				t.Fatalf("decision line %+v, want a deny %s naming the credential", rec, credinject.ReasonCookie)
-			}
-		})
-	}
-}
-
 // TestMaskResponseEncodings: which content codings MaskResponse decodes,
 // passes or refuses, and that it touches nothing without credentials.
 func TestMaskResponseEncodings(t *testing.T) {
@@ -360,7 +321,6 @@ func TestCloseDecision(t *testing.T) {
 		credinject.ReasonMisroute:   audit.Deny,
 		credinject.ReasonPlaintext:  audit.Deny,
 		credinject.ReasonBasicUser:  audit.Deny,
-		credinject.ReasonCookie:     audit.Deny,
 		credinject.ReasonPlacement:  audit.Deny,
 		ReasonUncheckedEncoding:     audit.Deny,
 		ReasonUpstreamError:         "",

@@ -529,7 +529,7 @@ func Failure(err error, creds *credinject.Set) policy.Decision {
 func CloseDecision(reason policy.Reason) string {
 	switch reason {
 	case credinject.ReasonPlaintext, credinject.ReasonMisroute, credinject.ReasonSecretLeak,
-		credinject.ReasonBasicUser, credinject.ReasonCookie, credinject.ReasonPlacement, ReasonUncheckedEncoding:
+		credinject.ReasonBasicUser, credinject.ReasonPlacement, ReasonUncheckedEncoding:
 		return audit.Deny
 	}
 	return ""

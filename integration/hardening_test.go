@@ -910,6 +910,76 @@ func TestRunClosesWhatItOpened(t *testing.T) {
 	}
 }
 
+// TestRunSeesToReadWriteAllowPaths: a read-write allow path outside the
+// workspace is walked after the run as the workspace is. Before, what the
+// box left there stayed with no word: a directory and a file made with a
+// umask of 0 (another local user could replace the wheel or the script
+// the user runs from it next), a named pipe (a tool that opens it waits
+// for ever), a repository with a core.fsmonitor of the box's (git status
+// there ran it), and, in an allow path that is a repository, a pipe among
+// its refs (the host's git branch waited for ever).
+func TestRunSeesToReadWriteAllowPaths(t *testing.T) {
+	b := newBox(t)
+	lib := userDir(t, "cordon-it-lib-")
+	repo := userDir(t, "cordon-it-repo-")
+	if r := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", "init", "-q", repo)); r.code != 0 {
+		t.Fatalf("git init: %s%s", r.stdout, r.stderr)
+	}
+	// What the user made must be older than the run (the kernel's coarse
+	// clock).
+	time.Sleep(100 * time.Millisecond)
+	script := fmt.Sprintf(`
+cd %s && umask 0 && mkdir open && echo x > open/wheel && mkfifo pipe &&
+mkdir -p nest/.git/objects nest/.git/refs && echo 'ref: refs/heads/main' > nest/.git/HEAD &&
+printf '[core]\n\tfsmonitor = "touch %s/pwned"\n' > nest/.git/config &&
+mkfifo %s/.git/refs/heads/trap && echo PLANTED`, lib, lib, repo)
+	r := b.run("--net", "off", "--allow-path", lib+":rw", "--allow-path", repo+":rw", "--", "sh", "-c", script)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "PLANTED") {
+		t.Fatalf("not planted:\n%s%s", r.stdout, r.stderr)
+	}
+	records := b.records()
+	logged := func(typ audit.Type, p string) bool {
+		return slices.ContainsFunc(records, func(r audit.Record) bool {
+			return r.Type == typ && (r.Path == p || strings.HasPrefix(r.Path, p+".cordon-set-aside-"))
+		})
+	}
+	for _, c := range []struct {
+		path, warning string
+		typ           audit.Type
+	}{
+		{filepath.Join(lib, "open"), "closed " + filepath.Join(lib, "open") + ": ", audit.TypeClosed},
+		{filepath.Join(lib, "open", "wheel"), "closed " + filepath.Join(lib, "open", "wheel") + ": ", audit.TypeClosed},
+		{filepath.Join(lib, "pipe"), "set aside as " + filepath.Join(lib, "pipe") + ".cordon-set-aside-", audit.TypeSetAside},
+		{filepath.Join(lib, "nest", ".git"), "set aside as " + filepath.Join(lib, "nest", ".git") + ".cordon-set-aside-", audit.TypeSetAside},
+		{filepath.Join(repo, ".git", "refs", "heads", "trap"), "removed " + filepath.Join(repo, ".git", "refs", "heads", "trap") + ": ", audit.TypeRemoved},
+	} {
+		if !strings.Contains(r.stderr, c.warning) {
+			t.Errorf("no warning %q:\n%s", c.warning, r.stderr)
+		}
+		if !logged(c.typ, c.path) {
+			t.Errorf("no %s audit line for %s", c.typ, c.path)
+		}
+	}
+	for _, p := range []string{filepath.Join(lib, "open"), filepath.Join(lib, "open", "wheel")} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm()&0o002 != 0 {
+			t.Errorf("%s: %v %v; others may still write it", p, fi.Mode(), err)
+		}
+	}
+	for _, p := range []string{filepath.Join(lib, "pipe"), filepath.Join(repo, ".git", "refs", "heads", "trap")} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s: still there", p)
+		}
+	}
+	// The host's git, after the run: git status in the nested repository,
+	// git branch in the read-write one (a pipe among its refs held it).
+	runResult(t, 10*time.Second, asUser(t, nil, "/usr/bin/git", "-C", filepath.Join(lib, "nest"), "status"))
+	if _, err := os.Stat(filepath.Join(lib, "pwned")); err == nil {
+		t.Error("the host's git status ran the box's core.fsmonitor")
+	}
+	runResult(t, 10*time.Second, asUser(t, nil, "/usr/bin/git", "-C", repo, "branch"))
+}
+
 // TestRunWarnsInPrintableNames: the warnings after a run name paths the
 // box chose. A name holding escape sequences and a newline must reach the
 // terminal escaped: raw, it erased cordon's "set aside" warning, wrote a

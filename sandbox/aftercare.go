@@ -45,7 +45,10 @@ import (
 // (sequencersSince);
 // and, before all that, it takes the write permission for
 // other local users (WriteClosed) off each file or directory the command
-// made with it there, where it looks (see openedSince). What it sets aside is recorded for
+// made with it there, where it looks (see openedSince). What it does in
+// the Nested workspace by walking it, it does in each Watched read-write
+// allow_path too, by the same walk (walkCare), within maxWatchedEntries.
+// What it sets aside is recorded for
 // the guards of later runs in the Nested workspace, which keep it in
 // place (guardSetAside). It returns what it did.
 func Aftercare(guards []GuardedPath) Care {
@@ -56,25 +59,16 @@ func Aftercare(guards []GuardedPath) Care {
 			guarded[g.Path] = true
 		}
 	}
-	// The run began no later than its Nested guard was taken.
+	// The run began no later than its walked guards were taken.
 	var began time.Time
+	roots := map[string]bool{}
 	for _, g := range guards {
-		if g.Guard == Nested && (began.IsZero() || g.Since.Before(began)) {
-			began = g.Since
+		if walked(g.Guard) {
+			roots[g.Path] = true
+			if began.IsZero() || g.Since.Before(began) {
+				began = g.Since
+			}
 		}
-	}
-	// A .git file may name a git directory in the workspace that is
-	// missing, under a directory the box could make a link (gitdir:
-	// gd/repo, and gd a link to the user's home): the rename would have
-	// moved the host's directory of that name. setAside goes through no
-	// link the run made.
-	putAside := func(p string) {
-		to, err := setAside(p, began)
-		if err != nil {
-			c.Unchecked = append(c.Unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
-			return
-		}
-		c.SetAside = append(c.SetAside, to)
 	}
 	for _, g := range guards {
 		switch g.Guard {
@@ -89,7 +83,7 @@ func Aftercare(guards []GuardedPath) Care {
 		case Unborn:
 			switch _, err := lstatOpened(g.Path, began); {
 			case err == nil:
-				putAside(g.Path)
+				c.putAside(g.Path, began)
 			case !errors.Is(err, fs.ErrNotExist):
 				c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: err})
 			}
@@ -103,42 +97,13 @@ func Aftercare(guards []GuardedPath) Care {
 		guarded[p] = true
 	}
 	for _, g := range guards {
+		if walked(g.Guard) {
+			c = c.Add(walkCare(g, walkBound{Roots: roots, MaxEntries: maxEntries(g.Guard)}, guarded, began))
+		}
+	}
+	for _, g := range guards {
 		if g.Guard != Nested {
 			continue
-		}
-		found, pipes, gitFifos, opened, err := nestedChanges(g.Path, g.Since, guarded)
-		more, err2 := innerGitDirsChangedSince(filepath.Join(g.Path, ".git"), g.Since, guarded)
-		err = errors.Join(err, err2)
-		// First, as what is set aside below moves what is under it; never
-		// through a link made during the run (onDir), where the mode the
-		// box chose would be taken off a host file of the same name.
-		for _, p := range opened {
-			closeUp := func(at string) error { return takeWrite(at, WriteClosed) }
-			if err := onDir(p, began, "closed", closeUp); err != nil {
-				c.Unchecked = append(c.Unchecked, Unchecked{Path: p, Reason: fmt.Errorf("it was made writable by other local users, and that could not be taken back: %w", err)})
-			} else {
-				c.Closed = append(c.Closed, p)
-			}
-		}
-		for _, p := range append(found, more...) {
-			putAside(p)
-		}
-		for _, p := range pipes {
-			if to, err := setAside(p, began); err != nil {
-				c.Unchecked = append(c.Unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
-			} else {
-				c.Pipes = append(c.Pipes, to)
-			}
-		}
-		for _, p := range gitFifos {
-			if err := onDir(p, began, "removed", removeTrap); err != nil {
-				c.Unchecked = append(c.Unchecked, Unchecked{Path: p, Reason: err})
-			} else {
-				c.GitPipes = append(c.GitPipes, p)
-			}
-		}
-		if err != nil {
-			c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("looking for repositories the run made: %w", err)})
 		}
 		// Later runs keep what is set aside where it is (guardSetAside).
 		if err := rememberSetAside(g.Path, c.SetAside); err != nil {
@@ -161,6 +126,77 @@ func Aftercare(guards []GuardedPath) Care {
 		}
 	}
 	return c.Add(paused)
+}
+
+// walked says whether a guard of kind k is walked after the run
+// (walkCare): the workspace, and the read-write allow_paths outside it.
+func walked(k Guard) bool { return k == Nested || k == Watched }
+
+// maxEntries is how many entries the walk of a guard of kind k reads at
+// most (walkBound), 0 for no bound: the workspace is walked whole.
+func maxEntries(k Guard) int {
+	if k == Watched {
+		return maxWatchedEntries
+	}
+	return 0
+}
+
+// walkCare walks g.Path (nestedChanges, within bound) and sees to what
+// the run left there, through no link made since began: it takes other
+// users' write off what the run opened to them, sets aside the
+// repositories it made or changed and the named pipes, and removes the
+// traps in git directories.
+func walkCare(g GuardedPath, bound walkBound, guarded map[string]bool, began time.Time) Care {
+	var c Care
+	found, pipes, gitFifos, opened, err := nestedChanges(g.Path, g.Since, guarded, bound)
+	more, err2 := innerGitDirsChangedSince(filepath.Join(g.Path, ".git"), g.Since, guarded)
+	err = errors.Join(err, err2)
+	// First, as what is set aside below moves what is under it; never
+	// through a link made during the run (onDir), where the mode the
+	// box chose would be taken off a host file of the same name.
+	for _, p := range opened {
+		closeUp := func(at string) error { return takeWrite(at, WriteClosed) }
+		if err := onDir(p, began, "closed", closeUp); err != nil {
+			c.Unchecked = append(c.Unchecked, Unchecked{Path: p, Reason: fmt.Errorf("it was made writable by other local users, and that could not be taken back: %w", err)})
+		} else {
+			c.Closed = append(c.Closed, p)
+		}
+	}
+	for _, p := range append(found, more...) {
+		c.putAside(p, began)
+	}
+	for _, p := range pipes {
+		if to, err := setAside(p, began); err != nil {
+			c.Unchecked = append(c.Unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
+		} else {
+			c.Pipes = append(c.Pipes, to)
+		}
+	}
+	for _, p := range gitFifos {
+		if err := onDir(p, began, "removed", removeTrap); err != nil {
+			c.Unchecked = append(c.Unchecked, Unchecked{Path: p, Reason: err})
+		} else {
+			c.GitPipes = append(c.GitPipes, p)
+		}
+	}
+	if err != nil {
+		c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("looking for repositories the run made: %w", err)})
+	}
+	return c
+}
+
+// putAside sets p aside (setAside), adding what it did to c. A .git
+// file may name a git directory in the workspace that is missing, under a
+// directory the box could make a link (gitdir: gd/repo, and gd a link to
+// the user's home): the rename would have moved the host's directory of
+// that name. setAside goes through no link made since began.
+func (c *Care) putAside(p string, began time.Time) {
+	to, err := setAside(p, began)
+	if err != nil {
+		c.Unchecked = append(c.Unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
+		return
+	}
+	c.SetAside = append(c.SetAside, to)
 }
 
 // repoCare sees to the repository whose worktree is g.Path (Checkouts):

@@ -483,6 +483,54 @@ func TestAftercareRemovesGitLinks(t *testing.T) {
 	}
 }
 
+// TestNestedChangesBound: a walk stays within its bound: a directory that
+// is another walk's root is left to that walk, and a walk that reads
+// more entries than its bound says so, an error, rather than look
+// through the rest in silence or for as long as the tree goes on.
+func TestNestedChangesBound(t *testing.T) {
+	root := t.TempDir()
+	since := time.Now().Add(-clockSlack)
+	for i := range 10 {
+		if err := os.MkdirAll(filepath.Join(root, fmt.Sprintf("d%d", i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"d0/pipe", "d1/pipe"} {
+		if err := syscall.Mkfifo(filepath.Join(root, p), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inner := filepath.Join(root, "d1")
+	for _, c := range []struct {
+		name    string
+		bound   walkBound
+		pipes   []string
+		tooMany bool
+	}{
+		{"unbounded", walkBound{}, []string{"d0/pipe", "d1/pipe"}, false},
+		{"another walk's root", walkBound{Roots: map[string]bool{root: true, inner: true}}, []string{"d0/pipe"}, false},
+		{"within", walkBound{MaxEntries: 100}, []string{"d0/pipe", "d1/pipe"}, false},
+		{"past it", walkBound{MaxEntries: 5}, nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, pipes, _, _, err := nestedChanges(root, since, nil, c.bound)
+			if tooMany := err != nil && strings.Contains(err.Error(), fmt.Sprintf("more than %d entries", c.bound.MaxEntries)); tooMany != c.tooMany || err != nil && !tooMany {
+				t.Fatalf("err = %v, want the bound's: %t", err, c.tooMany)
+			}
+			if c.tooMany {
+				return // what was walked before the bound depends on the workers
+			}
+			var want []string
+			for _, p := range c.pipes {
+				want = append(want, filepath.Join(root, p))
+			}
+			if !slices.Equal(pipes, want) {
+				t.Errorf("pipes = %q, want %q", pipes, want)
+			}
+		})
+	}
+}
+
 // BenchmarkNestedChanges walks a workspace of 10,000 directories (and a
 // nested repository), as every run's end does.
 func BenchmarkNestedChanges(b *testing.B) {
@@ -495,7 +543,7 @@ func BenchmarkNestedChanges(b *testing.B) {
 	git(b, filepath.Join(ws, "d00"), "init", "-q")
 	since := time.Now()
 	for b.Loop() {
-		if found, _, _, _, err := nestedChanges(ws, since, nil); err != nil || len(found) != 0 {
+		if found, _, _, _, err := nestedChanges(ws, since, nil, walkBound{}); err != nil || len(found) != 0 {
 			b.Fatal(found, err)
 		}
 	}
@@ -1084,7 +1132,7 @@ func BenchmarkNestedChangesMadeFiles(b *testing.B) {
 		}
 	}
 	for b.Loop() {
-		if _, _, _, opened, err := nestedChanges(ws, since, nil); err != nil || len(opened) != 0 {
+		if _, _, _, opened, err := nestedChanges(ws, since, nil, walkBound{}); err != nil || len(opened) != 0 {
 			b.Fatal(opened, err)
 		}
 	}

@@ -104,9 +104,13 @@ const (
 	// repositories nested in it that the run made, or whose config or
 	// hooks it changed (Aftercare sets them aside): git run in them on the
 	// host would run what the box wrote. Since is when the run began.
-	// (Read-write allow_paths, often caches of many directories, are not
-	// walked.)
 	Nested
+	// Watched is a read-write allow_path outside the workspace, walked
+	// once the run has ended as the workspace is (Nested), but for what
+	// lies in the workspace or in another Watched path (walked from its
+	// own), and no further than maxWatchedEntries: often a cache of many
+	// directories. Since is when the run began.
+	Watched
 )
 
 // GuardedPath is one guarded path of the workspace, or of a directory
@@ -163,7 +167,8 @@ type GuardSpec struct {
 // cordon's own files under a
 // directory the box may write (see guardOwn); what earlier runs there set
 // aside (guardSetAside); and the workspace's nested repositories, checked
-// after the run (Nested). The list is settled: see
+// after the run (Nested), and those of each directory outside it the box
+// may write (Watched). The list is settled: see
 // settle. A run whose configuration lies where the box may write is
 // refused (checkConfigOutside).
 func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
@@ -250,7 +255,13 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 		return nil, err
 	}
 	out = append(out, guardSetAside(ws, writable)...)
-	out = append(out, GuardedPath{Path: ws, Guard: Nested, Dir: true, Since: time.Now().Add(-clockSlack)})
+	since := time.Now().Add(-clockSlack)
+	out = append(out, GuardedPath{Path: ws, Guard: Nested, Dir: true, Since: since})
+	for _, w := range g.Writable {
+		if fi, err := os.Stat(w); err == nil && fi.IsDir() && !Within(w, ws) {
+			out = append(out, GuardedPath{Path: w, Guard: Watched, Dir: true, Since: since})
+		}
+	}
 	return settle(out), nil
 }
 
@@ -516,7 +527,7 @@ func settle(in []GuardedPath) []GuardedPath {
 	var out []GuardedPath
 	for _, g := range in {
 		key := g.Path
-		if g.Guard == Checkouts || g.Guard == Nested {
+		if g.Guard == Checkouts || g.Guard == Nested || g.Guard == Watched {
 			key += "\x00" + strconv.Itoa(int(g.Guard)) // no mount: it stands beside the path's own guard
 		}
 		switch i, ok := at[key]; {

@@ -304,11 +304,56 @@ func TestGuardOwnFiles(t *testing.T) {
 			}
 			// No directory here is a repository: each root has an
 			// Unborn guard, which TestGuardUnborn covers, and a Nested
-			// one, which TestAftercareSetsAsideNestedRepositories does.
-			paths = slices.DeleteFunc(paths, func(p GuardedPath) bool { return p.Guard == Unborn || p.Guard == Nested })
+			// or Watched one, which TestAftercareSetsAsideNestedRepositories
+			// and TestGuardWatched do.
+			paths = slices.DeleteFunc(paths, func(p GuardedPath) bool {
+				return p.Guard == Unborn || p.Guard == Nested || p.Guard == Watched
+			})
 			got := describeGuards(paths, base)
 			if !slices.Equal(got, c.want) {
 				t.Errorf("GuardWorkspace =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+		})
+	}
+}
+
+// TestGuardWatched: each read-write allow_path that is a directory
+// outside the workspace is walked after the run (Watched), as the
+// workspace is; one inside it is walked with it, and a file is no
+// directory to walk.
+func TestGuardWatched(t *testing.T) {
+	base := realTempDir(t)
+	ws := filepath.Join(base, "ws")
+	for _, d := range []string{"ws/inner", "cache", "other"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(base, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		writable []string
+		want     []string
+	}{
+		{"none", nil, nil},
+		{"outside", []string{"cache", "other"}, []string{"watched cache", "watched other"}},
+		{"inside the workspace", []string{"ws/inner"}, nil},
+		{"a file", []string{"file"}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var writable []string
+			for _, w := range c.writable {
+				writable = append(writable, filepath.Join(base, w))
+			}
+			paths, err := GuardWorkspace(GuardSpec{Workspace: ws, Writable: writable})
+			if err != nil {
+				t.Fatal(err)
+			}
+			paths = slices.DeleteFunc(paths, func(p GuardedPath) bool { return p.Guard != Watched })
+			if got := describeGuards(paths, base); !slices.Equal(got, c.want) {
+				t.Errorf("watched =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
 			}
 		})
 	}
@@ -332,7 +377,7 @@ func TestGuardWritableRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"checkouts lib", "nested ws", "unborn ws/.git", "pinned lib/.git", "unborn lib/.cordon.yaml", "read-only lib/.git/config", "unmade lib/.git/commondir", "read-only lib/.git/hooks"}
+	want := []string{"checkouts lib", "nested ws", "watched lib", "unborn ws/.git", "pinned lib/.git", "unborn lib/.cordon.yaml", "read-only lib/.git/config", "unmade lib/.git/commondir", "read-only lib/.git/hooks"}
 	if got := describeGuards(paths, base); !slices.Equal(got, want) {
 		t.Errorf("GuardWorkspace =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -424,7 +469,7 @@ func describeGuards(paths []GuardedPath, base string) []string {
 		if base != "" {
 			path = strings.TrimPrefix(path, base+"/")
 		}
-		out = append(out, []string{"pinned", "read-only", "absent-file", "absent-dir", "unmade", "checkouts", "unborn", "nested"}[p.Guard]+" "+path)
+		out = append(out, []string{"pinned", "read-only", "absent-file", "absent-dir", "unmade", "checkouts", "unborn", "nested", "watched"}[p.Guard]+" "+path)
 	}
 	return out
 }

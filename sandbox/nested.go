@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,12 +51,15 @@ const clockSlack = 50 * time.Millisecond
 // nor a directory in the .git directories it passes, the workspace's own
 // included, where git reads and writes its files (gitPipes). And
 // it returns what the run opened to other local users' writes in each
-// directory it reads, and in those gitPipes reads (openedSince).
-func nestedChanges(root string, since time.Time, skip map[string]bool) (found, pipes, gitFifos, opened []string, err error) {
+// directory it reads, and in those gitPipes reads (openedSince). It
+// keeps within bound.
+func nestedChanges(root string, since time.Time, skip map[string]bool, bound walkBound) (found, pipes, gitFifos, opened []string, err error) {
 	var (
 		mu      sync.Mutex
 		errs    error
 		pending sync.WaitGroup
+		read    atomic.Int64
+		over    sync.Once
 	)
 	// Directories below the root are read by a few workers at once: the
 	// walk is system calls, and the cores are otherwise idle once the run
@@ -91,6 +95,14 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) (found, p
 		mu.Lock()
 		errs = errors.Join(errs, err)
 		mu.Unlock()
+		if bound.MaxEntries > 0 && read.Add(int64(len(entries))+1) > int64(bound.MaxEntries) {
+			over.Do(func() {
+				mu.Lock()
+				errs = errors.Join(errs, fmt.Errorf("%s: more than %d entries: the rest was not looked through for what the run left there (named pipes, repositories, what it opened to other local users)", root, bound.MaxEntries))
+				mu.Unlock()
+			})
+			return
+		}
 		if gitDirLayout(entries) {
 			changed := false
 			if !skip[dir] {
@@ -173,6 +185,8 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) (found, p
 			case !d.IsDir():
 			case strings.HasPrefix(d.Name(), ".git.cordon-set-aside-") && skip[p]:
 				// a git directory set aside in this run
+			case bound.Roots[p]:
+				// walked from its own root
 			default:
 				queue(p)
 			}
@@ -188,6 +202,25 @@ func nestedChanges(root string, since time.Time, skip map[string]bool) (found, p
 	slices.Sort(opened)
 	return found, pipes, gitFifos, opened, errs
 }
+
+// walkBound is how far one walk of nestedChanges goes.
+type walkBound struct {
+	// Roots are the roots of every walk after the run: one below another
+	// is walked from its own, not from that one.
+	Roots map[string]bool
+	// MaxEntries bounds the directories and entries the walk reads (each
+	// directory counts once, and once more as an entry of the directory
+	// above; one directory's entries may take it past the bound), 0 for
+	// no bound. The git directories it looks through (gitPipes) each
+	// have their own bound, maxGitPipeEntries.
+	MaxEntries int
+}
+
+// maxWatchedEntries bounds the walk of a read-write allow_path (Watched),
+// often a cache of many directories: at about 8 ms per 1,000 directories
+// here (BenchmarkNestedChanges), 200,000 entries of ten to a directory
+// cost about 160 ms after each run.
+const maxWatchedEntries = 200_000
 
 // repoChangedSince says whether the .git at p (d its entry) was born at
 // or after since, or its config or hooks changed since.

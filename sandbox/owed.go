@@ -161,7 +161,7 @@ func readOwed(p, workspace string) ([]GuardedPath, bool) {
 			g, err1 := strconv.Atoi(f[0])
 			since, err2 := strconv.ParseInt(f[1], 10, 64)
 			d, err3 := strconv.ParseBool(f[2])
-			if err1 != nil || err2 != nil || err3 != nil || g < 0 || g > int(Nested) {
+			if err1 != nil || err2 != nil || err3 != nil || g < 0 || g > int(Watched) {
 				return nil, false
 			}
 			guards = append(guards, GuardedPath{Path: f[3], Guard: Guard(g), Dir: d, Since: time.Unix(0, since)})

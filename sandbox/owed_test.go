@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -13,8 +14,8 @@ import (
 // pays it, unless the cordon that owes it is still running.
 func TestOweAndCollect(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	ws := realTempDir(t)
-	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	ws, lib := realTempDir(t), realTempDir(t)
+	guards, err := GuardWorkspace(GuardSpec{Workspace: ws, Writable: []string{lib}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,10 @@ func TestOweAndCollect(t *testing.T) {
 	if len(records) != 1 {
 		t.Fatalf("records: %v", records)
 	}
-	git(t, ws, "init", "-q") // what the killed run's box did
+	git(t, ws, "init", "-q") // what the killed run's box did, and a pipe in its read-write allow path
+	if err := syscall.Mkfifo(filepath.Join(lib, "pipe"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	// A record of a cordon that is still running (pid 1 is) waits.
 	running := filepath.Join(owedDir(), owedName(ws, 1))
@@ -45,6 +49,9 @@ func TestOweAndCollect(t *testing.T) {
 	aside, unchecked := c.SetAside, c.Unchecked
 	if len(aside) != 1 || !strings.HasPrefix(aside[0], filepath.Join(ws, ".git.cordon-set-aside-")) || unchecked != nil {
 		t.Fatalf("Collect set aside %q (unchecked %v), want the killed run's .git", aside, unchecked)
+	}
+	if len(c.Pipes) != 1 || !strings.HasPrefix(c.Pipes[0], filepath.Join(lib, "pipe.cordon-set-aside-")) {
+		t.Fatalf("Collect set aside the pipes %q, want the one in the read-write allow path", c.Pipes)
 	}
 	if _, err := os.Stat(records[0]); err == nil {
 		t.Error("the paid record is still there")

@@ -685,7 +685,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		after(audit.TypeSetAside, p, "set aside as ", why)
 	}
 	for _, p := range res.Pipes {
-		after(audit.TypeSetAside, p, "set aside as ", "a named pipe (FIFO) the sandboxed command made or used in the workspace: git (a plain git status, a shell prompt that shows the branch) waits for ever on one named .gitignore, as other programs that open it do; look at it before you rename it back")
+		after(audit.TypeSetAside, p, "set aside as ", "a named pipe (FIFO) the sandboxed command made or used in the workspace, or in a read-write allow path: git (a plain git status, a shell prompt that shows the branch) waits for ever on one named .gitignore, as other programs that open it do; look at it before you rename it back")
 	}
 	for _, p := range res.GitPipes {
 		after(audit.TypeRemoved, p, "removed ", "a named pipe (FIFO), a socket, or a symbolic link, that the sandboxed command made or used in a git directory, where git reads and writes its files (HEAD, the index, a ref, a pack's index, a loose object, a ref's log, a rebase's state, a submodule's git directory): git run there on the host (a plain git status, a shell prompt that shows the branch, git log, git commit) would wait for ever on a pipe, and write through a link to wherever it leads (a ref's log appended to, the commit message replaced, in a file of yours), and has no use for any of them")

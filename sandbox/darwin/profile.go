@@ -162,7 +162,7 @@ func newLayout(s *sandbox.Spec, m Machine, names resolver) (*layout, error) {
 	for _, r := range m.Guarded {
 		list := &l.guardFiles
 		switch {
-		case r.Guard == sandbox.Checkouts || r.Guard == sandbox.Unborn || r.Guard == sandbox.Nested:
+		case r.Guard == sandbox.Checkouts || r.Guard == sandbox.Unborn || r.Guard == sandbox.Nested || r.Guard == sandbox.Watched:
 			continue // seen to after the run (sandbox.Aftercare), not a rule
 		case r.Guard == sandbox.Pinned:
 			list = &l.guardDirs

@@ -917,13 +917,21 @@ func TestRunClosesWhatItOpened(t *testing.T) {
 // the user runs from it next), a named pipe (a tool that opens it waits
 // for ever), a repository with a core.fsmonitor of the box's (git status
 // there ran it), and, in an allow path that is a repository, a pipe among
-// its refs (the host's git branch waited for ever).
+// its refs (the host's git branch waited for ever), and in one that is a
+// bare repository, a hook (the host's next git push to it ran it).
 func TestRunSeesToReadWriteAllowPaths(t *testing.T) {
 	b := newBox(t)
 	lib := userDir(t, "cordon-it-lib-")
 	repo := userDir(t, "cordon-it-repo-")
-	if r := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", "init", "-q", repo)); r.code != 0 {
-		t.Fatalf("git init: %s%s", r.stdout, r.stderr)
+	bare := userDir(t, "cordon-it-bare-")
+	src := userDir(t, "cordon-it-src-")
+	for _, args := range [][]string{
+		{"init", "-q", repo}, {"init", "-q", "--bare", bare}, {"init", "-q", src},
+		{"-C", src, "-c", "user.name=u", "-c", "user.email=u@example.test", "commit", "-q", "--allow-empty", "-m", "x"},
+	} {
+		if r := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", args...)); r.code != 0 {
+			t.Fatalf("git %q: %s%s", args, r.stdout, r.stderr)
+		}
 	}
 	// What the user made must be older than the run (the kernel's coarse
 	// clock).
@@ -932,8 +940,10 @@ func TestRunSeesToReadWriteAllowPaths(t *testing.T) {
 cd %s && umask 0 && mkdir open && echo x > open/wheel && mkfifo pipe &&
 mkdir -p nest/.git/objects nest/.git/refs && echo 'ref: refs/heads/main' > nest/.git/HEAD &&
 printf '[core]\n\tfsmonitor = "touch %s/pwned"\n' > nest/.git/config &&
-mkfifo %s/.git/refs/heads/trap && echo PLANTED`, lib, lib, repo)
-	r := b.run("--net", "off", "--allow-path", lib+":rw", "--allow-path", repo+":rw", "--", "sh", "-c", script)
+mkfifo %s/.git/refs/heads/trap &&
+printf '#!/bin/sh\ntouch %s/pushed\n' > %s/hooks/post-receive && chmod 755 %s/hooks/post-receive && echo PLANTED`,
+		lib, lib, repo, lib, bare, bare)
+	r := b.run("--net", "off", "--allow-path", lib+":rw", "--allow-path", repo+":rw", "--allow-path", bare+":rw", "--", "sh", "-c", script)
 	expectCode(t, r, 0)
 	if !strings.Contains(r.stdout, "PLANTED") {
 		t.Fatalf("not planted:\n%s%s", r.stdout, r.stderr)
@@ -953,6 +963,7 @@ mkfifo %s/.git/refs/heads/trap && echo PLANTED`, lib, lib, repo)
 		{filepath.Join(lib, "pipe"), "set aside as " + filepath.Join(lib, "pipe") + ".cordon-set-aside-", audit.TypeSetAside},
 		{filepath.Join(lib, "nest", ".git"), "set aside as " + filepath.Join(lib, "nest", ".git") + ".cordon-set-aside-", audit.TypeSetAside},
 		{filepath.Join(repo, ".git", "refs", "heads", "trap"), "removed " + filepath.Join(repo, ".git", "refs", "heads", "trap") + ": ", audit.TypeRemoved},
+		{filepath.Join(bare, "HEAD"), "set aside as " + filepath.Join(bare, "HEAD") + ".cordon-set-aside-", audit.TypeSetAside},
 	} {
 		if !strings.Contains(r.stderr, c.warning) {
 			t.Errorf("no warning %q:\n%s", c.warning, r.stderr)
@@ -972,10 +983,15 @@ mkfifo %s/.git/refs/heads/trap && echo PLANTED`, lib, lib, repo)
 		}
 	}
 	// The host's git, after the run: git status in the nested repository,
-	// git branch in the read-write one (a pipe among its refs held it).
+	// git push to the bare one, git branch in the read-write one (a pipe
+	// among its refs held it).
 	runResult(t, 10*time.Second, asUser(t, nil, "/usr/bin/git", "-C", filepath.Join(lib, "nest"), "status"))
+	runResult(t, 10*time.Second, asUser(t, nil, "/usr/bin/git", "-C", src, "push", "-q", bare, "HEAD:refs/heads/main"))
 	if _, err := os.Stat(filepath.Join(lib, "pwned")); err == nil {
 		t.Error("the host's git status ran the box's core.fsmonitor")
+	}
+	if _, err := os.Stat(filepath.Join(lib, "pushed")); err == nil {
+		t.Error("the host's git push ran the box's post-receive hook")
 	}
 	runResult(t, 10*time.Second, asUser(t, nil, "/usr/bin/git", "-C", repo, "branch"))
 }

@@ -705,6 +705,53 @@ func TestRunKeepsWhatItSetAside(t *testing.T) {
 	}
 }
 
+// TestRunKeepsWhatItSetAsideInAnAllowPath: what a run set aside in a
+// read-write allow path is kept in place by later runs from any
+// workspace, not only the one it ran in: the allow path is often shared
+// (a cache, a bare repository pushed to from several projects). Before,
+// a run from another workspace renamed a bare repository's HEAD back,
+// with the first run's hook in it, and the walk after it took the HEAD,
+// born before the run, for the user's.
+func TestRunKeepsWhatItSetAsideInAnAllowPath(t *testing.T) {
+	b := newBox(t)
+	bare := userDir(t, "cordon-it-bare-")
+	if r := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", "init", "-q", "--bare", bare)); r.code != 0 {
+		t.Fatalf("git init: %s%s", r.stdout, r.stderr)
+	}
+	time.Sleep(100 * time.Millisecond)
+	r := b.run("--net", "off", "--allow-path", bare+":rw", "--", "sh", "-c",
+		fmt.Sprintf(`printf '#!/bin/sh\ntouch %s/pushed\n' > %s/hooks/post-receive && chmod 755 %s/hooks/post-receive && echo PLANTED`, bare, bare, bare))
+	expectCode(t, r, 0)
+	aside, _ := filepath.Glob(filepath.Join(bare, "HEAD.cordon-set-aside-*"))
+	if !strings.Contains(r.stdout, "PLANTED") || len(aside) != 1 {
+		t.Fatalf("the first run's HEAD was not set aside: %v\n%s%s", aside, r.stdout, r.stderr)
+	}
+	// The next run, from another workspace (the same user, so the same
+	// cache), well after the first: what it set aside is older than it.
+	time.Sleep(1500 * time.Millisecond)
+	other := newBox(t)
+	other.home, other.audit = b.home, b.audit
+	r = other.run("--net", "off", "--allow-path", bare+":rw", "--", "sh", "-c",
+		fmt.Sprintf(`mv %s/HEAD.cordon-set-aside-* %s/HEAD && echo RESTORED; true`, bare, bare))
+	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, "RESTORED") || !strings.Contains(r.stderr, "Device or resource busy") {
+		t.Errorf("a run from another workspace could rename back what the first set aside:\n%s%s", r.stdout, r.stderr)
+	}
+	src := userDir(t, "cordon-it-src-")
+	for _, args := range [][]string{
+		{"init", "-q", src},
+		{"-C", src, "-c", "user.name=u", "-c", "user.email=u@example.test", "commit", "-q", "--allow-empty", "-m", "x"},
+	} {
+		if r := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", args...)); r.code != 0 {
+			t.Fatalf("git %q: %s%s", args, r.stdout, r.stderr)
+		}
+	}
+	runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", "-C", src, "push", "-q", bare, "HEAD:refs/heads/main"))
+	if _, err := os.Stat(filepath.Join(bare, "pushed")); err == nil {
+		t.Error("the host's git push ran the hook the box planted in a run before")
+	}
+}
+
 // TestRunSetsAsidePipes: git opens a .gitignore without asking whether
 // it is a regular file. A named pipe the box left as sub/.gitignore held
 // the host's git status in the workspace (and a shell prompt that shows

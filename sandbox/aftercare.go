@@ -101,15 +101,8 @@ func Aftercare(guards []GuardedPath) Care {
 			c = c.Add(walkCare(g, walkBound{Roots: roots, MaxEntries: maxEntries(g.Guard)}, guarded, began))
 		}
 	}
-	for _, g := range guards {
-		if g.Guard != Nested {
-			continue
-		}
-		// Later runs keep what is set aside where it is (guardSetAside).
-		if err := rememberSetAside(g.Path, c.SetAside); err != nil {
-			c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: errAsideNotRecorded(err)})
-		}
-	}
+	// Later runs keep what is set aside where it is (guardSetAside).
+	c.Unchecked = append(c.Unchecked, rememberSetAsideIn(guards, c.SetAside)...)
 	// After the walk, which removed the pipes in them where they were.
 	var paused Care
 	for _, g := range guards {
@@ -117,14 +110,7 @@ func Aftercare(guards []GuardedPath) Care {
 			paused = paused.Add(pausedCare(g, began))
 		}
 	}
-	for _, g := range guards {
-		if g.Guard != Nested {
-			continue
-		}
-		if err := rememberSetAside(g.Path, paused.SetAside); err != nil {
-			paused.Unchecked = append(paused.Unchecked, Unchecked{Path: g.Path, Reason: errAsideNotRecorded(err)})
-		}
-	}
+	paused.Unchecked = append(paused.Unchecked, rememberSetAsideIn(guards, paused.SetAside)...)
 	return c.Add(paused)
 }
 

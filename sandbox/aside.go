@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -88,16 +89,43 @@ func setAsideEarlier(workspace string) []string {
 // guardSetAside guards each path earlier runs set aside that lies under
 // one of roots (the workspace and the read-write allow_paths) read-only,
 // with the directories between that root and it pinned (guardBelowRoot).
-// One with a symbolic link on the way, which only the user can have made
-// since, is left alone.
-func guardSetAside(workspace string, roots []string) []GuardedPath {
+// Each root's record is read: a run records what it set aside in a
+// read-write allow_path under that path too (Aftercare), so that a run
+// from another workspace keeps it as well. One with a symbolic link on
+// the way, which only the user can have made since, is left alone.
+func guardSetAside(roots []string) []GuardedPath {
 	var out []GuardedPath
-	for _, p := range setAsideEarlier(workspace) {
-		more, err := guardBelowRoot(p, roots, false, false)
-		if err != nil {
+	for _, root := range roots {
+		for _, p := range setAsideEarlier(root) {
+			more, err := guardBelowRoot(p, roots, false, false)
+			if err != nil {
+				continue
+			}
+			out = append(out, more...)
+		}
+	}
+	return out
+}
+
+// rememberSetAsideIn records aside, what a run set aside, for the guards
+// of later runs (guardSetAside): all of it under the workspace (the
+// Nested guard's path), and what lies in each Watched read-write
+// allow_path under that path too, where a run from another workspace
+// finds it. It returns what could not be recorded.
+func rememberSetAsideIn(guards []GuardedPath, aside []string) []Unchecked {
+	var out []Unchecked
+	for _, g := range guards {
+		paths := aside
+		switch g.Guard {
+		case Nested:
+		case Watched:
+			paths = slices.DeleteFunc(slices.Clone(aside), func(p string) bool { return !Within(p, g.Path) })
+		default:
 			continue
 		}
-		out = append(out, more...)
+		if err := rememberSetAside(g.Path, paths); err != nil {
+			out = append(out, Unchecked{Path: g.Path, Reason: errAsideNotRecorded(err)})
+		}
 	}
 	return out
 }

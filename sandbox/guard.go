@@ -254,7 +254,7 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 	if err := refuseHardLinked(kept, writable); err != nil {
 		return nil, err
 	}
-	out = append(out, guardSetAside(ws, writable)...)
+	out = append(out, guardSetAside(writable)...)
 	since := time.Now().Add(-clockSlack)
 	out = append(out, GuardedPath{Path: ws, Guard: Nested, Dir: true, Since: since})
 	for _, w := range g.Writable {

@@ -265,6 +265,40 @@ func TestAftercareSetAsideStaysAside(t *testing.T) {
 	}
 }
 
+// TestAftercareSetAsideStaysAsideInAllowPath: what a run sets aside in a
+// read-write allow_path is kept by the next run from another workspace
+// with that allow_path too (its record is the allow_path's as well as the
+// workspace's).
+func TestAftercareSetAsideStaysAsideInAllowPath(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	ws, other, lib := realTempDir(t), realTempDir(t), realTempDir(t)
+	guards, err := GuardWorkspace(GuardSpec{Workspace: ws, Writable: []string{lib}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(lib, "sub")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, sub, "init", "-q") // the run's
+	c := Aftercare(guards)
+	if len(c.SetAside) != 1 || len(c.Unchecked) != 0 {
+		t.Fatalf("set aside %q, unchecked %v; want sub/.git set aside", c.SetAside, c.Unchecked)
+	}
+	for _, w := range []string{ws, other} {
+		guards, err := GuardWorkspace(GuardSpec{Workspace: w, Writable: []string{lib}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := describeGuards(guards, lib)
+		for _, want := range []string{"pinned sub", "read-only " + strings.TrimPrefix(c.SetAside[0], lib+"/")} {
+			if !slices.Contains(got, want) {
+				t.Errorf("the next run's guard from %s lacks %q:\n%s", w, want, strings.Join(got, "\n"))
+			}
+		}
+	}
+}
+
 // A named pipe the run made, renamed or wrote to in the workspace is set
 // aside (git opens a .gitignore without asking whether it is a regular
 // file, and waited for ever on one that was a pipe); one the run did not

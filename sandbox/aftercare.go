@@ -37,7 +37,8 @@ import (
 // directory there, where git reads and writes its files, and writes
 // through a link (see gitPipes);
 // it lists what the command hid from git status and git diff in each
-// Checkouts repository (see hiddenSince), reporting it, undoing nothing;
+// Checkouts repository (see hiddenSince), and each .gitignore it made or
+// changed in the Nested workspace, reporting them, undoing nothing;
 // and, last, once the pipes in it are removed, it sets aside the state
 // of each paused rebase, git am, cherry-pick or revert the command
 // started or changed in such a repository's git directory, whose todo
@@ -134,13 +135,13 @@ func maxEntries(k Guard) int {
 // traps in git directories.
 func walkCare(g GuardedPath, bound walkBound, guarded map[string]bool, began time.Time) Care {
 	var c Care
-	found, pipes, gitFifos, opened, err := nestedChanges(g.Path, g.Since, guarded, bound)
+	w, err := nestedChanges(g.Path, g.Since, guarded, bound)
 	more, err2 := innerGitDirsChangedSince(filepath.Join(g.Path, ".git"), g.Since, guarded)
 	err = errors.Join(err, err2)
 	// First, as what is set aside below moves what is under it; never
 	// through a link made during the run (onDir), where the mode the
 	// box chose would be taken off a host file of the same name.
-	for _, p := range opened {
+	for _, p := range w.opened {
 		closeUp := func(at string) error { return takeWrite(at, WriteClosed) }
 		if err := onDir(p, began, "closed", closeUp); err != nil {
 			c.Unchecked = append(c.Unchecked, Unchecked{Path: p, Reason: fmt.Errorf("it was made writable by other local users, and that could not be taken back: %w", err)})
@@ -148,22 +149,25 @@ func walkCare(g GuardedPath, bound walkBound, guarded map[string]bool, began tim
 			c.Closed = append(c.Closed, p)
 		}
 	}
-	for _, p := range append(found, more...) {
+	for _, p := range append(w.found, more...) {
 		c.putAside(p, began)
 	}
-	for _, p := range pipes {
+	for _, p := range w.pipes {
 		if to, err := setAside(p, began); err != nil {
 			c.Unchecked = append(c.Unchecked, Unchecked{Path: filepath.Dir(p), Reason: err})
 		} else {
 			c.Pipes = append(c.Pipes, to)
 		}
 	}
-	for _, p := range gitFifos {
+	for _, p := range w.gitFifos {
 		if err := onDir(p, began, "removed", removeTrap); err != nil {
 			c.Unchecked = append(c.Unchecked, Unchecked{Path: p, Reason: err})
 		} else {
 			c.GitPipes = append(c.GitPipes, p)
 		}
+	}
+	for _, p := range w.ignores {
+		c.Hidden = append(c.Hidden, HiddenPath{Path: p, Kind: HiddenIgnoring})
 	}
 	if err != nil {
 		c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("looking for repositories the run made: %w", err)})

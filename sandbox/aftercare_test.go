@@ -547,7 +547,7 @@ func TestNestedChangesBound(t *testing.T) {
 		{"past it", walkBound{MaxEntries: 5}, nil, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, pipes, _, _, err := nestedChanges(root, since, nil, c.bound)
+			w, err := nestedChanges(root, since, nil, c.bound)
 			if tooMany := err != nil && strings.Contains(err.Error(), fmt.Sprintf("more than %d entries", c.bound.MaxEntries)); tooMany != c.tooMany || err != nil && !tooMany {
 				t.Fatalf("err = %v, want the bound's: %t", err, c.tooMany)
 			}
@@ -558,8 +558,8 @@ func TestNestedChangesBound(t *testing.T) {
 			for _, p := range c.pipes {
 				want = append(want, filepath.Join(root, p))
 			}
-			if !slices.Equal(pipes, want) {
-				t.Errorf("pipes = %q, want %q", pipes, want)
+			if !slices.Equal(w.pipes, want) {
+				t.Errorf("pipes = %q, want %q", w.pipes, want)
 			}
 		})
 	}
@@ -577,8 +577,8 @@ func BenchmarkNestedChanges(b *testing.B) {
 	git(b, filepath.Join(ws, "d00"), "init", "-q")
 	since := time.Now()
 	for b.Loop() {
-		if found, _, _, _, err := nestedChanges(ws, since, nil, walkBound{}); err != nil || len(found) != 0 {
-			b.Fatal(found, err)
+		if w, err := nestedChanges(ws, since, nil, walkBound{}); err != nil || len(w.found) != 0 {
+			b.Fatal(w.found, err)
 		}
 	}
 }
@@ -1166,8 +1166,8 @@ func BenchmarkNestedChangesMadeFiles(b *testing.B) {
 		}
 	}
 	for b.Loop() {
-		if _, _, _, opened, err := nestedChanges(ws, since, nil, walkBound{}); err != nil || len(opened) != 0 {
-			b.Fatal(opened, err)
+		if w, err := nestedChanges(ws, since, nil, walkBound{}); err != nil || len(w.opened) != 0 {
+			b.Fatal(w.opened, err)
 		}
 	}
 }

@@ -25,6 +25,11 @@ const (
 	// HiddenExcluded is a repository's exclude file (info/exclude) the
 	// run made or changed: git status lists no untracked file it names.
 	HiddenExcluded
+	// HiddenIgnoring is a .gitignore the run made or changed: git status
+	// lists no untracked file it names, itself included (a .gitignore of
+	// '*' hides itself and what is beside it). Cordon does not match
+	// patterns as git does: each one is reported, whatever it names.
+	HiddenIgnoring
 )
 
 // HiddenPath is a path where a run hid a change from git status and git

@@ -11,7 +11,8 @@ import (
 )
 
 // What a run hides from git status and git diff (an index entry it flags
-// skip-worktree or assume-unchanged, the exclude file it changes) is
+// skip-worktree or assume-unchanged, the exclude file it changes, a
+// .gitignore it makes that hides itself and what is beside it) is
 // reported after it, in each index version and in a split index; flags
 // that were there when the run was built (a sparse checkout's), or that
 // it cleared, are not.
@@ -66,6 +67,17 @@ func TestAftercareReportsHiddenChanges(t *testing.T) {
 			}
 			fmt.Fprintln(f, "conftest.py")
 			f.Close()
+			// And a directory whose .gitignore hides itself and what is
+			// beside it.
+			ignore := filepath.Join(ws, "d", ".gitignore")
+			if err := os.MkdirAll(filepath.Dir(ignore), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for p, data := range map[string]string{ignore: "*\n", filepath.Join(ws, "d", "conftest.py"): "evil\n"} {
+				if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if out := git(t, ws, "status", "--porcelain"); out != "" {
 				t.Fatalf("git status shows %q, so this test shows nothing", out)
 			}
@@ -78,9 +90,10 @@ func TestAftercareReportsHiddenChanges(t *testing.T) {
 				{filepath.Join(ws, "Makefile"), HiddenFlagged},
 				{filepath.Join(ws, "b"), HiddenFlagged},
 				{exclude, HiddenExcluded},
+				{ignore, HiddenIgnoring},
 			}
 			if c.unnamed {
-				want = []HiddenPath{{ws, HiddenUnnamed}, {exclude, HiddenExcluded}}
+				want = []HiddenPath{{ws, HiddenUnnamed}, {exclude, HiddenExcluded}, {ignore, HiddenIgnoring}}
 			}
 			if !slices.Equal(care.Hidden, want) {
 				t.Errorf("reported hidden %v, want %v", care.Hidden, want)

@@ -51,15 +51,19 @@ const clockSlack = 50 * time.Millisecond
 // nor a directory in the .git directories it passes, the workspace's own
 // included, where git reads and writes its files (gitPipes). And
 // it returns what the run opened to other local users' writes in each
-// directory it reads, and in those gitPipes reads (openedSince). It
-// keeps within bound.
-func nestedChanges(root string, since time.Time, skip map[string]bool, bound walkBound) (found, pipes, gitFifos, opened []string, err error) {
+// directory it reads, and in those gitPipes reads (openedSince). And it
+// returns each .gitignore (not a directory) made or changed since: git
+// status lists no untracked file one names, and one can name itself
+// (*), so that neither it nor what is beside it shows (see walkFound).
+// It keeps within bound.
+func nestedChanges(root string, since time.Time, skip map[string]bool, bound walkBound) (walkFound, error) {
 	var (
 		mu      sync.Mutex
 		errs    error
 		pending sync.WaitGroup
 		read    atomic.Int64
 		over    sync.Once
+		w       walkFound
 	)
 	// Directories below the root are read by a few workers at once: the
 	// walk is system calls, and the cores are otherwise idle once the run
@@ -115,8 +119,8 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 				// is, and, as a .git, not walked.
 				fifos, open, err := gitPipes(dir, since)
 				mu.Lock()
-				gitFifos = append(gitFifos, fifos...)
-				opened = append(opened, open...)
+				w.gitFifos = append(w.gitFifos, fifos...)
+				w.opened = append(w.opened, open...)
 				errs = errors.Join(errs, err)
 				mu.Unlock()
 				return
@@ -126,12 +130,12 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 			case err != nil:
 				errs = errors.Join(errs, err)
 			case changed:
-				found = append(found, filepath.Join(dir, "HEAD"))
+				w.found = append(w.found, filepath.Join(dir, "HEAD"))
 			}
 			mu.Unlock()
 		}
 		mu.Lock()
-		opened = append(opened, open...)
+		w.opened = append(w.opened, open...)
 		mu.Unlock()
 		for _, d := range entries {
 			p := filepath.Join(dir, d.Name())
@@ -143,8 +147,8 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 					if d.IsDir() {
 						fifos, open, err := gitPipes(p, since)
 						mu.Lock()
-						gitFifos = append(gitFifos, fifos...)
-						opened = append(opened, open...)
+						w.gitFifos = append(w.gitFifos, fifos...)
+						w.opened = append(w.opened, open...)
 						errs = errors.Join(errs, err)
 						mu.Unlock()
 					}
@@ -164,11 +168,11 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 				mu.Lock()
 				switch {
 				case changed:
-					found = append(found, p)
+					w.found = append(w.found, p)
 				default:
-					found = append(found, inner...)
-					gitFifos = append(gitFifos, fifos...)
-					opened = append(opened, open...)
+					w.found = append(w.found, inner...)
+					w.gitFifos = append(w.gitFifos, fifos...)
+					w.opened = append(w.opened, open...)
 				}
 				errs = errors.Join(errs, err)
 				mu.Unlock()
@@ -179,7 +183,17 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 				case err != nil:
 					errs = errors.Join(errs, err)
 				case !changed.Before(since):
-					pipes = append(pipes, p)
+					w.pipes = append(w.pipes, p)
+				}
+				mu.Unlock()
+			case d.Name() == ".gitignore" && !d.IsDir():
+				_, changed, err := fileTimes(p)
+				mu.Lock()
+				switch {
+				case err != nil:
+					errs = errors.Join(errs, err)
+				case !changed.Before(since):
+					w.ignores = append(w.ignores, p)
 				}
 				mu.Unlock()
 			case !d.IsDir():
@@ -196,11 +210,25 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 	visit(root)
 	pending.Wait()
 	close(dirs)
-	slices.Sort(found)
-	slices.Sort(pipes)
-	slices.Sort(gitFifos)
-	slices.Sort(opened)
-	return found, pipes, gitFifos, opened, errs
+	for _, l := range [][]string{w.found, w.pipes, w.gitFifos, w.opened, w.ignores} {
+		slices.Sort(l)
+	}
+	return w, errs
+}
+
+// walkFound is what nestedChanges finds in a Nested workspace.
+type walkFound struct {
+	// found are the nested repositories (their .git, or a git directory
+	// by its layout's HEAD) to set aside.
+	found []string
+	// pipes are the named pipes made, renamed or written to.
+	pipes []string
+	// gitFifos are the pipes, sockets and links in git directories.
+	gitFifos []string
+	// opened are what the run opened to other local users' writes.
+	opened []string
+	// ignores are the .gitignore files made or changed.
+	ignores []string
 }
 
 // walkBound is how far one walk of nestedChanges goes.

@@ -736,6 +736,7 @@ var hiddenWhy = map[sandbox.HiddenKind]string{
 	sandbox.HiddenFlagged:  "the sandboxed command flagged its index entry skip-worktree or assume-unchanged, so git status, git diff and git diff HEAD say nothing of what is in the file (make, a test runner, would run it); cordon leaves the flag: look at the file, then git update-index --no-skip-worktree --no-assume-unchanged -- PATH",
 	sandbox.HiddenUnnamed:  "the sandboxed command changed which of this repository's index entries are flagged skip-worktree or assume-unchanged, among more than cordon names, so git status and git diff may say nothing of files it changed: list them with git ls-files -v | grep '^[a-zS]' and look at each",
 	sandbox.HiddenExcluded: "the sandboxed command made or changed this exclude file, so git status lists no untracked file it names (a conftest.py, a Makefile include, that your tools would run): look at it and at the files it names (git status --ignored)",
+	sandbox.HiddenIgnoring: "the sandboxed command made or changed this .gitignore, so git status lists no untracked file it names, itself included (a '*' in it hides it and every file beside it: a conftest.py, a Makefile include, that your tools would run): look at it and at what it hides (git status --ignored)",
 }
 
 // maxAfterRecords bounds the audit lines of what was done after a run:

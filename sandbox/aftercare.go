@@ -207,7 +207,7 @@ func repoCare(g GuardedPath, guarded map[string]bool, began time.Time) Care {
 		}
 		return c // no repository any more, so nothing git runs
 	}
-	links, hidden, odd := repoGitlinks(dir)
+	links, hidden, odd := repoGitlinks(dir, began)
 	before := g.Hidden
 	var bad *badGitlinksError
 	if odd != nil && !errors.As(odd, &bad) {
@@ -219,6 +219,9 @@ func repoCare(g GuardedPath, guarded map[string]bool, began time.Time) Care {
 	}
 	hid, err := hiddenSince(g.Path, dir, before, hidden, began)
 	c.Hidden = append(c.Hidden, hid...)
+	unchecked(err)
+	forged, err := forgedSince(g.Path, dir, hidden.recorded, hashSizeOf(dir))
+	c.Hidden = append(c.Hidden, forged...)
 	unchecked(err)
 	// An odd gitlink is reported once the others are seen to.
 	unchecked(odd)

@@ -12,6 +12,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 )
 
 // modeGitlink is the mode of an index entry that records a submodule's
@@ -52,6 +53,9 @@ type Hidden struct {
 	// Paths are the first maxHiddenNamed of them that have names.
 	Paths []string
 	h     hash.Hash
+	// recorded, when not nil, keeps the entries whose recorded status
+	// says the file changed at its since or later (see recordedSince).
+	recorded *recordedSince
 }
 
 // add counts the flagged entry at p.
@@ -190,6 +194,9 @@ func readIndex(r io.Reader, size int64, hashSize int, hidden *Hidden) (links []s
 		if hides && hidden != nil {
 			hidden.add(p)
 		}
+		if hidden != nil && hidden.recorded != nil && !hides && mode != modeGitlink {
+			hidden.recorded.add(e, p, hashSize)
+		}
 		if mode == modeGitlink {
 			if !cleanWorktreePath(string(p)) {
 				// Reading on keeps one odd entry from hiding the others.
@@ -263,4 +270,52 @@ func cleanWorktreePath(p string) bool {
 		}
 	}
 	return true
+}
+
+// maxRecorded bounds the entries a recordedSince keeps, and so the files
+// Aftercare reads again (see forgedSince).
+const maxRecorded = 1000
+
+// recordedSince keeps an index's entries (not flagged, not gitlinks)
+// whose recorded change time is since or later: git takes a file for
+// unchanged when its status (times, size, inode) matches its entry's,
+// without reading it, so a box that changed a file and wrote its new
+// status into its entry, with the old object name, hid the change. Git
+// compares the change time (core.trustctime), which no one can set back,
+// so such an entry records one from the run.
+type recordedSince struct {
+	since   time.Time
+	entries []indexEntry
+	// over says more entries were recorded since than maxRecorded, or
+	// one had no name (a split index's).
+	over bool
+	// attributes says the index holds a .gitattributes, whose filters and
+	// conversions can make a file's content differ from its blob's.
+	attributes bool
+}
+
+// indexEntry is what an index records of a file: its path, object name,
+// mode, and the modification time (seconds) and size git compares first.
+type indexEntry struct {
+	path  string
+	oid   []byte
+	mode  uint32
+	mtime uint32
+	size  uint32
+}
+
+// add looks at the index entry e (its fixed part) at path p.
+func (r *recordedSince) add(e, p []byte, hashSize int) {
+	if path.Base(string(p)) == ".gitattributes" {
+		r.attributes = true
+	}
+	ctime := time.Unix(int64(binary.BigEndian.Uint32(e[0:4])), int64(binary.BigEndian.Uint32(e[4:8])))
+	switch {
+	case ctime.Before(r.since):
+	case len(p) == 0 || len(r.entries) == maxRecorded:
+		r.over = true
+	default:
+		r.entries = append(r.entries, indexEntry{path: string(p), oid: slices.Clone(e[40 : 40+hashSize]),
+			mode: binary.BigEndian.Uint32(e[24:28]), mtime: binary.BigEndian.Uint32(e[8:12]), size: binary.BigEndian.Uint32(e[36:40])})
+	}
 }

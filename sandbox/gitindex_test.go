@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // realTempDir is a fresh temporary directory under its real name, with
@@ -79,7 +80,7 @@ func TestGitlinks(t *testing.T) {
 			if got := hashSizeOf(dir); got != c.hash {
 				t.Fatalf("hashSizeOf = %d, want %d", got, c.hash)
 			}
-			got, _, err := repoGitlinks(dir)
+			got, _, err := repoGitlinks(dir, time.Time{})
 			slices.Sort(got)
 			if err != nil || !slices.Equal(got, want) {
 				t.Fatalf("repoGitlinks = %q, %v; want %q", got, err, want)
@@ -160,7 +161,7 @@ func FuzzGitlinks(f *testing.F) {
 		if hash != 20 && hash != 32 {
 			return
 		}
-		var hidden Hidden
+		hidden := Hidden{recorded: &recordedSince{since: time.Unix(1, 0)}}
 		links, _, err := readIndex(bytes.NewReader(data), int64(len(data)), hash, &hidden)
 		if err != nil {
 			return
@@ -168,6 +169,14 @@ func FuzzGitlinks(f *testing.F) {
 		hidden.done()
 		if len(hidden.Paths) > min(hidden.Count, maxHiddenNamed) || (hidden.Count == 0) != (hidden.Digest == "") {
 			t.Fatalf("%d flagged entries, %d named, digest %q", hidden.Count, len(hidden.Paths), hidden.Digest)
+		}
+		if r := hidden.recorded; len(r.entries) > maxRecorded {
+			t.Fatalf("%d entries recorded since, more than %d", len(r.entries), maxRecorded)
+		}
+		for _, e := range hidden.recorded.entries {
+			if e.path == "" || len(e.oid) != hash {
+				t.Fatalf("recorded entry %q with a %d-byte object name", e.path, len(e.oid))
+			}
 		}
 		for _, l := range links {
 			if !cleanWorktreePath(l) {
@@ -197,7 +206,7 @@ func BenchmarkRepoGitlinks(b *testing.B) {
 		git(b, repo, "update-index", "--index-version", version)
 		b.Run("version "+version, func(b *testing.B) {
 			for b.Loop() {
-				if _, _, err := repoGitlinks(dir); err != nil {
+				if _, _, err := repoGitlinks(dir, time.Time{}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -709,7 +709,7 @@ func (g *repoWalk) repo(root string, depth int) ([]GuardedPath, error) {
 	default:
 		return nil, nil // a checkout's: one the run makes is set aside (Checkouts)
 	}
-	links, hidden, err := repoGitlinks(dir)
+	links, hidden, err := repoGitlinks(dir, time.Time{})
 	if err != nil {
 		return nil, fmt.Errorf("read the index of %s, to guard its submodule checkouts: %w", root, err)
 	}
@@ -759,10 +759,15 @@ func pinUnder(root, rel string) ([]GuardedPath, error) {
 // repoGitlinks lists the gitlinks of the index in the git directory dir
 // (and of its shared index, when it is split), and what it hides from
 // git status (Hidden); none when there is no index. With a
-// *badGitlinksError, the gitlinks it lists are those read.
-func repoGitlinks(dir string) ([]string, Hidden, error) {
+// *badGitlinksError, the gitlinks it lists are those read. With since
+// set, the Hidden also keeps the entries recorded as changed since then
+// (recordedSince).
+func repoGitlinks(dir string, since time.Time) ([]string, Hidden, error) {
 	size := hashSizeOf(dir)
 	var hidden Hidden
+	if !since.IsZero() {
+		hidden.recorded = &recordedSince{since: since}
+	}
 	links, shared, err := indexGitlinks(filepath.Join(dir, "index"), size, &hidden)
 	var bad *badGitlinksError
 	switch {

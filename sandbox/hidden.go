@@ -1,13 +1,20 @@
 package sandbox
 
 import (
+	"bytes"
+	"crypto/sha1"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // HiddenKind says how a run hid a change from git status and git diff.
@@ -30,6 +37,16 @@ const (
 	// '*' hides itself and what is beside it). Cordon does not match
 	// patterns as git does: each one is reported, whatever it names.
 	HiddenIgnoring
+	// HiddenForged is a file the run changed whose index entry it made
+	// record the file's new status with the old object name: git takes it
+	// for unchanged without reading it (see forgedSince).
+	HiddenForged
+	// HiddenUnverified is a file whose index entry the run rewrote, whose
+	// content is not the blob the entry names, in a repository with
+	// attributes (a filter, an end-of-line conversion) that cordon does
+	// not evaluate; or a worktree where the run rewrote more entries than
+	// cordon reads again (maxRecorded, maxRecheckBytes). Not checked.
+	HiddenUnverified
 )
 
 // HiddenPath is a path where a run hid a change from git status and git
@@ -138,4 +155,135 @@ func treeChangedSince(p string, since time.Time, bound int) (bool, error) {
 		return nil
 	})
 	return changed, err
+}
+
+// maxRecheckBytes bounds the bytes forgedSince reads, in all.
+const maxRecheckBytes = 64 << 20
+
+// forgedSince lists the files of the repository whose worktree is root
+// and git directory dir (object names of hashSize bytes) whose index
+// entries r kept (recorded as changed since the run began) and whose
+// status matches the entry's, so that git takes them for unchanged
+// without reading them, but whose content is not the blob the entry
+// names: the run changed the file and rewrote its entry's status to
+// hide it (HiddenForged). A file git would read anyway (its size or
+// modification time differs from the entry's), or would not find (gone,
+// or reached through a link), is git's to report. Where the repository
+// has attributes (a .gitattributes, info/attributes), whose filters and
+// conversions cordon does not evaluate, a difference is reported as not
+// checked (HiddenUnverified), as is the worktree when r kept too many
+// entries or they hold too many bytes to read. A CRLF file whose blob
+// is the file with LF line ends (core.autocrlf) is no difference.
+func forgedSince(root, dir string, r *recordedSince, hashSize int) ([]HiddenPath, error) {
+	if r == nil {
+		return nil, nil
+	}
+	common := dir
+	if c, ok := commonDir(dir); ok {
+		common = c
+	}
+	_, err := os.Lstat(filepath.Join(common, "info", "attributes"))
+	attributes := r.attributes || err == nil
+	rootFd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer unix.Close(rootFd)
+	var out []HiddenPath
+	var errs error
+	budget, over := int64(maxRecheckBytes), r.over
+	for _, e := range r.entries {
+		p := filepath.Join(root, filepath.FromSlash(e.path))
+		v, err := recheck(rootFd, e, hashSize, &budget)
+		switch {
+		case err != nil:
+			errs = errors.Join(errs, fmt.Errorf("read %s again: %w", p, err))
+		case v == recheckOver:
+			over = true
+		case v == recheckDiffers && attributes:
+			out = append(out, HiddenPath{Path: p, Kind: HiddenUnverified})
+		case v == recheckDiffers:
+			out = append(out, HiddenPath{Path: p, Kind: HiddenForged})
+		}
+	}
+	if over {
+		out = append(out, HiddenPath{Path: root, Kind: HiddenUnverified})
+	}
+	return out, errs
+}
+
+// recheckVerdict is what recheck finds of a file.
+type recheckVerdict int
+
+const (
+	// recheckSame: the file is the blob its entry names, or git reads
+	// it anyway (its status is not the entry's), or cannot find it.
+	recheckSame recheckVerdict = iota
+	// recheckDiffers: git takes the file for unchanged, and it is not the
+	// blob its entry names.
+	recheckDiffers
+	// recheckOver: the file is more than the bytes left to read.
+	recheckOver
+)
+
+// recheck reads again the file of the index entry e, in the worktree
+// opened as rootFd (through no link), taking what it reads from budget.
+func recheck(rootFd int, e indexEntry, hashSize int, budget *int64) (recheckVerdict, error) {
+	regularFile := e.mode&unix.S_IFMT == unix.S_IFREG
+	if !regularFile && e.mode&unix.S_IFMT != unix.S_IFLNK {
+		return recheckSame, nil
+	}
+	how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	if !regularFile {
+		how.Flags = unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	}
+	fd, err := unix.Openat2(rootFd, e.path, &how)
+	switch {
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV):
+		return recheckSame, nil // git finds no file there, or not this one
+	case err != nil:
+		return recheckSame, err
+	}
+	f := os.NewFile(uintptr(fd), e.path)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return recheckSame, err
+	}
+	if st.Mode&unix.S_IFMT != e.mode&unix.S_IFMT || uint32(st.Size) != e.size || uint32(st.Mtim.Sec) != e.mtime {
+		return recheckSame, nil // git reads it itself
+	}
+	if st.Size > *budget {
+		return recheckOver, nil
+	}
+	*budget -= st.Size
+	var data []byte
+	if regularFile {
+		data, err = io.ReadAll(io.LimitReader(f, st.Size+1))
+	} else {
+		data = make([]byte, st.Size+1)
+		var n int
+		n, err = unix.Readlinkat(fd, "", data)
+		data = data[:max(n, 0)]
+	}
+	if err != nil {
+		return recheckSame, err
+	}
+	if blobIs(data, e.oid, hashSize) || regularFile && bytes.Contains(data, []byte("\r\n")) && blobIs(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")), e.oid, hashSize) {
+		return recheckSame, nil
+	}
+	return recheckDiffers, nil
+}
+
+// blobIs says whether data, as a git blob, has the object name oid
+// (SHA-1 for hashSize 20, SHA-256 for 32).
+func blobIs(data, oid []byte, hashSize int) bool {
+	h := sha1.New()
+	if hashSize == sha256.Size {
+		h = sha256.New()
+	}
+	fmt.Fprintf(h, "blob %d\x00", len(data))
+	h.Write(data)
+	return bytes.Equal(h.Sum(nil), oid)
 }

@@ -1,6 +1,10 @@
 package sandbox
 
 import (
+	"bytes"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -205,5 +209,123 @@ func TestAftercareSetsAsideSequencerState(t *testing.T) {
 				t.Errorf("set aside %q, the user's own rebase (%v)", care.SetAside, err)
 			}
 		})
+	}
+}
+
+// A file the run changed whose index entry it rewrote to record the
+// file's new status with the old object name (git status, git diff then
+// say nothing of it) is reported after the run, in either object format;
+// where attributes could explain the difference it is reported as not
+// checked; an entry git itself refreshed in the run (a git add, a git
+// status with core.autocrlf) is not reported.
+func TestAftercareReportsForgedIndexEntries(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		init  []string
+		setup func(t *testing.T, ws string)
+		run   func(t *testing.T, ws string)
+		want  HiddenKind
+		none  bool
+	}{
+		{name: "sha1", init: []string{"init", "-q"}, run: forgeMakefile, want: HiddenForged},
+		{name: "sha256", init: []string{"init", "-q", "--object-format=sha256"}, run: forgeMakefile, want: HiddenForged},
+		{name: "attributes", init: []string{"init", "-q"}, setup: func(t *testing.T, ws string) {
+			writeFile(t, filepath.Join(ws, ".gitattributes"), "*.bin filter=lfs\n")
+		}, run: forgeMakefile, want: HiddenUnverified},
+		{name: "committed", init: []string{"init", "-q"}, run: func(t *testing.T, ws string) {
+			writeFile(t, filepath.Join(ws, "Makefile"), "all:\n\tfalse\n")
+			git(t, ws, "commit", "-q", "-a", "-m", "second")
+		}, none: true},
+		{name: "autocrlf refreshed", init: []string{"init", "-q"}, setup: func(t *testing.T, ws string) {
+			git(t, ws, "config", "core.autocrlf", "true")
+			writeFile(t, filepath.Join(ws, "crlf"), "a\r\nb\r\n")
+			git(t, ws, "add", "crlf")
+			git(t, ws, "commit", "-q", "-m", "crlf")
+		}, run: func(t *testing.T, ws string) {
+			p := filepath.Join(ws, "crlf")
+			writeFile(t, p, "a\r\nb\r\n")
+			ago := time.Now().Add(-time.Minute) // not racily clean
+			if err := os.Chtimes(p, ago, ago); err != nil {
+				t.Fatal(err)
+			}
+			git(t, ws, "status", "--porcelain")
+		}, none: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws := realTempDir(t)
+			git(t, ws, c.init...)
+			writeFile(t, filepath.Join(ws, "Makefile"), "all:\n\ttrue\n")
+			if c.setup != nil {
+				c.setup(t, ws)
+			}
+			git(t, ws, "add", ".")
+			git(t, ws, "commit", "-q", "-m", "first")
+			time.Sleep(2 * clockSlack) // the run begins a slack before its guard
+			guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.run(t, ws)
+			if out := git(t, ws, "status", "--porcelain"); out != "" {
+				t.Fatalf("git status shows %q, so this test shows nothing", out)
+			}
+			care := Aftercare(guards)
+			if len(care.Unchecked) != 0 {
+				t.Errorf("left unchecked: %v", care.Unchecked)
+			}
+			want := []HiddenPath{{filepath.Join(ws, "Makefile"), c.want}}
+			if c.none {
+				want = nil
+			}
+			if !slices.Equal(care.Hidden, want) {
+				t.Errorf("reported hidden %v, want %v", care.Hidden, want)
+			}
+		})
+	}
+}
+
+// forgeMakefile changes ws's Makefile and has git record its new status
+// (git add), then puts the old object name back in its index entry, as
+// a box can: git then takes the file for unchanged.
+func forgeMakefile(t *testing.T, ws string) {
+	old := git(t, ws, "rev-parse", ":Makefile")
+	p := filepath.Join(ws, "Makefile")
+	writeFile(t, p, "all:\n\ttouch ran\n")
+	// Older than the index, so not racily clean (git would record no
+	// size); its change time is the run's.
+	ago := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(p, ago, ago); err != nil {
+		t.Fatal(err)
+	}
+	git(t, ws, "add", "Makefile")
+	forgeIndexEntry(t, ws, git(t, ws, "rev-parse", ":Makefile"), old)
+}
+
+// forgeIndexEntry replaces the object name from with to in ws's index,
+// and writes its checksum again.
+func forgeIndexEntry(t *testing.T, ws, from, to string) {
+	p := filepath.Join(ws, ".git", "index")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := hex.DecodeString(strings.TrimSpace(from))
+	o, _ := hex.DecodeString(strings.TrimSpace(to))
+	h := sha1.New()
+	if len(o) == sha256.Size {
+		h = sha256.New()
+	}
+	body := bytes.Replace(data[:len(data)-h.Size()], f, o, 1)
+	h.Write(body)
+	if err := os.WriteFile(p, h.Sum(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeFile writes data to p.
+func writeFile(t *testing.T, p, data string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

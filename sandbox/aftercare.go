@@ -41,7 +41,8 @@ import (
 // changed in the Nested workspace, reporting them, undoing nothing;
 // and, last, once the pipes in it are removed, it sets aside the state
 // of each paused rebase, git am, cherry-pick or revert the command
-// started or changed in such a repository's git directory, whose todo
+// started or changed in such a repository's git directory, in a linked
+// worktree's, or in a nested repository's left in place, whose todo
 // list's exec lines the user's next --continue would run
 // (sequencersSince);
 // and, before all that, it takes the write permission for
@@ -97,9 +98,12 @@ func Aftercare(guards []GuardedPath) Care {
 	for _, p := range c.SetAside {
 		guarded[p] = true
 	}
+	var nestedGitDirs []string // for the paused operations below
 	for _, g := range guards {
 		if walked(g.Guard) {
-			c = c.Add(walkCare(g, walkBound{Roots: roots, MaxEntries: maxEntries(g.Guard)}, guarded, began))
+			wc, gitDirs := walkCare(g, walkBound{Roots: roots, MaxEntries: maxEntries(g.Guard)}, guarded, began)
+			c = c.Add(wc)
+			nestedGitDirs = append(nestedGitDirs, gitDirs...)
 		}
 	}
 	// Later runs keep what is set aside where it is (guardSetAside).
@@ -107,9 +111,15 @@ func Aftercare(guards []GuardedPath) Care {
 	// After the walk, which removed the pipes in them where they were.
 	var paused Care
 	for _, g := range guards {
-		if g.Guard == Checkouts {
-			paused = paused.Add(pausedCare(g, began))
+		if g.Guard != Checkouts {
+			continue
 		}
+		if dir, ok := repoGitDir(g.Path); ok { // else reported by repoCare
+			paused = paused.Add(pausedCare(g.Path, dir, began))
+		}
+	}
+	for _, dir := range nestedGitDirs {
+		paused = paused.Add(pausedCare(dir, dir, began))
 	}
 	paused.Unchecked = append(paused.Unchecked, rememberSetAsideIn(guards, paused.SetAside)...)
 	return c.Add(paused)
@@ -131,9 +141,11 @@ func maxEntries(k Guard) int {
 // walkCare walks g.Path (nestedChanges, within bound) and sees to what
 // the run left there, through no link made since began: it takes other
 // users' write off what the run opened to them, sets aside the
-// repositories it made or changed and the named pipes, and removes the
-// traps in git directories.
-func walkCare(g GuardedPath, bound walkBound, guarded map[string]bool, began time.Time) Care {
+// repositories it made or changed and the named pipes, removes the traps
+// in git directories, and lists the .gitignore files it made or changed.
+// It also returns the git directories the walk looked through and left in
+// place, whose paused operations Aftercare sees to last.
+func walkCare(g GuardedPath, bound walkBound, guarded map[string]bool, began time.Time) (Care, []string) {
 	var c Care
 	w, err := nestedChanges(g.Path, g.Since, guarded, bound)
 	more, err2 := innerGitDirsChangedSince(filepath.Join(g.Path, ".git"), g.Since, guarded)
@@ -172,7 +184,7 @@ func walkCare(g GuardedPath, bound walkBound, guarded map[string]bool, began tim
 	if err != nil {
 		c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("looking for repositories the run made: %w", err)})
 	}
-	return c
+	return c, w.gitDirs
 }
 
 // putAside sets p aside (setAside), adding what it did to c. A .git
@@ -229,14 +241,11 @@ func repoCare(g GuardedPath, guarded map[string]bool, began time.Time) Care {
 }
 
 // pausedCare sets aside the paused operations' states the run made or
-// changed in the git directory of the repository whose worktree is
-// g.Path (Checkouts; see sequencersSince).
-func pausedCare(g GuardedPath, began time.Time) Care {
+// changed in the git directory dir, and in its linked worktrees', of the
+// repository at root (a Checkouts guard's worktree, or a nested
+// repository's git directory; see sequencersSince).
+func pausedCare(root, dir string, began time.Time) Care {
 	var c Care
-	dir, ok := repoGitDir(g.Path)
-	if !ok {
-		return c // reported by repoCare
-	}
 	states, err := sequencersSince(dir, began)
 	for _, p := range states {
 		to, err2 := setAside(p, began)
@@ -247,7 +256,7 @@ func pausedCare(g GuardedPath, began time.Time) Care {
 		c.SetAside = append(c.SetAside, to)
 	}
 	if err != nil {
-		c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: err})
+		c.Unchecked = append(c.Unchecked, Unchecked{Path: root, Reason: err})
 	}
 	return c
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -114,8 +115,30 @@ const maxSequencerEntries = 100_000
 // in it, changed at began or later): the user's next git rebase
 // --continue would run what the box wrote in a todo list (exec lines)
 // on the host. Aftercare sets them aside, as it does other git state the
-// run planted.
+// run planted. Those of each linked worktree's git directory in dir
+// (worktrees/*) are listed too.
 func sequencersSince(dir string, began time.Time) ([]string, error) {
+	var out []string
+	var errs error
+	// A linked worktree's git directory (worktrees/NAME) keeps its own:
+	// git rebase --continue there reads them.
+	linked, err := os.ReadDir(filepath.Join(dir, "worktrees"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		errs = err
+	}
+	for _, d := range linked {
+		if d.IsDir() { // not through a link
+			states, err := sequencersIn(filepath.Join(dir, "worktrees", d.Name()), began)
+			out = append(out, states...)
+			errs = errors.Join(errs, err)
+		}
+	}
+	states, err := sequencersIn(dir, began)
+	return append(out, states...), errors.Join(errs, err)
+}
+
+// sequencersIn is sequencersSince for the git directory dir alone.
+func sequencersIn(dir string, began time.Time) ([]string, error) {
 	var out []string
 	var errs error
 	for _, name := range sequencerStates {

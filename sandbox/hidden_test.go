@@ -153,62 +153,89 @@ func TestHiddenSince(t *testing.T) {
 
 // A paused rebase, am, cherry-pick or revert the run started or changed
 // is set aside (the user's next --continue would run the exec lines of
-// the box's todo list); one the user paused before the run, which it did
-// not touch, stays.
+// the box's todo list), in the workspace's repository, in a linked
+// worktree's git directory, and in a nested repository's; one the user
+// paused before the run, which it did not touch, stays.
 func TestAftercareSetsAsideSequencerState(t *testing.T) {
-	for _, c := range []struct {
-		name       string
-		before     bool // the user paused the rebase before the run
-		runChanges bool // the run adds an exec line to its todo list
-		aside      bool
+	places := []struct {
+		name string
+		// repo makes, in the workspace ws, the repository to rebase in,
+		// and returns where to run git and its git directory.
+		repo func(t *testing.T, ws string) (work, gitDir string)
 	}{
-		{"the user's, untouched", true, false, false},
-		{"the user's, changed", true, true, true},
-		{"the run's", false, true, true},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			ws := realTempDir(t)
-			git(t, ws, "init", "-q")
+		{"workspace", func(t *testing.T, ws string) (string, string) {
+			return ws, filepath.Join(ws, ".git")
+		}},
+		{"linked worktree", func(t *testing.T, ws string) (string, string) {
+			wt := filepath.Join(realTempDir(t), "wt")
+			git(t, ws, "worktree", "add", "-q", "-b", "side", wt)
+			return wt, filepath.Join(ws, ".git", "worktrees", "wt")
+		}},
+		{"nested repository", func(t *testing.T, ws string) (string, string) {
+			sub := filepath.Join(ws, "sub")
+			git(t, ws, "init", "-q", sub)
 			for i := range 3 {
-				git(t, ws, "commit", "-q", "--allow-empty", "-m", fmt.Sprint(i))
+				git(t, sub, "commit", "-q", "--allow-empty", "-m", fmt.Sprint(i))
 			}
-			rebase := func() {
-				git(t, ws, "-c", "sequence.editor=sed -i 1s/^pick/edit/", "rebase", "-q", "-i", "HEAD~2")
-			}
-			if c.before {
-				rebase()
-			}
-			time.Sleep(2 * clockSlack) // the run begins a slack before its guard
-			guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !c.before {
-				rebase()
-			}
-			todo := filepath.Join(ws, ".git", "rebase-merge", "git-rebase-todo")
-			if c.runChanges {
-				f, err := os.OpenFile(todo, os.O_APPEND|os.O_WRONLY, 0)
+			return sub, filepath.Join(sub, ".git")
+		}},
+	}
+	for _, place := range places {
+		for _, c := range []struct {
+			name       string
+			before     bool // the user paused the rebase before the run
+			runChanges bool // the run adds an exec line to its todo list
+			aside      bool
+		}{
+			{"the user's, untouched", true, false, false},
+			{"the user's, changed", true, true, true},
+			{"the run's", false, true, true},
+		} {
+			t.Run(place.name+"/"+c.name, func(t *testing.T) {
+				ws := realTempDir(t)
+				git(t, ws, "init", "-q")
+				for i := range 3 {
+					git(t, ws, "commit", "-q", "--allow-empty", "-m", fmt.Sprint(i))
+				}
+				work, gitDir := place.repo(t, ws)
+				rebase := func() {
+					git(t, work, "-c", "sequence.editor=sed -i 1s/^pick/edit/", "rebase", "-q", "-i", "HEAD~2")
+				}
+				if c.before {
+					rebase()
+				}
+				time.Sleep(2 * clockSlack) // the run begins a slack before its guard
+				guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
 				if err != nil {
 					t.Fatal(err)
 				}
-				fmt.Fprintln(f, "exec touch ran")
-				f.Close()
-			}
+				if !c.before {
+					rebase()
+				}
+				todo := filepath.Join(gitDir, "rebase-merge", "git-rebase-todo")
+				if c.runChanges {
+					f, err := os.OpenFile(todo, os.O_APPEND|os.O_WRONLY, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					fmt.Fprintln(f, "exec touch ran")
+					f.Close()
+				}
 
-			care := Aftercare(guards)
-			if len(care.Unchecked) != 0 {
-				t.Errorf("left unchecked: %v", care.Unchecked)
-			}
-			_, err = os.Stat(todo)
-			switch aside := len(care.SetAside) == 1 && IsSequencerState(care.SetAside[0]) &&
-				strings.HasPrefix(care.SetAside[0], filepath.Join(ws, ".git", "rebase-merge.cordon-set-aside-")); {
-			case c.aside && (!aside || err == nil):
-				t.Errorf("set aside %q, and the todo list is still there (%v)", care.SetAside, err)
-			case !c.aside && (len(care.SetAside) != 0 || err != nil):
-				t.Errorf("set aside %q, the user's own rebase (%v)", care.SetAside, err)
-			}
-		})
+				care := Aftercare(guards)
+				if len(care.Unchecked) != 0 {
+					t.Errorf("left unchecked: %v", care.Unchecked)
+				}
+				_, err = os.Stat(todo)
+				switch aside := len(care.SetAside) == 1 && IsSequencerState(care.SetAside[0]) &&
+					strings.HasPrefix(care.SetAside[0], filepath.Join(gitDir, "rebase-merge.cordon-set-aside-")); {
+				case c.aside && (!aside || err == nil):
+					t.Errorf("set aside %q, and the todo list is still there (%v)", care.SetAside, err)
+				case !c.aside && (len(care.SetAside) != 0 || err != nil):
+					t.Errorf("set aside %q, the user's own rebase (%v)", care.SetAside, err)
+				}
+			})
+		}
 	}
 }
 

@@ -121,6 +121,7 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 				mu.Lock()
 				w.gitFifos = append(w.gitFifos, fifos...)
 				w.opened = append(w.opened, open...)
+				w.gitDirs = append(w.gitDirs, dir)
 				errs = errors.Join(errs, err)
 				mu.Unlock()
 				return
@@ -173,6 +174,9 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 					w.found = append(w.found, inner...)
 					w.gitFifos = append(w.gitFifos, fifos...)
 					w.opened = append(w.opened, open...)
+					if d.IsDir() {
+						w.gitDirs = append(w.gitDirs, p)
+					}
 				}
 				errs = errors.Join(errs, err)
 				mu.Unlock()
@@ -210,7 +214,7 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 	visit(root)
 	pending.Wait()
 	close(dirs)
-	for _, l := range [][]string{w.found, w.pipes, w.gitFifos, w.opened, w.ignores} {
+	for _, l := range [][]string{w.found, w.pipes, w.gitFifos, w.opened, w.ignores, w.gitDirs} {
 		slices.Sort(l)
 	}
 	return w, errs
@@ -229,6 +233,11 @@ type walkFound struct {
 	opened []string
 	// ignores are the .gitignore files made or changed.
 	ignores []string
+	// gitDirs are the git directories of the nested repositories left in
+	// place (neither made nor changed in their config or hooks), and of
+	// the directories git takes for one by their layout, where a paused
+	// operation's state may be (sequencersSince).
+	gitDirs []string
 }
 
 // walkBound is how far one walk of nestedChanges goes.

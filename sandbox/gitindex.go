@@ -52,7 +52,12 @@ type Hidden struct {
 	Digest string
 	// Paths are the first maxHiddenNamed of them that have names.
 	Paths []string
-	h     hash.Hash
+	// Untracked is the SHA-256 of the index's untracked cache (its UNTR
+	// extension), "" for none: git status takes from it, without looking,
+	// which files of a directory whose status it records are untracked,
+	// so one the box wrote can leave out a file it added.
+	Untracked string
+	h         hash.Hash
 	// recorded, when not nil, keeps the entries whose recorded status
 	// says the file changed at its since or later (see recordedSince).
 	recorded *recordedSince
@@ -227,7 +232,16 @@ func readIndex(r io.Reader, size int64, hashSize int, hidden *Hidden) (links []s
 			shared = hex.EncodeToString(oid)
 			n -= int64(hashSize)
 		}
-		if d, _ := br.Discard(int(n)); int64(d) != n {
+		var skipped int64
+		if sig == "UNTR" && hidden != nil {
+			h := sha256.New()
+			skipped, _ = io.CopyN(h, br, n)
+			hidden.Untracked = hex.EncodeToString(h.Sum(nil))
+		} else {
+			d, _ := br.Discard(int(n))
+			skipped = int64(d)
+		}
+		if skipped != n {
 			return nil, "", errIndexEnds
 		}
 	}

@@ -38,6 +38,12 @@ const (
 	// '*' hides itself and what is beside it). Cordon does not match
 	// patterns as git does: each one is reported, whatever it names.
 	HiddenIgnoring
+	// HiddenUntrackedCache is a repository's worktree whose index's
+	// untracked cache the run added or rewrote: git status takes from it
+	// which files are untracked, and one the box wrote can leave out a
+	// file it added. Cordon does not tell a forged cache from one git
+	// wrote (that takes git's ignore rules): each change is reported.
+	HiddenUntrackedCache
 	// HiddenForged is a file the run changed whose index entry it made
 	// record the file's new status with the old object name: git takes it
 	// for unchanged without reading it (see forgedSince).
@@ -62,7 +68,8 @@ type HiddenPath struct {
 
 // hiddenSince lists what the run hid in the repository whose worktree is
 // root and git directory dir: the entries its index flags now (after)
-// that it did not when the run was built (before), and its exclude file,
+// that it did not when the run was built (before), its untracked cache
+// when the run added or changed it, and its exclude file,
 // when the run made or changed it (its change time is began or later).
 func hiddenSince(root, dir string, before *Hidden, after Hidden, began time.Time) ([]HiddenPath, error) {
 	var out []HiddenPath
@@ -73,6 +80,9 @@ func hiddenSince(root, dir string, before *Hidden, after Hidden, began time.Time
 		}
 		if !all {
 			out = append(out, HiddenPath{Path: root, Kind: HiddenUnnamed})
+		}
+		if after.Untracked != "" && after.Untracked != before.Untracked {
+			out = append(out, HiddenPath{Path: root, Kind: HiddenUntrackedCache})
 		}
 	}
 	common := dir

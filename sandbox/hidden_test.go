@@ -356,3 +356,54 @@ func writeFile(t *testing.T, p, data string) {
 		t.Fatal(err)
 	}
 }
+
+// An untracked cache (the index's UNTR extension) the run added or
+// rewrote is reported: git status takes the untracked files from it,
+// and the box could have written one that leaves out a file it added.
+// One the user had, which the run left as it was, is not.
+func TestAftercareReportsUntrackedCache(t *testing.T) {
+	cache := func(t *testing.T, ws string) {
+		git(t, ws, "update-index", "--untracked-cache")
+		git(t, ws, "status", "--porcelain")
+	}
+	for _, c := range []struct {
+		name        string
+		before, run func(t *testing.T, ws string)
+		reported    bool
+	}{
+		{"added by the run", nil, cache, true},
+		{"the user's, left alone", cache, func(*testing.T, string) {}, false},
+		{"the user's, rewritten", cache, func(t *testing.T, ws string) {
+			writeFile(t, filepath.Join(ws, "conftest.py"), "evil\n")
+			// Git writes the cache it updates where the configuration
+			// asks it to keep one.
+			git(t, ws, "-c", "core.untrackedCache=true", "status", "--porcelain")
+		}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws := realTempDir(t)
+			git(t, ws, "init", "-q")
+			git(t, ws, "commit", "-q", "--allow-empty", "-m", "first")
+			if c.before != nil {
+				c.before(t, ws)
+			}
+			time.Sleep(2 * clockSlack) // the run begins a slack before its guard
+			guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.run(t, ws)
+			care := Aftercare(guards)
+			if len(care.Unchecked) != 0 {
+				t.Errorf("left unchecked: %v", care.Unchecked)
+			}
+			var want []HiddenPath
+			if c.reported {
+				want = []HiddenPath{{ws, HiddenUntrackedCache}}
+			}
+			if !slices.Equal(care.Hidden, want) {
+				t.Errorf("reported hidden %v, want %v", care.Hidden, want)
+			}
+		})
+	}
+}

@@ -52,6 +52,9 @@ func Owe(workspace string, guards []GuardedPath) (paid func(), err error) {
 				b = fmt.Appendf(b, " %q", p)
 			}
 			b = append(b, '\n')
+			if h.Untracked != "" {
+				b = fmt.Appendf(b, "untracked %q\n", h.Untracked)
+			}
 		}
 	}
 	p := filepath.Join(dir, owedName(workspace, os.Getpid()))
@@ -171,6 +174,8 @@ func readOwed(p, workspace string) ([]GuardedPath, bool) {
 				return nil, false
 			}
 			guards[len(guards)-1].Hidden = &Hidden{Count: n, Digest: f[1], Paths: f[2:]}
+		case kind == "untracked" && len(f) == 1 && len(guards) > 0 && guards[len(guards)-1].Hidden != nil:
+			guards[len(guards)-1].Hidden.Untracked = f[0]
 		default:
 			return nil, false
 		}

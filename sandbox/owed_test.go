@@ -109,7 +109,7 @@ func TestOweLeavesNoPartRecord(t *testing.T) {
 func TestOweKeepsHidden(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	ws := realTempDir(t)
-	for _, h := range []*Hidden{nil, {}, {Count: 3, Digest: "ab12", Paths: []string{"a b", "c\"d\n"}}} {
+	for _, h := range []*Hidden{nil, {}, {Count: 3, Digest: "ab12", Paths: []string{"a b", "c\"d\n"}}, {Untracked: "cd34"}} {
 		guards := []GuardedPath{{Path: ws, Guard: Checkouts, Dir: true, Hidden: h}, {Path: ws, Guard: Nested, Dir: true, Since: time.Unix(5, 0)}}
 		paid, err := Owe(ws, guards)
 		if err != nil {
@@ -127,5 +127,5 @@ func sameHidden(a, b *Hidden) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.Count == b.Count && a.Digest == b.Digest && slices.Equal(a.Paths, b.Paths)
+	return a.Count == b.Count && a.Digest == b.Digest && slices.Equal(a.Paths, b.Paths) && a.Untracked == b.Untracked
 }

@@ -199,8 +199,8 @@ func readIndex(r io.Reader, size int64, hashSize int, hidden *Hidden) (links []s
 		if hides && hidden != nil {
 			hidden.add(p)
 		}
-		if hidden != nil && hidden.recorded != nil && !hides && mode != modeGitlink {
-			hidden.recorded.add(e, p, hashSize)
+		if hidden != nil && hidden.recorded != nil {
+			hidden.recorded.add(e, p, hashSize, !hides && mode != modeGitlink)
 		}
 		if mode == modeGitlink {
 			if !cleanWorktreePath(string(p)) {
@@ -318,14 +318,16 @@ type indexEntry struct {
 	size  uint32
 }
 
-// add looks at the index entry e (its fixed part) at path p.
-func (r *recordedSince) add(e, p []byte, hashSize int) {
+// add looks at the index entry e (its fixed part) at path p, which it
+// keeps when keep (a file's, not flagged: a flag is reported as such)
+// and it was recorded since.
+func (r *recordedSince) add(e, p []byte, hashSize int, keep bool) {
 	if path.Base(string(p)) == ".gitattributes" {
 		r.attributes = true
 	}
 	ctime := time.Unix(int64(binary.BigEndian.Uint32(e[0:4])), int64(binary.BigEndian.Uint32(e[4:8])))
 	switch {
-	case ctime.Before(r.since):
+	case !keep || ctime.Before(r.since):
 	case len(p) == 0 || len(r.entries) == maxRecorded:
 		r.over = true
 	default:

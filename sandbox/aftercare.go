@@ -179,13 +179,23 @@ func walkCare(g GuardedPath, bound walkBound, guarded map[string]bool, began tim
 		}
 	}
 	for _, p := range w.ignores {
-		c.Hidden = append(c.Hidden, HiddenPath{Path: p, Kind: HiddenIgnoring})
+		if g.Guard == Nested && !toolCaches[filepath.Base(filepath.Dir(p))] {
+			c.Hidden = append(c.Hidden, HiddenPath{Path: p, Kind: HiddenIgnoring})
+		}
 	}
 	if err != nil {
 		c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("looking for repositories the run made: %w", err)})
 	}
 	return c, w.gitDirs
 }
+
+// toolCaches are the directories whose .gitignore (of '*') the tools
+// that make them write, on every first run (pytest, mypy, ruff): git
+// review passes them by, and no tool runs code from them, so reporting
+// each would only teach the user to skip the warnings. A .gitignore
+// outside the workspace (a read-write allow_path) is not reported either:
+// the review the report serves is of the workspace.
+var toolCaches = map[string]bool{".pytest_cache": true, ".mypy_cache": true, ".ruff_cache": true}
 
 // putAside sets p aside (setAside), adding what it did to c. A .git
 // file may name a git directory in the workspace that is missing, under a

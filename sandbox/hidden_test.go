@@ -72,12 +72,16 @@ func TestAftercareReportsHiddenChanges(t *testing.T) {
 			fmt.Fprintln(f, "conftest.py")
 			f.Close()
 			// And a directory whose .gitignore hides itself and what is
-			// beside it.
+			// beside it; pytest's cache, whose .gitignore pytest writes
+			// alike, is not reported.
 			ignore := filepath.Join(ws, "d", ".gitignore")
-			if err := os.MkdirAll(filepath.Dir(ignore), 0o755); err != nil {
-				t.Fatal(err)
+			for _, d := range []string{filepath.Dir(ignore), filepath.Join(ws, ".pytest_cache")} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
 			}
-			for p, data := range map[string]string{ignore: "*\n", filepath.Join(ws, "d", "conftest.py"): "evil\n"} {
+			for p, data := range map[string]string{ignore: "*\n", filepath.Join(ws, "d", "conftest.py"): "evil\n",
+				filepath.Join(ws, ".pytest_cache", ".gitignore"): "# Created by pytest automatically.\n*\n"} {
 				if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
 					t.Fatal(err)
 				}

@@ -266,12 +266,7 @@ func recheck(rootFd int, e indexEntry, hashSize int, budget *int64) (recheckVerd
 	if !regularFile && e.mode&unix.S_IFMT != unix.S_IFLNK {
 		return recheckSame, nil
 	}
-	how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
-	if !regularFile {
-		how.Flags = unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	}
-	fd, err := unix.Openat2(rootFd, e.path, &how)
+	fd, err := openEntry(rootFd, e.path, regularFile)
 	switch {
 	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV):
 		return recheckSame, nil // git finds no file there, or not this one
@@ -284,7 +279,7 @@ func recheck(rootFd int, e indexEntry, hashSize int, budget *int64) (recheckVerd
 	if err := unix.Fstat(fd, &st); err != nil {
 		return recheckSame, err
 	}
-	if st.Mode&unix.S_IFMT != e.mode&unix.S_IFMT || uint32(st.Size) != e.size || uint32(st.Mtim.Sec) != e.mtime {
+	if uint32(st.Mode)&unix.S_IFMT != e.mode&unix.S_IFMT || uint32(st.Size) != e.size || uint32(st.Mtim.Sec) != e.mtime {
 		return recheckSame, nil // git reads it itself
 	}
 	if st.Size > *budget {
@@ -295,10 +290,7 @@ func recheck(rootFd int, e indexEntry, hashSize int, budget *int64) (recheckVerd
 	if regularFile {
 		data, err = io.ReadAll(io.LimitReader(f, st.Size+1))
 	} else {
-		data = make([]byte, st.Size+1)
-		var n int
-		n, err = unix.Readlinkat(fd, "", data)
-		data = data[:max(n, 0)]
+		data, err = readEntryLink(fd, st.Size)
 	}
 	if err != nil {
 		return recheckSame, err

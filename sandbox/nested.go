@@ -65,6 +65,18 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 		over    sync.Once
 		w       walkFound
 	)
+	// addIfChanged adds p to list if it was made or changed since.
+	addIfChanged := func(list *[]string, p string) {
+		_, changed, err := fileTimes(p)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			errs = errors.Join(errs, err)
+		case !changed.Before(since):
+			*list = append(*list, p)
+		}
+	}
 	// Directories below the root are read by a few workers at once: the
 	// walk is system calls, and the cores are otherwise idle once the run
 	// has ended. The workers start with the first directory queued: a
@@ -181,25 +193,9 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 				errs = errors.Join(errs, err)
 				mu.Unlock()
 			case d.Type()&fs.ModeNamedPipe != 0:
-				_, changed, err := fileTimes(p)
-				mu.Lock()
-				switch {
-				case err != nil:
-					errs = errors.Join(errs, err)
-				case !changed.Before(since):
-					w.pipes = append(w.pipes, p)
-				}
-				mu.Unlock()
+				addIfChanged(&w.pipes, p)
 			case d.Name() == ".gitignore" && !d.IsDir():
-				_, changed, err := fileTimes(p)
-				mu.Lock()
-				switch {
-				case err != nil:
-					errs = errors.Join(errs, err)
-				case !changed.Before(since):
-					w.ignores = append(w.ignores, p)
-				}
-				mu.Unlock()
+				addIfChanged(&w.ignores, p)
 			case !d.IsDir():
 			case strings.HasPrefix(d.Name(), ".git.cordon-set-aside-") && skip[p]:
 				// a git directory set aside in this run

@@ -292,12 +292,8 @@ func TestMaskedFilesGitCredentials(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("git credential-store (this test needs git): %v: %s", err, out)
 	}
-	s, err := Load([]policy.Credential{{Name: "git", Source: policy.Source{Env: "GIT_REAL"}, Hosts: []string{"git.example.com"},
-		BasicAuth: "bob", Env: "GIT_PASSWORD", Files: []string{file}}}, []string{"git"},
-		Options{Env: func(string) string { return secret }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := loadOne(t, policy.Credential{Name: "git", Source: policy.Source{Env: "GIT_REAL"}, Hosts: []string{"git.example.com"},
+		BasicAuth: "bob", Env: "GIT_PASSWORD", Files: []string{file}}, secret)
 	files, err := s.MaskedFiles()
 	if err != nil {
 		t.Fatal(err)
@@ -331,12 +327,8 @@ func TestMaskedFilesEscapedSecretRefused(t *testing.T) {
 			if err := os.WriteFile(file, []byte(tc.content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			s, err := Load([]policy.Credential{{Name: "repo", Source: policy.Source{Env: "REPO_REAL"}, Hosts: []string{"repo.example.com"},
-				BasicAuth: "bob", Env: "REPO_PASSWORD", Files: []string{file}}}, []string{"repo"},
-				Options{Env: func(string) string { return secret }})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := loadOne(t, policy.Credential{Name: "repo", Source: policy.Source{Env: "REPO_REAL"}, Hosts: []string{"repo.example.com"},
+				BasicAuth: "bob", Env: "REPO_PASSWORD", Files: []string{file}}, secret)
 			files, err := s.MaskedFiles()
 			if err == nil {
 				t.Fatalf("shown to the box as %q", files[file])
@@ -364,17 +356,23 @@ func FuzzUnescape(f *testing.F) {
 	})
 }
 
+// loadOne loads the credential c alone, its source yielding secret.
+func loadOne(t *testing.T, c policy.Credential, secret string) *Set {
+	t.Helper()
+	s, err := Load([]policy.Credential{c}, []string{c.Name}, Options{Env: func(string) string { return secret }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func TestMaskedFiles(t *testing.T) {
 	dir := t.TempDir()
 	npmrc := dir + "/.npmrc"
 	const secret = "npm_0123456789abcdefSECRET"
 	os.WriteFile(npmrc, []byte("//registry.npmjs.org/:_authToken="+secret+"\nalways-auth=true\n"), 0o600)
-	s, err := Load([]policy.Credential{{Name: "npm", Source: policy.Source{Env: "NPM_REAL"}, Hosts: []string{"registry.npmjs.org"},
-		Header: "Authorization: Bearer {}", Env: "NPM_TOKEN", Files: []string{npmrc}}}, []string{"npm"},
-		Options{Env: func(string) string { return secret }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := loadOne(t, policy.Credential{Name: "npm", Source: policy.Source{Env: "NPM_REAL"}, Hosts: []string{"registry.npmjs.org"},
+		Header: "Authorization: Bearer {}", Env: "NPM_TOKEN", Files: []string{npmrc}}, secret)
 	files, err := s.MaskedFiles()
 	if err != nil {
 		t.Fatal(err)
@@ -399,9 +397,8 @@ func TestMaskedFiles(t *testing.T) {
 			t.Errorf("MaskBytes(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
-	s2, _ := Load([]policy.Credential{{Name: "npm", Source: policy.Source{Env: "NPM_REAL"}, Hosts: []string{"registry.npmjs.org"},
-		Header: "Authorization: Bearer {}", Env: "NPM_TOKEN", Files: []string{dir + "/missing"}}}, []string{"npm"},
-		Options{Env: func(string) string { return secret }})
+	s2 := loadOne(t, policy.Credential{Name: "npm", Source: policy.Source{Env: "NPM_REAL"}, Hosts: []string{"registry.npmjs.org"},
+		Header: "Authorization: Bearer {}", Env: "NPM_TOKEN", Files: []string{dir + "/missing"}}, secret)
 	if _, err := s2.MaskedFiles(); err == nil || !strings.Contains(err.Error(), "missing") || strings.Contains(err.Error(), secret) {
 		t.Fatalf("missing file: %v", err)
 	}
@@ -410,9 +407,8 @@ func TestMaskedFiles(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s3, _ := Load([]policy.Credential{{Name: "npm", Source: policy.Source{Env: "NPM_REAL"}, Hosts: []string{"registry.npmjs.org"},
-		Header: "Authorization: Bearer {}", Env: "NPM_TOKEN", Files: []string{fifo}}}, []string{"npm"},
-		Options{Env: func(string) string { return secret }})
+	s3 := loadOne(t, policy.Credential{Name: "npm", Source: policy.Source{Env: "NPM_REAL"}, Hosts: []string{"registry.npmjs.org"},
+		Header: "Authorization: Bearer {}", Env: "NPM_TOKEN", Files: []string{fifo}}, secret)
 	done := make(chan error, 1)
 	go func() { _, err := s3.MaskedFiles(); done <- err }()
 	select {

@@ -403,3 +403,23 @@ func TestFaultCAKeyUnreadable(t *testing.T) {
 		})
 	}
 }
+
+// TestRunRefusesAConfigOthersCanWrite: a global config another local user
+// could edit (here world-writable) would let them widen the box; the run
+// is refused with the fix, logged as one block line, and nothing runs.
+func TestRunRefusesAConfigOthersCanWrite(t *testing.T) {
+	b := newBox(t)
+	cfg := b.config("network: open\n")
+	if err := os.Chmod(cfg, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	r := b.run("--config", cfg, "--", "/usr/bin/touch", "ran")
+	expectCode(t, r, 125)
+	if !strings.Contains(r.stderr, "writable by other users") || !strings.Contains(r.stderr, "chmod go-w "+cfg) {
+		t.Fatalf("stderr %q: want the refusal and its fix", r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(b.ws, "ran")); err == nil {
+		t.Fatal("the command ran under a config others could write")
+	}
+	expectOnlyBlock(t, b, "policy")
+}

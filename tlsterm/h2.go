@@ -34,9 +34,12 @@ func serveH2(c *tls.Conn, h http.Handler) {
 			defer inflight.Done()
 			h.ServeHTTP(w, r)
 		}),
-		ReadHeaderTimeout: headerTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    MaxHeaderBytes,
+		// An OPTIONS * is the handler's to judge, log and forward, as
+		// on the HTTP/1.x path: net/http answered it itself, unlogged.
+		DisableGeneralOptionsHandler: true,
+		ReadHeaderTimeout:            headerTimeout,
+		IdleTimeout:                  idleTimeout,
+		MaxHeaderBytes:               MaxHeaderBytes,
 		HTTP2: &http.HTTP2Config{MaxReadFrameSize: maxFrameSize, MaxConcurrentStreams: maxClientStreams,
 			MaxReceiveBufferPerConnection: maxUploadBuffer, MaxReceiveBufferPerStream: maxUploadBuffer},
 		ErrorLog: log.New(io.Discard, "", 0),

@@ -199,10 +199,25 @@ func expectH2PathRefused(t *testing.T, path string, status int, reason policy.Re
 	t.Helper()
 	origin := &untouchedOrigin{}
 	r := newRig(t, origin, rigOptions{h1Only: true, connState: origin.connState})
+	got := r.h2Request(t, http.MethodGet, path)
+	if got[":status"] != strconv.Itoa(status) || got["x-cordon-reason"] != string(reason) {
+		t.Fatalf("got %v, want %d %s", got, status, reason)
+	}
+	if d := r.waitRecords(t, audit.TypeDecision, 1)[0]; d.Decision != audit.Deny || d.Reason != string(reason) {
+		t.Fatalf("decision line %+v, want a deny", d)
+	}
+	origin.expectNone(t)
+}
+
+// h2Request sends a bodyless HTTP/2 request for method and path (written
+// as frames, so any :path goes as it is) through r, and returns its
+// response's header fields.
+func (r *rig) h2Request(t *testing.T, method, path string) map[string]string {
+	t.Helper()
 	_, fr, _ := r.h2Conn(t)
 	var block bytes.Buffer
 	enc := hpack.NewEncoder(&block)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", r.authority()}, {":path", path}} {
+	for _, f := range [][2]string{{":method", method}, {":scheme", "https"}, {":authority", r.authority()}, {":path", path}} {
 		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
@@ -222,13 +237,38 @@ func expectH2PathRefused(t *testing.T, path string, status int, reason policy.Re
 			t.Fatalf("stream reset: %v", f.ErrCode)
 		}
 	}
-	if got[":status"] != strconv.Itoa(status) || got["x-cordon-reason"] != string(reason) {
-		t.Fatalf("got %v, want %d %s", got, status, reason)
+	return got
+}
+
+// TestHTTP2OptionsStarJudged: an HTTP/2 OPTIONS * is judged, logged and
+// forwarded like any other request, as an HTTP/1.x one is. net/http's
+// server answered it itself (200, no body), so the request had no
+// decision line and no close line, and the origin never saw it.
+func TestHTTP2OptionsStarJudged(t *testing.T) {
+	seen := make(chan string, 1)
+	r := newRig(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		seen <- req.Method + " " + req.RequestURI
+		w.Header().Set("Allow", "GET, OPTIONS")
+	}), rigOptions{h1Only: true})
+	got := r.h2Request(t, http.MethodOptions, "*")
+	if got[":status"] != "200" || got["allow"] != "GET, OPTIONS" {
+		t.Fatalf("got %v, want the origin's 200 with its Allow", got)
 	}
-	if d := r.waitRecords(t, audit.TypeDecision, 1)[0]; d.Decision != audit.Deny || d.Reason != string(reason) {
-		t.Fatalf("decision line %+v, want a deny", d)
+	select {
+	case s := <-seen:
+		if s != "OPTIONS *" {
+			t.Fatalf("the origin got %q, want OPTIONS *", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the OPTIONS * never reached the origin")
 	}
-	origin.expectNone(t)
+	d := r.waitRecords(t, audit.TypeDecision, 1)[0]
+	if d.Decision != audit.Allow || d.Method != http.MethodOptions || d.Path != "*" {
+		t.Fatalf("decision line %+v, want an allow for OPTIONS *", d)
+	}
+	if c := r.waitRecords(t, audit.TypeClose, 1)[0]; c.Status != http.StatusOK {
+		t.Fatalf("close line %+v, want status 200", c)
+	}
 }
 
 // untouchedOrigin is an origin no request is to reach: it notes each

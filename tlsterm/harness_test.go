@@ -100,6 +100,7 @@ func newRig(tb testing.TB, h http.Handler, o rigOptions) *rig {
 	origin.Config.ErrorLog = discardLog
 	origin.Config.IdleTimeout = o.idle
 	origin.Config.ConnState = o.connState
+	origin.Config.DisableGeneralOptionsHandler = true // an OPTIONS * is h's to answer
 	if o.linger {
 		origin.Listener = lingerListener{origin.Listener}
 	}

@@ -199,7 +199,7 @@ func expectH2PathRefused(t *testing.T, path string, status int, reason policy.Re
 	t.Helper()
 	origin := &untouchedOrigin{}
 	r := newRig(t, origin, rigOptions{h1Only: true, connState: origin.connState})
-	got := r.h2Request(t, http.MethodGet, path)
+	got := r.h2Request(t, r.pseudo(http.MethodGet, path)...)
 	if got[":status"] != strconv.Itoa(status) || got["x-cordon-reason"] != string(reason) {
 		t.Fatalf("got %v, want %d %s", got, status, reason)
 	}
@@ -209,15 +209,16 @@ func expectH2PathRefused(t *testing.T, path string, status int, reason policy.Re
 	origin.expectNone(t)
 }
 
-// h2Request sends a bodyless HTTP/2 request for method and path (written
-// as frames, so any :path goes as it is) through r, and returns its
-// response's header fields.
-func (r *rig) h2Request(t *testing.T, method, path string) map[string]string {
+// h2Request sends a bodyless HTTP/2 request of the given header fields
+// (written as frames, so any field goes as it is) through r, and returns
+// its response's header fields, or ":reset" and the error code for a
+// stream reset.
+func (r *rig) h2Request(t *testing.T, fields ...[2]string) map[string]string {
 	t.Helper()
 	_, fr, _ := r.h2Conn(t)
 	var block bytes.Buffer
 	enc := hpack.NewEncoder(&block)
-	for _, f := range [][2]string{{":method", method}, {":scheme", "https"}, {":authority", r.authority()}, {":path", path}} {
+	for _, f := range fields {
 		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
@@ -234,10 +235,43 @@ func (r *rig) h2Request(t *testing.T, method, path string) map[string]string {
 		case *http2.HeadersFrame:
 			dec.Write(f.HeaderBlockFragment())
 		case *http2.RSTStreamFrame:
-			t.Fatalf("stream reset: %v", f.ErrCode)
+			return map[string]string{":reset": f.ErrCode.String()}
 		}
 	}
 	return got
+}
+
+// pseudo is the pseudo-header fields of an HTTP/2 request for method and
+// path to r's origin.
+func (r *rig) pseudo(method, path string) [][2]string {
+	return [][2]string{{":method", method}, {":scheme", "https"}, {":authority", r.authority()}, {":path", path}}
+}
+
+// TestHTTP2ExtendedConnectRefused: an extended CONNECT (RFC 8441, a
+// WebSocket over an HTTP/2 stream: :method CONNECT with :protocol) is not
+// offered, and one sent anyway never reaches the origin: net/http's server
+// resets it while extended CONNECT is off (Go 1.26's default), and, were
+// it on, the handler would refuse and log it as a nested CONNECT. Held
+// here so a Go release that turns it on cannot forward it unseen.
+func TestHTTP2ExtendedConnectRefused(t *testing.T) {
+	origin := &untouchedOrigin{}
+	r := newRig(t, origin, rigOptions{h1Only: true, connState: origin.connState})
+	_, _, settings := r.h2Conn(t)
+	if v, ok := settings.Value(http2.SettingEnableConnectProtocol); ok && v != 0 {
+		t.Errorf("the server offers extended CONNECT (SETTINGS_ENABLE_CONNECT_PROTOCOL %d)", v)
+	}
+	got := r.h2Request(t, append(r.pseudo(http.MethodConnect, "/ws"), [2]string{":protocol", "websocket"})...)
+	switch {
+	case got[":reset"] != "":
+		// Refused by the protocol, before any handler: nothing to log.
+	case got[":status"] == "403" && got["x-cordon-reason"] == string(ReasonNestedConnect):
+		if d := r.waitRecords(t, audit.TypeDecision, 1)[0]; d.Decision != audit.Deny || d.Reason != string(ReasonNestedConnect) {
+			t.Fatalf("decision line %+v, want a deny", d)
+		}
+	default:
+		t.Fatalf("extended CONNECT answered %v, want a reset or 403 %s", got, ReasonNestedConnect)
+	}
+	origin.expectNone(t)
 }
 
 // TestHTTP2OptionsStarJudged: an HTTP/2 OPTIONS * is judged, logged and
@@ -250,7 +284,7 @@ func TestHTTP2OptionsStarJudged(t *testing.T) {
 		seen <- req.Method + " " + req.RequestURI
 		w.Header().Set("Allow", "GET, OPTIONS")
 	}), rigOptions{h1Only: true})
-	got := r.h2Request(t, http.MethodOptions, "*")
+	got := r.h2Request(t, r.pseudo(http.MethodOptions, "*")...)
 	if got[":status"] != "200" || got["allow"] != "GET, OPTIONS" {
 		t.Fatalf("got %v, want the origin's 200 with its Allow", got)
 	}

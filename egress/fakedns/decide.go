@@ -21,6 +21,9 @@ const (
 	// ReasonTooManyConnections: the TCP connections reached their bound
 	// (Config.MaxTCPConns); the proxy's own bound says the same.
 	ReasonTooManyConnections policy.Reason = "too_many_connections"
+	// ReasonTooManyQueries: every UDP reader was busy answering a query
+	// (udpWorkers); the kernel holds the next, or drops them.
+	ReasonTooManyQueries policy.Reason = "too_many_queries"
 )
 
 // DecideName judges whether a normalised host resolves: it does when an

@@ -36,10 +36,14 @@
 // records, gets FORMERR; an EDNS version other than 0 gets BADVERS. A
 // query with EDNS gets an OPT back (payload 1232). A UDP reply longer than
 // 512 bytes, or than the client's EDNS payload, is truncated with TC set;
-// TCP replies are never truncated. Malformed messages are not logged. At
-// most Config.MaxTCPConns TCP connections are served at once; the next
-// waits in the listen queue until one closes, and reaching the bound is
-// logged once, with reason too_many_connections.
+// TCP replies are never truncated. Malformed messages are not logged; one
+// too short for a header gets no reply, one whose body does not read gets
+// FORMERR. At most Config.MaxTCPConns TCP connections are served at once;
+// the next waits in the listen queue until one closes, and reaching the
+// bound is logged once, with reason too_many_connections. At most 64 UDP
+// queries (udpWorkers) are answered at once; the next wait in the socket's
+// buffer, the kernel drops what does not fit, and reaching the bound is
+// logged once, with reason too_many_queries.
 //
 // TTL is short so that a cache which outlives the session (the fake range
 // is reallocated from scratch each session) forgets its answers within
@@ -67,6 +71,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -103,9 +108,16 @@ type Config struct {
 type Resolver struct {
 	cfg  Config
 	addr string // where Serve's UDP socket is bound, for errors
-	udp  *dns.Server
+	udp  net.PacketConn
 	tcp  *dns.Server
 	now  func() time.Time
+
+	// udpDone is closed once every UDP reader stopped; udpBusy counts
+	// the queries they are answering, and udpFull logs the first time
+	// all of them are.
+	udpDone chan struct{}
+	udpBusy atomic.Int32
+	udpFull sync.Once
 
 	mu     sync.RWMutex
 	pool   pool
@@ -155,35 +167,21 @@ func New(cfg Config) (*Resolver, error) {
 // is done; it returns once both serve. Call it once.
 func (r *Resolver) Serve(ctx context.Context, pc net.PacketConn, l net.Listener) error {
 	r.addr = pc.LocalAddr().String()
-	r.udp = r.newServer(func(s *dns.Server) { s.PacketConn = pc })
 	l = connlimit.NewListener(l, r.cfg.MaxTCPConns, r.tcpFull)
-	r.tcp = r.newServer(func(s *dns.Server) { s.Listener = l })
-	if err := serve(r.udp); err != nil {
-		pc.Close()
-		l.Close()
-		return fmt.Errorf("fakedns: serve udp %s: %w", r.addr, err)
-	}
+	r.tcp = &dns.Server{Listener: l, Handler: r, MsgAcceptFunc: acceptQuery}
 	if err := serve(r.tcp); err != nil {
 		l.Close()
-		r.udp.Shutdown()
+		pc.Close()
 		return fmt.Errorf("fakedns: serve tcp %s: %w", r.addr, err)
 	}
+	r.udp, r.udpDone = pc, make(chan struct{})
+	go r.serveUDP(pc, r.udpDone)
 	r.stopCtx = context.AfterFunc(ctx, func() { r.Close() })
 	return nil
 }
 
-func (r *Resolver) newServer(set func(*dns.Server)) *dns.Server {
-	s := &dns.Server{
-		Handler:       r,
-		UDPSize:       dns.DefaultMsgSize,
-		MsgAcceptFunc: acceptQuery,
-	}
-	set(s)
-	return s
-}
-
-// acceptQuery drops responses and lets every query through to ServeDNS,
-// which answers malformed ones itself.
+// acceptQuery drops responses and lets every query through to ServeDNS
+// (or, over UDP, replyUDP), which answers malformed ones itself.
 func acceptQuery(h dns.Header) dns.MsgAcceptAction {
 	const qr = 1 << 15
 	if h.Bits&qr != 0 {
@@ -219,12 +217,24 @@ func (r *Resolver) Close() error {
 		r.stopCtx()
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
-		r.closeErr = errors.Join(r.udp.ShutdownContext(ctx), r.tcp.ShutdownContext(ctx))
+		r.closeErr = errors.Join(r.closeUDP(ctx), r.tcp.ShutdownContext(ctx))
 		if r.closeErr != nil {
 			r.closeErr = fmt.Errorf("fakedns: close %s: %w", r.addr, r.closeErr)
 		}
 	})
 	return r.closeErr
+}
+
+// closeUDP closes the UDP socket and waits, until ctx is done, for the
+// queries being answered.
+func (r *Resolver) closeUDP(ctx context.Context) error {
+	err := r.udp.Close()
+	select {
+	case <-r.udpDone:
+		return err
+	case <-ctx.Done():
+		return errors.Join(err, ctx.Err())
+	}
 }
 
 // NameFor returns the name a fake address was handed out for.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -104,4 +105,74 @@ func FuzzHandle(f *testing.F) {
 			t.Fatalf("answers with rcode %s", dns.RcodeToString[back.Rcode])
 		}
 	})
+}
+
+// FuzzReplyUDP feeds arbitrary bytes to the UDP path: it never panics,
+// sends nothing to a message too short for a header or to a response,
+// and every reply unpacks, fits the client's size and carries the
+// query's id.
+func FuzzReplyUDP(f *testing.F) {
+	for _, seed := range fuzzSeeds(f) {
+		f.Add(seed)
+	}
+	f.Add([]byte{0, 7, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 3, 'a', 'b'})
+	f.Add(manyQuestionsCut())
+	rules, err := policy.Compile([]string{"example.com", "*.example.com"}, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	log := filepath.Join(f.TempDir(), "audit.jsonl")
+	w, err := audit.Open(log, "fuzz")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { w.Close() })
+	r, err := New(Config{Rules: rules, Audit: w})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		os.Truncate(log, 0)
+		out := r.replyUDP(b, "fuzz")
+		if len(b) < headerLen || b[2]&0x80 != 0 {
+			if out != nil {
+				t.Fatalf("a reply to a message too short or a response: %x", out)
+			}
+			return
+		}
+		if out == nil {
+			t.Fatal("a query got no reply")
+		}
+		limit := dns.MinMsgSize
+		if req := new(dns.Msg); req.Unpack(b) == nil {
+			limit = replySize(req.IsEdns0(), false)
+		}
+		if len(out) > limit {
+			t.Fatalf("reply is %d bytes, over the client's %d", len(out), limit)
+		}
+		back := new(dns.Msg)
+		if err := back.Unpack(out); err != nil {
+			t.Fatalf("reply does not unpack: %v", err)
+		}
+		if back.Id != binary.BigEndian.Uint16(b) || !back.Response {
+			t.Fatalf("reply id %d response %v, to query %d", back.Id, back.Response, binary.BigEndian.Uint16(b))
+		}
+	})
+}
+
+// manyQuestionsCut is a query of fifteen 255-byte questions whose answer
+// section is cut short: it does not unpack, and what of it did is longer
+// than a UDP reply may be.
+func manyQuestionsCut() []byte {
+	m := new(dns.Msg)
+	name := strings.Repeat(strings.Repeat("a", 63)+".", 3) + strings.Repeat("b", 61) + "."
+	for range 15 {
+		m.Question = append(m.Question, dns.Question{Name: name, Qtype: dns.TypeA, Qclass: dns.ClassINET})
+	}
+	b, err := m.Pack()
+	if err != nil {
+		panic(err)
+	}
+	b[7] = 1                  // one answer,
+	return append(b, 0xc0, 1) // whose name points nowhere
 }

@@ -258,6 +258,11 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		}
 	}()
 
+	// The box's init, held once bwrap reports it: the run ends only once
+	// it has (see waitBoxGone).
+	inits := make(chan *process, 1)
+	go func() { inits <- initOf(st.waitInit(), c.pid) }()
+
 	var deadline <-chan time.Time
 	if s.Timeout > 0 {
 		t := time.NewTimer(s.Timeout)
@@ -394,6 +399,8 @@ loop:
 			ctx = context.Background()
 		}
 	}
+	// bwrap is gone, but the rest of the box may not be yet.
+	waitBoxGone(<-inits)
 	// The sandbox is gone; the copies of its output, waited for on
 	// return, may need the terminal it shared put back first.
 	if s.Ended != nil {
@@ -904,8 +911,9 @@ func (r *statusReader) stderrHint() string {
 	return "bwrap failed while building the sandbox's mounts"
 }
 
-// process is the sandboxed command's process, held by a pidfd so a signal
-// can never reach a process that took over its pid.
+// process is the sandboxed command's process, or the sandbox's init,
+// held by a pidfd so a signal can never reach a process that took over
+// its pid.
 type process struct {
 	pid  int
 	fd   int
@@ -965,7 +973,53 @@ func isCommand(pid, init int) bool {
 	return status["PPid"] == strconv.Itoa(init) && len(ns) > 0 && ns[len(ns)-1] == "2"
 }
 
-// signal sends sig to the command.
+// initOf holds the sandbox's init, host pid init, whose parent is
+// bwrap, launcher; nil if there is none, or it has ended (and been
+// reaped, so the pid may be another's now).
+func initOf(init, launcher int) *process {
+	if init <= 0 {
+		return nil
+	}
+	fd, err := unix.PidfdOpen(init, 0)
+	if err != nil {
+		return nil
+	}
+	// As in commandOf: the pidfd names whatever held the pid when it was
+	// opened.
+	status := procStatus(strconv.Itoa(init))
+	ns := strings.Fields(status["NSpid"])
+	if status["PPid"] != strconv.Itoa(launcher) || len(ns) == 0 || ns[len(ns)-1] != "1" {
+		unix.Close(fd)
+		return nil
+	}
+	return &process{pid: init, fd: fd}
+}
+
+// waitBoxGone ends the sandbox's init, once bwrap has ended, and waits
+// until it has: the kernel lets a pid namespace's init end only once
+// every other process in the namespace is gone. bwrap's end alone does
+// not say so: its init dies of it (its parent-death signal), but first
+// frees its memory, which the command may have made it fill (same
+// user: ptrace), and until then the box's other processes run on, and
+// a daemon among them could plant in the workspace what the aftercare
+// that follows had already looked for. A nil init (bwrap ended before
+// it reported one, or after the init ended) is no wait.
+func waitBoxGone(init *process) {
+	if init == nil {
+		return
+	}
+	defer init.close()
+	init.signal(unix.SIGKILL)
+	fds := []unix.PollFd{{Fd: int32(init.fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, -1)
+		if n > 0 || (err != nil && err != unix.EINTR) {
+			return
+		}
+	}
+}
+
+// signal sends sig to the process.
 func (c *process) signal(sig unix.Signal) {
 	_ = unix.PidfdSendSignal(c.fd, sig, nil, 0)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -672,6 +673,56 @@ func TestMaskSpellings(t *testing.T) {
 				if got := set.Scrub(v); got != "echo: [masked:"+tc.cred+"] end" {
 					t.Errorf("Scrub(%q) = %q", v, got)
 				}
+			}
+		})
+	}
+}
+
+// TestMaskJSONEscaped: an upstream quoting the injected key in a JSON
+// body (an echo, an error message) writes it escaped as its encoder
+// does, and each common encoder's spelling is masked in bodies and
+// headers, scrubbed from lines, and refused leaving in a request body.
+// Before, only the key as written was: the box read it one JSON decoding
+// away, as through the real proxy from the integration tests' echo
+// origin (Go's encoding/json) for a key holding a '&' or a '"'.
+func TestMaskJSONEscaped(t *testing.T) {
+	const secret = "k3y\"q\\b<t>&s/\u00e9-\U0001F600-0123"
+	set := loadOne(t, policy.Credential{Name: "api", Source: policy.Source{Env: "API_REAL"}, Hosts: []string{"api.example"},
+		Header: "X-Api-Key: {}", Env: "API_KEY"}, secret)
+	p := ph(set, "api")
+	goJSON, err := json.Marshal(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain bytes.Buffer
+	enc := json.NewEncoder(&plain)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(secret); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, escaped string }{
+		{"Go's encoding/json", strings.Trim(string(goJSON), `"`)},
+		{"JSON.stringify", strings.Trim(strings.TrimSpace(plain.String()), `"`)},
+		{"Python's json.dumps", `k3y\"q\\b<t>&s/\u00e9-\ud83d\ude00-0123`},
+		{"PHP's json_encode", `k3y\"q\\b<t>&s\/\u00e9-\ud83d\ude00-0123`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			echo := `{"error": "bad key ` + tc.escaped + `"}`
+			body, err := io.ReadAll(set.MaskBody(io.NopCloser(&chunkReader{data: []byte(echo), sizes: []int{9, 4}})))
+			if err != nil || strings.Contains(string(body), "0123") || !strings.Contains(string(body), p) {
+				t.Errorf("MaskBody: %q, %v; want the placeholder", body, err)
+			}
+			h := http.Header{"X-Echo": {echo}}
+			set.MaskHeader(h)
+			if strings.Contains(h.Get("X-Echo"), "0123") {
+				t.Errorf("MaskHeader: %q", h.Get("X-Echo"))
+			}
+			if got := set.Scrub(echo); got != `{"error": "bad key [masked:api]"}` {
+				t.Errorf("Scrub: %q", got)
+			}
+			g := set.GuardBody(io.NopCloser(strings.NewReader(echo)), "api.example", 443)
+			if _, err := io.ReadAll(g); !errors.Is(err, g.Err()) || g.Err() == nil {
+				t.Errorf("a request body holding the key so escaped went out: %v", err)
 			}
 		})
 	}

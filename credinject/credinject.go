@@ -23,6 +23,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/cordon-sandbox/cordon/internal/regular"
 	"github.com/cordon-sandbox/cordon/policy"
@@ -118,9 +120,13 @@ func newSet(creds []*cred) *Set {
 // case, as git writes a password into ~/.git-credentials (%2f, %20),
 // which no escaping of Go's matches for a secret holding a '/', a '+', a
 // ':' or a space. An upstream that echoes any of them is masked, and
-// none reaches an audit line. (A file shown masked is also searched
-// inside every base64 token, which covers a password in base64 alone, as
-// an .npmrc's _password holds it: see MaskBytes.)
+// none reaches an audit line. Each of these is also a spelling as a JSON
+// string's content in the ways common encoders write it (jsonStyles): an
+// upstream that quotes a request header in a JSON body (an error message,
+// an echo) escapes a '"', '\\', '<', '>', '&' or '/' of the key, and the
+// box read the key one decoding away. (A file shown masked is also
+// searched inside every base64 token, which covers a password in base64
+// alone, as an .npmrc's _password holds it: see MaskBytes.)
 func (c *cred) spellings() []func(string) string {
 	sp := []func(string) string{
 		func(v string) string { return v },
@@ -132,7 +138,48 @@ func (c *cred) spellings() []func(string) string {
 	if c.basicUser != "" {
 		sp = append(sp, func(v string) string { return base64.StdEncoding.EncodeToString([]byte(c.basicUser + ":" + v)) })
 	}
+	for _, spell := range slices.Clone(sp) {
+		for _, style := range jsonStyles {
+			sp = append(sp, func(v string) string { return style.escape(spell(v)) })
+		}
+	}
 	return sp
+}
+
+// jsonStyle is how a family of JSON encoders writes a string's content:
+// every one escapes '"' and '\\'; html adds '<', '>' and '&' as \u003c,
+// \u003e and \u0026, slash '/' as \/, and ascii every other character
+// than ASCII as \uXXXX (a UTF-16 surrogate pair above U+FFFF), all in
+// lower case. (A secret holds no control character: Load refuses one.)
+type jsonStyle struct{ html, slash, ascii bool }
+
+// jsonStyles are the ways common JSON encoders write a string by default.
+var jsonStyles = []jsonStyle{
+	{},                         // JavaScript's JSON.stringify, serde_json, Jackson
+	{html: true},               // Go's encoding/json, Rails
+	{ascii: true},              // Python's json.dumps
+	{slash: true, ascii: true}, // PHP's json_encode
+}
+
+// escape returns v as the style writes it inside a JSON string.
+func (j jsonStyle) escape(v string) string {
+	var b strings.Builder
+	for len(v) > 0 {
+		r, n := utf8.DecodeRuneInString(v)
+		switch {
+		case r == '"' || r == '\\' || r == '/' && j.slash:
+			b.WriteByte('\\')
+			b.WriteByte(v[0])
+		case j.html && (r == '<' || r == '>' || r == '&'), j.ascii && n > 1:
+			for _, u := range utf16.AppendRune(nil, r) {
+				fmt.Fprintf(&b, "\\u%04x", u)
+			}
+		default:
+			b.WriteString(v[:n])
+		}
+		v = v[n:]
+	}
+	return b.String()
 }
 
 // percentEncode returns v with each byte but letters, digits, '-', '.',

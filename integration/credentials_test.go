@@ -273,6 +273,37 @@ func TestCredentialPlaintextRefused(t *testing.T) {
 	assertNoSecretInLog(t, p, ph)
 }
 
+// TestCredentialJSONEchoMasked: through the real proxy, a bound host
+// that quotes the injected key in a JSON body, as the origin's echo does
+// (Go's encoding/json, which escapes '"', '&', '<' and '>'), gives the
+// client the placeholder, over HTTP/1.1 and HTTP/2. Before, a key holding
+// one of those came back escaped (\u0026, \"), unmasked, one JSON
+// decoding away.
+func TestCredentialJSONEchoMasked(t *testing.T) {
+	const key = `sk-real-0123&4567"89<ab>cdef0123456789abcdef`
+	o := testOrigin(t)
+	cfg := userDir(t, "cordon-it-cred-") + "/config.yaml"
+	writeUserFile(t, cfg, []byte(providerCredential(originName+":8443")))
+	p := startProxyEnv(t, []string{"PROVIDER_REAL_KEY=" + key},
+		"--config", cfg, "--credential", "provider", resolveOrigin, "--extra-ca", o.caFile)
+	ph := p.env["PROVIDER_API_KEY"]
+	escaped, err := json.Marshal(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, proto := range []string{"--http1.1", "--http2"} {
+		path := "/json-echo" + proto
+		body, _, code := curl(t, p, proto, "--cacert", p.env["SSL_CERT_FILE"], "-H", "Authorization: Bearer "+ph,
+			fmt.Sprintf("https://%s:%d%s", originName, originHTTPS, path))
+		if got := seenHeader(t, path).Get("Authorization"); got != "Bearer "+key {
+			t.Fatalf("%s: the origin received Authorization %q, want the real key", proto, got)
+		}
+		if code != 200 || strings.Contains(body, strings.Trim(string(escaped), `"`)) || !strings.Contains(body, `"Bearer `+ph+`"`) {
+			t.Errorf("%s: the client got the key JSON-escaped, or lost the placeholder: %d\n%s", proto, code, body)
+		}
+	}
+}
+
 // assertNoSecretInLog checks neither the secret nor its placeholder is in
 // the audit log or on cordon's stderr.
 // TestCredentialWebSocketMasked: through the real proxy, a WebSocket

@@ -105,6 +105,9 @@ func newSet(creds []*cred) *Set {
 		needles = append(needles, []byte(sp.secret))
 	}
 	s.secrets = newMatcher(needles)
+	for _, c := range creds {
+		s.secrets.window = max(s.secrets.window, c.spellingBound()-1)
+	}
 	s.folded = newMatcher(lowerAll(needles))
 	for _, sp := range s.spellings {
 		needles = append(needles, []byte(sp.placeholder))
@@ -144,6 +147,25 @@ func (c *cred) spellings() []func(string) string {
 		}
 	}
 	return sp
+}
+
+// spellingBound is at least the length of the credential's longest
+// spelling, from lengths alone (the secret's, which its placeholder
+// shows, and the basic_auth user's): a masking stream holds back this
+// many bytes less one. Holding back one less than the longest spelling
+// told a sandbox whose bytes an upstream echoes, by what came before a
+// pause, how much longer than the key that spelling is: how many of the
+// key's bytes percent-encoding or JSON escapes ('/', '+', '&', beyond
+// ASCII). A byte is at most six in any spelling (an '&' as \u0026 in
+// JSON; %XX is three, as a character beyond ASCII written \uXXXX is at
+// most), and Basic credentials' base64 at most twice its length (each
+// '/' as \/).
+func (c *cred) spellingBound() int {
+	bound := 6 * len(c.secret)
+	if c.basicUser != "" {
+		bound = max(bound, 2*base64.StdEncoding.EncodedLen(len(c.basicUser)+1+len(c.secret)))
+	}
+	return bound
 }
 
 // jsonStyle is how a family of JSON encoders writes a string's content:
@@ -505,8 +527,8 @@ func (s *Set) maskFolded(text string) (string, bool) {
 
 // MaskBody wraps a response body so that every real secret in it reaches
 // the sandbox as its placeholder, whatever the chunking and the pauses. It
-// holds back the last bytes read (fewer than the longest secret, whatever
-// they are) until more arrive or the body ends; after 50 ms of quiet it
+// holds back the last bytes read (as many whatever they are, fixed by the
+// secrets' lengths: cred.spellingBound) until more arrive or the body ends; after 50 ms of quiet it
 // hands out those up to the last byte no secret holds (letters and digits
 // aside), which no secret can cross. Holding back only what might start a
 // secret would tell a sandbox whose bytes an upstream echoes, by what comes
@@ -524,8 +546,7 @@ func (s *Set) MaskBody(body io.ReadCloser) io.ReadCloser {
 // Masker masks one message that arrives in pieces, such as a WebSocket
 // message spread over frames: every real secret in it becomes its
 // placeholder wherever the pieces split it. Mask holds back the last bytes
-// fed (fewer than the longest secret's longest spelling), whatever they
-// are, until more come or End. A Masker is for one goroutine at a time.
+// fed (as many as MaskBody), whatever they are, until more come or End. A Masker is for one goroutine at a time.
 type Masker struct {
 	st      stream
 	scratch []byte

@@ -17,6 +17,10 @@ import (
 type matcher struct {
 	needles [][]byte
 	longest int
+	// window is how many bytes a windowed stream holds back: m.longest-1,
+	// or more where the needles' lengths must not show (the secrets',
+	// see cred.spellingBound).
+	window int
 	// first marks the bytes some needle begins with.
 	first [256]bool
 	// apart marks the bytes no needle holds, letters and digits aside
@@ -37,6 +41,7 @@ func newMatcher(needles [][]byte) *matcher {
 			m.apart[c] = false
 		}
 	}
+	m.window = max(m.longest-1, 0)
 	return m
 }
 
@@ -49,7 +54,7 @@ const (
 // stream is one pass of a matcher over a byte stream. It keeps as its tail
 // the bytes that could still begin a match once more data arrives, fewer
 // than m.longest: a proper prefix of some needle or, with window set, the
-// last m.longest-1 bytes whatever they are.
+// last m.window bytes whatever they are.
 type stream struct {
 	m *matcher
 	// emit appends what replaces needle k to dst, or refuses with an error.
@@ -83,7 +88,7 @@ func (s *stream) scan(dst, buf []byte, final bool) ([]byte, int, error) {
 			case final:
 				hold = len(buf)
 			case s.window:
-				hold = max(i, len(buf)-max(s.m.longest-1, 0))
+				hold = max(i, len(buf)-s.m.window)
 			default:
 				hold = s.m.firstPartial(buf, i)
 			}
@@ -299,7 +304,7 @@ func (r *streamReader) Close() error { return r.src.Close() }
 const maskIdle = 50 * time.Millisecond
 
 // maskReader passes a source through a windowed stream: it holds back the
-// last bytes read (fewer than the longest needle) until more arrive or the
+// last m.window bytes read until more arrive or the
 // source ends; once the source has been quiet for maskIdle, it hands out
 // the held bytes up to the last one no needle holds (stream.flushApart),
 // and keeps the rest until more arrive. So what it hands out, and when,
@@ -452,8 +457,8 @@ var errWriteAfterClose = errors.New("credinject: write to a MaskWriter after Clo
 
 // MaskWriter replaces each loaded secret in what is written through it with
 // "[masked:NAME]" before passing it on, for a sandboxed command's stdout and
-// stderr. It holds back the last bytes written (fewer than the longest
-// secret) until more come or none has for maskIdle, whatever they are, so
+// stderr. It holds back the last bytes written (as many as Set.MaskBody)
+// until more come or none has for maskIdle, whatever they are, so
 // that prompts and line protocols keep flowing and nothing tells the writer
 // whether what it wrote starts a secret. Where secrets overlap, the longest
 // one that starts at the leftmost position wins. Write and Close may be

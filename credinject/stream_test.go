@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/syncbuf"
+	"github.com/cordon-sandbox/cordon/policy"
 )
 
 // propertySeeds is how many random cases each property test runs.
@@ -106,8 +107,9 @@ func spelt(set *Set) (needles, placeholders, masks []string) {
 	return needles, placeholders, masks
 }
 
-// window is how many bytes a masking stream over set holds back.
-func window(set *Set) int { return max(set.secrets.longest-1, 0) }
+// window is how many bytes a masking stream over set holds back: at
+// least its longest needle less one, fixed by the secrets' lengths.
+func window(set *Set) int { return set.secrets.window }
 
 // endsIn reports whether a needle occurs in in, ending after from.
 func endsIn(in string, needles []string, from int) bool {
@@ -277,7 +279,7 @@ func (failWriter) Write([]byte) (int, error) { return 0, errFail }
 
 func TestMaskWriterWriteError(t *testing.T) {
 	mw := NewMaskWriter(failWriter{}, secretSet("secret99"))
-	if _, err := mw.Write([]byte("hello, and more than a window holds")); !errors.Is(err, errFail) {
+	if _, err := mw.Write([]byte(strings.Repeat("hello, and more than a window holds. ", 2))); !errors.Is(err, errFail) {
 		t.Fatalf("Write: %v, want %v", err, errFail)
 	}
 	if _, err := mw.Write([]byte("again")); !errors.Is(err, errFail) {
@@ -692,5 +694,50 @@ func TestMaskerProperty(t *testing.T) {
 				t.Fatalf("secrets %q, input %q: got %q, want %q", secrets, input, got, want)
 			}
 		}
+	}
+}
+
+// TestMaskWindowTellsNothing: how many bytes a masking stream holds back
+// depends on the secrets' lengths (which the placeholders show) and the
+// basic_auth user, never on their bytes. It was the longest spelling's
+// length, and a sandbox whose bytes an upstream echoes counts what comes
+// before a pause in a run of letters: a key's percent-encoding is longer
+// by two for each byte not unreserved ('/', '+', '='), its JSON escaping
+// longer still for a '&' or a character beyond ASCII, so the box learnt
+// how many of those the key holds.
+func TestMaskWindowTellsNothing(t *testing.T) {
+	load := func(secret, user string) *Set {
+		c := policy.Credential{Name: "api", Source: policy.Source{Env: "API_REAL"}, Hosts: []string{"api.example"}, Env: "API_KEY"}
+		if user != "" {
+			c.BasicAuth = user
+		} else {
+			c.Header = "X-Api-Key: {}"
+		}
+		return loadOne(t, c, secret)
+	}
+	letters := bytes.Repeat([]byte("a"), 4096)
+	for _, tc := range []struct{ name, plain, odd, user string }{
+		{"header", "abcdefgh-12345678_xyz", "ab/d+fgh=1&3<5\u00e96\U0001F600", ""},
+		{"basic_auth", "abcdefgh-12345678_xyz", "////////////////////!", "bob"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if len(tc.plain) != len(tc.odd) {
+				t.Fatalf("secrets of %d and %d bytes", len(tc.plain), len(tc.odd))
+			}
+			var decided []int
+			for _, secret := range []string{tc.plain, tc.odd} {
+				set := load(secret, tc.user)
+				decided = append(decided, len(set.NewMasker().Mask(nil, letters)))
+				body := set.MaskBody(io.NopCloser(&chunkReader{data: letters, sizes: []int{len(letters)}}))
+				first := make([]byte, len(letters))
+				n, _ := body.Read(first)
+				decided = append(decided, n)
+				body.Close()
+			}
+			if decided[0] != decided[2] || decided[1] != decided[3] {
+				t.Errorf("of %d letters, a Masker and a body hand out %d and %d for the key %q, %d and %d for %q of the same length",
+					len(letters), decided[0], decided[1], tc.plain, decided[2], decided[3], tc.odd)
+			}
+		})
 	}
 }

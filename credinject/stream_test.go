@@ -740,4 +740,20 @@ func TestMaskWindowTellsNothing(t *testing.T) {
 			}
 		})
 	}
+	// Whatever a key holds, the window is its bound, which covers its
+	// longest spelling.
+	rng := rand.New(rand.NewPCG(7, 8))
+	alphabet := []rune("aZ09-._~:/+=&<>\"%; \u00e9\u20ac\U0001F600")
+	for range propertySeeds {
+		var b strings.Builder
+		for range 8 + rng.IntN(40) {
+			b.WriteRune(alphabet[rng.IntN(len(alphabet))])
+		}
+		for _, user := range []string{"", "bob"} {
+			set := load(b.String(), user)
+			if want := set.creds[0].spellingBound() - 1; set.secrets.window != want || set.secrets.longest-1 > want {
+				t.Fatalf("key %q, user %q: window %d, longest needle %d, want the window %d", b.String(), user, set.secrets.window, set.secrets.longest, want)
+			}
+		}
+	}
 }

@@ -105,9 +105,7 @@ func newSet(creds []*cred) *Set {
 		needles = append(needles, []byte(sp.secret))
 	}
 	s.secrets = newMatcher(needles)
-	for _, c := range creds {
-		s.secrets.window = max(s.secrets.window, c.spellingBound()-1)
-	}
+	s.secrets.window = max(s.secrets.window, s.window())
 	s.folded = newMatcher(lowerAll(needles))
 	for _, sp := range s.spellings {
 		needles = append(needles, []byte(sp.placeholder))
@@ -149,23 +147,38 @@ func (c *cred) spellings() []func(string) string {
 	return sp
 }
 
-// spellingBound is at least the length of the credential's longest
-// spelling, from lengths alone (the secret's, which its placeholder
-// shows, and the basic_auth user's): a masking stream holds back this
-// many bytes less one. Holding back one less than the longest spelling
-// told a sandbox whose bytes an upstream echoes, by what came before a
-// pause, how much longer than the key that spelling is: how many of the
-// key's bytes percent-encoding or JSON escapes ('/', '+', '&', beyond
-// ASCII). A byte is at most six in any spelling (an '&' as \u0026 in
-// JSON; %XX is three, as a character beyond ASCII written \uXXXX is at
-// most), and Basic credentials' base64 at most twice its length (each
-// '/' as \/).
-func (c *cred) spellingBound() int {
-	bound := 6 * len(c.secret)
-	if c.basicUser != "" {
-		bound = max(bound, 2*base64.StdEncoding.EncodedLen(len(c.basicUser)+1+len(c.secret)))
+// window is how many bytes a masking stream holds back: one less than a
+// bound on every secret's longest spelling, made from the secrets'
+// lengths (which the placeholders show), the basic_auth users' and two
+// facts a quiet stream shows anyway (see stream.flushApart): whether a
+// spelling holds a '%' (a secret holds a byte percent-encoding escapes)
+// and whether one holds a '/'. Holding back one less than the longest
+// spelling told a sandbox whose bytes an upstream echoes, by how much of
+// a run of letters came before a pause, how much longer than its key
+// that spelling is: how many of the key's bytes percent-encoding or JSON
+// escapes. A secret of letters, digits and -._~ is its every spelling
+// but Basic credentials; any other byte is at most six (an '&' as \u0026
+// in JSON; %XX is three, as a character beyond ASCII written \uXXXX is
+// at most). Basic credentials' base64 is at most twice as long in JSON
+// (each '/' as \/), and as long where no spelling holds a '/'.
+func (s *Set) window() int {
+	escaped, slash := !s.secrets.apart['%'], !s.secrets.apart['/']
+	bound := 0
+	for _, c := range s.creds {
+		n := len(c.secret)
+		if escaped {
+			n *= 6
+		}
+		if c.basicUser != "" {
+			b := base64.StdEncoding.EncodedLen(len(c.basicUser) + 1 + len(c.secret))
+			if slash {
+				b *= 2
+			}
+			n = max(n, b)
+		}
+		bound = max(bound, n)
 	}
-	return bound
+	return max(bound-1, 0)
 }
 
 // jsonStyle is how a family of JSON encoders writes a string's content:
@@ -527,8 +540,8 @@ func (s *Set) maskFolded(text string) (string, bool) {
 
 // MaskBody wraps a response body so that every real secret in it reaches
 // the sandbox as its placeholder, whatever the chunking and the pauses. It
-// holds back the last bytes read (as many whatever they are, fixed by the
-// secrets' lengths: cred.spellingBound) until more arrive or the body ends; after 50 ms of quiet it
+// holds back the last bytes read (as many whatever they are: Set.window)
+// until more arrive or the body ends; after 50 ms of quiet it
 // hands out those up to the last byte no secret holds (letters and digits
 // aside), which no secret can cross. Holding back only what might start a
 // secret would tell a sandbox whose bytes an upstream echoes, by what comes

@@ -19,7 +19,7 @@ type matcher struct {
 	longest int
 	// window is how many bytes a windowed stream holds back: m.longest-1,
 	// or more where the needles' lengths must not show (the secrets',
-	// see cred.spellingBound).
+	// see Set.window).
 	window int
 	// first marks the bytes some needle begins with.
 	first [256]bool

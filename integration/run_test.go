@@ -1818,6 +1818,83 @@ func TestRunTerminalOnlyInTheForeground(t *testing.T) {
 	}
 }
 
+// ttyOtherPane runs argv[3:] in directory argv[1] as the foreground job
+// of a new pseudo-terminal, with its stdout or stderr (argv[2]) opened
+// for writing alone on another one, the terminal of another pane whose
+// shell waits to read (cordon run … > /dev/pts/N). Once the command is
+// ready, the user types a line to that other pane, with echo off as at a
+// password prompt, then one to the run's own terminal. It prints what the other pane's shell read, what the
+// command read, the terminals it found, and what reached the other pane.
+const ttyOtherPane = `
+import fcntl, os, pty, select, subprocess, sys, termios, time
+ws, which, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+run_m, run_s = pty.openpty()
+pane_m, pane_s = pty.openpty()
+shell = os.fork()
+if shell == 0:
+    os.setsid()
+    fcntl.ioctl(pane_s, termios.TIOCSCTTY, 0)
+    time.sleep(60)
+    os._exit(0)
+attrs = termios.tcgetattr(pane_s)
+attrs[3] &= ~termios.ECHO  # its shell asks for a password
+termios.tcsetattr(pane_s, termios.TCSANOW, attrs)
+to_pane = os.open(os.ttyname(pane_s), os.O_WRONLY | os.O_NOCTTY)
+def own_terminal():
+    os.setsid()
+    fcntl.ioctl(run_s, termios.TIOCSCTTY, 0)
+stdio = {"stdout": run_s, "stderr": run_s}
+stdio[which] = to_pane
+job = subprocess.Popen(argv, stdin=run_s, cwd=ws, preexec_fn=own_terminal, **stdio)
+end = time.time() + 30
+while not os.path.exists(os.path.join(ws, "ready")):
+    if time.time() > end or job.poll() is not None:
+        sys.exit("the command did not get ready")
+    time.sleep(0.05)
+os.write(pane_m, b"typed-in-the-other-pane\n")
+time.sleep(1)  # the command, reading already, would take it first
+read = os.read(pane_s, 1024).decode().strip() if select.select([pane_s], [], [], 1)[0] else "nothing"
+print("other pane's shell read", read, flush=True)
+os.write(run_m, b"typed-for-the-run\n")
+print("job exit", job.wait(), flush=True)
+os.kill(shell, 9)
+stolen = os.path.join(ws, "stolen")
+print("command read", open(stolen).read().strip() if os.path.exists(stolen) else "nothing")
+print("command's terminals", open(os.path.join(ws, "ready")).read() or "none")
+os.set_blocking(pane_m, False)
+try:
+    out = os.read(pane_m, 4096)
+except OSError:
+    out = b""
+print("other pane", out.decode(errors="replace").replace("\r", "").replace("\n", " "))
+`
+
+// TestRunTerminalElsewhereWriteOnly: a terminal cordon does not control
+// that the run is given for writing alone, another pane's (cordon run …
+// > /dev/pts/N), reaches the command through a pipe cordon copies. Handed
+// over, the box opened it anew for reading through /proc/self/fd and took
+// the lines typed in that pane to its shell (a sudo password among them).
+// The command's output still reaches that terminal, and its own terminal
+// is handed over as before.
+func TestRunTerminalElsewhereWriteOnly(t *testing.T) {
+	for _, c := range []struct {
+		which string
+		want  []string
+	}{
+		{"stdout", []string{"command's terminals stderr stdin\n", "other pane printed by the command"}},
+		{"stderr", []string{"command's terminals console stdin stdout\n"}},
+	} {
+		b := newBox(t)
+		argv := []string{"-c", ttyOtherPane, b.ws, c.which, cordonBin(t), "run", "--audit", b.audit, "--net", "off", "--", "python3", "-c", ttyThief}
+		r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
+		for _, want := range append(c.want, "other pane's shell read typed-in-the-other-pane", "job exit 0", "command read typed-for-the-run") {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("%s: want %q in:\n%s%s", c.which, want, r.stdout, r.stderr)
+			}
+		}
+	}
+}
+
 // TestRunEveryTmpfsSized: tmp_size bounds every tmpfs the command can
 // write, not /tmp alone: HOME and /dev/shm answer ENOSPC past it too,
 // and /dev itself, a tmpfs bubblewrap cannot size, is read-only.

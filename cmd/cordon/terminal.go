@@ -120,7 +120,11 @@ func restartOutput(fd int) {
 // background) the command's stdin is /dev/null and its output reaches the
 // terminal through a pipe that cordon copies. Of a terminal it does not
 // control (a pseudo-terminal a program hands it, setsid cordon run) cordon
-// cannot tell who else reads it: it is handed over.
+// cannot tell who else reads it: it is handed over, unless it was given
+// for writing alone (cordon run … > /dev/pts/N, another pane of the
+// user's): the box would open it anew for reading through /proc/self/fd
+// and take what is typed there, to the shell of that pane, so it gets a
+// pipe that cordon copies to the terminal instead.
 func shareTerminal(s *sandbox.Spec) (held bool) {
 	var terminals []*os.File
 	for _, v := range []any{s.Stdin, s.Stdout, s.Stderr} {
@@ -136,20 +140,38 @@ func shareTerminal(s *sandbox.Spec) (held bool) {
 			background = true
 		}
 	}
-	if !background {
-		return len(terminals) > 0
-	}
 	for _, f := range terminals {
-		switch {
-		case s.Stdin == io.Reader(f):
-			s.Stdin = nil
-		case s.Stdout == io.Writer(f):
-			s.Stdout = throughCordon{f}
-		case s.Stderr == io.Writer(f):
-			s.Stderr = throughCordon{f}
+		if background || writeOnlyElsewhere(f) {
+			keepFromTheBox(s, f)
+			continue
 		}
+		held = true
 	}
-	return false
+	return held
+}
+
+// writeOnlyElsewhere says whether f is a terminal cordon does not control
+// (the kernel answers TIOCGPGRP for a controlling terminal only) opened
+// for writing alone.
+func writeOnlyElsewhere(f *os.File) bool {
+	if _, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP); err == nil {
+		return false
+	}
+	flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	return err == nil && flags&unix.O_ACCMODE == unix.O_WRONLY
+}
+
+// keepFromTheBox has s give the command, instead of f, /dev/null as its
+// stdin or a pipe that cordon copies to f as its stdout or stderr.
+func keepFromTheBox(s *sandbox.Spec, f *os.File) {
+	switch {
+	case s.Stdin == io.Reader(f):
+		s.Stdin = nil
+	case s.Stdout == io.Writer(f):
+		s.Stdout = throughCordon{f}
+	case s.Stderr == io.Writer(f):
+		s.Stderr = throughCordon{f}
+	}
 }
 
 // throughCordon hides a file from the backend, which then hands the

@@ -1895,6 +1895,69 @@ func TestRunTerminalElsewhereWriteOnly(t *testing.T) {
 	}
 }
 
+// ttyAnswers runs argv[2:] in directory argv[1] as the foreground job of
+// a new pseudo-terminal whose emulator answers what a terminal is asked
+// (primary attributes, the cursor's place, the background colour, the
+// window title, which a terminal with title reporting on gives back with
+// whatever a program set it to), as soon as it reads the question. Once
+// the job is over it reads, as the user's shell next does, what waits on
+// the terminal, and prints it and how many questions were answered.
+const ttyAnswers = `
+import fcntl, os, pty, subprocess, sys, termios, threading, time
+master, slave = pty.openpty()
+answers = {b"\x1b[c": b"\x1b[?62;22c", b"\x1b[6n": b"\x1b[12;1R",
+           b"\x1b]11;?\x07": b"\x1b]11;rgb:0000/0000/0000\x07", b"\x1b[21t": b"\x1b]lecho INJECTED\n\x1b\\"}
+answered = []
+def emulator():
+    seen = b""
+    while True:
+        try:
+            b = os.read(master, 4096)
+        except OSError:
+            return
+        if not b:
+            return
+        seen += b
+        for q, a in answers.items():
+            while q in seen:
+                seen = seen.replace(q, b"", 1)
+                os.write(master, a)
+                answered.append(q)
+threading.Thread(target=emulator, daemon=True).start()
+def own_terminal():
+    os.setsid()
+    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+job = subprocess.Popen(sys.argv[2:], stdin=slave, stdout=slave, stderr=slave, cwd=sys.argv[1], preexec_fn=own_terminal)
+code = job.wait()
+time.sleep(1)
+attrs = termios.tcgetattr(slave)
+attrs[3] &= ~termios.ICANON
+termios.tcsetattr(slave, termios.TCSANOW, attrs)
+os.set_blocking(slave, False)
+try:
+    waiting = os.read(slave, 4096)
+except BlockingIOError:
+    waiting = b""
+print("exit", code, "answered", len(answered))
+print("the shell reads", repr(waiting) if waiting else "nothing")
+`
+
+// TestRunTerminalAnswersDoNotReachTheShell: a terminal answers some of
+// what is written to it with input, and a command that asks just before
+// it exits has the answers reach the user's shell as if typed, with a
+// terminal that reports its title (which the command sets) a line of the
+// command's choosing that the shell runs. Once the box is gone, cordon
+// waits a moment for such answers and discards the terminal's input.
+func TestRunTerminalAnswersDoNotReachTheShell(t *testing.T) {
+	b := newBox(t)
+	argv := []string{"-c", ttyAnswers, b.ws, cordonBin(t), "run", "--audit", b.audit, "--net", "off", "--",
+		"printf", `\033[c\033[6n\033]11;?\007\033[21t`}
+	r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
+	if want := "exit 0 answered 4\nthe shell reads nothing\n"; !strings.Contains(r.stdout, want) {
+		t.Errorf("want %q in:\n%s%s", want, r.stdout, r.stderr)
+	}
+}
+
 // TestRunEveryTmpfsSized: tmp_size bounds every tmpfs the command can
 // write, not /tmp alone: HOME and /dev/shm answer ENOSPC past it too,
 // and /dev itself, a tmpfs bubblewrap cannot size, is read-only.

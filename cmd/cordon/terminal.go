@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -171,6 +172,36 @@ func keepFromTheBox(s *sandbox.Spec, f *os.File) {
 		s.Stdout = throughCordon{f}
 	case s.Stderr == io.Writer(f):
 		s.Stderr = throughCordon{f}
+	}
+}
+
+// answerWait is how long cordon waits, once the box is gone, for a
+// terminal's answers to what the box wrote last (discardAnswers).
+const answerWait = 50 * time.Millisecond
+
+// discardAnswers discards, after answerWait, what waits to be read on the
+// terminals on stdin, stdout and stderr that cordon controls with its job
+// in the foreground. A terminal answers some of what is written to it
+// with input (primary attributes, the cursor's place, colours, and, where
+// title reporting is on, the window title the command set), so a command
+// that asks just before it exits has the answers reach the user's shell
+// as if typed, a line of its choosing among them; so would what the user
+// typed for the command and it did not read. Typed ahead for the shell,
+// it is lost too. An answer that comes later than answerWait (a terminal
+// at the far end of a slow ssh connection) still reaches the shell.
+func discardAnswers() {
+	var fds []int
+	for fd := range 3 {
+		if pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err == nil && pgrp == unix.Getpgrp() {
+			fds = append(fds, fd)
+		}
+	}
+	if len(fds) == 0 {
+		return
+	}
+	time.Sleep(answerWait)
+	for _, fd := range fds {
+		flushInput(fd)
 	}
 }
 

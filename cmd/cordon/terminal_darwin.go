@@ -15,3 +15,11 @@ func exclusive(int) bool { return false }
 func startOutput(fd int) {
 	_ = unix.IoctlSetInt(fd, unix.TIOCSTART, 0)
 }
+
+// fread is FREAD of <sys/fcntl.h>: TIOCFLUSH's argument for the input.
+const fread = 0x1
+
+// flushInput discards what waits to be read on the terminal on fd.
+func flushInput(fd int) {
+	_ = unix.IoctlSetPointerInt(fd, unix.TIOCFLUSH, fread)
+}

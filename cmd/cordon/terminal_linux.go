@@ -24,3 +24,8 @@ func exclusive(fd int) bool {
 func startOutput(fd int) {
 	_ = unix.IoctlSetInt(fd, unix.TCXONC, unix.TCOON)
 }
+
+// flushInput discards what waits to be read on the terminal on fd.
+func flushInput(fd int) {
+	_ = unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH)
+}

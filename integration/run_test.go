@@ -1901,13 +1901,14 @@ func TestRunTerminalElsewhereWriteOnly(t *testing.T) {
 // window title, which a terminal with title reporting on gives back with
 // whatever a program set it to), as soon as it reads the question. Once
 // the job is over it reads, as the user's shell next does, what waits on
-// the terminal, and prints it and how many questions were answered.
+// the terminal, and prints it, how many questions were answered and
+// what was written to the terminal (ESC as ^[).
 const ttyAnswers = `
 import fcntl, os, pty, subprocess, sys, termios, threading, time
 master, slave = pty.openpty()
 answers = {b"\x1b[c": b"\x1b[?62;22c", b"\x1b[6n": b"\x1b[12;1R",
            b"\x1b]11;?\x07": b"\x1b]11;rgb:0000/0000/0000\x07", b"\x1b[21t": b"\x1b]lecho INJECTED\n\x1b\\"}
-answered = []
+answered, everything = [], []
 def emulator():
     seen = b""
     while True:
@@ -1918,6 +1919,7 @@ def emulator():
         if not b:
             return
         seen += b
+        everything.append(b)
         for q, a in answers.items():
             while q in seen:
                 seen = seen.replace(q, b"", 1)
@@ -1940,6 +1942,7 @@ except BlockingIOError:
     waiting = b""
 print("exit", code, "answered", len(answered))
 print("the shell reads", repr(waiting) if waiting else "nothing")
+print("the terminal got", b"".join(everything).decode(errors="replace").replace("\x1b", "^["))
 `
 
 // TestRunTerminalAnswersDoNotReachTheShell: a terminal answers some of
@@ -1955,6 +1958,30 @@ func TestRunTerminalAnswersDoNotReachTheShell(t *testing.T) {
 	r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
 	if want := "exit 0 answered 4\nthe shell reads nothing\n"; !strings.Contains(r.stdout, want) {
 		t.Errorf("want %q in:\n%s%s", want, r.stdout, r.stderr)
+	}
+}
+
+// TestRunTerminalInputModesPutBack: the modes that decide what a terminal
+// sends as input, which a TUI killed at its deadline leaves on (mouse and
+// focus reports reaching the shell as input, the kitty keyboard protocol
+// after which the shell cannot read Enter or Ctrl-C) or a command sets on
+// purpose (local echo, which shows a password typed at a prompt), are put
+// back once the box is gone, after whatever the command wrote.
+func TestRunTerminalInputModesPutBack(t *testing.T) {
+	b := newBox(t)
+	const last = "^[[>1u"
+	argv := []string{"-c", ttyAnswers, b.ws, cordonBin(t), "run", "--audit", b.audit, "--net", "off", "--",
+		"printf", `\033[?1000h\033[?1006h\033[?1004h\033[12l\033[?1h\033=\033[>4;2m\033[>1u`}
+	r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
+	_, got, _ := strings.Cut(r.stdout, "the terminal got ")
+	i := strings.LastIndex(got, last)
+	if i < 0 {
+		t.Fatalf("the command's modes did not reach the terminal:\n%s%s", r.stdout, r.stderr)
+	}
+	for _, reset := range []string{"^[[?1000l", "^[[?1006l", "^[[?1004l", "^[[12h", "^[[?1l", "^[>", "^[[>4m", "^[[<99u"} {
+		if !strings.Contains(got[i+len(last):], reset) {
+			t.Errorf("%q not written after the command's modes: %q", reset, got)
+		}
 	}
 }
 

@@ -641,7 +641,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	res, runErr = r.ended(res, runErr)
 	restoreTerminal()
 	flushOutput()
-	discardAnswers()
+	settleInput()
 	say := &afterTheBox{w: stderr}
 	stderr, r.errw = say, say
 	defer func() {

@@ -176,33 +176,52 @@ func keepFromTheBox(s *sandbox.Spec, f *os.File) {
 }
 
 // answerWait is how long cordon waits, once the box is gone, for a
-// terminal's answers to what the box wrote last (discardAnswers).
+// terminal's answers to what the box wrote last (settleInput).
 const answerWait = 50 * time.Millisecond
 
-// discardAnswers discards, after answerWait, what waits to be read on the
-// terminals on stdin, stdout and stderr that cordon controls with its job
-// in the foreground. A terminal answers some of what is written to it
-// with input (primary attributes, the cursor's place, colours, and, where
-// title reporting is on, the window title the command set), so a command
-// that asks just before it exits has the answers reach the user's shell
-// as if typed, a line of its choosing among them; so would what the user
-// typed for the command and it did not read. Typed ahead for the shell,
-// it is lost too. An answer that comes later than answerWait (a terminal
-// at the far end of a slow ssh connection) still reaches the shell.
-func discardAnswers() {
-	var fds []int
+// inputDefaults puts back the terminal's modes that decide what it sends
+// as input, which a command leaves on when it is killed (a TUI ended by
+// --timeout) or on purpose: mouse reports (X10, normal, button, any
+// event; UTF-8, SGR and urxvt encodings) and focus reports, which then
+// reach the shell as input at each click or change of window; local echo
+// off again (SRM set: xterm's SRM reset echoes what is typed, a password
+// at a prompt with echo off among it, on the screen); cursor keys and
+// keypad sending their normal codes; xterm's modifyOtherKeys to its
+// initial value and the kitty keyboard protocol's flags popped (after
+// which Enter and Ctrl-C reach the shell as escape sequences it cannot
+// read). Bracketed paste is the shell's own, which sets it at each prompt.
+const inputDefaults = "\x1b[?9l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1004l" +
+	"\x1b[12h\x1b[?1l\x1b>\x1b[>4m\x1b[<99u"
+
+// settleInput, once the box is gone, on a terminal on stdin, stdout or
+// stderr that cordon controls with its job in the foreground, puts back
+// inputDefaults and, after answerWait, discards what waits to be read. A
+// terminal answers some of what is written to it with input (primary
+// attributes, the cursor's place, colours, and, where title reporting is
+// on, the window title the command set), so a command that asks just
+// before it exits has the answers reach the user's shell as if typed, a
+// line of its choosing among them; so would what the user typed for the
+// command and it did not read. Typed ahead for the shell, it is lost too.
+// An answer that comes later than answerWait (a terminal at the far end
+// of a slow ssh connection) still reaches the shell.
+func settleInput() {
+	controlled := false
 	for fd := range 3 {
 		if pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err == nil && pgrp == unix.Getpgrp() {
-			fds = append(fds, fd)
+			controlled = true
 		}
 	}
-	if len(fds) == 0 {
+	if !controlled {
 		return
 	}
-	time.Sleep(answerWait)
-	for _, fd := range fds {
-		flushInput(fd)
+	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0) // the one cordon controls
+	if err != nil {
+		return
 	}
+	defer tty.Close()
+	io.WriteString(tty, inputDefaults)
+	time.Sleep(answerWait)
+	flushInput(int(tty.Fd()))
 }
 
 // throughCordon hides a file from the backend, which then hands the

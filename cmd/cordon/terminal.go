@@ -205,23 +205,24 @@ const inputDefaults = "\x1b[?9l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[
 // An answer that comes later than answerWait (a terminal at the far end
 // of a slow ssh connection) still reaches the shell.
 func settleInput() {
-	controlled := false
+	controlled := -1
 	for fd := range 3 {
 		if pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err == nil && pgrp == unix.Getpgrp() {
-			controlled = true
+			controlled = fd
 		}
 	}
-	if !controlled {
+	if controlled < 0 {
 		return
 	}
-	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0) // the one cordon controls
-	if err != nil {
-		return
+	// Written through a descriptor of cordon's own: the one found may be
+	// open for reading alone. Opening it fails in exclusive mode, which
+	// was on before the run (keepTerminal clears the command's).
+	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+		io.WriteString(tty, inputDefaults)
+		tty.Close()
 	}
-	defer tty.Close()
-	io.WriteString(tty, inputDefaults)
 	time.Sleep(answerWait)
-	flushInput(int(tty.Fd()))
+	flushInput(controlled)
 }
 
 // throughCordon hides a file from the backend, which then hands the

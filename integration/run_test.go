@@ -1966,22 +1966,87 @@ func TestRunTerminalAnswersDoNotReachTheShell(t *testing.T) {
 // focus reports reaching the shell as input, the kitty keyboard protocol
 // after which the shell cannot read Enter or Ctrl-C) or a command sets on
 // purpose (local echo, which shows a password typed at a prompt), are put
-// back once the box is gone, after whatever the command wrote.
+// back once the box is gone, after whatever the command wrote, also when
+// a script runs cordon (a shell without job control runs its commands in
+// its own process group, which cordon then shares with the script).
 func TestRunTerminalInputModesPutBack(t *testing.T) {
-	b := newBox(t)
 	const last = "^[[>1u"
-	argv := []string{"-c", ttyAnswers, b.ws, cordonBin(t), "run", "--audit", b.audit, "--net", "off", "--",
-		"printf", `\033[?1000h\033[?1006h\033[?1004h\033[12l\033[?1h\033=\033[>4;2m\033[>1u`}
-	r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
-	_, got, _ := strings.Cut(r.stdout, "the terminal got ")
-	i := strings.LastIndex(got, last)
-	if i < 0 {
-		t.Fatalf("the command's modes did not reach the terminal:\n%s%s", r.stdout, r.stderr)
-	}
-	for _, reset := range []string{"^[[?1000l", "^[[?1006l", "^[[?1004l", "^[[12h", "^[[?1l", "^[>", "^[[>4m", "^[[<99u"} {
-		if !strings.Contains(got[i+len(last):], reset) {
-			t.Errorf("%q not written after the command's modes: %q", reset, got)
+	for _, under := range [][]string{nil, {"sh", "-c", `"$@"; :`, "sh"}} { // run by a script: one process group with it
+		b := newBox(t)
+		argv := append(append([]string{"-c", ttyAnswers, b.ws}, under...), cordonBin(t), "run", "--audit", b.audit, "--net", "off", "--",
+			"printf", `\033[?1000h\033[?1006h\033[?1004h\033[12l\033[?1h\033=\033[>4;2m\033[>1u`)
+		r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
+		_, got, _ := strings.Cut(r.stdout, "the terminal got ")
+		i := strings.LastIndex(got, last)
+		if i < 0 {
+			t.Fatalf("%q: the command's modes did not reach the terminal:\n%s%s", under, r.stdout, r.stderr)
 		}
+		for _, reset := range []string{"^[[?1000l", "^[[?1006l", "^[[?1004l", "^[[12h", "^[[?1l", "^[>", "^[[>4m", "^[[<99u"} {
+			if !strings.Contains(got[i+len(last):], reset) {
+				t.Errorf("%q: %q not written after the command's modes: %q", under, reset, got)
+			}
+		}
+	}
+}
+
+// ttyPipeline runs argv[2:] in directory argv[1] piped to a pager, as a
+// shell runs cordon run … | less: one job, in the foreground of a new
+// pseudo-terminal. The pager puts the terminal in raw mode and turns
+// mouse reports on, reads its input to the end, and once cordon is gone
+// says whether its terminal settings are still its own. It prints what
+// reached the terminal (ESC as ^[).
+const ttyPipeline = `
+import fcntl, os, pty, select, shlex, sys, termios, time
+master, slave = pty.openpty()
+pager = """
+import os, sys, termios, time, tty
+fd = os.open("/dev/tty", os.O_RDWR)
+tty.setraw(fd)
+os.write(fd, b"\\x1b[?1000h")
+sys.stdin.read()
+time.sleep(1.5)
+a = termios.tcgetattr(fd)
+os.write(fd, b"pager sees icanon=%d echo=%d\\r\\n" % (bool(a[3] & termios.ICANON), bool(a[3] & termios.ECHO)))
+"""
+pid = os.fork()
+if pid == 0:
+    os.chdir(sys.argv[1])
+    os.setsid()
+    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+    for fd in (0, 1, 2):
+        os.dup2(slave, fd)
+    os.execvp("sh", ["sh", "-c", shlex.join(sys.argv[2:]) + " | python3 -c " + shlex.quote(pager)])
+os.close(slave)
+out, end = b"", time.time() + 60
+while time.time() < end:
+    if select.select([master], [], [], 0.3)[0]:
+        try:
+            b = os.read(master, 4096)
+        except OSError:
+            break
+        if not b:
+            break
+        out += b
+    elif os.waitpid(pid, os.WNOHANG)[0]:
+        break
+print("terminal", out.decode(errors="replace").replace("\x1b", "^["))
+`
+
+// TestRunTerminalLeftToAPipedPager: cordon run … | less is one job, and
+// the pager uses the terminal, in modes of its own, as cordon ends; so
+// cordon, when it shares its job with another program, does not put back
+// the terminal's settings (the pager's raw mode was undone under it,
+// its keys echoed and read by lines) nor its input modes, and does not
+// discard its input.
+func TestRunTerminalLeftToAPipedPager(t *testing.T) {
+	b := newBox(t)
+	argv := []string{"-c", ttyPipeline, b.ws, cordonBin(t), "run", "--audit", b.audit, "--net", "off", "--", "sh", "-c", "sleep 0.5; echo hi"}
+	r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
+	if want := "pager sees icanon=0 echo=0"; !strings.Contains(r.stdout, want) {
+		t.Errorf("want %q in:\n%s%s", want, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "^[[?1000l") {
+		t.Errorf("cordon turned the pager's mouse reports off:\n%s", r.stdout)
 	}
 }
 

@@ -38,7 +38,9 @@ import (
 // The settings are put back only when they changed and cordon is in the
 // terminal's foreground process group: from the background they would
 // overwrite those of the job in the foreground, and setting them would
-// stop cordon with SIGTTOU. The rest is undone from the background too.
+// stop cordon with SIGTTOU. Nor when cordon shares its job with another
+// program (sharesJob: cordon run … | less), whose settings they may be
+// (the pager's raw mode). The rest is undone from the background too.
 //
 // The command cannot make the terminal its own, or take its foreground
 // process group: it runs in a session of its own (bwrap --new-session;
@@ -84,7 +86,7 @@ func keepTerminal() (restore func()) {
 			if err != nil || *now == *t.settings {
 				continue
 			}
-			if pgrp, err := unix.IoctlGetInt(t.fd, unix.TIOCGPGRP); err != nil || pgrp != unix.Getpgrp() {
+			if pgrp, err := unix.IoctlGetInt(t.fd, unix.TIOCGPGRP); err != nil || pgrp != unix.Getpgrp() || sharesJob() {
 				continue
 			}
 			_ = unix.IoctlSetTermios(t.fd, ioctlSetTermios, t.settings)
@@ -175,6 +177,26 @@ func keepFromTheBox(s *sandbox.Spec, f *os.File) {
 	}
 }
 
+// sharesJob says whether cordon shares its job, its process group, with a
+// program that may be using the terminal as cordon ends: one the user's
+// shell piped cordon's output or input to or from (cordon run … | less).
+// The processes cordon runs under (a script, make: a shell without job
+// control runs its commands in its own group) wait for it and are not
+// counted; the sandbox and the holder run in process groups of their own,
+// and the command cannot join cordon's (it runs in a session of its own).
+func sharesJob() bool {
+	waiting := map[int]bool{os.Getpid(): true}
+	for pid := os.Getppid(); pid > 1 && !waiting[pid]; pid = parentOf(pid) {
+		waiting[pid] = true
+	}
+	for _, pid := range groupMembers(unix.Getpgrp()) {
+		if !waiting[pid] {
+			return true
+		}
+	}
+	return false
+}
+
 // answerWait is how long cordon waits, once the box is gone, for a
 // terminal's answers to what the box wrote last (settleInput).
 const answerWait = 50 * time.Millisecond
@@ -203,7 +225,9 @@ const inputDefaults = "\x1b[?9l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[
 // line of its choosing among them; so would what the user typed for the
 // command and it did not read. Typed ahead for the shell, it is lost too.
 // An answer that comes later than answerWait (a terminal at the far end
-// of a slow ssh connection) still reaches the shell.
+// of a slow ssh connection) still reaches the shell. Nothing is done when
+// cordon shares its job with another program (sharesJob): a pager cordon's
+// output is piped to reads the terminal, in modes of its own.
 func settleInput() {
 	controlled := -1
 	for fd := range 3 {
@@ -211,7 +235,7 @@ func settleInput() {
 			controlled = fd
 		}
 	}
-	if controlled < 0 {
+	if controlled < 0 || sharesJob() {
 		return
 	}
 	// Written through a descriptor of cordon's own: the one found may be

@@ -23,3 +23,25 @@ const fread = 0x1
 func flushInput(fd int) {
 	_ = unix.IoctlSetPointerInt(fd, unix.TIOCFLUSH, fread)
 }
+
+// groupMembers lists the processes in process group pgrp.
+func groupMembers(pgrp int) []int {
+	procs, err := unix.SysctlKinfoProcSlice("kern.proc.pgrp", pgrp)
+	if err != nil {
+		return nil
+	}
+	pids := make([]int, len(procs))
+	for i, p := range procs {
+		pids[i] = int(p.Proc.P_pid)
+	}
+	return pids
+}
+
+// parentOf is the parent of process pid; 0 when it cannot be read.
+func parentOf(pid int) int {
+	p, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
+	if err != nil {
+		return 0
+	}
+	return int(p.Eproc.Ppid)
+}

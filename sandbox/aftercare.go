@@ -186,7 +186,45 @@ func walkCare(g GuardedPath, bound walkBound, guarded map[string]bool, began tim
 	if err != nil {
 		c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("looking for repositories the run made: %w", err)})
 	}
+	if g.Guard == Nested {
+		for _, dir := range w.gitDirs {
+			if filepath.Base(dir) == ".git" {
+				c = c.Add(nestedHiddenCare(filepath.Dir(dir), dir, began))
+			}
+		}
+	}
 	return c, w.gitDirs
+}
+
+// nestedHiddenCare lists what the run hid from git status in a repository
+// nested in the workspace and left in place (its worktree root, its
+// .git directory dir), which no guard read when the run was built: the
+// flagged files it changed (flaggedChangedSince), its exclude file, and
+// the index entries it forged (forgedSince). Its untracked cache is not
+// looked at: what it held before the run is not known.
+func nestedHiddenCare(root, dir string, began time.Time) Care {
+	var c Care
+	unchecked := func(err error) {
+		if err != nil {
+			c.Unchecked = append(c.Unchecked, Unchecked{Path: root, Reason: fmt.Errorf("looking for what the run hid from git status: %w", err)})
+		}
+	}
+	_, hidden, err := repoGitlinks(dir, began)
+	var bad *badGitlinksError
+	if err != nil && !errors.As(err, &bad) {
+		unchecked(err)
+		return c
+	}
+	flagged, err := flaggedChangedSince(root, filepath.Join(dir, "index"), hidden, began)
+	c.Hidden = append(c.Hidden, flagged...)
+	unchecked(err)
+	excluded, err := hiddenSince(root, dir, nil, hidden, began)
+	c.Hidden = append(c.Hidden, excluded...)
+	unchecked(err)
+	forged, err := forgedSince(root, dir, hidden.recorded, hashSizeOf(dir))
+	c.Hidden = append(c.Hidden, forged...)
+	unchecked(err)
+	return c
 }
 
 // toolCaches are the directories whose .gitignore (of '*') the tools

@@ -103,6 +103,43 @@ func hiddenSince(root, dir string, before *Hidden, after Hidden, began time.Time
 	return out, nil
 }
 
+// flaggedChangedSince lists, for a repository whose index was not read
+// when the run was built (one nested in the workspace, not guarded), what
+// its index, read after the run (after), flags and the run may have hid:
+// each flagged file the run changed (its change time is began or later:
+// git takes it for unchanged, whatever is in it), and the worktree root
+// when some flagged entries have no name cordon kept (maxHiddenNamed, a
+// split index) and the index itself changed during the run. A flag from
+// before on a file the run left alone (a sparse checkout's) is not
+// reported. index is the repository's index file.
+func flaggedChangedSince(root, index string, after Hidden, began time.Time) ([]HiddenPath, error) {
+	var out []HiddenPath
+	var errs error
+	for _, p := range after.Paths {
+		f := filepath.Join(root, filepath.FromSlash(p))
+		_, changed, err := fileTimes(f)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrPermission):
+			// No file there for git to take for unchanged (a sparse
+			// checkout's), or none it can read either.
+		case err != nil:
+			errs = errors.Join(errs, fmt.Errorf("look at %s: %w", f, err))
+		case !changed.Before(began):
+			out = append(out, HiddenPath{Path: f, Kind: HiddenFlagged})
+		}
+	}
+	if !after.Named() {
+		_, changed, err := fileTimes(index)
+		switch {
+		case err != nil:
+			errs = errors.Join(errs, fmt.Errorf("look at %s: %w", index, err))
+		case !changed.Before(began):
+			out = append(out, HiddenPath{Path: root, Kind: HiddenUnnamed})
+		}
+	}
+	return out, errs
+}
+
 // sequencerStates are the directories of a git directory where git keeps
 // an operation it paused, to go on with at the user's next --continue:
 // a rebase's (its todo list runs each exec line with the shell), git

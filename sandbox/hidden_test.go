@@ -19,7 +19,8 @@ import (
 // .gitignore it makes that hides itself and what is beside it) is
 // reported after it, in each index version and in a split index; flags
 // that were there when the run was built (a sparse checkout's), or that
-// it cleared, are not.
+// it cleared, are not. The same holds in a repository nested in the
+// workspace, whose index no guard read before the run.
 func TestAftercareReportsHiddenChanges(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -27,13 +28,22 @@ func TestAftercareReportsHiddenChanges(t *testing.T) {
 		// A split index's entries that replace its shared index's have
 		// no names: the worktree is named instead.
 		unnamed bool
+		// nested is the repository's directory under the workspace,
+		// "" for the workspace's own.
+		nested string
 	}{
-		{"version 2", [][]string{{"update-index", "--index-version", "2"}}, false},
-		{"version 4", [][]string{{"update-index", "--index-version", "4"}}, false},
-		{"split", [][]string{{"update-index", "--split-index"}}, true},
+		{"version 2", [][]string{{"update-index", "--index-version", "2"}}, false, ""},
+		{"version 4", [][]string{{"update-index", "--index-version", "4"}}, false, ""},
+		{"split", [][]string{{"update-index", "--split-index"}}, true, ""},
+		{"nested, version 2", [][]string{{"update-index", "--index-version", "2"}}, false, "sub"},
+		{"nested, split", [][]string{{"update-index", "--split-index"}}, true, "sub"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ws := realTempDir(t)
+			top := realTempDir(t)
+			ws := filepath.Join(top, c.nested)
+			if err := os.MkdirAll(ws, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			git(t, ws, "init", "-q")
 			for _, f := range []string{"Makefile", "b", "kept", "sparse"} {
 				if err := os.WriteFile(filepath.Join(ws, f), []byte(f+"\n"), 0o644); err != nil {
@@ -49,7 +59,7 @@ func TestAftercareReportsHiddenChanges(t *testing.T) {
 			git(t, ws, "update-index", "--skip-worktree", "sparse")
 			git(t, ws, "update-index", "--assume-unchanged", "kept")
 			time.Sleep(2 * clockSlack) // the run begins a slack before its guard
-			guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+			guards, err := GuardWorkspace(GuardSpec{Workspace: top})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,6 +113,9 @@ func TestAftercareReportsHiddenChanges(t *testing.T) {
 			if c.unnamed {
 				want = []HiddenPath{{ws, HiddenUnnamed}, {exclude, HiddenExcluded}, {ignore, HiddenIgnoring}}
 			}
+			byPath := func(a, b HiddenPath) int { return strings.Compare(a.Path, b.Path) }
+			slices.SortFunc(care.Hidden, byPath)
+			slices.SortFunc(want, byPath)
 			if !slices.Equal(care.Hidden, want) {
 				t.Errorf("reported hidden %v, want %v", care.Hidden, want)
 			}

@@ -964,8 +964,10 @@ func TestRunClosesWhatItOpened(t *testing.T) {
 // the user runs from it next), a named pipe (a tool that opens it waits
 // for ever), a repository with a core.fsmonitor of the box's (git status
 // there ran it), and, in an allow path that is a repository, a pipe among
-// its refs (the host's git branch waited for ever), and in one that is a
-// bare repository, a hook (the host's next git push to it ran it).
+// its refs (the host's git branch waited for ever). One that is a bare
+// repository has its config and hooks read-only for the run: before, the
+// box wrote a post-receive hook there, which a host's git push to it
+// during the run ran (after the run, its HEAD was set aside).
 func TestRunSeesToReadWriteAllowPaths(t *testing.T) {
 	b := newBox(t)
 	lib := userDir(t, "cordon-it-lib-")
@@ -987,13 +989,20 @@ func TestRunSeesToReadWriteAllowPaths(t *testing.T) {
 cd %s && umask 0 && mkdir open && echo x > open/wheel && mkfifo pipe &&
 mkdir -p nest/.git/objects nest/.git/refs && echo 'ref: refs/heads/main' > nest/.git/HEAD &&
 printf '[core]\n\tfsmonitor = "touch %s/pwned"\n' > nest/.git/config &&
-mkfifo %s/.git/refs/heads/trap &&
-printf '#!/bin/sh\ntouch %s/pushed\n' > %s/hooks/post-receive && chmod 755 %s/hooks/post-receive && echo PLANTED`,
-		lib, lib, repo, lib, bare, bare)
+mkfifo %s/.git/refs/heads/trap && echo PLANTED
+printf '#!/bin/sh\ntouch %s/pushed\n' > %s/hooks/post-receive && chmod 755 %s/hooks/post-receive && echo HOOK-WRITTEN
+printf '[core]\n\thooksPath = %s\n' >> %s/config && echo CONFIG-WRITTEN
+true`,
+		lib, lib, repo, lib, bare, bare, lib, bare)
 	r := b.run("--net", "off", "--allow-path", lib+":rw", "--allow-path", repo+":rw", "--allow-path", bare+":rw", "--", "sh", "-c", script)
 	expectCode(t, r, 0)
 	if !strings.Contains(r.stdout, "PLANTED") {
 		t.Fatalf("not planted:\n%s%s", r.stdout, r.stderr)
+	}
+	for _, w := range []string{"HOOK-WRITTEN", "CONFIG-WRITTEN"} {
+		if strings.Contains(r.stdout, w) {
+			t.Errorf("%s: the box wrote the bare repository's hooks or config during the run", w)
+		}
 	}
 	records := b.records()
 	logged := func(typ audit.Type, p string) bool {
@@ -1010,7 +1019,6 @@ printf '#!/bin/sh\ntouch %s/pushed\n' > %s/hooks/post-receive && chmod 755 %s/ho
 		{filepath.Join(lib, "pipe"), "set aside as " + filepath.Join(lib, "pipe") + ".cordon-set-aside-", audit.TypeSetAside},
 		{filepath.Join(lib, "nest", ".git"), "set aside as " + filepath.Join(lib, "nest", ".git") + ".cordon-set-aside-", audit.TypeSetAside},
 		{filepath.Join(repo, ".git", "refs", "heads", "trap"), "removed " + filepath.Join(repo, ".git", "refs", "heads", "trap") + ": ", audit.TypeRemoved},
-		{filepath.Join(bare, "HEAD"), "set aside as " + filepath.Join(bare, "HEAD") + ".cordon-set-aside-", audit.TypeSetAside},
 	} {
 		if !strings.Contains(r.stderr, c.warning) {
 			t.Errorf("no warning %q:\n%s", c.warning, r.stderr)

@@ -662,7 +662,7 @@ func (g *repoWalk) repo(root string, depth int) ([]GuardedPath, error) {
 	fi, err := os.Lstat(dotgit)
 	if err != nil {
 		if depth == 0 && errors.Is(err, fs.ErrNotExist) {
-			return []GuardedPath{{Path: dotgit, Guard: Unborn}}, nil
+			return g.bare(root)
 		}
 		return nil, nil
 	}
@@ -733,6 +733,27 @@ func (g *repoWalk) repo(root string, depth int) ([]GuardedPath, error) {
 		out = append(append(out, pins...), more...)
 	}
 	return out, nil
+}
+
+// bare guards root, a workspace or a read-write allow_path with no .git,
+// as a repository the run may make there (Unborn) and, when root is
+// itself laid out as a git directory (a bare repository: one that
+// projects push to, given as --allow-path DIR:rw), as that git directory
+// (dir): its config and hooks are read-only for the run. Before, they
+// were the box's to write during the run, and a host's git push to it
+// while the run went on ran the box's hook (the walk after the run sets
+// aside only what it finds then). root itself is not pinned: it is the
+// box's mount already.
+func (g *repoWalk) bare(root string) ([]GuardedPath, error) {
+	out := []GuardedPath{{Path: filepath.Join(root, ".git"), Guard: Unborn}}
+	if !isGitDir(root) {
+		return out, nil
+	}
+	more, err := g.dir(root, "", 0)
+	if err != nil {
+		return nil, fmt.Errorf("the bare repository %s: %w", root, err)
+	}
+	return append(out, slices.DeleteFunc(more, func(p GuardedPath) bool { return p.Path == root })...), nil
 }
 
 // pinUnder pins root/rel (slash-separated) and each directory between

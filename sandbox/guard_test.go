@@ -392,6 +392,34 @@ func TestGuardWritableRepository(t *testing.T) {
 	}
 }
 
+// TestGuardWritableBareRepository: a read-write allow_path that is a bare
+// repository (one projects push to) has its config and hooks guarded for
+// the run as a .git's are: before, the box wrote a hook there that a
+// host's git push to it during the run ran. The path itself is the box's
+// mount already, and is not pinned.
+func TestGuardWritableBareRepository(t *testing.T) {
+	base := realTempDir(t)
+	ws, bare := filepath.Join(base, "ws"), filepath.Join(base, "bare.git")
+	for _, d := range []string{"ws", "bare.git/hooks", "bare.git/objects", "bare.git/refs"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"config", "HEAD"} {
+		if err := os.WriteFile(filepath.Join(bare, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths, err := GuardWorkspace(GuardSpec{Workspace: ws, Writable: []string{bare}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"nested ws", "watched bare.git", "unborn ws/.git", "unborn bare.git/.git", "read-only bare.git/config", "unmade bare.git/commondir", "read-only bare.git/hooks", "unborn bare.git/.cordon.yaml"}
+	if got := describeGuards(paths, base); !slices.Equal(got, want) {
+		t.Errorf("GuardWorkspace =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestGuardWorkspaceLinkedProjectFile: a project file that is a link
 // (policy reads one that leads inside the workspace) cannot be guarded:
 // the box could rewrite or rename its target, or replace the link. The

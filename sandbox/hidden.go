@@ -54,6 +54,14 @@ const (
 	// not evaluate; or a worktree where the run rewrote more entries than
 	// cordon reads again (maxRecorded, maxRecheckBytes). Not checked.
 	HiddenUnverified
+	// HiddenAttributes is a repository's attributes file (info/attributes)
+	// the run made or changed, which git status does not show: its
+	// attributes change what git diff shows of a change (-diff, binary,
+	// a diff driver of the user's configuration whose textconv shows
+	// something else), and its conversions (eol, ident) have git take a
+	// file that differs from its blob for unchanged. It names no command
+	// (drivers are defined in config, which the box cannot write).
+	HiddenAttributes
 )
 
 // HiddenPath is a path where a run hid a change from git status and git
@@ -69,8 +77,9 @@ type HiddenPath struct {
 // hiddenSince lists what the run hid in the repository whose worktree is
 // root and git directory dir: the entries its index flags now (after)
 // that it did not when the run was built (before), its untracked cache
-// when the run added or changed it, and its exclude file,
-// when the run made or changed it (its change time is began or later).
+// when the run added or changed it, and its exclude and attributes files
+// (info/), when the run made or changed them (their change time is began
+// or later).
 func hiddenSince(root, dir string, before *Hidden, after Hidden, began time.Time) ([]HiddenPath, error) {
 	var out []HiddenPath
 	if before != nil {
@@ -89,18 +98,24 @@ func hiddenSince(root, dir string, before *Hidden, after Hidden, began time.Time
 	if c, ok := commonDir(dir); ok {
 		common = c
 	}
-	exclude := filepath.Join(common, "info", "exclude")
-	_, changed, err := fileTimes(exclude)
-	switch {
-	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission):
-		// None, or under a directory the box made unsearchable, where git
-		// cannot read it either.
-	case err != nil:
-		return out, fmt.Errorf("look at %s: %w", exclude, err)
-	case !changed.Before(began):
-		out = append(out, HiddenPath{Path: exclude, Kind: HiddenExcluded})
+	var errs error
+	for _, f := range []struct {
+		name string
+		kind HiddenKind
+	}{{"exclude", HiddenExcluded}, {"attributes", HiddenAttributes}} {
+		p := filepath.Join(common, "info", f.name)
+		_, changed, err := fileTimes(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission):
+			// None, or under a directory the box made unsearchable,
+			// where git cannot read it either.
+		case err != nil:
+			errs = errors.Join(errs, fmt.Errorf("look at %s: %w", p, err))
+		case !changed.Before(began):
+			out = append(out, HiddenPath{Path: p, Kind: f.kind})
+		}
 	}
-	return out, nil
+	return out, errs
 }
 
 // flaggedChangedSince lists, for a repository whose index was not read

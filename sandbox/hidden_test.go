@@ -17,7 +17,9 @@ import (
 // What a run hides from git status and git diff (an index entry it flags
 // skip-worktree or assume-unchanged, the exclude file it changes, a
 // .gitignore it makes that hides itself and what is beside it) is
-// reported after it, in each index version and in a split index; flags
+// reported after it, and so is an attributes file it writes in .git/info
+// (-diff, binary: git diff shows no content), in each index version and
+// in a split index; flags
 // that were there when the run was built (a sparse checkout's), or that
 // it cleared, are not. The same holds in a repository nested in the
 // workspace, whose index no guard read before the run.
@@ -81,6 +83,12 @@ func TestAftercareReportsHiddenChanges(t *testing.T) {
 			}
 			fmt.Fprintln(f, "conftest.py")
 			f.Close()
+			// And an attributes file, which git status does not show
+			// either, whose -diff has git diff say "Binary files differ".
+			attributes := filepath.Join(ws, ".git", "info", "attributes")
+			if err := os.WriteFile(attributes, []byte("* -diff\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			// And a directory whose .gitignore hides itself and what is
 			// beside it; pytest's cache, whose .gitignore pytest writes
 			// alike, is not reported.
@@ -108,10 +116,11 @@ func TestAftercareReportsHiddenChanges(t *testing.T) {
 				{filepath.Join(ws, "Makefile"), HiddenFlagged},
 				{filepath.Join(ws, "b"), HiddenFlagged},
 				{exclude, HiddenExcluded},
+				{attributes, HiddenAttributes},
 				{ignore, HiddenIgnoring},
 			}
 			if c.unnamed {
-				want = []HiddenPath{{ws, HiddenUnnamed}, {exclude, HiddenExcluded}, {ignore, HiddenIgnoring}}
+				want = []HiddenPath{{ws, HiddenUnnamed}, {exclude, HiddenExcluded}, {attributes, HiddenAttributes}, {ignore, HiddenIgnoring}}
 			}
 			byPath := func(a, b HiddenPath) int { return strings.Compare(a.Path, b.Path) }
 			slices.SortFunc(care.Hidden, byPath)

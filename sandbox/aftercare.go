@@ -198,8 +198,9 @@ func walkCare(g GuardedPath, bound walkBound, guarded map[string]bool, began tim
 
 // nestedHiddenCare lists what the run hid from git status in a repository
 // nested in the workspace and left in place (its worktree root, its
-// .git directory dir), which no guard read when the run was built: the
-// flagged files it changed (flaggedChangedSince), its exclude file, and
+// .git directory dir), or in a linked worktree (dir is its worktrees/NAME),
+// whose index no guard read when the run was built: the flagged files it
+// changed (flaggedChangedSince), its exclude and attributes files, and
 // the index entries it forged (forgedSince). Its untracked cache is not
 // looked at: what it held before the run is not known.
 func nestedHiddenCare(root, dir string, began time.Time) Care {
@@ -218,9 +219,13 @@ func nestedHiddenCare(root, dir string, began time.Time) Care {
 	flagged, err := flaggedChangedSince(root, filepath.Join(dir, "index"), hidden, began)
 	c.Hidden = append(c.Hidden, flagged...)
 	unchecked(err)
-	excluded, err := hiddenSince(root, dir, nil, hidden, began)
-	c.Hidden = append(c.Hidden, excluded...)
-	unchecked(err)
+	// A linked worktree's info/ files are its common directory's, seen to
+	// with the repository they belong to.
+	if _, linked := commonDir(dir); !linked {
+		excluded, err := hiddenSince(root, dir, nil, hidden, began)
+		c.Hidden = append(c.Hidden, excluded...)
+		unchecked(err)
+	}
 	forged, err := forgedSince(root, dir, hidden.recorded, hashSizeOf(dir))
 	c.Hidden = append(c.Hidden, forged...)
 	unchecked(err)
@@ -283,9 +288,41 @@ func repoCare(g GuardedPath, guarded map[string]bool, began time.Time) Care {
 	forged, err := forgedSince(g.Path, dir, hidden.recorded, hashSizeOf(dir))
 	c.Hidden = append(c.Hidden, forged...)
 	unchecked(err)
+	for _, wt := range linkedWorktrees(dir, g.Path) {
+		c = c.Add(nestedHiddenCare(wt.root, wt.dir, began))
+	}
 	// An odd gitlink is reported once the others are seen to.
 	unchecked(odd)
 	return c
+}
+
+// linkedWorktree is a linked worktree of a repository: its root, and its
+// own git directory (worktrees/NAME, which keeps its index).
+type linkedWorktree struct{ root, dir string }
+
+// linkedWorktrees lists the linked worktrees of the repository whose git
+// directory is dir that lie under top (git worktree add wt): each has an
+// index of its own, which the run could write as the main worktree's.
+// One counts only where its .git file names its git directory back, as
+// git requires.
+func linkedWorktrees(dir, top string) []linkedWorktree {
+	entries, _ := os.ReadDir(filepath.Join(dir, "worktrees"))
+	var out []linkedWorktree
+	for _, e := range entries {
+		wdir := filepath.Join(dir, "worktrees", e.Name())
+		b, err := readRegular(filepath.Join(wdir, "gitdir"))
+		if !e.IsDir() || err != nil {
+			continue
+		}
+		dotgit := gitFilePath(b)
+		if !filepath.IsAbs(dotgit) || filepath.Base(dotgit) != ".git" || !Within(dotgit, top) {
+			continue
+		}
+		if back, ok := gitdirOf(dotgit); ok && back == wdir {
+			out = append(out, linkedWorktree{root: filepath.Dir(dotgit), dir: wdir})
+		}
+	}
+	return out
 }
 
 // pausedCare sets aside the paused operations' states the run made or

@@ -635,3 +635,33 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 	}
 	return out, nil
 }
+
+// changeTimeIgnored says whether git, in the repository whose git
+// directory is dir, may not compare a file's change time with its index
+// entry's: where any config git may read for it (the user's global and
+// the system's, the repository's, and what each includes, whatever an
+// includeIf's condition) sets core.trustctime false or core.checkStat
+// minimal. The box cannot write any of them (the repository's are
+// guarded, the others lie outside the workspace), but the user may have.
+func changeTimeIgnored(dir, home string) bool {
+	files, _ := globalConfigFiles(home, nil)
+	repo := []string{filepath.Join(dir, "config"), filepath.Join(dir, "config.worktree")}
+	if common, ok := commonDir(dir); ok {
+		repo = append(repo, filepath.Join(common, "config"))
+	}
+	for _, c := range repo {
+		files = append(append(files, c), configIncludes(c, home)...)
+	}
+	for _, f := range files {
+		data, err := readRegular(f)
+		if err != nil {
+			continue
+		}
+		for _, e := range configEntries(data) {
+			if e.is("core", "trustctime") && !e.truth() || e.is("core", "checkstat") && strings.EqualFold(e.value, "minimal") {
+				return true
+			}
+		}
+	}
+	return false
+}

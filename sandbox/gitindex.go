@@ -290,6 +290,11 @@ func cleanWorktreePath(p string) bool {
 // Aftercare reads again (see forgedSince).
 const maxRecorded = 1000
 
+// maxRecordedAnyTime bounds the entries a recordedSince keeps when git
+// does not compare change times (anyTime): Aftercare looks at the status
+// of each, and reads again only those the run changed.
+const maxRecordedAnyTime = 100_000
+
 // recordedSince keeps an index's entries (not flagged, not gitlinks)
 // whose recorded change time is since or later: git takes a file for
 // unchanged when its status (times, size, inode) matches its entry's,
@@ -298,7 +303,13 @@ const maxRecorded = 1000
 // compares the change time (core.trustctime), which no one can set back,
 // so such an entry records one from the run.
 type recordedSince struct {
-	since   time.Time
+	since time.Time
+	// anyTime says git does not compare the change time here
+	// (core.trustctime = false, core.checkStat = minimal): a file the box
+	// rewrote in place, its size kept and its modification time set
+	// back, is unchanged to git with no entry rewritten, so every entry
+	// is kept (to maxRecordedAnyTime), whatever change time it records.
+	anyTime bool
 	entries []indexEntry
 	// over says more entries were recorded since than maxRecorded, or
 	// one had no name (a split index's).
@@ -327,11 +338,19 @@ func (r *recordedSince) add(e, p []byte, hashSize int, keep bool) {
 	}
 	ctime := time.Unix(int64(binary.BigEndian.Uint32(e[0:4])), int64(binary.BigEndian.Uint32(e[4:8])))
 	switch {
-	case !keep || ctime.Before(r.since):
-	case len(p) == 0 || len(r.entries) == maxRecorded:
+	case !keep || !r.anyTime && ctime.Before(r.since):
+	case len(p) == 0 || len(r.entries) == r.bound():
 		r.over = true
 	default:
 		r.entries = append(r.entries, indexEntry{path: string(p), oid: slices.Clone(e[40 : 40+hashSize]),
 			mode: binary.BigEndian.Uint32(e[24:28]), mtime: binary.BigEndian.Uint32(e[8:12]), size: binary.BigEndian.Uint32(e[36:40])})
 	}
+}
+
+// bound is how many entries r keeps at most.
+func (r *recordedSince) bound() int {
+	if r.anyTime {
+		return maxRecordedAnyTime
+	}
+	return maxRecorded
 }

@@ -787,7 +787,7 @@ func repoGitlinks(dir string, since time.Time) ([]string, Hidden, error) {
 	size := hashSizeOf(dir)
 	var hidden Hidden
 	if !since.IsZero() {
-		hidden.recorded = &recordedSince{since: since}
+		hidden.recorded = &recordedSince{since: since, anyTime: changeTimeIgnored(dir, os.Getenv("HOME"))}
 	}
 	links, shared, err := indexGitlinks(filepath.Join(dir, "index"), size, &hidden)
 	var bad *badGitlinksError

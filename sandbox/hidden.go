@@ -279,7 +279,7 @@ func forgedSince(root, dir string, r *recordedSince, hashSize int) ([]HiddenPath
 	budget, over := int64(maxRecheckBytes), r.over
 	for _, e := range r.entries {
 		p := filepath.Join(root, filepath.FromSlash(e.path))
-		v, err := recheck(rootFd, e, hashSize, &budget)
+		v, err := recheck(rootFd, e, hashSize, r.since, &budget)
 		switch {
 		case err != nil:
 			errs = errors.Join(errs, fmt.Errorf("read %s again: %w", p, err))
@@ -312,8 +312,9 @@ const (
 )
 
 // recheck reads again the file of the index entry e, in the worktree
-// opened as rootFd (through no link), taking what it reads from budget.
-func recheck(rootFd int, e indexEntry, hashSize int, budget *int64) (recheckVerdict, error) {
+// opened as rootFd (through no link), taking what it reads from budget;
+// a file whose change time is before since the run did not change.
+func recheck(rootFd int, e indexEntry, hashSize int, since time.Time, budget *int64) (recheckVerdict, error) {
 	regularFile := e.mode&unix.S_IFMT == unix.S_IFREG
 	if !regularFile && e.mode&unix.S_IFMT != unix.S_IFLNK {
 		return recheckSame, nil
@@ -333,6 +334,9 @@ func recheck(rootFd int, e indexEntry, hashSize int, budget *int64) (recheckVerd
 	}
 	if uint32(st.Mode)&unix.S_IFMT != e.mode&unix.S_IFMT || uint32(st.Size) != e.size || uint32(st.Mtim.Sec) != e.mtime {
 		return recheckSame, nil // git reads it itself
+	}
+	if time.Unix(st.Ctim.Unix()).Before(since) {
+		return recheckSame, nil // as it was before the run
 	}
 	if st.Size > *budget {
 		return recheckOver, nil

@@ -285,6 +285,17 @@ func TestAftercareReportsForgedIndexEntries(t *testing.T) {
 		{name: "attributes", init: []string{"init", "-q"}, setup: func(t *testing.T, ws string) {
 			writeFile(t, filepath.Join(ws, ".gitattributes"), "*.bin filter=lfs\n")
 		}, run: forgeMakefile, want: HiddenUnverified},
+		// Where git does not compare the change time, a file rewritten
+		// in place, its size kept and its modification time set back, is
+		// hidden with no entry rewritten.
+		{name: "trustctime off", init: []string{"init", "-q"}, setup: func(t *testing.T, ws string) {
+			git(t, ws, "config", "core.trustctime", "false")
+			makeOld(t, filepath.Join(ws, "Makefile"))
+		}, run: rewriteInPlace, want: HiddenForged},
+		{name: "checkStat minimal", init: []string{"init", "-q"}, setup: func(t *testing.T, ws string) {
+			git(t, ws, "config", "core.checkStat", "minimal")
+			makeOld(t, filepath.Join(ws, "Makefile"))
+		}, run: rewriteInPlace, want: HiddenForged},
 		{name: "committed", init: []string{"init", "-q"}, run: func(t *testing.T, ws string) {
 			writeFile(t, filepath.Join(ws, "Makefile"), "all:\n\tfalse\n")
 			git(t, ws, "commit", "-q", "-a", "-m", "second")
@@ -352,6 +363,39 @@ func forgeMakefile(t *testing.T, ws string) {
 	}
 	git(t, ws, "add", "Makefile")
 	forgeIndexEntry(t, ws, git(t, ws, "rev-parse", ":Makefile"), old)
+}
+
+// makeOld sets p's times a minute back, so that git, recording its
+// status, does not take it for racily clean.
+func makeOld(t *testing.T, p string) {
+	ago := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(p, ago, ago); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rewriteInPlace rewrites ws's Makefile in place (same inode, same size)
+// and sets its modification time back to what it was: git, comparing no
+// change time, takes it for unchanged with no index entry rewritten.
+func rewriteInPlace(t *testing.T, ws string) {
+	p := filepath.Join(ws, "Makefile")
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("all:\n\tfals\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // forgeIndexEntry replaces the object name from with to in ws's index,

@@ -711,15 +711,18 @@ func TestRunKeepsWhatItSetAside(t *testing.T) {
 // (a cache, a bare repository pushed to from several projects). Before,
 // a run from another workspace renamed a bare repository's HEAD back,
 // with the first run's hook in it, and the walk after it took the HEAD,
-// born before the run, for the user's.
+// born before the run, for the user's. The bare repository lies in the
+// allow path (one that is itself a bare repository has its hooks
+// read-only for the run).
 func TestRunKeepsWhatItSetAsideInAnAllowPath(t *testing.T) {
 	b := newBox(t)
-	bare := userDir(t, "cordon-it-bare-")
+	shared := userDir(t, "cordon-it-shared-")
+	bare := filepath.Join(shared, "proj.git")
 	if r := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", "init", "-q", "--bare", bare)); r.code != 0 {
 		t.Fatalf("git init: %s%s", r.stdout, r.stderr)
 	}
 	time.Sleep(100 * time.Millisecond)
-	r := b.run("--net", "off", "--allow-path", bare+":rw", "--", "sh", "-c",
+	r := b.run("--net", "off", "--allow-path", shared+":rw", "--", "sh", "-c",
 		fmt.Sprintf(`printf '#!/bin/sh\ntouch %s/pushed\n' > %s/hooks/post-receive && chmod 755 %s/hooks/post-receive && echo PLANTED`, bare, bare, bare))
 	expectCode(t, r, 0)
 	aside, _ := filepath.Glob(filepath.Join(bare, "HEAD.cordon-set-aside-*"))
@@ -731,7 +734,7 @@ func TestRunKeepsWhatItSetAsideInAnAllowPath(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	other := newBox(t)
 	other.home, other.audit = b.home, b.audit
-	r = other.run("--net", "off", "--allow-path", bare+":rw", "--", "sh", "-c",
+	r = other.run("--net", "off", "--allow-path", shared+":rw", "--", "sh", "-c",
 		fmt.Sprintf(`mv %s/HEAD.cordon-set-aside-* %s/HEAD && echo RESTORED; true`, bare, bare))
 	expectCode(t, r, 0)
 	if strings.Contains(r.stdout, "RESTORED") || !strings.Contains(r.stderr, "Device or resource busy") {

@@ -197,6 +197,65 @@ func TestRunExposedCredentialFilesReadEmpty(t *testing.T) {
 	}
 }
 
+// TestRunExposedHomeStoresReadEmpty holds the default deny_read entries
+// under the home directory through the real binary: with the trees a
+// toolchain or an agent is given exposed (~/.m2, ~/.gradle, ~/.config,
+// ~/.claude read-write, ~/.codex), the credential stores in them read as
+// empty and the rest of each tree as it is.
+func TestRunExposedHomeStoresReadEmpty(t *testing.T) {
+	t.Run("exposed trees", func(t *testing.T) {
+		b := newBox(t)
+		files := []struct {
+			path   string // below the home directory
+			hidden bool
+		}{
+			{".m2/settings.xml", true},
+			{".m2/settings-security.xml", true},
+			{".m2/repository/org/example/x.pom", false},
+			{".gradle/gradle.properties", true},
+			{".gradle/caches/modules-2/x.jar", false},
+			{".config/rclone/rclone.conf", true},
+			{".config/rclone/filters.txt", false},
+			{".config/glab-cli/config.yml", true},
+			{".config/containers/auth.json", true},
+			{".config/configstore/firebase-tools.json", true},
+			{".config/google-chrome/Default/Cookies", true},
+			{".config/git/config", false},
+			{".claude/.credentials.json", true},
+			{".claude/settings.json", false},
+			{".codex/auth.json", true},
+			{".codex/config.toml", false},
+		}
+		var script strings.Builder
+		for _, f := range files {
+			word := "public"
+			if f.hidden {
+				word = "secret"
+			}
+			b.file(filepath.Join(b.home, f.path), word+"-"+f.path)
+			fmt.Fprintf(&script, "echo \"%s=[$(cat ~/%s)]\"\n", f.path, f.path)
+		}
+		args := []string{"--net", "off"}
+		for _, d := range []string{".m2", ".gradle", ".config", ".claude:rw", ".codex"} {
+			args = append(args, "--allow-path", filepath.Join(b.home, d))
+		}
+		r := b.run(append(args, "--", "sh", "-c", script.String())...)
+		expectCode(t, r, 0)
+		for _, f := range files {
+			want := f.path + "=[public-" + f.path + "]"
+			if f.hidden {
+				want = f.path + "=[]"
+			}
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("output lacks %q", want)
+			}
+		}
+		if strings.Contains(r.stdout, "secret-") {
+			t.Errorf("a credential store in an exposed tree was read:\n%s", r.stdout)
+		}
+	})
+}
+
 func TestRunRefusesProtectedPathsAndHome(t *testing.T) {
 	b := newBox(t)
 	b.file(filepath.Join(b.home, ".ssh", "id_rsa"), "k")

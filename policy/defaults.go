@@ -29,7 +29,11 @@ var defaultEnv = []string{
 }
 
 // defaultDenyRead are credential stores that read as empty inside the
-// sandbox even when an allow_paths or expose entry covers them.
+// sandbox even when an allow_paths or expose entry covers them. A store
+// inside a tree a toolchain is exposed for is named as a file (Maven's
+// settings.xml, not ~/.m2, whose repository builds need), so the rest
+// of the tree is seen. No layer removes one; a credential's files:
+// shows one masked.
 var defaultDenyRead = []string{
 	"~/.ssh",
 	"~/.gnupg",
@@ -49,6 +53,57 @@ var defaultDenyRead = []string{
 	"~/.config/cordon",
 	"~/.local/share/cordon",
 	"~/.cache/cordon",
+	// Desktop keyrings, and browsers' and mail clients' profiles: session
+	// cookies and saved logins, readable without the user's password on
+	// Linux (Firefox's logins.json with its key4.db, Chromium's with no
+	// keyring).
+	"~/.mozilla",
+	"~/.thunderbird",
+	"~/.config/google-chrome",
+	"~/.config/chromium",
+	"~/.config/BraveSoftware",
+	"~/.config/microsoft-edge",
+	"~/.config/vivaldi",
+	"~/.local/share/keyrings",
+	"~/.local/share/kwalletd",
+	// Cloud, storage and deployment CLIs.
+	"~/.config/rclone/rclone.conf",
+	"~/.s3cfg",
+	"~/.boto",
+	"~/.oci",
+	"~/.config/doctl",
+	"~/.netlify",
+	"~/.config/netlify",
+	"~/.vercel",
+	"~/.local/share/com.vercel.cli",
+	"~/.terraformrc",
+	"~/.terraform.d/credentials.tfrc.json",
+	"~/.pulumi/credentials.json",
+	"~/.config/containers/auth.json",
+	"~/.config/helm/repositories.yaml",
+	"~/.config/helm/registry/config.json",
+	// Code hosts.
+	"~/.config/hub",
+	"~/.config/glab-cli",
+	// Package registries and build tools.
+	"~/.m2/settings.xml",
+	"~/.m2/settings-security.xml",
+	"~/.gradle/gradle.properties",
+	"~/.yarnrc.yml",
+	"~/.composer/auth.json",
+	"~/.config/composer/auth.json",
+	"~/.config/configstore",
+	// Password managers.
+	"~/.config/op",
+	"~/.op",
+	"~/.config/Bitwarden CLI",
+	// Coding agents' logins (OAuth refresh tokens): give an agent in the
+	// box its key as a masked credential instead.
+	"~/.claude/.credentials.json",
+	"~/.codex/auth.json",
+	"~/.gemini/oauth_creds.json",
+	"~/.config/github-copilot/hosts.json",
+	"~/.config/github-copilot/apps.json",
 }
 
 // Defaults returns a fresh copy of the policy that applies before any file:

@@ -61,7 +61,7 @@ allow: []
 # allow_paths:       # PATH (read-only) or PATH:rw
 #   - ~/.cache/go-build:rw
 # deny_read:         # read as empty; added to the defaults:
-#   # %s
+%s
 #   - ~/.config/private
 # read_only:         # in the workspace, from its root: readable, not
 #   - .vscode        # writable, renamable or removable (if they exist
@@ -93,8 +93,30 @@ allow: []
 #     hosts: [api.provider.example]
 #     header: "Authorization: Bearer {}"
 #     env: PROVIDER_API_KEY
-`, d.Terminate, strings.Join(defaultDenyRead, " "), strings.Join(d.Env, " "), d.RunAs,
+`, d.Terminate, commentLines("#   # ", defaultDenyRead, 78), strings.Join(d.Env, " "), d.RunAs,
 		FormatSize(d.Limits.Memory), d.Limits.Pids, FormatSize(d.Limits.TmpSize), FormatSize(d.Limits.AuditBudget))
+}
+
+// commentLines lists words, separated by commas, in lines of at most width
+// bytes (but for a longer word), each starting with prefix.
+func commentLines(prefix string, words []string, width int) string {
+	var b strings.Builder
+	line := prefix
+	for i, w := range words {
+		if i < len(words)-1 {
+			w += ","
+		}
+		if line != prefix && len(line)+1+len(w) > width {
+			b.WriteString(line + "\n")
+			line = prefix
+		}
+		if line != prefix {
+			line += " "
+		}
+		line += w
+	}
+	b.WriteString(line)
+	return b.String()
 }
 
 // WriteInitConfig writes InitTemplate to path (mode 0600, its directory

@@ -201,7 +201,8 @@ func TestRunExposedCredentialFilesReadEmpty(t *testing.T) {
 // under the home directory through the real binary: with the trees a
 // toolchain or an agent is given exposed (~/.m2, ~/.gradle, ~/.config,
 // ~/.claude read-write, ~/.codex), the credential stores in them read as
-// empty and the rest of each tree as it is.
+// empty and the rest of each tree as it is; a browser's profile is
+// refused outright as an allow path, and the refusal logged.
 func TestRunExposedHomeStoresReadEmpty(t *testing.T) {
 	t.Run("exposed trees", func(t *testing.T) {
 		b := newBox(t)
@@ -253,6 +254,20 @@ func TestRunExposedHomeStoresReadEmpty(t *testing.T) {
 		if strings.Contains(r.stdout, "secret-") {
 			t.Errorf("a credential store in an exposed tree was read:\n%s", r.stdout)
 		}
+	})
+	t.Run("a browser profile refused", func(t *testing.T) {
+		b := newBox(t)
+		profile := filepath.Join(b.home, ".mozilla")
+		b.file(filepath.Join(profile, "firefox", "abc.default", "logins.json"), "secret-logins")
+		r := b.run("--net", "off", "--allow-path", profile, "--", "touch", "ran")
+		expectCode(t, r, 125)
+		if !strings.Contains(r.stderr, "refusing "+profile+", which holds credentials") {
+			t.Errorf("stderr does not name the profile:\n%s", r.stderr)
+		}
+		if _, err := os.Stat(filepath.Join(b.ws, "ran")); err == nil {
+			t.Fatal("the command ran with a browser profile exposed")
+		}
+		expectOnlyBlock(t, b, "capability_blocked")
 	})
 }
 

@@ -22,9 +22,11 @@ func CacheDir() string {
 
 // ProtectedHome lists, relative to the home directory, the stores no
 // policy may open to a command on any platform: keys, cloud and cluster
-// credentials, and cordon's own configuration, CA, state and cache (whose
-// kept trust bundles sandboxes are given to trust). Backends add
-// their platform's own (the macOS login keychain).
+// credentials, cordon's own configuration, CA, state and cache (whose
+// kept trust bundles sandboxes are given to trust), the desktop's
+// keyrings, and browsers' profiles (session cookies and saved logins,
+// which no toolchain reads). Backends add their platform's own (the
+// macOS login keychain).
 var ProtectedHome = []string{
 	".ssh",
 	".gnupg",
@@ -36,6 +38,14 @@ var ProtectedHome = []string{
 	".local/share/cordon",
 	".cache/cordon",
 	".local/share/keyrings",
+	".local/share/kwalletd",
+	".mozilla",
+	".thunderbird",
+	".config/google-chrome",
+	".config/chromium",
+	".config/BraveSoftware",
+	".config/microsoft-edge",
+	".config/vivaldi",
 }
 
 // CredentialFiles are the names of files that hold a tool's credentials

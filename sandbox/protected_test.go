@@ -6,7 +6,22 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cordon-sandbox/cordon/policy"
 )
+
+// TestProtectedHomeDeniedReading holds that every store refused outright
+// is a default deny_read entry too: it reads as empty in a tree exposed
+// around it on every platform, and the run is refused when a file in it
+// has a second name the box could read it through.
+func TestProtectedHomeDeniedReading(t *testing.T) {
+	deny := policy.Defaults().DenyRead
+	for _, p := range ProtectedHome {
+		if !slices.Contains(deny, "~/"+p) {
+			t.Errorf("protected ~/%s is not a default deny_read entry (%q)", p, deny)
+		}
+	}
+}
 
 func TestAuditDirs(t *testing.T) {
 	root := t.TempDir()

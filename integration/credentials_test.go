@@ -445,6 +445,33 @@ echo "echo of the key: $A$B"`))
 	}
 }
 
+// TestCredentialFileShownInAnExposedTree: a credential's files: entry that
+// a default deny_read store is, in a tree the run exposes (Maven's
+// settings.xml in ~/.m2), is shown masked, not empty: the masked file is
+// what the box reads there, as it is where the tree is not exposed.
+func TestCredentialFileShownInAnExposedTree(t *testing.T) {
+	b := newBox(t)
+	b.file(b.home+"/.m2/settings.xml", "<settings><servers><server><password>"+realKey+"</password></server></servers></settings>\n")
+	b.file(b.home+"/.m2/repository/x.pom", "pom\n")
+	cfg := b.config(providerCredential(originName+":8443", "files: [~/.m2/settings.xml]"))
+	r := runResult(t, 90*time.Second, cordonIn(t, b.ws, b.env("PROVIDER_REAL_KEY="+realKey),
+		"run", "--audit", b.audit, "--net", "restricted", "--config", cfg, "--credential", "provider", "--ephemeral-ca",
+		"--allow-path", b.home+"/.m2", "--", "sh", "-c", `echo "settings: [$(cat ~/.m2/settings.xml)]"; echo "pom: [$(cat ~/.m2/repository/x.pom)]"`))
+	expectCode(t, r, 0)
+	t.Logf("DEBUG %s", r.stdout)
+	if strings.Contains(r.stdout, realKey) || strings.Contains(r.stdout, "[masked:provider]") {
+		t.Fatalf("the box read the real key:\n%s", r.stdout)
+	}
+	for _, want := range []string{"settings: [<settings><servers><server><password>", "pom: [pom]"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "<password></password>") {
+		t.Errorf("the password reads as empty, not as its placeholder:\n%s", r.stdout)
+	}
+}
+
 // TestCredentialNotPassedIntoTheBox: a run whose command line or
 // environment would carry a credential's real value is refused before
 // anything of it starts, and the refusal's audit line does not hold the

@@ -280,6 +280,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	if err != nil {
 		return nil, err
 	}
+	masks = unmaskShown(masks, s.Files, sources, names)
 	// What is mounted over a path in a read-write bind (a mask, a file
 	// shown in the box) moves with a directory above it renamed: those
 	// directories are pinned too.

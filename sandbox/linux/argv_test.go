@@ -467,3 +467,52 @@ func TestBuildFilesShareScratch(t *testing.T) {
 		}
 	}
 }
+
+// A file shown in the box at its path (a credential's files: entry, its
+// secrets as placeholders) is what the box reads there even inside an
+// exposed tree that hides it (a default deny_read store, a file with a
+// credential's name): before, the empty mask went over it, so the box
+// read the store as empty in an exposed ~/.m2 and masked where ~/.m2 was
+// not exposed. A directory that reads as empty, and a credential's source
+// file, stay hidden.
+func TestBuildShowsFilesOverMasks(t *testing.T) {
+	f := newFixture(t)
+	m2 := filepath.Join(f.home, ".m2")
+	for _, name := range []string{"settings.xml", ".npmrc", "source.txt", "vault/settings.xml"} {
+		writeFile(t, filepath.Join(m2, name), "real", 0o644)
+	}
+	p := &policy.Policy{Network: policy.NetOff, Expose: []string{m2},
+		DenyRead:    []string{filepath.Join(m2, "settings.xml"), filepath.Join(m2, "vault")},
+		Credentials: []policy.Credential{{Name: "c", Source: policy.Source{File: filepath.Join(m2, "source.txt")}}}}
+	s := f.spec(p, "true")
+	s.Files = map[string][]byte{}
+	for _, name := range []string{"settings.xml", ".npmrc", "source.txt", "vault/settings.xml"} {
+		s.Files[filepath.Join(m2, name)] = []byte("masked " + name)
+	}
+	l, err := build(s, f.host(), f.scratch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	masked := func(dst string) bool {
+		for i := 0; i+2 < len(l.argv); i++ {
+			if l.argv[i] == "--ro-bind" && l.argv[i+2] == dst && (l.argv[i+1] == filepath.Join(f.scratch, "empty") || l.argv[i+1] == filepath.Join(f.scratch, "empty.d")) {
+				return true
+			}
+		}
+		return false
+	}
+	tests := []struct {
+		path   string
+		hidden bool
+	}{
+		{"settings.xml", false},
+		{".npmrc", false},
+		{"source.txt", true},
+		{"vault", true},
+	}
+	for _, tt := range tests {
+		if got := masked(filepath.Join(m2, tt.path)); got != tt.hidden {
+			t.Errorf("%s masked: %v, want %v\n%q", tt.path, got, tt.hidden, l.argv)
+		}
+	}
+}

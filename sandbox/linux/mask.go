@@ -107,6 +107,24 @@ func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, sources []str
 	return kept, nil
 }
 
+// unmaskShown drops the mask of each file the box is shown at its path
+// (files, Spec.Files: a credential's files: entry, its secrets swapped
+// for placeholders), so that the file shown is what the box reads there,
+// as it is where no tree around it is exposed: a default deny_read store
+// (~/.m2/settings.xml in an exposed ~/.m2) is given to the box masked
+// that way. A directory's mask stays, and so does a credential source's
+// (sources), which may hold the secret of a credential not loaded for
+// the run, which no placeholder stands for.
+func unmaskShown(masks []mask, files map[string][]byte, sources []string, names *sandbox.Resolver) []mask {
+	shown := map[string]bool{}
+	for dst := range files {
+		if real, err := names.EvalSymlinks(dst); err == nil && !slices.Contains(sources, real) {
+			shown[real] = true
+		}
+	}
+	return slices.DeleteFunc(masks, func(m mask) bool { return !m.dir && shown[m.path] })
+}
+
 // credentialSources returns the real paths of the credentials' source
 // files (source: {file: PATH}) that exist and are no directory, of every
 // credential in the config, selected for the run or not: each holds a

@@ -1433,3 +1433,43 @@ func TestRunAfterRecordsBounded(t *testing.T) {
 		t.Errorf("%d of the 70 planted .git set aside", len(m))
 	}
 }
+
+// TestRunEndsWhenAGuardIsReplacedOnTheHost: the read-only mount over the
+// workspace's .git/config has the host's config as its mount point, and
+// git on the host replaces that file (config.lock renamed over it) on
+// every git config or git push -u; the kernel then detaches the mount in
+// the box's namespace, silently. Before, the box went on with
+// .git/config writable through its workspace bind, and wrote a
+// core.fsmonitor that the host's next git status ran. Now cordon watches
+// the paths its mounts cover and ends the box at once, saying why, in the
+// exit line and on stderr.
+func TestRunEndsWhenAGuardIsReplacedOnTheHost(t *testing.T) {
+	b := newBox(t)
+	if r := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", "init", "-q", b.ws)); r.code != 0 {
+		t.Fatalf("git init: %s%s", r.stdout, r.stderr)
+	}
+	pwned := filepath.Join(b.home, "pwned")
+	script := `echo ready; i=0; while [ $i -lt 500 ]; do
+  if printf '[core]\n\tfsmonitor = "touch ` + pwned + `"\n' >> .git/config 2>/dev/null; then echo WROTE; exit 0; fi
+  sleep 0.02; i=$((i+1)); done; exit 3`
+	cmd := b.cmd("--net", "off", "--", "sh", "-c", script)
+	var out syncbuf.Buffer
+	cmd.Stdout = &out
+	done := make(chan result, 1)
+	go func() { done <- runResult(t, runTimeout, cmd) }()
+	if !eventually(30*time.Second, func() bool { return strings.Contains(out.String(), "ready") }) {
+		t.Fatalf("the command did not start; stdout %q", out.String())
+	}
+	if r := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", "-C", b.ws, "config", "cordon.test", "x")); r.code != 0 {
+		t.Fatalf("git config on the host: %s%s", r.stdout, r.stderr)
+	}
+	r := <-done
+	expectCode(t, r, 137)
+	if !strings.Contains(r.stderr, ".git/config was removed or replaced on the host") {
+		t.Errorf("stderr does not say why the box was ended:\n%s", r.stderr)
+	}
+	exit, ok := findRecord(b.records(), audit.Record{Type: audit.TypeExit})
+	if !ok || !strings.Contains(exit.Detail, ".git/config was removed or replaced on the host") {
+		t.Errorf("no exit line saying why the box was ended: %+v", exit)
+	}
+}

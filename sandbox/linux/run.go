@@ -136,6 +136,15 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		return fail(err)
 	}
 	defer fds.close()
+	over, err := overmounts(l.argv[1:l.sep])
+	if err != nil {
+		return fail(err)
+	}
+	mounts, err := watchOvermounts(over)
+	if err != nil {
+		return fail(err)
+	}
+	defer mounts.close()
 
 	argv := append([]string{l.argv[0], "--args", fmt.Sprint(fdArgs)}, l.argv[l.sep:]...)
 	// Notify starts the threads that take signals, about a millisecond
@@ -359,6 +368,11 @@ loop:
 			commandEnded = nil
 			if exited == nil {
 				unreported = time.After(unreportedGrace)
+			}
+		case o := <-mounts.lostMount():
+			if exited == nil && stopped == "" {
+				stopped = o.lostReason()
+				kill()
 			}
 		case <-unreported:
 			unreported = nil

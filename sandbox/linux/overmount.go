@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -39,6 +40,15 @@ func (o overmount) lostReason() string {
 	}
 	return fmt.Sprintf("%s was removed or replaced on the host while the command ran, which takes away the box's mount over it%s, a mask or a guard (the kernel detaches a mount whose mount point goes), so cordon ended the box; change such files while no run is going on", o.host, at)
 }
+
+// systemTrees hold no overmount worth a run: what cordon shows there is
+// its network's and trust's plumbing (resolv.conf, hosts, the trust
+// bundle laid over the system's), which root's daemons replace (a network
+// manager rewrites resolv.conf at each change of network), and whose loss
+// fails closed (every DNS query is redirected to cordon's resolver
+// whatever resolv.conf names; TLS fails without cordon's CA). The box
+// could not change them anyway.
+var systemTrees = []string{"/etc", "/usr"}
 
 // bwrapArity is how many arguments each bwrap option cordon passes takes.
 var bwrapArity = map[string]int{
@@ -90,7 +100,9 @@ func overmounts(opts []string) ([]overmount, error) {
 		}
 		if below >= 0 && mounts[below].src != "" {
 			b := mounts[below]
-			out = append(out, overmount{host: b.src + strings.TrimPrefix(m.dst, b.dst), box: m.dst})
+			if host := b.src + strings.TrimPrefix(m.dst, b.dst); !slices.ContainsFunc(systemTrees, func(t string) bool { return within(host, t) }) {
+				out = append(out, overmount{host: host, box: m.dst})
+			}
 		}
 		mounts = append(mounts, m)
 	}

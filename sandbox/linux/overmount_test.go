@@ -31,6 +31,8 @@ func TestOvermounts(t *testing.T) {
 			nil},
 		{"the new root is no host's", "--ro-bind /usr /usr --symlink usr/bin /bin --setenv A b --size 10 --tmpfs /tmp --unshare-user --chdir /w",
 			nil},
+		{"the system's trees: cordon's plumbing, which root replaces", "--ro-bind /etc /etc --ro-bind /s/file-0 /etc/resolv.conf --ro-bind /usr /usr --ro-bind /s/e /usr/x",
+			nil},
 		{"a prefix of a name is not its directory", "--bind /w /w --ro-bind /s/e /wx/y", nil},
 	}
 	for _, tt := range tests {

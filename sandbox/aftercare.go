@@ -52,7 +52,11 @@ import (
 // allow_path too, by the same walk (walkCare), within maxWatchedEntries.
 // What it sets aside is recorded for
 // the guards of later runs in the Nested workspace, which keep it in
-// place (guardSetAside). It returns what it did.
+// place (guardSetAside). It also sets aside each guarded git config file
+// that is no longer the file it was when its guard was taken (the host's
+// git replaced it, which detached the guard) and that now names
+// something for git to run that it did not then (configCare). It
+// returns what it did.
 func Aftercare(guards []GuardedPath) Care {
 	var c Care
 	guarded := map[string]bool{}
@@ -91,6 +95,10 @@ func Aftercare(guards []GuardedPath) Care {
 			}
 		case Checkouts:
 			c = c.Add(repoCare(g, guarded, began))
+		case ReadOnly, AbsentFile:
+			if g.Config != nil {
+				c = c.Add(configCare(g, began))
+			}
 		}
 	}
 	// Last, as what is set aside above is no .git any more; the walk

@@ -439,7 +439,7 @@ func guardGlobalConfig(roots []string) ([]GuardedPath, error) {
 		if err != nil {
 			return nil, fmt.Errorf("your global git config %s: %w", f, err)
 		}
-		out = append(out, more...)
+		out = append(out, seeConfigIn(more, f)...)
 	}
 	return out, nil
 }
@@ -629,7 +629,7 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 		for _, d := range dirs {
 			p := filepath.Join(d, "config.worktree")
 			if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) && creatable(p) {
-				out = append(out, GuardedPath{Path: p, Guard: AbsentFile})
+				out = append(out, GuardedPath{Path: p, Guard: AbsentFile, Config: seeConfig(p)})
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -126,6 +127,11 @@ type GuardedPath struct {
 	// the guard was taken, for Checkouts: Aftercare reports what the
 	// run hid besides (see Hidden.Since).
 	Hidden *Hidden
+	// Config is what a git config file (ReadOnly, AbsentFile) was when
+	// the guard was taken: Aftercare sets aside one that the host
+	// replaced during the run, taking the guard with it, and that names
+	// something new for git to run (configCare).
+	Config *ConfigSeen
 }
 
 // GuardSpec is what a box's guard covers.
@@ -534,6 +540,7 @@ func settle(in []GuardedPath) []GuardedPath {
 		case covered(g.Path):
 		case ok:
 			if g.Guard == ReadOnly {
+				g.Config = cmp.Or(g.Config, out[i].Config) // one of them a git config's guard
 				out[i] = g
 			}
 		default:
@@ -949,13 +956,13 @@ func (g *repoWalk) dir(dir, worktree string, depth int) ([]GuardedPath, error) {
 		switch {
 		case err != nil && name == "config":
 			if creatable(p) {
-				out = append(out, GuardedPath{Path: p, Guard: AbsentFile})
+				out = append(out, GuardedPath{Path: p, Guard: AbsentFile, Config: seeConfig(p)})
 			}
 		case err != nil:
 		case fi.Mode()&fs.ModeSymlink != 0:
 			return nil, linkRefusal(p)
 		default:
-			out = append(out, GuardedPath{Path: p, Guard: ReadOnly, Dir: fi.IsDir()})
+			out = append(out, GuardedPath{Path: p, Guard: ReadOnly, Dir: fi.IsDir(), Config: seeConfig(p)})
 			more, err := g.includes(p)
 			if err != nil {
 				return nil, err
@@ -1001,7 +1008,11 @@ func (g *repoWalk) dir(dir, worktree string, depth int) ([]GuardedPath, error) {
 				if fi.Mode()&fs.ModeSymlink != 0 {
 					return nil, linkRefusal(p)
 				}
-				out = append(out, GuardedPath{Path: p, Guard: ReadOnly})
+				wg := GuardedPath{Path: p, Guard: ReadOnly}
+				if name == "config.worktree" {
+					wg.Config = seeConfig(p)
+				}
+				out = append(out, wg)
 			}
 		}
 	}
@@ -1035,7 +1046,7 @@ func (g *repoWalk) includes(p string) ([]GuardedPath, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s includes %s: %w", p, inc, err)
 		}
-		out = append(out, more...)
+		out = append(out, seeConfigIn(more, inc)...)
 	}
 	return out, nil
 }
@@ -1171,17 +1182,23 @@ func openRegular(p string) (*os.File, fs.FileInfo, error) {
 // than maxGitFileSize (errGitFileTooLarge): its size is no bound, as a
 // file of /proc says it is empty.
 func readRegular(p string) ([]byte, error) {
-	f, _, err := openRegular(p)
+	data, _, err := readRegularFile(p)
+	return data, err
+}
+
+// readRegularFile is readRegular, and says which file it read.
+func readRegularFile(p string) ([]byte, fs.FileInfo, error) {
+	f, fi, err := openRegular(p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxGitFileSize+1))
 	switch {
 	case len(data) > maxGitFileSize:
-		return nil, fmt.Errorf("%s is %w", p, errGitFileTooLarge)
+		return nil, nil, fmt.Errorf("%s is %w", p, errGitFileTooLarge)
 	case err != nil:
-		return nil, err
+		return nil, nil, err
 	}
-	return data, nil
+	return data, fi, nil
 }

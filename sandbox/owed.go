@@ -46,6 +46,13 @@ func Owe(workspace string, guards []GuardedPath) (paid func(), err error) {
 			since = g.Since.UnixNano()
 		}
 		b = fmt.Appendf(b, "guard %d %d %t %q\n", g.Guard, since, g.Dir, g.Path)
+		if s := g.Config; s != nil {
+			b = fmt.Appendf(b, "config %d %d %t", s.Dev, s.Ino, s.Absent)
+			for _, c := range s.Commands {
+				b = fmt.Appendf(b, " %q", c)
+			}
+			b = append(b, '\n')
+		}
 		if h := g.Hidden; h != nil {
 			b = fmt.Appendf(b, "hidden %d %q", h.Count, h.Digest)
 			for _, p := range h.Paths {
@@ -174,6 +181,14 @@ func readOwed(p, workspace string) ([]GuardedPath, bool) {
 				return nil, false
 			}
 			guards[len(guards)-1].Hidden = &Hidden{Count: n, Digest: f[1], Paths: f[2:]}
+		case kind == "config" && len(f) >= 3 && len(guards) > 0 && guards[len(guards)-1].Config == nil:
+			dev, err1 := strconv.ParseUint(f[0], 10, 64)
+			ino, err2 := strconv.ParseUint(f[1], 10, 64)
+			absent, err3 := strconv.ParseBool(f[2])
+			if err1 != nil || err2 != nil || err3 != nil {
+				return nil, false
+			}
+			guards[len(guards)-1].Config = &ConfigSeen{Dev: dev, Ino: ino, Absent: absent, Commands: f[3:]}
 		case kind == "untracked" && len(f) == 1 && len(guards) > 0 && guards[len(guards)-1].Hidden != nil:
 			guards[len(guards)-1].Hidden.Untracked = f[0]
 		default:

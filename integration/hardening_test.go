@@ -4,6 +4,7 @@ package integration
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -642,6 +643,65 @@ rm -f pwned # git in the box ran it: that is the box's own business`, "committed
 	}
 	if !slices.ContainsFunc(b.records(), func(r audit.Record) bool { return r.Type == audit.TypeSetAside && r.Path == aside[0] }) {
 		t.Error("no set_aside audit line for the box's repository")
+	}
+}
+
+// TestRunSetsAsideAConfigTheHostReplaced: the workspace's .git/config is
+// a read-only mount in the box, but git on the host replaces the file
+// when it writes it (git config renames config.lock over it), and the
+// kernel then detaches the mount: the box wrote a core.fsmonitor into the
+// new file, and the host's next git status ran it. The config is set
+// aside when the run ends, with a set_aside line, as it now names a
+// command it did not name when the run began.
+func TestRunSetsAsideAConfigTheHostReplaced(t *testing.T) {
+	b := newBox(t)
+	if r := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", "init", "-q", b.ws)); r.code != 0 {
+		t.Fatalf("git init: %s%s", r.stdout, r.stderr)
+	}
+	hostGit := asUser(t, nil, "/usr/bin/git", "config", "foo.bar", "baz")
+	hostGit.Dir = b.ws
+	ready := filepath.Join(b.ws, "ready")
+	replaced := make(chan error, 1)
+	go func() {
+		if !eventually(runTimeout/2, func() bool { _, err := os.Stat(ready); return err == nil }) {
+			replaced <- errors.New("the box never started")
+			return
+		}
+		out, err := hostGit.CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("%w: %s", err, out)
+		}
+		replaced <- err
+	}()
+	r := b.run("--net", "off", "--", "sh", "-c", `touch ready
+for i in $(seq 400); do
+	if { printf '[core]\n\tfsmonitor = "touch %s/pwned; false"\n' "$PWD" >> .git/config; } 2>/dev/null; then echo "wrote at $i"; break; fi
+	sleep 0.05
+done`)
+	if err := <-replaced; err != nil {
+		t.Fatalf("the host's git config: %v", err)
+	}
+	status := asUser(t, nil, "/usr/bin/git", "status", "--short")
+	status.Dir = b.ws
+	runResult(t, runTimeout, status)
+	if _, err := os.Stat(filepath.Join(b.ws, "pwned")); err == nil {
+		t.Errorf("the host's git ran the command the box wrote into the replaced config (box: %s%s)", r.stdout, r.stderr)
+	}
+	switch {
+	case !strings.Contains(r.stdout, "wrote at") && r.code == 0:
+		t.Fatalf("the box could not write the replaced config, and was not stopped: the attack did not happen\n%s%s", r.stdout, r.stderr)
+	case !strings.Contains(r.stdout, "wrote at"):
+		return // stopped before it could write: nothing to set aside
+	}
+	aside, _ := filepath.Glob(filepath.Join(b.ws, ".git", "config.cordon-set-aside-*"))
+	if len(aside) != 1 {
+		t.Fatalf("the replaced config was not set aside: %v\n%s", aside, r.stderr)
+	}
+	if !slices.ContainsFunc(b.records(), func(r audit.Record) bool { return r.Type == audit.TypeSetAside && r.Path == aside[0] }) {
+		t.Error("no set_aside audit line for the replaced config")
+	}
+	if !strings.Contains(r.stderr, "set aside as "+aside[0]) {
+		t.Errorf("no warning of the set-aside config:\n%s", r.stderr)
 	}
 }
 

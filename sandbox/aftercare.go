@@ -55,8 +55,10 @@ import (
 // place (guardSetAside). It also sets aside each guarded git config file
 // that is no longer the file it was when its guard was taken (the host's
 // git replaced it, which detached the guard) and that now names
-// something for git to run that it did not then (configCare). It
-// returns what it did.
+// something for git to run that it did not then (configCare), and each
+// other file kept read-only that is no longer the file it was: one git
+// runs (a script a config names) is set aside, any other reported
+// (replacedCare). It returns what it did.
 func Aftercare(guards []GuardedPath) Care {
 	var c Care
 	guarded := map[string]bool{}
@@ -98,6 +100,9 @@ func Aftercare(guards []GuardedPath) Care {
 		case ReadOnly, AbsentFile:
 			if g.Config != nil {
 				c = c.Add(configCare(g, began))
+			}
+			if g.ID != nil {
+				c = c.Add(replacedCare(g, began))
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"slices"
 	"syscall"
 	"time"
@@ -144,4 +145,77 @@ func seeConfigIn(guards []GuardedPath, p string) []GuardedPath {
 		}
 	}
 	return guards
+}
+
+// A guarded file that is no git config (a script a config's command
+// names, a hook, the project file, a read_only file, cordon's own
+// binary) loses its guard the same way, when a tool on the host writes
+// it anew and renames it over the old (an editor, sed -i, a build): the
+// box may then write it. One git runs (a program or script a config
+// names, a hook in a hooks directory that is the workspace root) is set
+// aside after the run, as a shell prompt that shows the branch would run
+// it before the user read a warning; any other is reported
+// (replacedCare).
+
+// FileID is a guarded file, by device and inode, when its guard was
+// taken; Run says git runs it.
+type FileID struct {
+	Dev, Ino uint64
+	Run      bool
+}
+
+// seeRun records, in each guard among guards of an existing file git
+// runs (ReadOnly, not a directory), which file it is.
+func seeRun(guards []GuardedPath) {
+	for i, g := range guards {
+		if g.Guard == ReadOnly && !g.Dir {
+			guards[i].ID = seeFile(g.Path, true)
+		}
+	}
+}
+
+// seeFiles records, in each guard of an existing file kept read-only
+// (ReadOnly, not a directory) that is no git config's (Config) and not
+// yet seen, which file it is.
+func seeFiles(guards []GuardedPath) []GuardedPath {
+	for i, g := range guards {
+		if g.Guard == ReadOnly && !g.Dir && g.Config == nil && g.ID == nil {
+			guards[i].ID = seeFile(g.Path, false)
+		}
+	}
+	return guards
+}
+
+// seeFile is which file p is (nil for none), and whether git runs it.
+func seeFile(p string, run bool) *FileID {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return nil
+	}
+	dev, ino, ok := fileID(fi)
+	if !ok {
+		return nil
+	}
+	return &FileID{Dev: dev, Ino: ino, Run: run}
+}
+
+// replacedCare sees to the file of g (a guard with an ID) where it is no
+// longer the file it was when the guard was taken (the box may have
+// written it since): one git runs is set aside, through no link made
+// since began, and any other reported.
+func replacedCare(g GuardedPath, began time.Time) Care {
+	var c Care
+	fi, err := os.Lstat(g.Path)
+	if err != nil {
+		return c // gone: nothing of it to run
+	}
+	if dev, ino, ok := fileID(fi); ok && dev == g.ID.Dev && ino == g.ID.Ino {
+		return c
+	}
+	if g.ID.Run {
+		c.putAside(g.Path, began)
+		return c
+	}
+	c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: errors.New("it was replaced on the host during the run (by a tool that writes a new file and renames it over the old: an editor, sed -i, a build), which took its read-only guard in the box away, so the sandboxed command may have written it since; read it before you run it, or run git there")})
+	return c
 }

@@ -168,19 +168,20 @@ func TestConfigCommands(t *testing.T) {
 }
 
 // TestOweKeepsConfigSeen: an owed aftercare (its cordon killed) checks the
-// guarded config files as the run's own would.
+// guarded config files, and the other files kept read-only, as the run's
+// own would.
 func TestOweKeepsConfigSeen(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	ws := realTempDir(t)
 	for _, s := range []*ConfigSeen{nil, {Absent: true}, {Dev: 3, Ino: 1 << 40, Commands: []string{"core.fsmonitor=a \"b\"", "include.path=x"}}} {
-		guards := []GuardedPath{{Path: filepath.Join(ws, ".git/config"), Guard: ReadOnly, Config: s}, {Path: ws, Guard: Nested, Dir: true, Since: time.Unix(5, 0)}}
+		guards := []GuardedPath{{Path: filepath.Join(ws, ".git/config"), Guard: ReadOnly, Config: s}, {Path: filepath.Join(ws, "x.sh"), Guard: ReadOnly, ID: &FileID{Dev: 7, Ino: 1 << 50, Run: true}}, {Path: ws, Guard: Nested, Dir: true, Since: time.Unix(5, 0)}}
 		paid, err := Owe(ws, guards)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, ok := readOwed(filepath.Join(owedDir(), owedName(ws, os.Getpid())), ws)
 		paid()
-		if !ok || len(got) != 2 || !sameSeen(got[0].Config, s) || got[1].Config != nil {
+		if !ok || len(got) != 3 || !sameSeen(got[0].Config, s) || got[0].ID != nil || got[1].Config != nil || *got[1].ID != *guards[1].ID || got[2].Config != nil || got[2].ID != nil {
 			t.Errorf("%+v read back as %+v (%t)", s, got, ok)
 		}
 	}
@@ -191,4 +192,72 @@ func sameSeen(a, b *ConfigSeen) bool {
 		return a == b
 	}
 	return a.Dev == b.Dev && a.Ino == b.Ino && a.Absent == b.Absent && slices.Equal(a.Commands, b.Commands)
+}
+
+// TestAftercareSeesToReplacedFiles: a guarded file that is no git config
+// (here the script core.fsmonitor runs, and the project file) loses its
+// read-only mount too when a tool on the host writes it anew and renames
+// it over the old (sed -i, an editor), and the box may then write it; the
+// host's git status ran the box's script. A file git runs is set aside
+// after the run (a shell prompt would run it before the user read a
+// warning), any other is reported. One written in place, or removed, is
+// neither.
+func TestAftercareSeesToReplacedFiles(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		run            func(t *testing.T, ws string)
+		aside, reports []string // relative to ws
+	}{
+		{name: "replaced by sed -i",
+			run: func(t *testing.T, ws string) {
+				for _, f := range []string{"tools/fsmon.sh", ".cordon.yaml"} {
+					p := filepath.Join(ws, f)
+					if err := os.WriteFile(p+".new", []byte("#!/bin/sh\nexit 1 # edited\n"), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Rename(p+".new", p); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			aside: []string{"tools/fsmon.sh"}, reports: []string{".cordon.yaml"}},
+		{name: "written in place",
+			run: func(t *testing.T, ws string) {
+				if err := os.WriteFile(filepath.Join(ws, "tools/fsmon.sh"), []byte("#!/bin/sh\nexit 2\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "removed",
+			run: func(t *testing.T, ws string) {
+				if err := os.Remove(filepath.Join(ws, "tools/fsmon.sh")); err != nil {
+					t.Fatal(err)
+				}
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws := realTempDir(t)
+			git(t, ws, "init", "-q")
+			git(t, ws, "config", "core.fsmonitor", "sh tools/fsmon.sh")
+			layTree(t, ws, map[string]string{"tools/fsmon.sh": "#!/bin/sh\nexit 1\n", ".cordon.yaml": "version: 1\n"})
+			guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.run(t, ws)
+			care := Aftercare(guards)
+			var aside, reports []string
+			for _, p := range care.SetAside {
+				rel, _ := filepath.Rel(ws, p)
+				before, _, _ := strings.Cut(rel, setAsideInfix)
+				aside = append(aside, before)
+			}
+			for _, u := range care.Unchecked {
+				rel, _ := filepath.Rel(ws, u.Path)
+				reports = append(reports, rel)
+			}
+			if !slices.Equal(aside, c.aside) || !slices.Equal(reports, c.reports) {
+				t.Errorf("set aside %q, reported %q (%v); want %q, %q", aside, reports, care.Unchecked, c.aside, c.reports)
+			}
+		})
+	}
 }

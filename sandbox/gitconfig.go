@@ -618,6 +618,7 @@ func (g *repoWalk) configured(dir, worktree string) ([]GuardedPath, error) {
 			}
 		}
 	}
+	seeRun(out)
 	if worktreeConfig && Within(dir, g.top) {
 		dirs := []string{dir}
 		worktrees, _ := os.ReadDir(filepath.Join(dir, "worktrees"))

@@ -132,6 +132,10 @@ type GuardedPath struct {
 	// replaced during the run, taking the guard with it, and that names
 	// something new for git to run (configCare).
 	Config *ConfigSeen
+	// ID is which file an existing ReadOnly file that is no git config
+	// was when the guard was taken: Aftercare reports one that the host
+	// replaced during the run, taking the guard with it (replacedCare).
+	ID *FileID
 }
 
 // GuardSpec is what a box's guard covers.
@@ -268,7 +272,7 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 			out = append(out, GuardedPath{Path: w, Guard: Watched, Dir: true, Since: since})
 		}
 	}
-	return settle(out), nil
+	return seeFiles(settle(out)), nil
 }
 
 // Bounds on the search for the other names of a hard-linked file
@@ -541,6 +545,7 @@ func settle(in []GuardedPath) []GuardedPath {
 		case ok:
 			if g.Guard == ReadOnly {
 				g.Config = cmp.Or(g.Config, out[i].Config) // one of them a git config's guard
+				g.ID = cmp.Or(g.ID, out[i].ID)             // or of a file git runs
 				out[i] = g
 			}
 		default:

@@ -53,6 +53,9 @@ func Owe(workspace string, guards []GuardedPath) (paid func(), err error) {
 			}
 			b = append(b, '\n')
 		}
+		if id := g.ID; id != nil {
+			b = fmt.Appendf(b, "id %d %d %t\n", id.Dev, id.Ino, id.Run)
+		}
 		if h := g.Hidden; h != nil {
 			b = fmt.Appendf(b, "hidden %d %q", h.Count, h.Digest)
 			for _, p := range h.Paths {
@@ -189,6 +192,14 @@ func readOwed(p, workspace string) ([]GuardedPath, bool) {
 				return nil, false
 			}
 			guards[len(guards)-1].Config = &ConfigSeen{Dev: dev, Ino: ino, Absent: absent, Commands: f[3:]}
+		case kind == "id" && len(f) == 3 && len(guards) > 0 && guards[len(guards)-1].ID == nil:
+			dev, err1 := strconv.ParseUint(f[0], 10, 64)
+			ino, err2 := strconv.ParseUint(f[1], 10, 64)
+			run, err3 := strconv.ParseBool(f[2])
+			if err1 != nil || err2 != nil || err3 != nil {
+				return nil, false
+			}
+			guards[len(guards)-1].ID = &FileID{Dev: dev, Ino: ino, Run: run}
 		case kind == "untracked" && len(f) == 1 && len(guards) > 0 && guards[len(guards)-1].Hidden != nil:
 			guards[len(guards)-1].Hidden.Untracked = f[0]
 		default:

@@ -175,6 +175,11 @@ type Care struct {
 	// names of the .git it made or changed, renamed so git no longer runs
 	// there.
 	Removed, SetAside []string
+	// Replaced are those of SetAside that are files kept read-only that
+	// were replaced on the host during the run, which took their guard in
+	// the box away (a git config that names something new to run, a
+	// program, script or hook git runs).
+	Replaced []string
 	// Pipes are the new names of the named pipes (FIFOs) the command made
 	// or used in the workspace, set aside: git opens one named .gitignore
 	// and waits for ever.
@@ -204,7 +209,7 @@ type Care struct {
 
 // Add is c followed by o.
 func (c Care) Add(o Care) Care {
-	return Care{Removed: append(c.Removed, o.Removed...), SetAside: append(c.SetAside, o.SetAside...),
+	return Care{Removed: append(c.Removed, o.Removed...), SetAside: append(c.SetAside, o.SetAside...), Replaced: append(c.Replaced, o.Replaced...),
 		Pipes: append(c.Pipes, o.Pipes...), GitPipes: append(c.GitPipes, o.GitPipes...), Closed: append(c.Closed, o.Closed...),
 		Hidden: append(c.Hidden, o.Hidden...), Unchecked: append(c.Unchecked, o.Unchecked...)}
 }

@@ -131,7 +131,7 @@ func configCare(g GuardedPath, began time.Time) Care {
 	case err != nil:
 		c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("a guarded git config file, no longer the file it was (git on the host replaces it, and its read-only guard with it), which the sandboxed command may have written: %w", err)})
 	case len(gained) > 0:
-		c.putAside(g.Path, began)
+		c.putAsideReplaced(g.Path, began)
 	}
 	return c
 }
@@ -213,9 +213,17 @@ func replacedCare(g GuardedPath, began time.Time) Care {
 		return c
 	}
 	if g.ID.Run {
-		c.putAside(g.Path, began)
+		c.putAsideReplaced(g.Path, began)
 		return c
 	}
 	c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: errors.New("it was replaced on the host during the run (by a tool that writes a new file and renames it over the old: an editor, sed -i, a build), which took its read-only guard in the box away, so the sandboxed command may have written it since; read it before you run it, or run git there")})
 	return c
+}
+
+// putAsideReplaced sets aside p, a guarded file replaced on the host
+// during the run (putAside), and lists it in Replaced too.
+func (c *Care) putAsideReplaced(p string, began time.Time) {
+	n := len(c.SetAside)
+	c.putAside(p, began)
+	c.Replaced = append(c.Replaced, c.SetAside[n:]...)
 }

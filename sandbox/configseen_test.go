@@ -147,6 +147,9 @@ func TestAftercareSetsAsideReplacedConfig(t *testing.T) {
 			if !slices.Equal(got, c.want) || len(care.Unchecked) > 0 {
 				t.Errorf("set aside %q (%v), want %q", got, care.Unchecked, c.want)
 			}
+			if !slices.Equal(care.Replaced, care.SetAside) {
+				t.Errorf("replaced %q, want all set aside, %q, told as replaced", care.Replaced, care.SetAside)
+			}
 			if statusRuns(ws, marker) {
 				t.Error("after Aftercare, the host's git status ran the planted command")
 			}
@@ -257,6 +260,9 @@ func TestAftercareSeesToReplacedFiles(t *testing.T) {
 			}
 			if !slices.Equal(aside, c.aside) || !slices.Equal(reports, c.reports) {
 				t.Errorf("set aside %q, reported %q (%v); want %q, %q", aside, reports, care.Unchecked, c.aside, c.reports)
+			}
+			if !slices.Equal(care.Replaced, care.SetAside) {
+				t.Errorf("replaced %q, want all set aside, %q, told as replaced", care.Replaced, care.SetAside)
 			}
 		})
 	}

@@ -678,7 +678,9 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	}
 	for _, p := range res.SetAside {
 		why := "a repository the sandboxed command made or changed (its .git, or the HEAD of a directory git takes for a git directory), or a submodule checkout it filled or registered: its config and hooks were the command's to write, and git run on the host (a plain git status, a shell prompt that shows the branch) would run them; look at them before you rename it back"
-		if sandbox.IsSequencerState(p) {
+		if slices.Contains(res.Replaced, p) {
+			why = "a file kept read-only in the box (a git config that now names something new for git to run, or a program, script or hook git runs) was replaced on the host while the command ran, which took its read-only mount in the box away, so the sandboxed command may have written it since; git run on the host would run what it names: read it before you rename it back"
+		} else if sandbox.IsSequencerState(p) {
 			why = "a paused rebase, git am, cherry-pick or revert the sandboxed command started or changed in a repository's git directory: its todo list was the command's to write, and your next git rebase --continue (or cherry-pick --continue) would run each exec line in it with your shell, on the host; read it (git-rebase-todo, todo) before you rename it back, or drop it (git checkout your branch)"
 		} else if strings.HasPrefix(filepath.Base(p), policy.ProjectFile+".") {
 			why = "a project file the sandboxed command made at the root of a read-write path: a later run from a directory below it without a marker of its own would have taken the whole path for its workspace; look at it before you rename it back"

@@ -61,7 +61,7 @@ func TestDetectGuardsCordonsBinary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return slices.Contains(m.Guarded, sandbox.GuardedPath{Path: self, Guard: sandbox.ReadOnly})
+		return slices.ContainsFunc(m.Guarded, func(g sandbox.GuardedPath) bool { return g.Path == self && g.Guard == sandbox.ReadOnly })
 	}
 	if guarded(&sandbox.Spec{Workspace: ws, Policy: &policy.Policy{}}) {
 		t.Error("cordon's binary is guarded where the box cannot write")

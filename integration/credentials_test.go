@@ -458,7 +458,6 @@ func TestCredentialFileShownInAnExposedTree(t *testing.T) {
 		"run", "--audit", b.audit, "--net", "restricted", "--config", cfg, "--credential", "provider", "--ephemeral-ca",
 		"--allow-path", b.home+"/.m2", "--", "sh", "-c", `echo "settings: [$(cat ~/.m2/settings.xml)]"; echo "pom: [$(cat ~/.m2/repository/x.pom)]"`))
 	expectCode(t, r, 0)
-	t.Logf("DEBUG %s", r.stdout)
 	if strings.Contains(r.stdout, realKey) || strings.Contains(r.stdout, "[masked:provider]") {
 		t.Fatalf("the box read the real key:\n%s", r.stdout)
 	}

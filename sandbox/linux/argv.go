@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -280,7 +281,12 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	if err != nil {
 		return nil, err
 	}
-	masks = unmaskShown(masks, s.Files, sources, names)
+	// Where each file shown lands, bwrap following the links on the way.
+	shown := make(map[string]string, len(s.Files))
+	for dst := range s.Files {
+		shown[dst] = shownAt(dst, visible, names)
+	}
+	masks = unmaskShown(masks, slices.Collect(maps.Values(shown)), sources)
 	// What is mounted over a path in a read-write bind (a mask, a file
 	// shown in the box) moves with a directory above it renamed: those
 	// directories are pinned too.
@@ -288,8 +294,8 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	for _, m := range masks {
 		over = append(over, m.path)
 	}
-	for dst := range s.Files {
-		over = append(over, dst)
+	for _, at := range shown {
+		over = append(over, at)
 	}
 	slices.Sort(over)
 	pins := pinsAbove(nil, over, binds)
@@ -345,7 +351,15 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 		n     int
 	}
 	same := map[slice]string{}
+	bound := map[string]bool{}
 	for _, dst := range dsts {
+		at := shown[dst]
+		if bound[at] {
+			// A link and the file it leads to, both listed: one file,
+			// shown once (a second mount would lie on the scratch file).
+			continue
+		}
+		bound[at] = true
 		data := s.Files[dst]
 		id := slice{n: len(data)}
 		if len(data) > 0 {
@@ -361,7 +375,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 			}
 			same[id] = src
 		}
-		a = append(a, "--ro-bind", src, dst)
+		a = append(a, "--ro-bind", src, at)
 	}
 
 	for _, m := range masks {

@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -514,5 +515,82 @@ func TestBuildShowsFilesOverMasks(t *testing.T) {
 		if got := masked(filepath.Join(m2, tt.path)); got != tt.hidden {
 			t.Errorf("%s masked: %v, want %v\n%q", tt.path, got, tt.hidden, l.argv)
 		}
+	}
+}
+
+// TestBuildShowsFilesWhereTheyLand: bwrap follows the links on the way
+// to a file shown in the box (a credential's files:), so the file is
+// mounted where they lead when the box sees them, and the watch of the
+// box's mounts and the masks must know it there. Before, a link in an
+// exposed tree to a file beside it had the mount land on that file while
+// the watch looked at the link: the host's tool refreshing the file by
+// rename took the mount away, and the box read the real key (observed
+// with the real binary); and a link in the home (which the box has
+// empty) to a file masked in an exposed tree dropped that mask, so the
+// box read the real file there.
+func TestBuildShowsFilesWhereTheyLand(t *testing.T) {
+	tests := []struct {
+		name   string
+		links  map[string]string // in the home: link -> target
+		files  []string          // shown, in the home
+		bound  []string          // where a shown file is mounted
+		masked []string
+	}{
+		{"a link in an exposed tree to a file beside it", map[string]string{"cfg/app.yml": "real/app.yml"},
+			[]string{"cfg/app.yml"}, []string{"cfg/real/app.yml"}, nil},
+		{"a link and the file it leads to, both listed", map[string]string{"cfg/app.yml": "real/app.yml"},
+			[]string{"cfg/app.yml", "cfg/real/app.yml"}, []string{"cfg/real/app.yml"}, nil},
+		{"a link in the home, which the box has empty, to a file masked in an exposed tree", map[string]string{".npmrc": "cfg/real/.npmrc"},
+			[]string{".npmrc"}, []string{".npmrc"}, []string{"cfg/real/.npmrc"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			cfg := filepath.Join(f.home, "cfg")
+			for _, name := range []string{"real/app.yml", "real/.npmrc"} {
+				writeFile(t, filepath.Join(cfg, name), "real key", 0o644)
+			}
+			for link, target := range tt.links {
+				if err := os.Symlink(target, filepath.Join(f.home, link)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := f.spec(&policy.Policy{Network: policy.NetOff, Expose: []string{cfg}}, "true")
+			s.Files = map[string][]byte{}
+			for _, name := range tt.files {
+				s.Files[filepath.Join(f.home, name)] = []byte("masked")
+			}
+			l, err := build(s, f.host(), f.scratch, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var bound, masked []string
+			for i := 0; i+2 < len(l.argv); i++ {
+				switch src := l.argv[i+1]; {
+				case l.argv[i] != "--ro-bind":
+				case strings.HasPrefix(src, filepath.Join(f.scratch, "file-")):
+					bound = append(bound, strings.TrimPrefix(l.argv[i+2], f.home+"/"))
+				case src == filepath.Join(f.scratch, "empty"):
+					masked = append(masked, strings.TrimPrefix(l.argv[i+2], f.home+"/"))
+				}
+			}
+			if !slices.Equal(bound, tt.bound) {
+				t.Errorf("shown files mounted at %q, want %q", bound, tt.bound)
+			}
+			for _, m := range tt.masked {
+				if !slices.Contains(masked, m) {
+					t.Errorf("%s is not masked: %q", m, masked)
+				}
+			}
+			over, err := overmounts(l.argv[1:l.sep])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range tt.bound {
+				if in := filepath.Join(f.home, b); strings.HasPrefix(b, "cfg/") && !slices.ContainsFunc(over, func(o overmount) bool { return o.host == in }) {
+					t.Errorf("%s, a mount over a file of the host's, is not watched: %v", in, over)
+				}
+			}
+		})
 	}
 }

@@ -108,21 +108,45 @@ func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, sources []str
 }
 
 // unmaskShown drops the mask of each file the box is shown at its path
-// (files, Spec.Files: a credential's files: entry, its secrets swapped
-// for placeholders), so that the file shown is what the box reads there,
-// as it is where no tree around it is exposed: a default deny_read store
-// (~/.m2/settings.xml in an exposed ~/.m2) is given to the box masked
-// that way. A directory's mask stays, and so does a credential source's
-// (sources), which may hold the secret of a credential not loaded for
-// the run, which no placeholder stands for.
-func unmaskShown(masks []mask, files map[string][]byte, sources []string, names *sandbox.Resolver) []mask {
-	shown := map[string]bool{}
-	for dst := range files {
-		if real, err := names.EvalSymlinks(dst); err == nil && !slices.Contains(sources, real) {
-			shown[real] = true
-		}
+// (shown, where each file of Spec.Files lands, shownAt: a credential's
+// files: entry, its secrets swapped for placeholders), so that the file
+// shown is what the box reads there, as it is where no tree around it is
+// exposed: a default deny_read store (~/.m2/settings.xml in an exposed
+// ~/.m2) is given to the box masked that way. A directory's mask stays,
+// and so does a credential source's (sources), which may hold the secret
+// of a credential not loaded for the run, which no placeholder stands
+// for.
+func unmaskShown(masks []mask, shown []string, sources []string) []mask {
+	return slices.DeleteFunc(masks, func(m mask) bool {
+		return !m.dir && slices.Contains(shown, m.path) && !slices.Contains(sources, m.path)
+	})
+}
+
+// errUnseen stops shownAt at a link the box does not see.
+var errUnseen = errors.New("a link the box does not see")
+
+// shownAt is the path bwrap mounts a file shown at dst on: dst with the
+// links on the way followed, as bwrap follows them in the box, when each
+// is one the box sees (in a tree bound from the host) and the file they
+// lead to is seen too; else dst as written (a link of the host's in the
+// home, which the box has empty, is not there, and bwrap makes the file
+// at dst). A link in an exposed tree to a file beside it (a dotfiles
+// manager's) has the mount land on that file: the watch of the box's
+// mounts, the pins and the masks must know it there.
+func shownAt(dst string, visible func(string) bool, names *sandbox.Resolver) string {
+	if !filepath.IsAbs(dst) {
+		return dst // refused as it is placed
 	}
-	return slices.DeleteFunc(masks, func(m mask) bool { return !m.dir && shown[m.path] })
+	real, whole, err := names.Resolve(filepath.Clean(dst), func(link string) error {
+		if !visible(link) {
+			return errUnseen
+		}
+		return nil
+	})
+	if err != nil || !whole || !visible(real) {
+		return dst
+	}
+	return real
 }
 
 // credentialSources returns the real paths of the credentials' source

@@ -1525,11 +1525,51 @@ func TestRunEndsWhenAGuardIsReplacedOnTheHost(t *testing.T) {
 	}
 	r := <-done
 	expectCode(t, r, 137)
-	if !strings.Contains(r.stderr, ".git/config was removed or replaced on the host") {
+	if !strings.Contains(r.stderr, ".git/config, or a directory above it, was removed, renamed or replaced on the host") {
 		t.Errorf("stderr does not say why the box was ended:\n%s", r.stderr)
 	}
 	exit, ok := findRecord(b.records(), audit.Record{Type: audit.TypeExit})
-	if !ok || !strings.Contains(exit.Detail, ".git/config was removed or replaced on the host") {
+	if !ok || !strings.Contains(exit.Detail, ".git/config, or a directory above it, was removed, renamed or replaced on the host") {
+		t.Errorf("no exit line saying why the box was ended: %+v", exit)
+	}
+}
+
+// TestRunEndsWhenADirectoryAboveAMaskMovesOnTheHost: a mask over a
+// credential file in a tree exposed read-only moves with a directory
+// above it that the host renames (the kernel keeps a mount on its
+// dentry), and the box then reads, at the masked path, the file the host
+// puts there anew. Before, nothing watched those directories: the box
+// read the new file's secret and the run went on, exit 0.
+func TestRunEndsWhenADirectoryAboveAMaskMovesOnTheHost(t *testing.T) {
+	b := newBox(t)
+	tree := filepath.Join(b.home, "tools")
+	creds := filepath.Join(tree, "aws", "credentials")
+	b.file(creds, "old\n")
+	script := `echo ready; i=0; while [ $i -lt 500 ]; do
+  if grep -q NEWSECRET ` + creds + ` 2>/dev/null; then echo READ; exit 0; fi
+  sleep 0.02; i=$((i+1)); done; exit 3`
+	cmd := b.cmd("--net", "off", "--allow-path", tree, "--", "sh", "-c", script)
+	var out syncbuf.Buffer
+	cmd.Stdout = &out
+	done := make(chan result, 1)
+	go func() { done <- runResult(t, runTimeout, cmd) }()
+	if !eventually(30*time.Second, func() bool { return strings.Contains(out.String(), "ready") }) {
+		t.Fatalf("the command did not start; stdout %q", out.String())
+	}
+	dir := filepath.Dir(creds)
+	if r := runResult(t, runTimeout, asUser(t, nil, "/bin/sh", "-c", `mv "$1" "$1.old" && mkdir "$1" && echo NEWSECRET > "$1/credentials"`, "sh", dir)); r.code != 0 {
+		t.Fatalf("moving the directory on the host: %s%s", r.stdout, r.stderr)
+	}
+	r := <-done
+	if strings.Contains(out.String(), "READ") {
+		t.Fatalf("the box read the file the host put at the masked path:\n%s", out.String())
+	}
+	expectCode(t, r, 137)
+	if !strings.Contains(r.stderr, creds+", or a directory above it, was removed, renamed or replaced on the host") {
+		t.Errorf("stderr does not say why the box was ended:\n%s", r.stderr)
+	}
+	exit, ok := findRecord(b.records(), audit.Record{Type: audit.TypeExit})
+	if !ok || !strings.Contains(exit.Detail, creds) {
 		t.Errorf("no exit line saying why the box was ended: %+v", exit)
 	}
 }

@@ -29,9 +29,13 @@ import (
 // removed or replaced.
 
 // overmount is a host path whose removal or replacement takes a mount off
-// the box, and the box path that mount is at.
+// the box, and the box path that mount is at. root is the host path the
+// bind below it starts at: a directory between root and host renamed on
+// the host takes the mount along to the new name (the kernel keeps a
+// mount on its dentry), and the box then sees at host whatever the host
+// puts there anew.
 type overmount struct {
-	host, box string
+	host, box, root string
 }
 
 // lostReason says why a run whose overmount o was lost ended.
@@ -40,7 +44,7 @@ func (o overmount) lostReason() string {
 	if o.box != o.host {
 		at = " (" + o.box + " in the box)"
 	}
-	return fmt.Sprintf("%s was removed or replaced on the host while the command ran, which takes away the box's mount over it%s, a mask or a guard (the kernel detaches a mount whose mount point goes), so cordon ended the box; change such files while no run is going on", o.host, at)
+	return fmt.Sprintf("%s, or a directory above it, was removed, renamed or replaced on the host while the command ran, which takes away or moves the box's mount over it%s, a mask or a guard (the kernel detaches a mount whose mount point goes, and moves one whose directory moves), so cordon ended the box; change such files while no run is going on", o.host, at)
 }
 
 // systemTrees hold no overmount worth a run: what cordon shows there is
@@ -103,7 +107,7 @@ func overmounts(opts []string) ([]overmount, error) {
 		if below >= 0 && mounts[below].src != "" {
 			b := mounts[below]
 			if host := b.src + strings.TrimPrefix(m.dst, b.dst); !slices.ContainsFunc(systemTrees, func(t string) bool { return within(host, t) }) {
-				out = append(out, overmount{host: host, box: m.dst})
+				out = append(out, overmount{host: host, box: m.dst, root: b.src})
 			}
 		}
 		mounts = append(mounts, m)
@@ -126,7 +130,8 @@ type mountWatch struct {
 
 // watchOvermounts starts watching the directories of the overmounts'
 // host paths for any of those names to be removed, renamed or renamed
-// over; nil when there is none. A name created is none of those: bwrap
+// over, and each directory between an overmount's root and it for that
+// directory to be renamed; nil when there is none. A name created is none of those: bwrap
 // creates the mount point of a guard over an absent file itself. It fails when a directory cannot be watched: a run
 // whose guards could be taken away unseen does not start.
 func watchOvermounts(list []overmount) (*mountWatch, error) {
@@ -140,22 +145,35 @@ func watchOvermounts(list []overmount) (*mountWatch, error) {
 	w := &mountWatch{f: os.NewFile(uintptr(fd), "inotify"), lost: make(chan overmount, 1)}
 	names := map[int32]map[string]overmount{}
 	for _, o := range list {
-		dir, name := filepath.Split(o.host)
-		wd, err := unix.InotifyAddWatch(fd, dir, unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
-		if err != nil {
-			w.close()
-			if errors.Is(err, unix.ENOSPC) {
-				err = fmt.Errorf("%w (raise fs.inotify.max_user_watches)", err)
+		for _, p := range o.watched() {
+			dir, name := filepath.Split(p)
+			wd, err := unix.InotifyAddWatch(fd, dir, unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
+			if err != nil {
+				w.close()
+				if errors.Is(err, unix.ENOSPC) {
+					err = fmt.Errorf("%w (raise fs.inotify.max_user_watches)", err)
+				}
+				return nil, fmt.Errorf("watch %s, where the box has a mount over %s: %w", dir, o.host, err)
 			}
-			return nil, fmt.Errorf("watch %s, where the box has a mount over %s: %w", dir, name, err)
+			if names[int32(wd)] == nil {
+				names[int32(wd)] = map[string]overmount{}
+			}
+			if _, ok := names[int32(wd)][name]; !ok {
+				names[int32(wd)][name] = o
+			}
 		}
-		if names[int32(wd)] == nil {
-			names[int32(wd)] = map[string]overmount{}
-		}
-		names[int32(wd)][name] = o
 	}
 	go w.read(names)
 	return w, nil
+}
+
+// watched is the host path, and each directory above it below the root.
+func (o overmount) watched() []string {
+	out := []string{o.host}
+	for p := filepath.Dir(o.host); p != o.root && p != filepath.Dir(p) && within(p, o.root); p = filepath.Dir(p) {
+		out = append(out, p)
+	}
+	return out
 }
 
 // read sends the first watched name's event on lost, and returns when

@@ -20,15 +20,15 @@ func TestOvermounts(t *testing.T) {
 		want []overmount
 	}{
 		{"a guard in the workspace", "--bind /w /w --ro-bind /w/.git/config /w/.git/config",
-			[]overmount{{"/w/.git/config", "/w/.git/config"}}},
+			[]overmount{{"/w/.git/config", "/w/.git/config", "/w"}}},
 		{"a tree in a tmpfs, a mask in the tree", "--tmpfs /h --ro-bind /h/.m2 /h/.m2 --ro-bind /s/empty /h/.m2/settings.xml",
-			[]overmount{{"/h/.m2/settings.xml", "/h/.m2/settings.xml"}}},
+			[]overmount{{"/h/.m2/settings.xml", "/h/.m2/settings.xml", "/h/.m2"}}},
 		{"a bind from elsewhere", "--bind /real/w /w --ro-bind /s/empty /w/a/b",
-			[]overmount{{"/real/w/a/b", "/w/a/b"}}},
+			[]overmount{{"/real/w/a/b", "/w/a/b", "/real/w"}}},
 		{"stacked at one path: the mount below's source", "--ro-bind /x /x --ro-bind /s/file-0 /x/a --ro-bind /s/empty /x/a",
-			[]overmount{{"/x/a", "/x/a"}, {"/s/file-0", "/x/a"}}},
+			[]overmount{{"/x/a", "/x/a", "/x"}, {"/s/file-0", "/x/a", "/s/file-0"}}},
 		{"the nearest mount, not the first: a tmpfs in the tree", "--bind /w /w --tmpfs /w/t --ro-bind /s/empty /w/t/f",
-			[]overmount{{"/w/t", "/w/t"}}},
+			[]overmount{{"/w/t", "/w/t", "/w"}}},
 		{"proc and dev are no host's", "--proc /proc --dev-bind /dev/null /proc/keys --dev /dev --ro-bind /s/e /dev/x",
 			nil},
 		{"the new root is no host's", "--ro-bind /usr /usr --symlink usr/bin /bin --setenv A b --size 10 --tmpfs /tmp --unshare-user --chdir /w",
@@ -83,30 +83,36 @@ func TestOvermountsOfABuiltLaunch(t *testing.T) {
 }
 
 // TestWatchOvermounts: a watched name renamed over, removed or renamed
-// away is reported; another name, or the watched one created, is not.
+// away is reported, and so is a directory between the bind's root and
+// it renamed (the mount moves with it); another name, the watched one
+// created, or the root itself renamed (the bind moves with it) is not.
 func TestWatchOvermounts(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
-		change func(dir string) error
+		change func(root, dir string) error
 		lost   bool
 	}{
-		{"renamed over", func(d string) error { return os.Rename(filepath.Join(d, "new"), filepath.Join(d, "config")) }, true},
-		{"removed", func(d string) error { return os.Remove(filepath.Join(d, "config")) }, true},
-		{"renamed away", func(d string) error { return os.Rename(filepath.Join(d, "config"), filepath.Join(d, "old")) }, true},
-		{"another name", func(d string) error { return os.Rename(filepath.Join(d, "new"), filepath.Join(d, "other")) }, false},
-		{"created", func(d string) error { return os.WriteFile(filepath.Join(d, "absent"), nil, 0o644) }, false},
+		{"renamed over", func(_, d string) error { return os.Rename(filepath.Join(d, "new"), filepath.Join(d, "config")) }, true},
+		{"removed", func(_, d string) error { return os.Remove(filepath.Join(d, "config")) }, true},
+		{"renamed away", func(_, d string) error { return os.Rename(filepath.Join(d, "config"), filepath.Join(d, "old")) }, true},
+		{"a directory above renamed away", func(r, _ string) error { return os.Rename(filepath.Join(r, "a"), filepath.Join(r, "a2")) }, true},
+		{"the directory above it renamed away", func(_, d string) error { return os.Rename(d, d+"2") }, true},
+		{"another name", func(_, d string) error { return os.Rename(filepath.Join(d, "new"), filepath.Join(d, "other")) }, false},
+		{"created", func(_, d string) error { return os.WriteFile(filepath.Join(d, "absent"), nil, 0o644) }, false},
+		{"the root renamed", func(r, _ string) error { return os.Rename(r, r+"2") }, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
+			root := filepath.Join(t.TempDir(), "root")
+			dir := filepath.Join(root, "a", "b")
 			for _, n := range []string{"config", "new"} {
 				writeFile(t, filepath.Join(dir, n), n, 0o644)
 			}
-			w, err := watchOvermounts([]overmount{{host: filepath.Join(dir, "config"), box: "/box/config"}, {host: filepath.Join(dir, "absent"), box: "/box/absent"}})
+			w, err := watchOvermounts([]overmount{{host: filepath.Join(dir, "config"), box: "/box/config", root: root}, {host: filepath.Join(dir, "absent"), box: "/box/absent", root: root}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer w.close()
-			if err := tt.change(dir); err != nil {
+			if err := tt.change(root, dir); err != nil {
 				t.Fatal(err)
 			}
 			wait := 200 * time.Millisecond

@@ -297,6 +297,14 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	for _, at := range shown {
 		over = append(over, at)
 	}
+	// So does a read-only bind inside a read-write one (an allow_path in
+	// the workspace): renamed away with a directory above it, it left its
+	// path to a writable tree of the box's making.
+	for _, b := range binds {
+		if !b.write {
+			over = append(over, b.path)
+		}
+	}
 	slices.Sort(over)
 	pins := pinsAbove(nil, over, binds)
 	// The pins go in with the binds, parents first, so that a bind

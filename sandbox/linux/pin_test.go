@@ -65,6 +65,15 @@ func TestBuildPinsAboveMasks(t *testing.T) {
 		{"a credential's file shown masked", []string{"{ws}/conf/.npmrc"},
 			func(f fixture, p *policy.Policy, s map[string][]byte) { s[f.ws+"/conf/.npmrc"] = []byte("masked") },
 			[]string{"{ws}/conf"}, nil},
+		// A read-only bind is a mount over a path too: renamed away with a
+		// directory above it, the box put a writable tree of its own at
+		// its path (observed with the real binary).
+		{"a read-only allow_path two levels into the workspace", []string{"{ws}/a/b/f"},
+			func(f fixture, p *policy.Policy, s map[string][]byte) { p.AllowPaths = []string{f.ws + "/a/b"} },
+			[]string{"{ws}/a"}, nil},
+		{"a read-write allow_path in the workspace", []string{"{ws}/a/b/f"},
+			func(f fixture, p *policy.Policy, s map[string][]byte) { p.AllowPaths = []string{f.ws + "/a/b:rw"} },
+			nil, []string{"{ws}/a"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -47,7 +47,7 @@ func init() {
 	start := (uintptr(unsafe.Pointer(mark)) + pageAlign - 1) &^ (pageAlign - 1)
 	// The advice stops, harmlessly, where the heap's usable mapping
 	// ends; what lies before that is populated.
-	madvise(start, heapAhead, madvPopulateWrite)
+	heapAdvice = madvise(start, heapAhead, madvPopulateWrite)
 
 	var pc [1]uintptr
 	if runtime.Callers(1, pc[:]) == 1 {
@@ -57,9 +57,15 @@ func init() {
 	}
 }
 
-// madvise gives the advice; a kernel without it refuses, and that is all.
-func madvise(addr, length, advice uintptr) {
-	rawSyscall(sysMadvise, addr, length, advice)
+// heapAdvice is the heap populate's errno: 0 when the whole range was
+// populated, else it stopped where the heap's mapping then ended.
+var heapAdvice uintptr
+
+// madvise gives the advice and returns its errno; a kernel without it
+// refuses, and that is all.
+func madvise(addr, length, advice uintptr) uintptr {
+	_, errno := rawSyscall(sysMadvise, addr, length, advice)
+	return errno
 }
 
 // mappingOf finds, in /proc/self/maps, the mapping that holds addr.

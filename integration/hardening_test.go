@@ -1509,29 +1509,12 @@ func TestRunEndsWhenAGuardIsReplacedOnTheHost(t *testing.T) {
 		t.Fatalf("git init: %s%s", r.stdout, r.stderr)
 	}
 	pwned := filepath.Join(b.home, "pwned")
-	script := `echo ready; i=0; while [ $i -lt 500 ]; do
-  if printf '[core]\n\tfsmonitor = "touch ` + pwned + `"\n' >> .git/config 2>/dev/null; then echo WROTE; exit 0; fi
-  sleep 0.02; i=$((i+1)); done; exit 3`
-	cmd := b.cmd("--net", "off", "--", "sh", "-c", script)
-	var out syncbuf.Buffer
-	cmd.Stdout = &out
-	done := make(chan result, 1)
-	go func() { done <- runResult(t, runTimeout, cmd) }()
-	if !eventually(30*time.Second, func() bool { return strings.Contains(out.String(), "ready") }) {
-		t.Fatalf("the command did not start; stdout %q", out.String())
-	}
-	if r := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", "-C", b.ws, "config", "cordon.test", "x")); r.code != 0 {
-		t.Fatalf("git config on the host: %s%s", r.stdout, r.stderr)
-	}
-	r := <-done
-	expectCode(t, r, 137)
-	if !strings.Contains(r.stderr, ".git/config, or a directory above it, was removed, renamed or replaced on the host") {
-		t.Errorf("stderr does not say why the box was ended:\n%s", r.stderr)
-	}
-	exit, ok := findRecord(b.records(), audit.Record{Type: audit.TypeExit})
-	if !ok || !strings.Contains(exit.Detail, ".git/config, or a directory above it, was removed, renamed or replaced on the host") {
-		t.Errorf("no exit line saying why the box was ended: %+v", exit)
-	}
+	r, _ := b.runWhileHostChanges(`printf '[core]\n\tfsmonitor = "touch `+pwned+`"\n' >> .git/config`, func() {
+		if r := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", "-C", b.ws, "config", "cordon.test", "x")); r.code != 0 {
+			t.Fatalf("git config on the host: %s%s", r.stdout, r.stderr)
+		}
+	}, "--net", "off")
+	expectEndedForLostMount(t, b, r, filepath.Join(b.ws, ".git", "config"))
 }
 
 // TestRunEndsWhenADirectoryAboveAMaskMovesOnTheHost: a mask over a
@@ -1545,31 +1528,53 @@ func TestRunEndsWhenADirectoryAboveAMaskMovesOnTheHost(t *testing.T) {
 	tree := filepath.Join(b.home, "tools")
 	creds := filepath.Join(tree, "aws", "credentials")
 	b.file(creds, "old\n")
+	r, out := b.runWhileHostChanges(`grep -q NEWSECRET `+creds, func() {
+		dir := filepath.Dir(creds)
+		if r := runResult(t, runTimeout, asUser(t, nil, "/bin/sh", "-c", `mv "$1" "$1.old" && mkdir "$1" && echo NEWSECRET > "$1/credentials"`, "sh", dir)); r.code != 0 {
+			t.Fatalf("moving the directory on the host: %s%s", r.stdout, r.stderr)
+		}
+	}, "--net", "off", "--allow-path", tree)
+	if strings.Contains(out, "GOT THROUGH") {
+		t.Fatalf("the box read the file the host put at the masked path:\n%s", out)
+	}
+	expectEndedForLostMount(t, b, r, creds)
+}
+
+// runWhileHostChanges runs `cordon run ARGS -- sh -c LOOP` in the
+// workspace, where LOOP tries attempt every 20 ms (at most 500 times,
+// printing GOT THROUGH and exiting 0 once it succeeds), runs change on
+// the host once the loop has begun, and returns how the run ended and
+// its stdout.
+func (b *box) runWhileHostChanges(attempt string, change func(), args ...string) (result, string) {
+	b.t.Helper()
 	script := `echo ready; i=0; while [ $i -lt 500 ]; do
-  if grep -q NEWSECRET ` + creds + ` 2>/dev/null; then echo READ; exit 0; fi
+  if ` + attempt + ` 2>/dev/null; then echo GOT THROUGH; exit 0; fi
   sleep 0.02; i=$((i+1)); done; exit 3`
-	cmd := b.cmd("--net", "off", "--allow-path", tree, "--", "sh", "-c", script)
+	cmd := b.cmd(append(args, "--", "sh", "-c", script)...)
 	var out syncbuf.Buffer
 	cmd.Stdout = &out
 	done := make(chan result, 1)
-	go func() { done <- runResult(t, runTimeout, cmd) }()
+	go func() { done <- runResult(b.t, runTimeout, cmd) }()
 	if !eventually(30*time.Second, func() bool { return strings.Contains(out.String(), "ready") }) {
-		t.Fatalf("the command did not start; stdout %q", out.String())
+		b.t.Fatalf("the command did not start; stdout %q", out.String())
 	}
-	dir := filepath.Dir(creds)
-	if r := runResult(t, runTimeout, asUser(t, nil, "/bin/sh", "-c", `mv "$1" "$1.old" && mkdir "$1" && echo NEWSECRET > "$1/credentials"`, "sh", dir)); r.code != 0 {
-		t.Fatalf("moving the directory on the host: %s%s", r.stdout, r.stderr)
-	}
+	change()
 	r := <-done
-	if strings.Contains(out.String(), "READ") {
-		t.Fatalf("the box read the file the host put at the masked path:\n%s", out.String())
-	}
+	return r, out.String()
+}
+
+// expectEndedForLostMount checks that cordon ended the run (SIGKILL)
+// because the host took away the box's mount over path, and said so on
+// stderr and in the exit line.
+func expectEndedForLostMount(t *testing.T, b *box, r result, path string) {
+	t.Helper()
 	expectCode(t, r, 137)
-	if !strings.Contains(r.stderr, creds+", or a directory above it, was removed, renamed or replaced on the host") {
+	why := path + ", or a directory above it, was removed, renamed or replaced on the host"
+	if !strings.Contains(r.stderr, why) {
 		t.Errorf("stderr does not say why the box was ended:\n%s", r.stderr)
 	}
 	exit, ok := findRecord(b.records(), audit.Record{Type: audit.TypeExit})
-	if !ok || !strings.Contains(exit.Detail, creds) {
+	if !ok || !strings.Contains(exit.Detail, why) {
 		t.Errorf("no exit line saying why the box was ended: %+v", exit)
 	}
 }

@@ -53,22 +53,7 @@ func FuzzHandle(f *testing.F) {
 		f.Add(seed, false)
 		f.Add(seed, true)
 	}
-	rules, err := policy.Compile([]string{"example.com", "*.example.com"}, []string{"deny.example.com"})
-	if err != nil {
-		f.Fatal(err)
-	}
-	// A real file, as the log must be; emptied as the fuzzer goes, so a
-	// long run does not fill the disk.
-	log := filepath.Join(f.TempDir(), "audit.jsonl")
-	w, err := audit.Open(log, "fuzz")
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { w.Close() })
-	r, err := New(Config{Rules: rules, Audit: w})
-	if err != nil {
-		f.Fatal(err)
-	}
+	r, log := fuzzResolver(f, []string{"deny.example.com"})
 	f.Fuzz(func(t *testing.T, b []byte, tcp bool) {
 		os.Truncate(log, 0)
 		req := new(dns.Msg)
@@ -117,20 +102,7 @@ func FuzzReplyUDP(f *testing.F) {
 	}
 	f.Add([]byte{0, 7, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 3, 'a', 'b'})
 	f.Add(manyQuestionsCut())
-	rules, err := policy.Compile([]string{"example.com", "*.example.com"}, nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	log := filepath.Join(f.TempDir(), "audit.jsonl")
-	w, err := audit.Open(log, "fuzz")
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { w.Close() })
-	r, err := New(Config{Rules: rules, Audit: w})
-	if err != nil {
-		f.Fatal(err)
-	}
+	r, log := fuzzResolver(f, nil)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		os.Truncate(log, 0)
 		out := r.replyUDP(b, "fuzz")
@@ -175,4 +147,25 @@ func manyQuestionsCut() []byte {
 	}
 	b[7] = 1                  // one answer,
 	return append(b, 0xc0, 1) // whose name points nowhere
+}
+
+// fuzzResolver is a resolver allowing example.com and its subdomains,
+// denying deny, that logs to a real file, as the log must be; the
+// fuzzers empty it as they go, so a long run does not fill the disk.
+func fuzzResolver(f *testing.F, deny []string) (*Resolver, string) {
+	rules, err := policy.Compile([]string{"example.com", "*.example.com"}, deny)
+	if err != nil {
+		f.Fatal(err)
+	}
+	log := filepath.Join(f.TempDir(), "audit.jsonl")
+	w, err := audit.Open(log, "fuzz")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { w.Close() })
+	r, err := New(Config{Rules: rules, Audit: w})
+	if err != nil {
+		f.Fatal(err)
+	}
+	return r, log
 }

@@ -1969,19 +1969,23 @@ func TestRunTerminalElsewhereWriteOnly(t *testing.T) {
 	}
 }
 
-// ttyAnswers runs argv[2:] in directory argv[1] as the foreground job of
-// a new pseudo-terminal whose emulator answers what a terminal is asked
-// (primary attributes, the cursor's place, the background colour, the
-// window title, which a terminal with title reporting on gives back with
-// whatever a program set it to), as soon as it reads the question. Once
-// the job is over it reads, as the user's shell next does, what waits on
-// the terminal, and prints it, how many questions were answered and
-// what was written to the terminal (ESC as ^[).
+// ttyAnswers runs argv[3:] in directory argv[1] as a job of an
+// interactive shell with job control on a new pseudo-terminal, in the
+// foreground (argv[2] "fg") or in the background (cordon run … &, "bg"),
+// the shell keeping the terminal's foreground. The terminal's emulator
+// answers what a terminal is asked (its answerback, primary attributes,
+// the cursor's place, colours, the window title, which a terminal with
+// title reporting on gives back with whatever a program set it to, a
+// setting and a terminfo capability) as soon as it reads the question.
+// Once the job is over it reads, as the shell next does, what waits on
+// the terminal, and prints it, how many questions were answered and what
+// was written to the terminal (ESC as ^[).
 const ttyAnswers = `
-import fcntl, os, pty, subprocess, sys, termios, threading, time
+import fcntl, os, pty, signal, subprocess, sys, termios, threading, time
 master, slave = pty.openpty()
-answers = {b"\x1b[c": b"\x1b[?62;22c", b"\x1b[6n": b"\x1b[12;1R",
-           b"\x1b]11;?\x07": b"\x1b]11;rgb:0000/0000/0000\x07", b"\x1b[21t": b"\x1b]lecho INJECTED\n\x1b\\"}
+answers = {b"\x05": b"ANSWERBACK", b"\x1b[c": b"\x1b[?62;22c", b"\x1b[6n": b"\x1b[12;1R",
+           b"\x1b]11;?\x07": b"\x1b]11;rgb:0000/0000/0000\x07", b"\x1b[21t": b"\x1b]lecho INJECTED\n\x1b\\",
+           b"\x1bP$qm\x1b\\": b"\x1bP1$r0m\x1b\\", b"\x1bP+q544e\x1b\\": b"\x1bP1+r544e=787465726d\x1b\\"}
 answered, everything = [], []
 def emulator():
     seen = b""
@@ -2000,11 +2004,18 @@ def emulator():
                 os.write(master, a)
                 answered.append(q)
 threading.Thread(target=emulator, daemon=True).start()
-def own_terminal():
+shell = os.fork()
+if shell == 0:
     os.setsid()
     fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
-job = subprocess.Popen(sys.argv[2:], stdin=slave, stdout=slave, stderr=slave, cwd=sys.argv[1], preexec_fn=own_terminal)
-code = job.wait()
+    signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    job = subprocess.Popen(sys.argv[3:], stdin=slave, stdout=slave, stderr=slave, cwd=sys.argv[1], preexec_fn=lambda: os.setpgid(0, 0))
+    if sys.argv[2] == "fg":
+        os.tcsetpgrp(slave, job.pid)
+    code = job.wait()
+    os.tcsetpgrp(slave, os.getpgrp())
+    os._exit(code)
+code = os.waitstatus_to_exitcode(os.waitpid(shell, 0)[1])
 time.sleep(1)
 attrs = termios.tcgetattr(slave)
 attrs[3] &= ~termios.ICANON
@@ -2019,19 +2030,41 @@ print("the shell reads", repr(waiting) if waiting else "nothing")
 print("the terminal got", b"".join(everything).decode(errors="replace").replace("\x1b", "^["))
 `
 
+// terminalQuestions are what a command can ask the terminal: its
+// answerback (ENQ), primary attributes, the cursor's place, the
+// background colour, the window title, a setting (DECRQSS) and a terminfo
+// capability (XTGETTCAP), each of which ttyAnswers answers.
+const terminalQuestions = `\005\033[c\033[6n\033]11;?\007\033[21t\033P$qm\033\\\033P+q544e\033\\`
+
 // TestRunTerminalAnswersDoNotReachTheShell: a terminal answers some of
 // what is written to it with input, and a command that asks just before
 // it exits has the answers reach the user's shell as if typed, with a
 // terminal that reports its title (which the command sets) a line of the
 // command's choosing that the shell runs. Once the box is gone, cordon
-// waits a moment for such answers and discards the terminal's input.
+// waits a moment for such answers and discards the terminal's input. A
+// run in the background (cordon run … &) cannot do that: the shell reads
+// the terminal all along. Its output, which reaches the terminal through
+// cordon, whether masked (--credential) or not, reaches it without the
+// questions, so nothing is answered, and with its colours and cursor
+// movement.
 func TestRunTerminalAnswersDoNotReachTheShell(t *testing.T) {
-	b := newBox(t)
-	argv := []string{"-c", ttyAnswers, b.ws, cordonBin(t), "run", "--audit", b.audit, "--net", "off", "--",
-		"printf", `\033[c\033[6n\033]11;?\007\033[21t`}
-	r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
-	if want := "exit 0 answered 4\nthe shell reads nothing\n"; !strings.Contains(r.stdout, want) {
-		t.Errorf("want %q in:\n%s%s", want, r.stdout, r.stderr)
+	const shown = `\033[31mred\033[0m\033[2A\033[K`
+	for _, c := range []struct {
+		mode string
+		args []string
+		want string
+	}{
+		{"fg", []string{"--net", "off"}, "exit 0 answered 7\nthe shell reads nothing\n"},
+		{"bg", []string{"--net", "off"}, "exit 0 answered 0\nthe shell reads nothing\nthe terminal got ^[[31mred^[[0m^[[2A^[[K\n"},
+		{"bg", []string{"--net", "restricted", "--credential", "provider"}, "exit 0 answered 0\nthe shell reads nothing\nthe terminal got ^[[31mred^[[0m^[[2A^[[K\n"},
+	} {
+		b := newBox(t)
+		args := append([]string{"-c", ttyAnswers, b.ws, c.mode, cordonBin(t), "run", "--audit", b.audit, "--config", b.config(providerCredential("api.provider.example"))}, c.args...)
+		argv := append(args, "--", "printf", terminalQuestions+shown)
+		r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm", "PROVIDER_REAL_KEY=sk-terminal-test-0123456789"), "/usr/bin/python3", argv...))
+		if !strings.Contains(r.stdout, c.want) {
+			t.Errorf("%s %q: want %q in:\n%s%s", c.mode, c.args, c.want, r.stdout, r.stderr)
+		}
 	}
 }
 
@@ -2047,7 +2080,7 @@ func TestRunTerminalInputModesPutBack(t *testing.T) {
 	const last = "^[[>1u"
 	for _, under := range [][]string{nil, {"sh", "-c", `"$@"; :`, "sh"}} { // run by a script: one process group with it
 		b := newBox(t)
-		argv := append(append([]string{"-c", ttyAnswers, b.ws}, under...), cordonBin(t), "run", "--audit", b.audit, "--net", "off", "--",
+		argv := append(append([]string{"-c", ttyAnswers, b.ws, "fg"}, under...), cordonBin(t), "run", "--audit", b.audit, "--net", "off", "--",
 			"printf", `\033[?1000h\033[?1006h\033[?1004h\033[12l\033[?1h\033=\033[>4;2m\033[>1u`)
 		r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
 		_, got, _ := strings.Cut(r.stdout, "the terminal got ")

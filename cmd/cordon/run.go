@@ -557,6 +557,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	// The command's output that a mask holds back is written before what
 	// cordon says after the run, which it would otherwise follow.
 	flushOutput := func() {}
+	var maskWith *credinject.Set // the secrets masked in the output
 	if s.Policy.Network == policy.NetRestricted {
 		px, err := session.StartProxy(ctx, session.Options{Policy: s.Policy, Audit: r.w, InSandbox: sandboxInside.OwnNetwork,
 			Credentials: f.pf.credentials, Creds: r.creds, EphemeralCA: f.pf.ephemeralCA})
@@ -586,12 +587,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		}
 		r.out.Network.AllowedDomains = px.Rules.Names()
 		if len(px.Creds.Names()) > 0 {
-			// Secrets never reach the sandbox, but one could come back in
-			// something the command prints: mask its output.
-			mo, me := credinject.NewMaskWriter(s.Stdout, px.Creds), credinject.NewMaskWriter(s.Stderr, px.Creds)
-			s.Stdout, s.Stderr = mo, me
-			flushOutput = func() { mo.Close(); me.Close() }
-			defer flushOutput()
+			maskWith = px.Creds
 		}
 	}
 
@@ -635,6 +631,15 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	runCtx, stopListening := ctx, func() {}
 	if shareTerminal(s) {
 		runCtx, r.suspended, stopListening = endOnSuspend(ctx)
+	}
+	if maskWith != nil {
+		// Secrets never reach the sandbox, but one could come back in
+		// something the command prints: mask its output, after
+		// shareTerminal has chosen where it goes.
+		mo, me := credinject.NewMaskWriter(s.Stdout, maskWith), credinject.NewMaskWriter(s.Stderr, maskWith)
+		s.Stdout, s.Stderr = mo, me
+		flushOutput = func() { mo.Close(); me.Close() }
+		defer flushOutput()
 	}
 	res, runErr := backend.Run(runCtx, s)
 	stopListening()

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-sandbox/cordon/internal/termtext"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -121,7 +122,8 @@ func restartOutput(fd int) {
 // unless one is cordon's controlling terminal and another process group
 // has its foreground, and says whether it did. Then (started in the
 // background) the command's stdin is /dev/null and its output reaches the
-// terminal through a pipe that cordon copies. Of a terminal it does not
+// terminal through a pipe that cordon copies, without what the terminal
+// would answer (keepFromTheBox). Of a terminal it does not
 // control (a pseudo-terminal a program hands it, setsid cordon run) cordon
 // cannot tell who else reads it: it is handed over, unless it was given
 // for writing alone (cordon run … > /dev/pts/N, another pane of the
@@ -165,15 +167,19 @@ func writeOnlyElsewhere(f *os.File) bool {
 }
 
 // keepFromTheBox has s give the command, instead of f, /dev/null as its
-// stdin or a pipe that cordon copies to f as its stdout or stderr.
+// stdin or a pipe that cordon copies to f as its stdout or stderr, with
+// what the terminal would answer or take as a change of what it sends
+// dropped (termtext.Display): its answers would reach whatever reads it,
+// the user's shell, as typed, and cordon, which does not read it, cannot
+// discard them (settleInput).
 func keepFromTheBox(s *sandbox.Spec, f *os.File) {
 	switch {
 	case s.Stdin == io.Reader(f):
 		s.Stdin = nil
 	case s.Stdout == io.Writer(f):
-		s.Stdout = throughCordon{f}
+		s.Stdout = throughCordon{termtext.Display(f)}
 	case s.Stderr == io.Writer(f):
-		s.Stderr = throughCordon{f}
+		s.Stderr = throughCordon{termtext.Display(f)}
 	}
 }
 

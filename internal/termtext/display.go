@@ -1,0 +1,251 @@
+package termtext
+
+import (
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// Display returns a writer that passes to w, a terminal, what it is
+// written for the terminal to show, and nothing the terminal would answer
+// or take as a change of what it sends as input: text, the controls that
+// move the cursor within it (BS, HT, LF, VT, FF, CR) or switch its
+// character set (SO, SI), BEL, and the escape sequences of colours and
+// attributes (SGR), cursor movement and erasing, scrolling, tabs and
+// character sets. The rest is dropped: ENQ (the answerback), every
+// control string (OSC, DCS, APC, PM, SOS: colour, clipboard and XTGETTCAP
+// queries, DECRQSS, the kitty graphics protocol) and every other sequence
+// (device attributes and status reports, window reports, modes such as
+// mouse and focus reporting, a reset). C1 controls, as UTF-8 characters
+// or as bytes, are read as their escape sequences; other bytes that are
+// not UTF-8 are written as U+FFFD, so that nothing a write leaves
+// unfinished makes a control character of what follows it.
+//
+// A terminal's answers reach whatever reads it, as if typed: Display is
+// for output to a terminal whose reader is not the writer, that of a
+// command run in the background.
+func Display(w io.Writer) io.Writer {
+	return &display{w: w}
+}
+
+// display is the writer Display returns. It is not safe for concurrent
+// use.
+type display struct {
+	w    io.Writer
+	st   state
+	seq  []byte // the escape sequence read so far, ESC first
+	part []byte // the start of a UTF-8 character a write cut off
+	out  []byte
+}
+
+// state is what display is in the middle of.
+type state int
+
+const (
+	ground    state = iota // text
+	escape                 // after ESC
+	escInter               // after ESC and an intermediate (ESC ( 0), until the final byte
+	csi                    // after ESC [: parameters and intermediates until the final byte
+	dropCSI                // a control sequence too long to keep, until its final byte
+	str                    // a control string, until ST, BEL, CAN or SUB
+	strEscape              // ESC in a control string: ST, or a sequence that ends it
+)
+
+const (
+	esc = 0x1b
+	can = 0x18
+	sub = 0x1a
+	// maxSeq bounds the escape sequence display holds: SGR with a
+	// true colour for the text and its background takes 40 bytes.
+	maxSeq = 256
+)
+
+// shownControls are the C0 controls passed.
+const shownControls = "\a\b\t\n\v\f\r\x0e\x0f"
+
+// shownCSI are the final bytes of the control sequences passed, with
+// no private parameter marker (< = > ?) and no intermediate byte: the
+// cursor's movement and place, erasing, inserting and deleting, scrolling,
+// tabs, repeating, the scrolling region, saving and restoring the cursor,
+// and SGR. None is answered, nor changes what the terminal sends.
+const shownCSI = "@ABCDEFGHIJKLMPSTXZ`abdefgmrsu"
+
+// shownESC are the final bytes of the two-byte escape sequences passed:
+// save and restore the cursor, index, next line, reverse index, set a tab.
+const shownESC = "78DEMH"
+
+// charsetIntermediates introduce the designation of a character set (ESC
+// ( 0, line drawing), passed with its final byte; the escape sequences of
+// other intermediates (ESC SP F, ESC # 8) are dropped.
+const charsetIntermediates = "()*+"
+
+func (d *display) Write(p []byte) (int, error) {
+	d.out = d.out[:0]
+	in := p
+	if len(d.part) > 0 {
+		in = append(d.part, p...)
+		d.part = nil
+	}
+	for len(in) > 0 {
+		b := in[0]
+		if b < utf8.RuneSelf {
+			d.byte(b)
+			in = in[1:]
+			continue
+		}
+		if !utf8.FullRune(in) {
+			d.part = append([]byte(nil), in...)
+			break
+		}
+		r, size := utf8.DecodeRune(in)
+		switch {
+		case r == utf8.RuneError && size == 1 && b <= 0x9f, r >= 0x80 && r <= 0x9f:
+			// A C1 control, the 8-bit form of ESC and a byte.
+			c := byte(r)
+			if size == 1 {
+				c = b
+			}
+			d.byte(esc)
+			d.byte(c - 0x40)
+		case r == utf8.RuneError && size == 1:
+			d.char([]byte(string(utf8.RuneError)))
+		default:
+			d.char(in[:size])
+		}
+		in = in[size:]
+	}
+	if len(d.out) == 0 {
+		return len(p), nil
+	}
+	if _, err := d.w.Write(d.out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// char takes a character other than ASCII and the C1 controls.
+func (d *display) char(c []byte) {
+	switch d.st {
+	case str:
+	default:
+		d.st = ground
+		d.out = append(d.out, c...)
+	}
+}
+
+// byte takes an ASCII byte.
+func (d *display) byte(b byte) {
+	switch d.st {
+	case ground:
+		d.ground(b)
+	case escape:
+		d.escape(b)
+	case escInter:
+		d.escInter(b)
+	case csi, dropCSI:
+		d.csi(b)
+	case str:
+		switch b {
+		case esc:
+			d.st = strEscape
+		case '\a', can, sub:
+			d.st = ground
+		}
+	case strEscape:
+		d.st = escape
+		if b == '\\' {
+			d.st = ground
+			return
+		}
+		d.escape(b)
+	}
+}
+
+// ground takes b outside any sequence.
+func (d *display) ground(b byte) {
+	switch {
+	case b == esc:
+		d.st, d.seq = escape, append(d.seq[:0], esc)
+	case b < 0x20 && strings.IndexByte(shownControls, b) < 0:
+	default:
+		d.out = append(d.out, b)
+	}
+}
+
+// escape takes b after ESC.
+func (d *display) escape(b byte) {
+	d.st = ground
+	switch {
+	case b == '[':
+		d.st, d.seq = csi, append(d.seq[:0], esc, b)
+	case strings.IndexByte("]P_^X", b) >= 0:
+		d.st = str
+	case b >= 0x20 && b < 0x30:
+		d.st, d.seq = escInter, append(d.seq[:0], esc, b)
+	case b >= 0x30 && b < 0x7f:
+		if strings.IndexByte(shownESC, b) >= 0 {
+			d.out = append(d.out, esc, b)
+		}
+	default:
+		// A control (ESC ESC starts anew) or DEL: ESC is dropped.
+		d.ground(b)
+	}
+}
+
+// escInter takes b after ESC and an intermediate.
+func (d *display) escInter(b byte) {
+	switch {
+	case b >= 0x20 && b < 0x30:
+		if len(d.seq) == 2 {
+			d.seq = append(d.seq, b) // no longer a character set's
+		}
+	case b >= 0x30 && b < 0x7f:
+		d.st = ground
+		if len(d.seq) == 2 && strings.IndexByte(charsetIntermediates, d.seq[1]) >= 0 {
+			d.out = append(d.out, d.seq...)
+			d.out = append(d.out, b)
+		}
+	default:
+		d.st = ground
+		d.ground(b)
+	}
+}
+
+// csi takes b in a control sequence, or in one too long, dropped.
+func (d *display) csi(b byte) {
+	switch {
+	case b >= 0x40 && b < 0x7f:
+		if d.st == csi && shownSequence(d.seq[2:], b) {
+			d.out = append(d.out, d.seq...)
+			d.out = append(d.out, b)
+		}
+		d.st = ground
+	case b >= 0x20 && b < 0x40:
+		if d.st == csi && len(d.seq) < maxSeq {
+			d.seq = append(d.seq, b)
+			return
+		}
+		d.st = dropCSI
+	default:
+		// A control or DEL ends it, unfinished, as does ESC, which starts
+		// another.
+		d.st = ground
+		d.ground(b)
+	}
+}
+
+// shownSequence says whether the control sequence with parameters params
+// and final byte final is passed: no private marker, no intermediate, and
+// a final byte of shownCSI; SD (T) with one parameter at most, as with
+// five it starts mouse tracking.
+func shownSequence(params []byte, final byte) bool {
+	for _, c := range params {
+		if (c < '0' || c > '9') && c != ';' && c != ':' {
+			return false
+		}
+	}
+	if final == 'T' && strings.ContainsAny(string(params), ";:") {
+		return false
+	}
+	return strings.IndexByte(shownCSI, final) >= 0
+}

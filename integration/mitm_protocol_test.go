@@ -3,11 +3,17 @@
 package integration
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/cordon-sandbox/cordon/audit"
 )
@@ -82,5 +88,100 @@ func waitRequestRecords(t *testing.T, log string, typ audit.Type, paths []string
 			t.Fatalf("%d of %d %s records for %v", len(out), len(paths), typ, paths)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestTLSHTTP2ProtocolRefusalLogged: an HTTP/2 stream that Go's HTTP/2
+// server, terminating the tunnel inside `cordon proxy`, resets itself as
+// a protocol error (an extended CONNECT's :protocol, userinfo in
+// :authority), before cordon's handler sees a request, is logged as a
+// deny on its tunnel's connection, naming the server's error type, and
+// never reaches the origin. Such a stream left no line at all.
+func TestTLSHTTP2ProtocolRefusalLogged(t *testing.T) {
+	o := testOrigin(t)
+	p := startProxy(t, "--allow", fmt.Sprintf("%s:%d", originName, originHTTPS), resolveOrigin, "--extra-ca", o.caFile)
+	target := fmt.Sprintf("%s:%d", originName, originHTTPS)
+	for _, tc := range []struct {
+		name, method, authority, errType string
+		extra                            [][2]string
+	}{
+		{"extended CONNECT", http.MethodConnect, target, "stream_PROTOCOL_ERROR_bad_connect", [][2]string{{":protocol", "websocket"}}},
+		{"userinfo in :authority", http.MethodGet, "user@" + target, "stream_PROTOCOL_ERROR_userinfo_in_authority", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := "/refused/" + strings.ReplaceAll(tc.name, " ", "-")
+			fields := append([][2]string{{":method", tc.method}, {":scheme", "https"}, {":authority", tc.authority}, {":path", path}}, tc.extra...)
+			if code := h2ResetThrough(t, p, target, fields); code != http2.ErrCodeProtocol {
+				t.Fatalf("the stream was reset with %v, want PROTOCOL_ERROR", code)
+			}
+			var refusal audit.Record
+			found := eventually(5*time.Second, func() bool {
+				for _, r := range readAudit(t, p.audit) {
+					if r.Type == audit.TypeDecision && strings.HasSuffix(r.Detail, ": "+tc.errType) {
+						refusal = r
+						return true
+					}
+				}
+				return false
+			})
+			if !found {
+				t.Fatalf("no line for the refused stream (%s); log:\n%s", tc.errType, mustRead(t, p.audit))
+			}
+			if refusal.Decision != audit.Deny || refusal.Reason != "bad_request" || refusal.Kind != audit.KindConnect ||
+				refusal.Host != originName || refusal.Port != originHTTPS {
+				t.Fatalf("the refused stream is logged as %+v, want a bad_request deny on %s", refusal, target)
+			}
+			// The line names the tunnel the stream came over: its
+			// CONNECT's allow line has the same id.
+			if !slices.ContainsFunc(readAudit(t, p.audit), func(r audit.Record) bool {
+				return r.Type == audit.TypeDecision && r.Kind == audit.KindConnect && r.Decision == audit.Allow && r.ID == refusal.ID
+			}) {
+				t.Fatalf("the refusal's id %d names no CONNECT allowed", refusal.ID)
+			}
+			if _, ok := seen.Load(path); ok {
+				t.Fatalf("%s reached the origin", path)
+			}
+		})
+	}
+}
+
+// h2ResetThrough sends one bodyless HTTP/2 request of the given header
+// fields (written as frames, so any field goes as it is) over a new
+// tunnel to target, and returns the code its stream was reset with; a
+// response instead fails t.
+func h2ResetThrough(t *testing.T, p *proxyProc, target string, fields [][2]string) http2.ErrCode {
+	t.Helper()
+	tc, err := tlsThrough(t, p, target, originName, "h2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	tc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(tc, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(tc, tc)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range fields {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no reset: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.RSTStreamFrame:
+			return f.ErrCode
+		case *http2.HeadersFrame:
+			t.Fatalf("the stream was answered (%v), not reset", f)
+		}
 	}
 }

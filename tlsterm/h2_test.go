@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -216,14 +218,7 @@ func expectH2PathRefused(t *testing.T, path string, status int, reason policy.Re
 func (r *rig) h2Request(t *testing.T, fields ...[2]string) map[string]string {
 	t.Helper()
 	_, fr, _ := r.h2Conn(t)
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, f := range fields {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
-		t.Fatal(err)
-	}
+	h2Headers(t, fr, http2.HeadersFrameParam{StreamID: 1, EndStream: true}, fields)
 	got := map[string]string{}
 	dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) { got[f.Name] = f.Value })
 	for got[":status"] == "" {
@@ -241,6 +236,21 @@ func (r *rig) h2Request(t *testing.T, fields ...[2]string) map[string]string {
 	return got
 }
 
+// h2Headers writes a HEADERS frame of p (its stream, whether the stream
+// ends) holding the given header fields, each written as it is.
+func h2Headers(t *testing.T, fr *http2.Framer, p http2.HeadersFrameParam, fields [][2]string) {
+	t.Helper()
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range fields {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	p.BlockFragment, p.EndHeaders = block.Bytes(), true
+	if err := fr.WriteHeaders(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // pseudo is the pseudo-header fields of an HTTP/2 request for method and
 // path to r's origin.
 func (r *rig) pseudo(method, path string) [][2]string {
@@ -250,7 +260,8 @@ func (r *rig) pseudo(method, path string) [][2]string {
 // TestHTTP2ExtendedConnectRefused: an extended CONNECT (RFC 8441, a
 // WebSocket over an HTTP/2 stream: :method CONNECT with :protocol) is not
 // offered, and one sent anyway never reaches the origin: net/http's server
-// resets it while extended CONNECT is off (Go 1.26's default), and, were
+// resets it while extended CONNECT is off (Go 1.26's default), which is
+// logged as a protocol error (TestHTTP2ProtocolRefusalsLogged), and, were
 // it on, the handler would refuse and log it as a nested CONNECT. Held
 // here so a Go release that turns it on cannot forward it unseen.
 func TestHTTP2ExtendedConnectRefused(t *testing.T) {
@@ -263,7 +274,8 @@ func TestHTTP2ExtendedConnectRefused(t *testing.T) {
 	got := r.h2Request(t, append(r.pseudo(http.MethodConnect, "/ws"), [2]string{":protocol", "websocket"})...)
 	switch {
 	case got[":reset"] != "":
-		// Refused by the protocol, before any handler: nothing to log.
+		// Refused by the protocol, before any handler, and logged so.
+		r.expectProtocolRefusal(t, "stream_PROTOCOL_ERROR_bad_connect")
 	case got[":status"] == "403" && got["x-cordon-reason"] == string(ReasonNestedConnect):
 		if d := r.waitRecords(t, audit.TypeDecision, 1)[0]; d.Decision != audit.Deny || d.Reason != string(ReasonNestedConnect) {
 			t.Fatalf("decision line %+v, want a deny", d)
@@ -272,6 +284,180 @@ func TestHTTP2ExtendedConnectRefused(t *testing.T) {
 		t.Fatalf("extended CONNECT answered %v, want a reset or 403 %s", got, ReasonNestedConnect)
 	}
 	origin.expectNone(t)
+}
+
+// TestHTTP2ProtocolRefusalsLogged: a stream net/http's HTTP/2 server
+// resets itself as a protocol error, before cordon's handler sees its
+// request, or a connection it ends so, is logged as refused on the
+// stream's connection, naming net/http's error type, and nothing reaches
+// the origin. Such refusals left no line at all.
+func TestHTTP2ProtocolRefusalsLogged(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stream uint32
+		fields func(r *rig) [][2]string
+		// frame is how the server refuses: RST_STREAM or GOAWAY.
+		frame, errType string
+	}{
+		{"userinfo in :authority", 1, userinfoFields, "RST_STREAM", "stream_PROTOCOL_ERROR_userinfo_in_authority"},
+		{"no :path", 1, func(r *rig) [][2]string { return r.pseudo(http.MethodGet, "/x")[:3] }, "RST_STREAM", "stream_PROTOCOL_ERROR_bad_path_method"},
+		{"a :path that is no path", 1, func(r *rig) [][2]string { return r.pseudo(http.MethodGet, "x") }, "RST_STREAM", "stream_PROTOCOL_ERROR_bad_path"},
+		{"a stream id a server would choose", 2, func(r *rig) [][2]string { return r.pseudo(http.MethodGet, "/x") }, "GOAWAY", "conn_PROTOCOL_ERROR_headers_even"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			origin := &untouchedOrigin{}
+			r := newRig(t, origin, rigOptions{h1Only: true, connState: origin.connState})
+			_, fr, _ := r.h2Conn(t)
+			h2Headers(t, fr, http2.HeadersFrameParam{StreamID: tc.stream, EndStream: true}, tc.fields(r))
+			if got, want := h2Refusal(t, fr), tc.frame+" PROTOCOL_ERROR"; got != want {
+				t.Fatalf("refused with %s, want %s", got, want)
+			}
+			r.expectProtocolRefusal(t, tc.errType)
+			origin.expectNone(t)
+		})
+	}
+}
+
+// h2Refusal reads fr's frames up to the first RST_STREAM or GOAWAY and
+// returns its type and error code; a response fails t.
+func h2Refusal(t *testing.T, fr *http2.Framer) string {
+	t.Helper()
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no RST_STREAM or GOAWAY: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.RSTStreamFrame:
+			return "RST_STREAM " + f.ErrCode.String()
+		case *http2.GoAwayFrame:
+			return "GOAWAY " + f.ErrCode.String()
+		case *http2.HeadersFrame:
+			t.Fatalf("answered (%v), not refused", f)
+		}
+	}
+}
+
+// TestHTTP2RefusedByNetHTTPNeverForwarded: the HTTP/2 requests net/http's
+// server refuses without telling cordon (protocolRefusals) never reach
+// the origin: those it answers itself (a connection-specific field, a te
+// other than trailers, a header list past MaxHeaderBytes) and those whose
+// header block its frame reader rejects.
+func TestHTTP2RefusedByNetHTTPNeverForwarded(t *testing.T) {
+	// A field of 2 KiB, repeated: the encoder sends it once and then by
+	// its index in the table both ends keep (4 KiB), so one frame carries
+	// a header list past the bound.
+	big := [2]string{"x-big", strings.Repeat("a", 2<<10)}
+	for _, tc := range []struct {
+		name  string
+		extra [][2]string
+		want  string
+	}{
+		{"te other than trailers", [][2]string{{"te", "gzip"}}, "400"},
+		{"a connection-specific field", [][2]string{{"connection", "keep-alive"}}, "400"},
+		{"upgrade", [][2]string{{"upgrade", "websocket"}}, "400"},
+		{"a header list past the bound", slices.Repeat([][2]string{big}, MaxHeaderBytes/len(big[1])+1), "431"},
+		{"a field name in upper case", [][2]string{{"X-Upper", "a"}}, "PROTOCOL_ERROR"},
+		{"a value holding a NUL", [][2]string{{"x-a", "a\x00b"}}, "PROTOCOL_ERROR"},
+		{"an unknown pseudo-header", [][2]string{{":unknown", "a"}}, "PROTOCOL_ERROR"},
+		{"a repeated pseudo-header", [][2]string{{":path", "/y"}}, "PROTOCOL_ERROR"},
+		{"a pseudo-header after a field", [][2]string{{"x-a", "b"}, {":protocol", "websocket"}}, "PROTOCOL_ERROR"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			origin := &untouchedOrigin{}
+			r := newRig(t, origin, rigOptions{h1Only: true, connState: origin.connState})
+			got := r.h2Request(t, append(r.pseudo(http.MethodGet, "/x"), tc.extra...)...)
+			if got[":status"] != tc.want && got[":reset"] != tc.want {
+				t.Fatalf("got %v, want %s", got, tc.want)
+			}
+			origin.expectNone(t)
+		})
+	}
+}
+
+// TestHTTP2ProtocolRefusalsBounded: a client decides how many of its
+// streams are refused, so each kind of refusal is logged once as it
+// happens and once more, with how many followed, as its connection ends:
+// 100 bad streams write two lines, not 100.
+func TestHTTP2ProtocolRefusalsBounded(t *testing.T) {
+	origin := &untouchedOrigin{}
+	r := newRig(t, origin, rigOptions{h1Only: true, connState: origin.connState})
+	c, fr, _ := r.h2Conn(t)
+	const streams = maxClientStreams
+	for i := range streams {
+		h2Headers(t, fr, http2.HeadersFrameParam{StreamID: uint32(2*i + 1), EndStream: true}, userinfoFields(r))
+	}
+	for resets := 0; resets < streams; {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d of %d resets: %v", resets, streams, err)
+		}
+		if _, ok := f.(*http2.RSTStreamFrame); ok {
+			resets++
+		}
+	}
+	const errType = "stream_PROTOCOL_ERROR_userinfo_in_authority"
+	r.expectProtocolRefusal(t, errType)
+	c.Close()
+	more := r.waitRecords(t, audit.TypeDecision, 2)[1]
+	if want := fmt.Sprintf("%s (%d more times on this connection)", errType, streams-1); more.Decision != audit.Deny || !strings.HasSuffix(more.Detail, want) {
+		t.Fatalf("the connection's last line %+v, want a deny ending %q", more, want)
+	}
+	origin.expectNone(t)
+}
+
+// TestHTTP2LateBodyNotARefusal: DATA a client had on its way when its
+// stream ended (here a request refused for its authority, its body still
+// coming) draws STREAM_CLOSED from net/http's server, which it counts as
+// a protocol error; it refuses nothing, and is not logged as one: the
+// refused request has its one line.
+func TestHTTP2LateBodyNotARefusal(t *testing.T) {
+	origin := &untouchedOrigin{}
+	r := newRig(t, origin, rigOptions{h1Only: true, connState: origin.connState})
+	_, fr, _ := r.h2Conn(t)
+	fields := r.pseudo(http.MethodPost, "/x")
+	fields[2][1] = "other.test"
+	h2Headers(t, fr, http2.HeadersFrameParam{StreamID: 1}, fields)
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no STREAM_CLOSED: %v", err)
+		}
+		rst, ok := f.(*http2.RSTStreamFrame)
+		if !ok {
+			continue
+		}
+		if rst.ErrCode == http2.ErrCodeStreamClosed {
+			break
+		}
+		// The stream ended (NO_ERROR) with the refusal; the body goes on.
+		if err := fr.WriteData(1, false, []byte("more body")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The error was counted before its RST_STREAM was sent.
+	if d := r.waitRecords(t, audit.TypeDecision, 1)[0]; d.Reason != string(ReasonAuthorityMismatch) {
+		t.Fatalf("decision line %+v, want the refusal of the request alone", d)
+	}
+}
+
+// userinfoFields is an HTTP/2 GET whose :authority, r's origin, carries
+// userinfo, which net/http's server refuses.
+func userinfoFields(r *rig) [][2]string {
+	f := r.pseudo(http.MethodGet, "/x")
+	f[2][1] = "user@" + f[2][1]
+	return f
+}
+
+// expectProtocolRefusal wants the one decision line r has logged to
+// refuse, on r's connection, an HTTP/2 protocol error of errType.
+func (r *rig) expectProtocolRefusal(t *testing.T, errType string) {
+	t.Helper()
+	d := r.waitRecords(t, audit.TypeDecision, 1)[0]
+	if d.Decision != audit.Deny || d.Reason != string(ReasonBadRequest) || d.Host != r.Host || d.Port != r.Port ||
+		!strings.HasSuffix(d.Detail, ": "+errType) {
+		t.Fatalf("decision line %+v, want a bad_request deny on %s:%d for %s", d, r.Host, r.Port, errType)
+	}
 }
 
 // TestHTTP2OptionsStarJudged: an HTTP/2 OPTIONS * is judged, logged and
@@ -346,6 +532,7 @@ func (o *untouchedOrigin) expectNone(t *testing.T) {
 // connection: the next frame is a flow-control error. net/http's default
 // window of 1 MiB let each connection make cordon hold 1 MiB of a body
 // that waited on a slow upstream (1,000 connections took it to 850 MB).
+// The refusal is a protocol error the server reports, and cordon logs.
 func TestHTTP2UploadWindowBounded(t *testing.T) {
 	ca, leaf := localLeaf(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -355,6 +542,9 @@ func TestHTTP2UploadWindowBounded(t *testing.T) {
 	defer ln.Close()
 	release := make(chan struct{})
 	defer close(release)
+	// The refusal is a protocol error the server counts, and so logs
+	// (protocolRefusals).
+	counted := make(chan string, 16)
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
@@ -366,7 +556,12 @@ func TestHTTP2UploadWindowBounded(t *testing.T) {
 		}
 		// A handler that never reads the body, as one waiting on its
 		// upstream does not.
-		serveH2(tc, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+		serveH2(tc, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }), func(errType string) {
+			select {
+			case counted <- errType:
+			default:
+			}
+		})
 	}()
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Certificate())
@@ -410,13 +605,22 @@ func TestHTTP2UploadWindowBounded(t *testing.T) {
 			if f.ErrCode != http2.ErrCodeFlowControl {
 				t.Fatalf("RST_STREAM %v, want %v", f.ErrCode, http2.ErrCodeFlowControl)
 			}
-			return
 		case *http2.GoAwayFrame:
 			if f.ErrCode != http2.ErrCodeFlowControl {
 				t.Fatalf("GOAWAY %v, want %v", f.ErrCode, http2.ErrCodeFlowControl)
 			}
-			return
+		default:
+			continue
 		}
+		select {
+		case e := <-counted:
+			if !strings.Contains(e, "FLOW_CONTROL_ERROR") {
+				t.Fatalf("the server counted %s, want a FLOW_CONTROL_ERROR", e)
+			}
+		default:
+			t.Fatal("the server did not count the flow-control error, which is then not logged")
+		}
+		return
 	}
 }
 

@@ -229,7 +229,9 @@ func (t *Terminator) Serve(s *Stream) {
 	// the upstream offers it; HTTP/1.x clients get HTTP/1.1 end to end.
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
 		defer st.setup()()
-		serveH2(tc, &handler{st: st})
+		refused := &protocolRefusals{record: st.record}
+		serveH2(tc, &handler{st: st}, refused.count)
+		refused.end()
 		return
 	}
 	st.serveHTTP1(tc, cork)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Checks of positional arguments whose errors say what a command takes,
@@ -38,6 +40,23 @@ func commandArgs(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("the command to run is an empty name (\"\"): name a program after --, as in: %s --net off -- make test", cmd.CommandPath())
 	}
 	return nil
+}
+
+// dashTaken names the flag that took for its value the -- meant to
+// start the command (cordon run --net -- make test): a flag takes the
+// next word whatever it is, so the command then seemed not to follow
+// --, and the error said to put it there.
+func dashTaken(cmd *cobra.Command) (name string) {
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		values := []string{f.Value.String()}
+		if s, ok := f.Value.(pflag.SliceValue); ok {
+			values = s.GetSlice()
+		}
+		if slices.Contains(values, "--") {
+			name = f.Name
+		}
+	})
+	return name
 }
 
 // sub is cmd's path below cordon itself, whose name every error already

@@ -52,6 +52,10 @@ func TestArgumentErrors(t *testing.T) {
 	}{
 		{[]string{"run"}, []string{"no command to run", "cordon run --net off -- make test"}},
 		{[]string{"run", "--net", "off"}, []string{"no command to run"}},
+		{[]string{"run", "--net", "off", "make", "test"}, []string{"put the command after --, as in: cordon run --net off -- make test"}},
+		{[]string{"run", "--net", "--", "make", "test"}, []string{"--net has no value: it took the -- that starts the command; give it one before --"}},
+		{[]string{"run", "--net", "off", "--allow", "--", "npm", "ci"}, []string{"--allow has no value"}},
+		{[]string{"run", "--allow-path", "--", "true"}, []string{"--allow-path has no value"}},
 		{[]string{"run", "--net", "off", "--dry-run", "--", ""}, []string{`the command to run is an empty name (""): name a program after --, as in: cordon run --net off -- make test`}},
 		{[]string{"network"}, []string{"network takes one network mode (off, restricted or open), got 0", "cordon network restricted"}},
 		{[]string{"network", "off", "open"}, []string{"got 2"}},

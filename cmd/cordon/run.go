@@ -64,6 +64,9 @@ not found.`,
 		Args: commandArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 0 {
+				if name := dashTaken(cmd); name != "" {
+					return fmt.Errorf("--%s has no value: it took the -- that starts the command; give it one before --, as in: cordon run --net off -- make test", name)
+				}
 				return fmt.Errorf("put the command after --, as in: cordon run --net off -- make test")
 			}
 			if err := f.overrides(cmd); err != nil {

@@ -285,6 +285,7 @@ func TestRunRefusesProtectedPathsAndHome(t *testing.T) {
 		{"expose ~/.aws", b.cmd("--net", "off", "--config", b.config("expose:\n  - ~/.aws\n"), "--", "touch", "ran"), ".aws"},
 		{"allow-path $HOME", b.cmd("--net", "off", "--allow-path", b.home, "--", "touch", "ran"), "home"},
 		{"allow-path /", b.cmd("--net", "off", "--allow-path", "/", "--", "touch", "ran"), "home"},
+		{"allow-path that is not there", b.cmd("--net", "off", "--allow-path", filepath.Join(b.home, "nothere")+":rw", "--", "touch", "ran"), "cordon: fix: create it, or drop the entry (--allow-path, or allow_paths: in the config)\n"},
 		{"allow-path the audit directory", b.cmd("--net", "off", "--allow-path", filepath.Dir(b.audit), "--", "touch", "ran"), "audit"},
 		{"cwd is $HOME", cordonIn(t, b.home, b.env(), "run", "--audit", b.audit, "--net", "off", "--", "touch", "ran"), "home directory"},
 		{"cwd is /", cordonIn(t, "/", b.env(), "run", "--audit", b.audit, "--net", "off", "--", "touch", "ran"), "refusing /"},

@@ -4,6 +4,7 @@ package linux
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -460,6 +461,9 @@ func userBinds(p *policy.Policy, ws string, g guard) ([]bind, error) {
 			return err
 		}
 		real, err := realPath(path)
+		if errors.Is(err, errNoPath) {
+			return &missingPathError{what: what, path: path}
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
@@ -490,6 +494,26 @@ func userBinds(p *policy.Policy, ws string, g guard) ([]bind, error) {
 		out = append(out, *byPath[k])
 	}
 	return out, nil
+}
+
+// missingPathError is an expose or allow_paths entry naming a path that
+// is not there. It says where such an entry is written: a one-shot
+// --allow-path is no entry of the policy, which the fix named alone.
+type missingPathError struct{ what, path string }
+
+// entryOrigins says where each kind of entry is written.
+var entryOrigins = map[string]string{
+	"expose":      "expose: in the config",
+	"allow_paths": "--allow-path, or allow_paths: in the config",
+}
+
+func (e *missingPathError) Error() string {
+	return fmt.Sprintf("%s: path %s does not exist; %s", e.what, e.path, e.Fix())
+}
+
+// Fix says to make the path or drop the entry.
+func (e *missingPathError) Fix() string {
+	return fmt.Sprintf("create it, or drop the entry (%s)", entryOrigins[e.what])
 }
 
 // sortBinds orders binds parents first, so a nested bind lands on top.

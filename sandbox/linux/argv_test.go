@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -361,7 +362,10 @@ func TestBuildRefuses(t *testing.T) {
 		}, "holds credentials"},
 		{"expose that does not exist", func(t *testing.T, f *fixture, p *policy.Policy) {
 			p.Expose = []string{filepath.Join(f.root, "nope")}
-		}, "does not exist"},
+		}, "does not exist; create it, or drop the entry (expose: in the config)"},
+		{"allow path that does not exist", func(t *testing.T, f *fixture, p *policy.Policy) {
+			p.AllowPaths = []string{filepath.Join(f.root, "nope") + ":rw"}
+		}, "nope does not exist; create it, or drop the entry (--allow-path, or allow_paths: in the config)"},
 		{"workspace is home", func(t *testing.T, f *fixture, p *policy.Policy) {
 			f.ws = f.home
 		}, "refusing your home directory"},
@@ -383,6 +387,12 @@ func TestBuildRefuses(t *testing.T) {
 			_, err := build(f.spec(p, argv...), f.host(), f.scratch, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to say %q", err, tt.want)
+			}
+			// The capability check's fix line is the error's own, where
+			// it has one (a missing path's names where it is written).
+			var fe interface{ Fix() string }
+			if errors.As(err, &fe) && !strings.Contains(tt.want, fe.Fix()) {
+				t.Errorf("fix %q, want the one the error gives", fe.Fix())
 			}
 		})
 	}

@@ -238,8 +238,9 @@ func (b *Backend) checkBox(ctx context.Context, p *policy.Policy, add func(sandb
 	l, err := build(s, h, scratchName(), &probeMode{outside: outside})
 	if err != nil {
 		fix := "edit the policy entry named; paths that hold credentials or contain your home are never exposed"
-		if ae := (*sandbox.AuditDirError)(nil); errors.As(err, &ae) {
-			fix = ae.Fix()
+		var fe interface{ Fix() string }
+		if errors.As(err, &fe) {
+			fix = fe.Fix()
 		}
 		add(blocked(sandbox.CapFilesystem, err.Error(), fix))
 		return nil

@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -246,6 +247,9 @@ func appendNew(list []string, s string) []string {
 	return append(list, s)
 }
 
+// errNoPath is realPath's error for a path that is not there.
+var errNoPath = errors.New("does not exist")
+
 // realPath resolves every symlink in an absolute path; the path must exist.
 func realPath(p string) (string, error) {
 	if !filepath.IsAbs(p) {
@@ -254,7 +258,7 @@ func realPath(p string) (string, error) {
 	r, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		if os.IsNotExist(err) {
-			return "", fmt.Errorf("path %s does not exist; create it or remove it from the policy", p)
+			return "", fmt.Errorf("path %s %w", p, errNoPath)
 		}
 		return "", fmt.Errorf("resolve %s: %w", p, err)
 	}

@@ -47,6 +47,9 @@ func TestConfigErrorsNameKeyAndFile(t *testing.T) {
 		{"duplicate key", "deny: [a.example]\ndeny: [b.example]\n", []string{`"deny" already defined`}},
 		// The decoder's errors one a line are put on one line.
 		{"duplicate keys", "deny: [a.example]\ndeny: [b.example]\nenv: []\nenv: []\n", []string{`yaml: line 2: mapping key "deny" already defined at line 1; line 4: mapping key "env" already defined at line 3`}},
+		{"tab on the first line", "\tnetwork: off\n", []string{"yaml: line 1: found character that cannot start any token, such as a tab", "indent with spaces, not tabs"}},
+		{"tab in the indentation", "network: off\nallow:\n\t- a.example\n", []string{"yaml: line 3: found character", "indent with spaces"}},
+		{"value starting with @", "network: off\nallow: [@a.example]\n", []string{"yaml: line 2: found character", "quote a value that starts with @"}},
 		{"bad network", "network: wide", []string{`network: "wide" is not one of off, restricted, open`}},
 		{"bad pattern", "deny: [ok.example, 'bad host']", []string{"deny", `"bad host"`}},
 		{"bad terminate", "terminate: some", []string{"terminate", "all or none"}},

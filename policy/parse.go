@@ -69,7 +69,7 @@ func parseLayer(path string, data []byte, home string) (*layer, error) {
 func readSettings(data []byte) (settings map[string]any, leaves map[string]any, err error) {
 	var doc any
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, nil, oneLineYAMLError(err)
+		return nil, nil, yamlError(err)
 	}
 	leaves = map[string]any{}
 	if doc == nil {
@@ -129,13 +129,24 @@ func isMapping(v any) bool {
 	return v != nil && reflect.TypeOf(v).Kind() == reflect.Map
 }
 
-// oneLineYAMLError puts the decoder's type errors, which it lists one a
-// line, on one line: cordon prints an error on one line (a newline of
-// the file's own text in one is escaped).
-func oneLineYAMLError(err error) error {
+// noToken is the decoder's error for a character no YAML token starts
+// with: a tab in the indentation, most often.
+const noToken = "found character that cannot start any token"
+
+// yamlError puts the decoder's type errors, which it lists one a line,
+// on one line: cordon prints an error on one line (a newline of the
+// file's own text in one is escaped). To noToken it adds the line, which
+// the decoder leaves out on the first, and what to write instead.
+func yamlError(err error) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
 		return fmt.Errorf("yaml: %s", strings.Join(te.Errors, "; "))
+	}
+	if msg := err.Error(); strings.HasSuffix(msg, noToken) {
+		if msg == "yaml: "+noToken {
+			msg = "yaml: line 1: " + noToken
+		}
+		return fmt.Errorf("%s, such as a tab or an unquoted @ or `: indent with spaces, not tabs, and quote a value that starts with @ or `", msg)
 	}
 	return err
 }
@@ -151,7 +162,7 @@ func singleDocument(data []byte) error {
 		case errors.Is(err, io.EOF):
 			return nil
 		case err != nil:
-			return err
+			return yamlError(err)
 		case n == 1:
 			return errors.New("holds more than one YAML document (a second '---'); merge them into one")
 		}

@@ -104,7 +104,7 @@ func (w *Writer) SetBudget(n int64) {
 func DefaultPath() (string, error) {
 	if p := os.Getenv("CORDON_AUDIT"); p != "" {
 		if !filepath.IsAbs(p) {
-			return "", fmt.Errorf("$CORDON_AUDIT=%q is not an absolute path: it would name another log in each directory cordon starts in, inside the repository there; set it to an absolute path, or pass --audit", p)
+			return "", fmt.Errorf("$CORDON_AUDIT=%q is not an absolute path: it would name another log in each directory cordon starts in, inside the repository there; set it to an absolute path, or name the log for one command (--audit; cordon audit's --file)", p)
 		}
 		return p, nil
 	}

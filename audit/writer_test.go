@@ -506,7 +506,7 @@ func TestDefaultPath(t *testing.T) {
 		{"XDG_STATE_HOME", "", "/srv/state", "/srv/state/cordon/audit.jsonl", ""},
 		{"relative XDG_STATE_HOME", "", "state", filepath.Join(home, ".local/state/cordon/audit.jsonl"), ""},
 		{"CORDON_AUDIT", "/srv/audit.jsonl", "/srv/state", "/srv/audit.jsonl", ""},
-		{"relative CORDON_AUDIT", "audit.jsonl", "", "", `$CORDON_AUDIT="audit.jsonl" is not an absolute path`},
+		{"relative CORDON_AUDIT", "audit.jsonl", "", "", `$CORDON_AUDIT="audit.jsonl" is not an absolute path: it would name another log in each directory cordon starts in, inside the repository there; set it to an absolute path, or name the log for one command (--audit; cordon audit's --file)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("CORDON_AUDIT", tc.audit)

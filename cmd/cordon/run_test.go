@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/spf13/pflag"
 )
 
 func TestHidePassedValues(t *testing.T) {
@@ -91,4 +92,24 @@ func TestDryRunRefusesAsARunDoes(t *testing.T) {
 			t.Errorf("cordon run --dry-run %s: %v; want a refusal saying %q", strings.Join(tc.args, " "), err, tc.want)
 		}
 	}
+}
+
+// The README's synopsis of cordon run lists every flag the command takes:
+// it left out --resolve, --extra-ca, --terminate, --ephemeral-ca and
+// --target, which --help lists.
+func TestREADMERunSynopsisListsEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "\n## cordon run\n\n```\n")
+	synopsis, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed {
+		t.Fatal("no synopsis block under ## cordon run in the README")
+	}
+	newRunCmd().Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name != "help" && !strings.Contains(synopsis, "[--"+f.Name) {
+			t.Errorf("the README's synopsis of cordon run lacks --%s:\n%s", f.Name, synopsis)
+		}
+	})
 }

@@ -54,6 +54,17 @@ type Writer struct {
 	midLine bool
 	// redact takes what must never be logged out of free text (SetRedact).
 	redact func(string) string
+	// observe sees each record Write or Sync wrote (SetObserver).
+	observe func(Record)
+}
+
+// SetObserver has f see each record that Write or Sync writes, as written
+// (stamped, redacted), once it is in the log, under the Writer's lock: f
+// must be quick and must not write.
+func (w *Writer) SetObserver(f func(Record)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.observe = f
 }
 
 // SetRedact passes the free text of every later record (host, path,
@@ -400,9 +411,13 @@ func (w *Writer) write(rs []Record, sync bool) error {
 		return ErrBudgetSpent
 	}
 	lines := w.buf[:0]
+	var stamped []Record // for observe
 	for _, r := range rs {
 		r = w.stamp(r)
 		lines = append(r.appendJSON(lines), '\n')
+		if w.observe != nil {
+			stamped = append(stamped, r)
+		}
 	}
 	if cap(lines) <= maxKeptLine {
 		w.buf = lines
@@ -418,6 +433,9 @@ func (w *Writer) write(rs []Record, sync bool) error {
 			w.err = err
 			return w.err
 		}
+	}
+	for _, r := range stamped {
+		w.observe(r)
 	}
 	return nil
 }

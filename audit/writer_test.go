@@ -240,6 +240,40 @@ func TestWriterBudget(t *testing.T) {
 	}
 }
 
+// The observer sees what Write and Sync put in the log, stamped and
+// redacted as written, and nothing the budget kept out of it.
+func TestWriterObserver(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	w, err := Open(path, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var seen []Record
+	w.SetObserver(func(r Record) { seen = append(seen, r) })
+	w.SetRedact(func(s string) string { return strings.ReplaceAll(s, "sk-secret", "[masked:k]") })
+	w.SetBudget(600)
+	if err := w.Write(Record{Type: TypeDecision, Decision: Deny, Host: "a.example", Path: "/sk-secret"}); err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		err = w.Write(Record{Type: TypeDecision, Decision: Deny, Host: "flood.example"})
+	}
+	if err := w.Sync(Record{Type: TypeExit}); err != nil {
+		t.Fatal(err)
+	}
+	_, recs := readLog(t, path)
+	if len(seen) != len(recs)-1 { // the budget line is the Writer's own
+		t.Fatalf("observed %d records, the log holds %d and the budget line", len(seen), len(recs)-1)
+	}
+	if r := seen[0]; r.Session != "s" || r.Time.IsZero() || r.Path != "/[masked:k]" {
+		t.Errorf("observed %+v, want it stamped and redacted as logged", r)
+	}
+	if seen[len(seen)-1].Type != TypeExit {
+		t.Errorf("last observed %+v, want the exit line", seen[len(seen)-1])
+	}
+}
+
 // readLog reads the log at path, every line of which must be a record.
 func readLog(t *testing.T, path string) ([]byte, []Record) {
 	t.Helper()

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -206,6 +207,39 @@ true
 		if _, ok := findRecord(recs, want); !ok {
 			t.Errorf("no audit line like %+v", want)
 		}
+	}
+}
+
+// TestRestrictedJSONListsDecisions: cordon run --json's outcome lists the
+// session's decision lines, an allowed request and a denied one among
+// them, as the audit log holds them; it listed none.
+func TestRestrictedJSONListsDecisions(t *testing.T) {
+	r := runRestricted(t, fmt.Sprintf(`curl -sS -o /dev/null %s/; curl -sS -m 5 https://denied.cordon.test/ 2>/dev/null; true`, httpsOrigin), "--json")
+	if r.res.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.res.code, r.res.stdout, r.res.stderr)
+	}
+	var out struct {
+		Network struct{ Decisions []audit.Record }
+	}
+	if err := json.Unmarshal([]byte(lastLine(r.res.stdout)), &out); err != nil {
+		t.Fatalf("outcome: %v\n%s", err, r.res.stdout)
+	}
+	for _, want := range []audit.Record{
+		{Type: audit.TypeDecision, Kind: audit.KindConnect, Host: originName, Port: originHTTPS, Decision: audit.Allow},
+		{Type: audit.TypeDecision, Kind: audit.KindConnect, Host: "denied.cordon.test", Port: 443, Decision: audit.Deny},
+	} {
+		if _, ok := findRecord(out.Network.Decisions, want); !ok {
+			t.Errorf("the outcome lists no decision like %+v:\n%s", want, lastLine(r.res.stdout))
+		}
+	}
+	logged := 0
+	for _, rec := range readAudit(t, r.audit) {
+		if rec.Type == audit.TypeDecision {
+			logged++
+		}
+	}
+	if len(out.Network.Decisions) != logged {
+		t.Errorf("the outcome lists %d decisions, the log holds %d", len(out.Network.Decisions), logged)
 	}
 }
 

@@ -309,8 +309,11 @@ type outcome struct {
 		Mode string `json:"mode"`
 		// AllowedDomains is the effective allowlist: empty when the
 		// network is off, ["*"] when it is open.
-		AllowedDomains []string       `json:"allowedDomains"`
-		Decisions      []audit.Record `json:"decisions"`
+		AllowedDomains []string `json:"allowedDomains"`
+		// Decisions are the session's first decision lines (decisionList),
+		// DecisionsNotListed how many more it wrote.
+		Decisions          []audit.Record `json:"decisions"`
+		DecisionsNotListed int            `json:"decisionsNotListed,omitempty"`
 	} `json:"network"`
 	Session    string `json:"session,omitempty"`
 	Audit      string `json:"audit,omitempty"`
@@ -326,6 +329,8 @@ type runState struct {
 	cwd    string
 	errw   io.Writer
 	stdout io.Writer
+	// decisions keeps the session's decision lines for --json.
+	decisions decisionList
 	// verdict, once the capability check has started, waits for it and
 	// returns its first BLOCKED capability.
 	verdict func() (sandbox.Capability, bool)
@@ -462,10 +467,42 @@ func (r *runState) print() {
 	if r.out.Network.AllowedDomains == nil {
 		r.out.Network.AllowedDomains = []string{}
 	}
-	if r.out.Network.Decisions == nil {
-		r.out.Network.Decisions = []audit.Record{}
-	}
+	r.out.Network.Decisions, r.out.Network.DecisionsNotListed = r.decisions.take()
 	_ = writeJSON(r.stdout, r.out)
+}
+
+// maxListedDecisions bounds the decision lines --json lists: the box
+// decides how many there are.
+const maxListedDecisions = 256
+
+// decisionList keeps the first maxListedDecisions decision lines a
+// session writes, for --json, and counts the rest. The proxy writes
+// them from its own goroutines, which may outlast the outcome's print.
+type decisionList struct {
+	mu        sync.Mutex
+	kept      []audit.Record
+	notListed int
+}
+
+// add is an audit.Writer observer.
+func (d *decisionList) add(r audit.Record) {
+	if r.Type != audit.TypeDecision {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.kept) < maxListedDecisions {
+		d.kept = append(d.kept, r)
+		return
+	}
+	d.notListed++
+}
+
+// take returns the lines kept so far (never nil) and how many more there were.
+func (d *decisionList) take() ([]audit.Record, int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]audit.Record{}, d.kept...), d.notListed
 }
 
 // outliveReaders keeps cordon alive when whatever reads its output goes
@@ -507,6 +544,9 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	}
 	defer r.w.Close()
 	r.out.Session = r.w.Session()
+	if f.json {
+		r.w.SetObserver(r.decisions.add)
+	}
 
 	s, src, err := f.spec(argv)
 	if err != nil {

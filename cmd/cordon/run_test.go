@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,7 +43,7 @@ func TestRunJSONEscapesUnprintable(t *testing.T) {
 	host := "a\u009b2Jb\u202ec.example"
 	var out bytes.Buffer
 	r := &runState{f: &runFlags{json: true}, stdout: &out}
-	r.out.Network.Decisions = []audit.Record{{Type: audit.TypeDecision, Host: host, Decision: audit.Deny}}
+	r.decisions.add(audit.Record{Type: audit.TypeDecision, Host: host, Decision: audit.Deny})
 	r.print()
 	if strings.ContainsAny(out.String(), "\u009b\u202e") || !strings.Contains(out.String(), `\u009b`) {
 		t.Fatalf("--json printed the box's characters raw: %q", out.String())
@@ -50,6 +51,31 @@ func TestRunJSONEscapesUnprintable(t *testing.T) {
 	var got outcome
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got.Network.Decisions) != 1 || got.Network.Decisions[0].Host != host {
 		t.Fatalf("decoded %+v (%v), want the host %q back", got.Network.Decisions, err, host)
+	}
+}
+
+// The --json outcome lists the session's first decision lines, and
+// counts the rest: it listed none, ever, though the README said it holds
+// them. Lines of other types are no decisions.
+func TestRunJSONListsDecisions(t *testing.T) {
+	var out bytes.Buffer
+	r := &runState{f: &runFlags{json: true}, stdout: &out}
+	r.print()
+	if !strings.Contains(out.String(), `"decisions":[]`) || strings.Contains(out.String(), "decisionsNotListed") {
+		t.Fatalf("no decisions: %s, want an empty list and no count", out.String())
+	}
+	r.decisions.add(audit.Record{Type: audit.TypeLaunch})
+	for i := range maxListedDecisions + 3 {
+		r.decisions.add(audit.Record{Type: audit.TypeDecision, Host: fmt.Sprintf("h%d.example", i), Decision: audit.Deny})
+	}
+	out.Reset()
+	r.print()
+	var got outcome
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if d := got.Network.Decisions; len(d) != maxListedDecisions || d[0].Host != "h0.example" || got.Network.DecisionsNotListed != 3 {
+		t.Fatalf("listed %d decisions from %q, %d not listed; want %d from h0.example, 3 not listed", len(d), d[0].Host, got.Network.DecisionsNotListed, maxListedDecisions)
 	}
 }
 

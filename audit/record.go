@@ -28,8 +28,9 @@ const (
 	// connection is denied, unlogged.
 	TypeBudget Type = "budget"
 	// TypeRemoved is a file the sandboxed command made that cordon
-	// removed when the run ended (see sandbox.Unmade): Path and Detail
-	// say which and why.
+	// removed when the run ended (see sandbox.Unmade), or the cgroup of
+	// an earlier run whose cordon was killed (sandbox.LeftCgroup): Path
+	// and Detail say which and why.
 	TypeRemoved Type = "removed"
 	// TypeSetAside is the .git of a repository the sandboxed command made
 	// (at a guarded root, or nested in the workspace), or whose config or

@@ -577,3 +577,10 @@ func RandomName(prefix string) string {
 	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
 	return prefix + hex.EncodeToString(b[:6])
 }
+
+// IsRandomName reports whether name is one RandomName(prefix) could have
+// made: prefix and 12 lower-case hex digits.
+func IsRandomName(name, prefix string) bool {
+	digits, ok := strings.CutPrefix(name, prefix)
+	return ok && len(digits) == 12 && strings.Trim(digits, "0123456789abcdef") == ""
+}

@@ -6,6 +6,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -134,6 +135,12 @@ type Spec struct {
 	// terminal back here, and again once Run returns.
 	Ended func()
 
+	// Sweep has the run see to what earlier runs, whose cordon was
+	// killed, left outside any workspace (on Linux, their cgroups), and
+	// tell of it in the Result's Care. cordon run sets it; a self-test's
+	// run, whose Care nobody reads, does not.
+	Sweep bool
+
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 }
@@ -205,13 +212,47 @@ type Care struct {
 	// could not be read, a directory of the workspace that could not be
 	// looked into.
 	Unchecked []Unchecked
+	// Cgroups are the cgroups that earlier runs, whose cordon was killed,
+	// left behind (Linux), seen to.
+	Cgroups []LeftCgroup
+}
+
+// LeftCgroup is the cgroup of a run whose cordon was killed before it
+// could remove it: Procs is how many processes of its box were still in
+// it, to be killed; Err, why they could not be; Removed, whether the
+// cgroup is gone (a later sweep tries again).
+type LeftCgroup struct {
+	Path    string
+	Procs   int
+	Err     error
+	Removed bool
+}
+
+// Told is how cordon tells of l: what was done, before its path, and why.
+func (l LeftCgroup) Told() (what, why string) {
+	const killed = "(SIGKILL, out of memory, a crash)"
+	if l.Procs == 0 && l.Err == nil {
+		return "removed ", "the cgroup of an earlier run, left empty when its cordon was killed " + killed + " before it could remove it"
+	}
+	were := fmt.Sprintf("%d processes of an earlier run's box were", l.Procs)
+	if l.Procs == 1 {
+		were = "1 process of an earlier run's box was"
+	}
+	why = were + " still in its cgroup, running on after its cordon was killed " + killed + " with no deadline, no proxy and nothing to audit them"
+	switch {
+	case l.Err != nil:
+		return "could not end the processes left in ", why + "; they could not be killed (" + l.Err.Error() + "): end them yourself, echo 1 > " + l.Path + "/cgroup.kill"
+	case !l.Removed:
+		return "killed the processes left in ", why + ": killed (cgroup.kill); the cgroup is not removed yet, which a later run tries again"
+	}
+	return "killed the processes left in ", why + ": killed (cgroup.kill), and the cgroup removed"
 }
 
 // Add is c followed by o.
 func (c Care) Add(o Care) Care {
 	return Care{Removed: append(c.Removed, o.Removed...), SetAside: append(c.SetAside, o.SetAside...), Replaced: append(c.Replaced, o.Replaced...),
 		Pipes: append(c.Pipes, o.Pipes...), GitPipes: append(c.GitPipes, o.GitPipes...), Closed: append(c.Closed, o.Closed...),
-		Hidden: append(c.Hidden, o.Hidden...), Unchecked: append(c.Unchecked, o.Unchecked...)}
+		Hidden: append(c.Hidden, o.Hidden...), Unchecked: append(c.Unchecked, o.Unchecked...), Cgroups: append(c.Cgroups, o.Cgroups...)}
 }
 
 // Unchecked is a repository Aftercare could not check, and why.

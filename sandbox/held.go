@@ -9,11 +9,12 @@ import (
 	"time"
 )
 
-// staleAfter is how long a directory must have gone unmodified before
+// StaleAfter is how long a directory must have gone unmodified before
 // SweepStale looks at whether anyone still holds it: longer than the
 // moment between its making and its hold, and than the life of an
-// unheld one an older cordon made.
-const staleAfter = time.Minute
+// unheld one an older cordon made. A run's cgroup (Linux) is held and
+// swept alike.
+const StaleAfter = time.Minute
 
 // The directories cordon makes for a run's or a session's life, held
 // (HoldDir), in the temporary directory: a run's scratch files (Linux) or
@@ -68,7 +69,7 @@ func SweepTemp() {
 // one of prefixes that a cordon ended before it could remove them
 // (SIGKILL, or a signal in the moment before it handles them) left
 // behind. It takes only this user's own directories, never a link, and
-// only those unmodified for staleAfter that no process holds (HoldDir):
+// only those unmodified for StaleAfter that no process holds (HoldDir):
 // another session's, live, keeps its hold. It reports nothing: what it
 // cannot remove a later sweep tries again.
 func SweepStale(parent string, prefixes ...string) {
@@ -97,7 +98,7 @@ func removeStale(dir string) {
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil || time.Since(fi.ModTime()) < staleAfter {
+	if err != nil || time.Since(fi.ModTime()) < StaleAfter {
 		return
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {

@@ -14,7 +14,7 @@ import (
 // user's.
 func TestSweepStale(t *testing.T) {
 	parent := t.TempDir()
-	old := time.Now().Add(-2 * staleAfter)
+	old := time.Now().Add(-2 * StaleAfter)
 	mk := func(name string) string {
 		d := filepath.Join(parent, name)
 		if err := os.Mkdir(d, 0o700); err != nil {

@@ -165,7 +165,7 @@ func (f *runFlags) spec(argv []string) (*sandbox.Spec, policy.Sources, error) {
 		}
 	}
 	return &sandbox.Spec{
-		Policy: p, Argv: argv, Workdir: cwd, Workspace: ws, Timeout: p.Limits.Timeout, Config: config, Projects: above,
+		Policy: p, Argv: argv, Workdir: cwd, Workspace: ws, Timeout: p.Limits.Timeout, Config: config, Projects: above, Sweep: true,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 	}, src, nil
 }
@@ -749,6 +749,10 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	}
 	for _, u := range res.Unchecked {
 		after(audit.TypeSetAside, u.Path, "could not check ", "after the run, for repositories the sandboxed command made or changed ("+u.Reason.Error()+"); git, run there on the host, may run config or hooks the command wrote: look before you run git there")
+	}
+	for _, l := range res.Cgroups {
+		what, why := l.Told()
+		after(audit.TypeRemoved, l.Path, what, why)
 	}
 	if n := len(afterRecs); n > maxAfterRecords {
 		afterRecs = append(afterRecs[:maxAfterRecords], audit.Record{Type: audit.TypeSetAside,

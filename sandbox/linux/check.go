@@ -96,8 +96,26 @@ func (b *Backend) Check(ctx context.Context, p *policy.Policy) sandbox.Report {
 	if b.opts.AuditPath != "" {
 		add(checkAudit(b.opts.AuditPath))
 	}
-	add(checkLimits(p.Limits))
+	limits := checkLimits(p.Limits)
+	if sandbox.IsFresh(ctx) {
+		// cordon doctor sweeps as a run does, and says what it did.
+		if parent, err := cgroupParent(); err == nil {
+			limits.Reason += sweptText(sweepCgroups(parent))
+		}
+	}
+	add(limits)
 	return rep
+}
+
+// sweptText says, for doctor, what a sweep of the cgroups runs whose
+// cordon was killed left did.
+func sweptText(left []sandbox.LeftCgroup) string {
+	var b strings.Builder
+	for _, l := range left {
+		what, why := l.Told()
+		b.WriteString("; " + what + l.Path + ": " + why)
+	}
+	return b.String()
 }
 
 // checkNetOpen judges --net open on a kernel of Landlock ABI abi: without

@@ -261,16 +261,19 @@ func checkDelegated(own string, need []string) (string, error) {
 	return parent, nil
 }
 
-// runCgroup is one run's cgroup.
+// runCgroup is one run's cgroup, held (an exclusive flock on fd, which
+// the kernel drops however cordon ends) until it is removed: a cgroup of
+// runCgroupPrefix's that no process holds is a leftover of a cordon that
+// was killed, which a later run sweeps (sweepCgroups).
 type runCgroup struct {
 	dir string
 	fd  *os.File
 }
 
-// newRunCgroup creates the run's cgroup under the plan's parent, with its
-// limits, owned by uid (the account bwrap runs as).
+// newRunCgroup creates the run's cgroup under the plan's parent, holds it,
+// and sets its limits; it is owned by uid (the account bwrap runs as).
 func newRunCgroup(p limitPlan, uid, gid int) (*runCgroup, error) {
-	dir := filepath.Join(p.cgroupParent, sandbox.RandomName("cordon-"))
+	dir := filepath.Join(p.cgroupParent, sandbox.RandomName(runCgroupPrefix))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
 	}
@@ -281,8 +284,15 @@ func newRunCgroup(p limitPlan, uid, gid int) (*runCgroup, error) {
 		}
 		return nil
 	}
+	// Held first: an unheld cgroup is taken for a dead run's once it is
+	// older than sandbox.StaleAfter, and its processes killed.
 	var err error
-	if p.memory > 0 {
+	if cg.fd, err = os.Open(dir); err == nil {
+		if err = unix.Flock(int(cg.fd.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			err = fmt.Errorf("hold cgroup %s: %w", dir, err)
+		}
+	}
+	if err == nil && p.memory > 0 {
 		err = errors.Join(set("memory.max", strconv.FormatInt(p.memory, 10)), set("memory.swap.max", "0"))
 	}
 	if err == nil && p.pids > 0 {
@@ -290,9 +300,6 @@ func newRunCgroup(p limitPlan, uid, gid int) (*runCgroup, error) {
 	}
 	if err == nil && uid != os.Getuid() {
 		err = os.Chown(filepath.Join(dir, "cgroup.procs"), uid, gid)
-	}
-	if err == nil {
-		cg.fd, err = os.Open(dir)
 	}
 	if err != nil {
 		cg.remove()
@@ -302,20 +309,22 @@ func newRunCgroup(p limitPlan, uid, gid int) (*runCgroup, error) {
 }
 
 // kill ends every process in the cgroup.
-func (c *runCgroup) kill() {
-	_ = os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
+func (c *runCgroup) kill() error {
+	return os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
 }
 
-// remove deletes the cgroup once its processes are gone (bounded wait).
-func (c *runCgroup) remove() {
+// remove deletes the cgroup, killing what is still in it (bounded wait),
+// and then lets go of its hold; it reports whether the cgroup is gone.
+func (c *runCgroup) remove() bool {
 	if c.fd != nil {
-		c.fd.Close()
+		defer c.fd.Close()
 	}
 	for i := 0; i < 50; i++ {
 		if err := os.Remove(c.dir); err == nil || errors.Is(err, os.ErrNotExist) {
-			return
+			return true
 		}
 		c.kill()
 		time.Sleep(10 * time.Millisecond)
 	}
+	return false
 }

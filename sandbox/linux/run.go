@@ -76,6 +76,25 @@ func (b *Backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 	if err != nil {
 		return sandbox.Result{ExitCode: ExitLaunchFailed}, &StartError{Code: ExitLaunchFailed, Reason: err.Error()}
 	}
+	// The cgroups earlier runs left when their cordon was killed are
+	// swept beside the run, and told of with its aftercare.
+	swept := make(chan []sandbox.LeftCgroup, 1)
+	go func() {
+		var left []sandbox.LeftCgroup
+		if s.Sweep {
+			if parent, err := cgroupParent(); err == nil {
+				left = sweepCgroups(parent)
+			}
+		}
+		swept <- left
+	}()
+	res, err := b.run(ctx, s, h)
+	res.Cgroups = append(res.Cgroups, <-swept...)
+	return res, err
+}
+
+// run is Run once the host is known.
+func (b *Backend) run(ctx context.Context, s *sandbox.Spec, h hostInfo) (sandbox.Result, error) {
 	// What an earlier run, whose cordon was killed, left unchecked is
 	// seen to first: built on, it would be guarded as the user's own.
 	var owed sandbox.Result

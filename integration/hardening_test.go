@@ -4,6 +4,8 @@ package integration
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -417,6 +419,62 @@ echo tried`
 	expectCode(t, r, 125)
 	if !strings.Contains(r.stderr, "could rewrite your next run's policy") {
 		t.Errorf("--config in the workspace:\n%s", r.stderr)
+	}
+}
+
+// TestRunRefusesACacheTheCommandMayWrite: what cordon keeps in its cache
+// directory for later runs is acted on as the user's own: the aftercare a
+// killed run owes removes and sets aside the paths its record names, on
+// the host. $XDG_CACHE_HOME can put that directory where a command may
+// write: a project's .envrc pointing it at the workspace's .cache, and an
+// earlier run from a shell without it, whose cache was elsewhere, so that
+// nothing hid the workspace's. Before, the box of that earlier run wrote a
+// record of aftercare owed in the workspace's .cache/cordon, and the next
+// run, with $XDG_CACHE_HOME there, paid it: it removed a directory of the
+// user's outside the workspace. A run whose cache directory lies in the
+// workspace, or in a read-write --allow-path, is refused now, before it
+// reads anything there, and the refusal is in the audit log.
+func TestRunRefusesACacheTheCommandMayWrite(t *testing.T) {
+	b := newBox(t)
+	shared := userDir(t, "cordon-it-cache-")
+	sum := sha256.Sum256([]byte(b.ws))
+	name := hex.EncodeToString(sum[:12]) + "-2147483646.owed"
+	const plant = `mkdir -p "$1/cordon/aftercare" && printf %s "$2" > "$1/cordon/aftercare/$3" && chmod 600 "$1/cordon/aftercare/$3" && echo planted`
+	for _, c := range []struct {
+		name, cache string
+		args        []string // both runs'
+	}{
+		{"in the workspace", filepath.Join(b.ws, ".cache"), nil},
+		{"in a read-write allow_path", shared, []string{"--allow-path", shared + ":rw"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			victim := userDir(t, "cordon-it-victim-")
+			b.file(filepath.Join(victim, "keep"), "the user's")
+			// The record as a run writes it (sandbox.Owe), of a cordon
+			// long gone (a pid above any pid_max), owing the removal of
+			// victim (Unmade).
+			record := fmt.Sprintf("cordon aftercare owed v1\nworkspace %q\npid 2147483646\nguard 4 0 true %q\n", b.ws, victim)
+			// The earlier run, whose cache is $HOME/.cache: its box plants
+			// the record where the next run's cache is.
+			r := b.run(slices.Concat([]string{"--net", "off"}, c.args, []string{"--", "sh", "-c", plant, "sh", c.cache, record, name})...)
+			if r.code != 0 || !strings.Contains(r.stdout, "planted") {
+				t.Fatalf("the box could not plant the record (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			cmd := cordonIn(t, b.ws, b.env("XDG_CACHE_HOME="+c.cache), slices.Concat([]string{"run", "--audit", b.audit, "--net", "off"}, c.args, []string{"--", "true"})...)
+			r = runResult(t, runTimeout, cmd)
+			if _, err := os.Stat(filepath.Join(victim, "keep")); err != nil {
+				t.Fatalf("the record the box planted had cordon remove %s on the host: %v\n%s", victim, err, r.stderr)
+			}
+			expectCode(t, r, 125)
+			const why = "cordon's cache directory"
+			if !strings.Contains(r.stderr, why) {
+				t.Errorf("the refusal does not say why:\n%s", r.stderr)
+			}
+			recs := b.records()
+			if last := recs[len(recs)-1]; last.Type != audit.TypeBlock || !strings.Contains(last.Detail, why) {
+				t.Errorf("the refusal's audit line: %+v", last)
+			}
+		})
 	}
 }
 

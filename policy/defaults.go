@@ -52,6 +52,7 @@ var defaultDenyRead = []string{
 	"~/.vault-token",
 	"~/.config/cordon",
 	"~/.local/share/cordon",
+	"~/.local/state/cordon",
 	"~/.cache/cordon",
 	// Desktop keyrings, and browsers' and mail clients' profiles: session
 	// cookies and saved logins, readable without the user's password on

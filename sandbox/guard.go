@@ -454,18 +454,56 @@ func guardProject(file string, writable, roots []string) ([]GuardedPath, error) 
 // real paths.
 func checkConfigOutside(config, writable []string) error {
 	for _, c := range config {
-		if !filepath.IsAbs(c) {
-			continue
-		}
-		for _, n := range []string{filepath.Clean(c), resolvedPrefix(nil, c)} {
-			for _, w := range writable {
-				if Within(n, w) {
-					return fmt.Errorf("cordon's configuration %s lies in %s, which the command may write: it could rewrite your next run's policy, or read the CA key; keep cordon's configuration outside (set $XDG_CONFIG_HOME or $CORDON_CONFIG elsewhere)", c, w)
-				}
-			}
+		if w, ok := lyingIn(c, writable); ok {
+			return fmt.Errorf("cordon's configuration %s lies in %s, which the command may write: it could rewrite your next run's policy, or read the CA key; keep cordon's configuration outside (set $XDG_CONFIG_HOME or $CORDON_CONFIG elsewhere)", c, w)
 		}
 	}
 	return nil
+}
+
+// CheckCacheOutside refuses a run whose cache directory (cache, as
+// CacheDir gives it; "" for none) lies under one of the writable
+// directories (real paths: the workspace, read-write allow_paths). What
+// cordon keeps there it acts on as its own: the aftercare a killed run
+// owes (Collect removes and sets aside the paths its record names,
+// anywhere on the host), what runs set aside (which later runs keep in
+// place), the probe memos and the trust bundles. A box hides it only in
+// a run for which it is the cache: a run from a shell with another
+// $XDG_CACHE_HOME (a project's .envrc sets it to the workspace's .cache)
+// left it open to its box, which wrote records there that the next run
+// paid. The one place every run hides, whatever its environment, may lie
+// there: the default under home, the user database's (DefaultCacheDir),
+// reached through no link. It is compared as checkConfigOutside compares
+// the configuration, and checked before anything is read there.
+func CheckCacheOutside(cache, home string, writable []string) error {
+	if filepath.IsAbs(home) && filepath.Clean(cache) == DefaultCacheDir(home) {
+		rel, err := filepath.Rel(home, cache)
+		if err == nil && resolvedPrefix(nil, cache) == filepath.Join(resolvedPrefix(nil, home), rel) {
+			return nil
+		}
+	}
+	if w, ok := lyingIn(cache, writable); ok {
+		return fmt.Errorf("cordon's cache directory %s lies in %s, which the command may write: what cordon keeps there and acts on in later runs (the aftercare a run owes, which removes and sets aside files on the host; what runs set aside; the probes' results; the trust bundles sandboxes are given) could be of a command's writing, from a run whose cache was elsewhere", cache, w)
+	}
+	return nil
+}
+
+// lyingIn returns the writable directory (a real path) that p lies
+// under, as written or as the kernel resolves it (links followed, ".."
+// after one leaving its target, a part not made yet kept as it is); a
+// relative p lies nowhere.
+func lyingIn(p string, writable []string) (string, bool) {
+	if !filepath.IsAbs(p) {
+		return "", false
+	}
+	for _, n := range []string{filepath.Clean(p), resolvedPrefix(nil, p)} {
+		for _, w := range writable {
+			if Within(n, w) {
+				return w, true
+			}
+		}
+	}
+	return "", false
 }
 
 // checkAuditOutside refuses a run in which the command may write where
@@ -481,16 +519,8 @@ func checkConfigOutside(config, writable []string) error {
 // existing part resolved.
 func checkAuditOutside(audit, writable []string) error {
 	for _, a := range audit {
-		if !filepath.IsAbs(a) {
-			continue
-		}
-		a = filepath.Clean(a)
-		for _, n := range []string{a, resolvedPrefix(nil, a)} {
-			for _, w := range writable {
-				if Within(n, w) {
-					return &AuditDirError{Dir: a, Writable: w}
-				}
-			}
+		if w, ok := lyingIn(a, writable); ok {
+			return &AuditDirError{Dir: filepath.Clean(a), Writable: w}
 		}
 	}
 	return nil

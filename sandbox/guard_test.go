@@ -576,6 +576,54 @@ func TestCheckConfigOutside(t *testing.T) {
 	}
 }
 
+// TestCheckCacheOutside: cordon's cache directory may not lie where the
+// command may write, as written or through a link (made or not yet),
+// unless it is the default one under the user's home, which every run
+// hides.
+func TestCheckCacheOutside(t *testing.T) {
+	base := realTempDir(t)
+	ws, caches, linked := filepath.Join(base, "ws"), filepath.Join(base, "caches"), filepath.Join(base, "linked")
+	for _, d := range []string{ws, caches, linked} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A home whose .cache is a link into the workspace.
+	if err := os.Symlink(filepath.Join(ws, ".cache"), filepath.Join(linked, ".cache")); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(base, "other") // the user database's home
+	if err := os.MkdirAll(filepath.Join(other, ".cache"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, cache, home string
+		writable          []string
+		refused           bool
+	}{
+		{"elsewhere", filepath.Join(caches, "cordon"), other, []string{ws}, false},
+		{"in the workspace", filepath.Join(ws, ".cache", "cordon"), other, []string{ws}, true},
+		{"in a read-write allow_path", filepath.Join(caches, "cordon"), other, []string{ws, caches}, true},
+		{"a read-write allow_path", caches, other, []string{ws, caches}, true},
+		{"none", "", other, []string{ws}, false},
+		{"relative", "cache/cordon", other, []string{ws}, false},
+		// The default place, which every run hides: a read-write
+		// ~/.cache may hold it, but not through a link, nor that of
+		// another $HOME than the user database's.
+		{"the default, in a read-write ~/.cache", DefaultCacheDir(other), other, []string{ws, filepath.Join(other, ".cache")}, false},
+		{"the default of another $HOME", DefaultCacheDir(caches), other, []string{caches}, true},
+		{"the default, through a link into the workspace", DefaultCacheDir(linked), linked, []string{ws}, true},
+	} {
+		err := CheckCacheOutside(c.cache, c.home, c.writable)
+		if (err != nil) != c.refused {
+			t.Errorf("%s: CheckCacheOutside(%q, %q, %q) = %v, want refused %v", c.name, c.cache, c.home, c.writable, err, c.refused)
+		}
+		if err != nil && !strings.Contains(err.Error(), "which removes and sets aside files") {
+			t.Errorf("%s: the refusal does not say why: %v", c.name, err)
+		}
+	}
+}
+
 // TestCheckAuditOutside: the audit log's directory may not lie anywhere
 // under a directory the command may write, however deep, as written or
 // through a link on the way to it (existing or not yet).

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -20,23 +21,45 @@ func CacheDir() string {
 	return filepath.Join(d, "cordon")
 }
 
+// DefaultCacheDir is CacheDir as it is with home for $HOME and no
+// $XDG_CACHE_HOME: a place under the home directory (OwnHome, or macOS's
+// Library/Caches) that every run's guard keeps from its box, whatever
+// that run's environment.
+func DefaultCacheDir(home string) string {
+	if runtime.GOOS == "darwin" {
+		return filepath.Join(home, "Library", "Caches", "cordon")
+	}
+	return filepath.Join(home, ".cache", "cordon")
+}
+
+// OwnHome lists, relative to the home directory, cordon's own
+// directories at their default places: its configuration and CA, its
+// data, its state (the audit log) and its cache (the records later runs
+// act on). A run whose environment puts its own elsewhere
+// ($XDG_CONFIG_HOME, $XDG_STATE_HOME, $XDG_CACHE_HOME) keeps these from
+// its box all the same: the runs from a shell without those variables
+// use them.
+var OwnHome = []string{
+	".config/cordon",
+	".local/share/cordon",
+	".local/state/cordon",
+	".cache/cordon",
+}
+
 // ProtectedHome lists, relative to the home directory, the stores no
 // policy may open to a command on any platform: keys, cloud and cluster
-// credentials, cordon's own configuration, CA, state and cache (whose
-// kept trust bundles sandboxes are given to trust), the desktop's
+// credentials, cordon's own directories (OwnHome), the desktop's
 // keyrings, and browsers' profiles (session cookies and saved logins,
 // which no toolchain reads). Backends add their platform's own (the
 // macOS login keychain).
-var ProtectedHome = []string{
+var ProtectedHome = slices.Concat([]string{
 	".ssh",
 	".gnupg",
 	".aws",
 	".kube",
 	".docker",
 	".config/gh",
-	".config/cordon",
-	".local/share/cordon",
-	".cache/cordon",
+}, OwnHome, []string{
 	".local/share/keyrings",
 	".local/share/kwalletd",
 	".mozilla",
@@ -46,7 +69,7 @@ var ProtectedHome = []string{
 	".config/BraveSoftware",
 	".config/microsoft-edge",
 	".config/vivaldi",
-}
+})
 
 // CredentialFiles are the names of files that hold a tool's credentials
 // (cargo's, npm's, netrc, PyPI's, git's store, the cloud CLIs'

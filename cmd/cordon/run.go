@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -189,15 +190,23 @@ func writableDirs(s *sandbox.Spec, granted []string) []string {
 // audit reason, what is wrong, and how to fix it.
 type refusal struct{ reason, detail, fix string }
 
-// precheck refuses a run from its policy and command line alone, with
-// nothing read, run or started: a run and --dry-run make these checks
-// alike.
-func (f *runFlags) precheck(s *sandbox.Spec, argv []string) *refusal {
+// precheck refuses a run from its policy, command line and where cordon
+// keeps its cache (which the global config's grants, granted, may have
+// opened to earlier runs), with nothing read, run or started: a run and
+// --dry-run make these checks alike.
+func (f *runFlags) precheck(s *sandbox.Spec, granted, argv []string) *refusal {
 	if m, denied := denycmd.New(s.Policy.DenyCommands, os.Getenv("PATH"), s.Workdir).Check(argv); denied {
 		return &refusal{"deny_command", m.String(), "run a command that is not on deny_commands; only the global config can remove one"}
 	}
 	if len(f.pf.credentials) > 0 && s.Policy.Network != policy.NetRestricted {
 		return &refusal{"policy", "--credential needs --net restricted: only the proxy can put a credential on a request", "add --net restricted"}
+	}
+	home := ""
+	if me, err := user.Current(); err == nil {
+		home = me.HomeDir
+	}
+	if err := sandbox.CheckCacheOutside(sandbox.CacheDir(), home, writableDirs(s, granted)); err != nil {
+		return &refusal{"cache", err.Error(), "point $XDG_CACHE_HOME outside the workspace and every read-write --allow-path (XDG_CACHE_HOME=$HOME/.cache cordon run ... for cordon alone), and remove the cordon directory the command could write"}
 	}
 	return nil
 }
@@ -206,8 +215,8 @@ func (f *runFlags) precheck(s *sandbox.Spec, argv []string) *refusal {
 // its credentials load and its proxy starts, short of reading a secret
 // or running a source: the selected credentials are configured and well
 // formed, and the extra CA files hold certificates.
-func (f *runFlags) planCheck(s *sandbox.Spec, argv []string) *refusal {
-	if rf := f.precheck(s, argv); rf != nil || s.Policy.Network != policy.NetRestricted {
+func (f *runFlags) planCheck(s *sandbox.Spec, granted, argv []string) *refusal {
+	if rf := f.precheck(s, granted, argv); rf != nil || s.Policy.Network != policy.NetRestricted {
 		return rf
 	}
 	if err := credinject.Check(s.Policy.Credentials, f.pf.credentials); err != nil {
@@ -225,11 +234,11 @@ func (f *runFlags) plan(out io.Writer, argv []string) error {
 	if err != nil {
 		return err
 	}
-	s, _, err := f.spec(argv)
+	s, src, err := f.spec(argv)
 	if err != nil {
 		return exitError{code: exitRefused, msg: err.Error()}
 	}
-	if rf := f.planCheck(s, argv); rf != nil {
+	if rf := f.planCheck(s, src.Granted, argv); rf != nil {
 		return exitError{code: exitRefused, msg: "blocked: " + rf.detail, fix: rf.fix}
 	}
 	b, err := targetBackend(f.target, path)
@@ -565,7 +574,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		r.out.Network.AllowedDomains = []string{"*"}
 	}
 
-	if rf := f.precheck(s, argv); rf != nil {
+	if rf := f.precheck(s, src.Granted, argv); rf != nil {
 		return r.refuse(rf.reason, rf.detail, rf.fix)
 	}
 	if s.Policy.Network != policy.NetRestricted {

@@ -257,14 +257,18 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	if err != nil {
 		return nil, err
 	}
-	// cordon's cache directory (its kept trust bundles, probe results
-	// and owed aftercare, which later runs act on) is hidden only if it
-	// exists: one missing where the box may write is made now, before
-	// the box could make it with contents of its own.
-	if c := h.guard.cache; c != "" && visible(c) {
+	// cordon's own directories (its cache, whose kept trust bundles,
+	// probe results and owed aftercare later runs act on; its
+	// configuration, state and cache at their default places) are hidden
+	// only if they exist: one missing where the box may write is made
+	// now, before the box could make it with contents of its own.
+	for _, c := range h.guard.ownDirs() {
+		if !visible(c) {
+			continue
+		}
 		if _, err := os.Lstat(c); err != nil && movable(c, binds) {
 			if err := os.MkdirAll(c, 0o700); err != nil {
-				return nil, fmt.Errorf("make cordon's cache directory %s, which the command could otherwise make: %w", c, err)
+				return nil, fmt.Errorf("make cordon's directory %s, which the command could otherwise make: %w", c, err)
 			}
 		}
 	}

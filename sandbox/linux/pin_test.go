@@ -140,32 +140,51 @@ func TestPinsAbove(t *testing.T) {
 // TestBuildMakesTheCacheDirToHideIt: cordon's cache directory, missing
 // where the box may write (a read-write ~/.cache on a new account), is
 // made before the box is built, and hidden: otherwise the box could make
-// it, with probe results, kept bundles or owed aftercare of its own.
+// it, with probe results, kept bundles or owed aftercare of its own. So
+// are its directories at their default places when this run's are
+// elsewhere ($XDG_CACHE_HOME, $XDG_CONFIG_HOME, $XDG_STATE_HOME set):
+// before, the box made ~/.cache/cordon with a record of aftercare owed
+// that the next run, from a shell without the variable, paid (removing a
+// directory of the user's), ~/.config/cordon with a config that run
+// took for the user's, and ~/.local/state/cordon with the lines its log
+// began with.
 func TestBuildMakesTheCacheDirToHideIt(t *testing.T) {
 	for _, tc := range []struct {
-		name, allow string
-		made        bool
+		name, allow, cache, dir string
+		made                    bool
 	}{
-		{"read-write", "{home}/.cache:rw", true},
-		{"read-only", "{home}/.cache", false},
+		{"read-write", "{home}/.cache:rw", "{home}/.cache/cordon", "{home}/.cache/cordon", true},
+		{"read-only", "{home}/.cache", "{home}/.cache/cordon", "{home}/.cache/cordon", false},
+		{"the default cache, this run's elsewhere", "{home}/.cache:rw", "{root}/xdg-cache/cordon", "{home}/.cache/cordon", true},
+		{"the default config", "{home}/.config:rw", "", "{home}/.config/cordon", true},
+		{"the default state", "{home}/.local:rw", "", "{home}/.local/state/cordon", true},
+		{"the default config, read-only", "{home}/.config", "", "{home}/.config/cordon", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			cache := f.home + "/.cache/cordon"
-			mkdirs(t, f.home+"/.cache")
+			at := strings.NewReplacer("{home}", f.home, "{root}", f.root).Replace
+			for _, d := range []string{".cache", ".config", ".local"} {
+				mkdirs(t, f.home+"/"+d)
+			}
+			// This run logs elsewhere: the fixture's log directory is
+			// the default one, not made yet.
+			if err := os.RemoveAll(f.home + "/.local/state"); err != nil {
+				t.Fatal(err)
+			}
 			h := f.host()
-			h.guard = newGuard([]string{f.home}, f.audit, cache)
-			p := &policy.Policy{Network: policy.NetOff, AllowPaths: []string{strings.ReplaceAll(tc.allow, "{home}", f.home)}}
+			h.guard = newGuard([]string{f.home}, f.root+"/logs/audit.jsonl", at(tc.cache))
+			p := &policy.Policy{Network: policy.NetOff, AllowPaths: []string{at(tc.allow)}}
 			l, err := build(f.spec(p, "true"), h, f.scratch, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, statErr := os.Stat(cache)
+			dir := at(tc.dir)
+			_, statErr := os.Stat(dir)
 			if made := statErr == nil; made != tc.made {
-				t.Fatalf("cache directory made: %v, want %v", made, tc.made)
+				t.Fatalf("%s made: %v, want %v", dir, made, tc.made)
 			}
-			if tc.made && !hasSeq(l.argv, "--ro-bind", f.scratch+"/empty.d", cache) {
-				t.Fatalf("the cache directory is not hidden: %q", l.argv)
+			if tc.made && !hasSeq(l.argv, "--ro-bind", f.scratch+"/empty.d", dir) {
+				t.Fatalf("%s is not hidden: %q", dir, l.argv)
 			}
 		})
 	}

@@ -171,6 +171,25 @@ func (g *guard) addOwn(dir, name, why string) {
 	g.own = append(g.own, ownDir{d, name, why})
 }
 
+// ownDirs lists cordon's own directories that are to exist before a box
+// is built: this run's cache, and, in every home, those at their default
+// places (sandbox.OwnHome), which the runs with other XDG variables use.
+// One missing where the box may write is made, so that it is hidden
+// rather than the box's to make, with a config, a CA, audit lines or
+// records of its own that a later run would take for cordon's.
+func (g guard) ownDirs() []string {
+	var out []string
+	if g.cache != "" {
+		out = append(out, g.cache)
+	}
+	for _, h := range g.homes {
+		for _, d := range sandbox.OwnHome {
+			out = appendNew(out, filepath.Join(h, d))
+		}
+	}
+	return out
+}
+
 // protected lists every path the guard refuses to expose and masks when a
 // wider mount covers it.
 func (g guard) protected() []string {
@@ -205,16 +224,21 @@ func (g guard) check(what, path string) error {
 				return fmt.Errorf("%s %s: refusing a directory that contains your home directory %s; name a narrower path", what, path, h)
 			}
 		}
-		for _, h := range g.homes {
-			for _, d := range credentialDirs {
-				if c := filepath.Join(h, d); sandbox.Within(p, c) {
-					return fmt.Errorf("%s %s: refusing %s, which holds credentials; cordon never exposes it", what, path, c)
-				}
-			}
-		}
 		for _, o := range g.own {
 			if sandbox.Within(p, o.path) {
 				return fmt.Errorf("%s %s: refusing %s %s: %s", what, path, o.name, o.path, o.why)
+			}
+		}
+		for _, h := range g.homes {
+			for _, d := range credentialDirs {
+				c := filepath.Join(h, d)
+				switch {
+				case !sandbox.Within(p, c):
+				case slices.Contains(sandbox.OwnHome, d):
+					return fmt.Errorf("%s %s: refusing %s, cordon's own directory at its default place (a configuration and CA, an audit log or records that later runs act on); cordon never exposes it", what, path, c)
+				default:
+					return fmt.Errorf("%s %s: refusing %s, which holds credentials; cordon never exposes it", what, path, c)
+				}
 			}
 		}
 		if p == "/dev" {

@@ -257,20 +257,8 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	if err != nil {
 		return nil, err
 	}
-	// cordon's own directories (its cache, whose kept trust bundles,
-	// probe results and owed aftercare later runs act on; its
-	// configuration, state and cache at their default places) are hidden
-	// only if they exist: one missing where the box may write is made
-	// now, before the box could make it with contents of its own.
-	for _, c := range h.guard.ownDirs() {
-		if !visible(c) {
-			continue
-		}
-		if _, err := os.Lstat(c); err != nil && movable(c, binds) {
-			if err := os.MkdirAll(c, 0o700); err != nil {
-				return nil, fmt.Errorf("make cordon's directory %s, which the command could otherwise make: %w", c, err)
-			}
-		}
+	if err := makeOwnDirs(h.guard.ownDirs(), binds, visible); err != nil {
+		return nil, err
 	}
 	// The three checks below resolve the deny_read entries, and the
 	// directories above them, each in turn: they share what the kernel

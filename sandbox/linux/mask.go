@@ -58,6 +58,9 @@ func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, sources []str
 			cands = append(cands, c)
 		}
 	}
+	// cordon's own directories are hidden wherever they resolve, a link
+	// on the way followed (makeOwnDirs made each the box could).
+	cands = append(cands, g.ownDirs()...)
 	cands = append(cands, listeningSockets(procNetUnix, binds)...)
 	w := walker{limit: maxWalkEntries, deadline: time.Now().Add(maxWalkTime)}
 	for _, b := range binds {

@@ -148,37 +148,76 @@ func TestPinsAbove(t *testing.T) {
 // directory of the user's), ~/.config/cordon with a config that run
 // took for the user's, and ~/.local/state/cordon with the lines its log
 // began with.
+//
+// One reached through a link is made, and hidden, where the link leads
+// (~/.config a link into a dotfiles tree exposed read-write: before, the
+// box wrote the default global config there, and the next run took its
+// network: open). A link on the way that the box could replace is
+// refused, with nothing made where it points.
 func TestBuildMakesTheCacheDirToHideIt(t *testing.T) {
 	for _, tc := range []struct {
 		name, allow, cache, dir string
 		made                    bool
+		// link makes ~/.config a link to {root}/dotfiles/config, or
+		// ~/.local/state one to {root}/victim (a link the box planted in
+		// an exposed ~/.local).
+		link    string
+		refused string
 	}{
-		{"read-write", "{home}/.cache:rw", "{home}/.cache/cordon", "{home}/.cache/cordon", true},
-		{"read-only", "{home}/.cache", "{home}/.cache/cordon", "{home}/.cache/cordon", false},
-		{"the default cache, this run's elsewhere", "{home}/.cache:rw", "{root}/xdg-cache/cordon", "{home}/.cache/cordon", true},
-		{"the default config", "{home}/.config:rw", "", "{home}/.config/cordon", true},
-		{"the default state", "{home}/.local:rw", "", "{home}/.local/state/cordon", true},
-		{"the default config, read-only", "{home}/.config", "", "{home}/.config/cordon", false},
+		{name: "read-write", allow: "{home}/.cache:rw", cache: "{home}/.cache/cordon", dir: "{home}/.cache/cordon", made: true},
+		{name: "read-only", allow: "{home}/.cache", cache: "{home}/.cache/cordon", dir: "{home}/.cache/cordon"},
+		{name: "the default cache, this run's elsewhere", allow: "{home}/.cache:rw", cache: "{root}/xdg-cache/cordon", dir: "{home}/.cache/cordon", made: true},
+		{name: "the default config", allow: "{home}/.config:rw", dir: "{home}/.config/cordon", made: true},
+		{name: "the default state", allow: "{home}/.local:rw", dir: "{home}/.local/state/cordon", made: true},
+		{name: "the default config, read-only", allow: "{home}/.config", dir: "{home}/.config/cordon"},
+		{name: "the default config through a link", allow: "{root}/dotfiles:rw", dir: "{root}/dotfiles/config/cordon", made: true, link: "config"},
+		{name: "the default config through a link, read-only", allow: "{root}/dotfiles", dir: "{root}/dotfiles/config/cordon", link: "config"},
+		{name: "a link the box could replace", allow: "{home}/.local:rw", dir: "{root}/victim/cordon", link: "state",
+			refused: "/.local/state is a symbolic link the command could replace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			at := strings.NewReplacer("{home}", f.home, "{root}", f.root).Replace
-			for _, d := range []string{".cache", ".config", ".local"} {
+			for _, d := range []string{".cache", ".local"} {
 				mkdirs(t, f.home+"/"+d)
+			}
+			switch tc.link {
+			case "config":
+				mkdirs(t, f.root+"/dotfiles/config")
+				if err := os.Symlink(f.root+"/dotfiles/config", f.home+"/.config"); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				mkdirs(t, f.home+"/.config")
 			}
 			// This run logs elsewhere: the fixture's log directory is
 			// the default one, not made yet.
 			if err := os.RemoveAll(f.home + "/.local/state"); err != nil {
 				t.Fatal(err)
 			}
+			if tc.link == "state" {
+				mkdirs(t, f.root+"/victim")
+				if err := os.Symlink(f.root+"/victim", f.home+"/.local/state"); err != nil {
+					t.Fatal(err)
+				}
+			}
 			h := f.host()
 			h.guard = newGuard([]string{f.home}, f.root+"/logs/audit.jsonl", at(tc.cache))
 			p := &policy.Policy{Network: policy.NetOff, AllowPaths: []string{at(tc.allow)}}
 			l, err := build(f.spec(p, "true"), h, f.scratch, nil)
+			dir := at(tc.dir)
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("build = %v, want refused: %s", err, tc.refused)
+				}
+				if _, err := os.Lstat(dir); err == nil {
+					t.Fatalf("%s was made, where the link points", dir)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			dir := at(tc.dir)
 			_, statErr := os.Stat(dir)
 			if made := statErr == nil; made != tc.made {
 				t.Fatalf("%s made: %v, want %v", dir, made, tc.made)

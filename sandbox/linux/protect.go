@@ -190,6 +190,39 @@ func (g guard) ownDirs() []string {
 	return out
 }
 
+// makeOwnDirs makes each of cordon's own directories (dirs, as ownDirs
+// lists them) that is missing where the box may write, so that it is
+// hidden (maskPaths) rather than the box's to make: before anything
+// reads what it holds, and before the box could make it with contents of
+// its own. Each is made where the kernel resolves it, links followed: a
+// link on the way (~/.config a link into a dotfiles tree exposed
+// read-write) leads the box there as it leads the next run's cordon. A
+// link on the way that the box could replace (one in a read-write bind)
+// is refused, with nothing made: cordon, outside the box, would make its
+// directory wherever the link then pointed.
+func makeOwnDirs(dirs []string, binds []bind, visible func(string) bool) error {
+	for _, c := range dirs {
+		real, _, err := sandbox.Resolve(c, func(link string) error {
+			if movable(link, binds) {
+				return fmt.Errorf("cordon's directory %s: %s is a symbolic link the command could replace, and cordon would make its directory, outside the box, wherever the link then pointed; replace the link with the directory it points to, or expose a narrower path", c, link)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if !visible(real) {
+			continue
+		}
+		if _, err := os.Lstat(real); err != nil && movable(real, binds) {
+			if err := os.MkdirAll(real, 0o700); err != nil {
+				return fmt.Errorf("make cordon's directory %s, which the command could otherwise make: %w", real, err)
+			}
+		}
+	}
+	return nil
+}
+
 // protected lists every path the guard refuses to expose and masks when a
 // wider mount covers it.
 func (g guard) protected() []string {

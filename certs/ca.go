@@ -67,7 +67,8 @@ var errNoCA = errors.New("no CA")
 // currentUID is the uid that must own the CA's files; tests replace it.
 var currentUID = os.Getuid
 
-// DefaultDir is $XDG_CONFIG_HOME/cordon/ca, else ~/.config/cordon/ca.
+// DefaultDir is $XDG_CONFIG_HOME/cordon/ca, else ~/.config/cordon/ca;
+// either must be absolute.
 func DefaultDir() (string, error) {
 	base := os.Getenv("XDG_CONFIG_HOME")
 	switch {
@@ -77,6 +78,11 @@ func DefaultDir() (string, error) {
 		home, err := os.UserHomeDir()
 		if err != nil {
 			return "", fmt.Errorf("CA directory: no $XDG_CONFIG_HOME and no home directory (set $HOME): %w", err)
+		}
+		if !filepath.IsAbs(home) {
+			// The key would be made in whatever directory cordon starts
+			// in: a run's workspace, which its box reads.
+			return "", fmt.Errorf("CA directory: $HOME=%q is not an absolute path: the CA key would lie in the directory cordon starts in; set $HOME to an absolute path, or $XDG_CONFIG_HOME to one", home)
 		}
 		base = filepath.Join(home, ".config")
 	}

@@ -25,6 +25,10 @@ func TestDefaultDir(t *testing.T) {
 		{name: "xdg", xdg: "/x/cfg", home: "/h", want: "/x/cfg/cordon/ca"},
 		{name: "home", home: "/h", want: "/h/.config/cordon/ca"},
 		{name: "relative xdg", xdg: "cfg", home: "/h", wantErr: "not an absolute path"},
+		// A relative $HOME put the CA key in the directory cordon
+		// started in: a run's workspace, which its box read.
+		{name: "relative home", home: "rel", wantErr: `$HOME="rel" is not an absolute path`},
+		{name: "relative home, xdg", xdg: "/x/cfg", home: "rel", want: "/x/cfg/cordon/ca"},
 		{name: "nothing", wantErr: "set $HOME"},
 	}
 	for _, tt := range tests {

@@ -12,10 +12,15 @@ import (
 )
 
 // CacheDir is cordon's cache directory (its kept trust bundles and probe
-// results), in the user's cache directory; "" when there is none.
+// results), in the user's cache directory; "" when there is none. There
+// is none for a relative $HOME either, which os.UserCacheDir takes as it
+// is (it refuses a relative $XDG_CACHE_HOME): the cache would lie in
+// whatever directory cordon starts in, the repository's, where the box
+// writes records that later runs act on, and no check of where it lies
+// sees a relative path.
 func CacheDir() string {
 	d, err := os.UserCacheDir()
-	if err != nil {
+	if err != nil || !filepath.IsAbs(d) {
 		return ""
 	}
 	return filepath.Join(d, "cordon")

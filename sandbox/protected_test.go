@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -106,6 +107,29 @@ func TestWithin(t *testing.T) {
 	for _, tt := range tests {
 		if got := Within(tt.child, tt.parent); got != tt.want {
 			t.Errorf("Within(%q, %q) = %v", tt.child, tt.parent, got)
+		}
+	}
+}
+
+// TestCacheDir: cordon's cache is under $XDG_CACHE_HOME or the home
+// directory, and there is none for a relative $HOME, which put it in the
+// directory cordon started in (a run's workspace, where its box planted
+// records the next run acted on) and which no check of where it lies saw.
+func TestCacheDir(t *testing.T) {
+	for _, c := range []struct{ name, xdg, home, want string }{
+		{"home", "", "/h", DefaultCacheDir("/h")},
+		{"xdg", "/x/cache", "/h", "/x/cache/cordon"},
+		{"relative xdg", "cache", "/h", ""},
+		{"relative home", "", "rel", ""},
+		{"dot home", "", ".", ""},
+	} {
+		t.Setenv("XDG_CACHE_HOME", c.xdg)
+		t.Setenv("HOME", c.home)
+		if runtime.GOOS == "darwin" && c.xdg != "" {
+			continue // macOS's cache is under the home whatever $XDG_CACHE_HOME says
+		}
+		if got := CacheDir(); got != c.want {
+			t.Errorf("%s: CacheDir() = %q, want %q", c.name, got, c.want)
 		}
 	}
 }

@@ -406,6 +406,36 @@ func TestHTTP2ProtocolRefusalsBounded(t *testing.T) {
 	origin.expectNone(t)
 }
 
+// TestProtocolRefusalLinesBounded: however many refusals of however many
+// types a client draws on one connection, it writes a line for the first
+// of each type while open and one for the rest of each at its end; the
+// noise type writes none, and a refusal counted after the end (net/http's
+// frame reader may count one as the connection closes) writes nothing.
+func TestProtocolRefusalLinesBounded(t *testing.T) {
+	var recs []audit.Record
+	p := &protocolRefusals{record: func(r ...audit.Record) error { recs = append(recs, r...); return nil }}
+	types := []string{"stream_PROTOCOL_ERROR_userinfo_in_authority", "stream_PROTOCOL_ERROR_bad_path", "conn_PROTOCOL_ERROR_stream_idle", h2Noise}
+	const each = 1000
+	for range each {
+		for _, typ := range types {
+			p.count(typ)
+		}
+	}
+	if len(recs) != len(types)-1 {
+		t.Fatalf("%d lines while the connection was open, want one a type but the noise: %+v", len(recs), recs)
+	}
+	p.end()
+	p.count(types[0])
+	if len(recs) != 2*(len(types)-1) {
+		t.Fatalf("%d lines in all, want two a type but the noise, nothing after the end: %+v", len(recs), recs)
+	}
+	for _, r := range recs[len(types)-1:] {
+		if !strings.HasSuffix(r.Detail, fmt.Sprintf(" (%d more times on this connection)", each-1)) {
+			t.Errorf("the end's line %q does not count the rest", r.Detail)
+		}
+	}
+}
+
 // TestHTTP2LateBodyNotARefusal: DATA a client had on its way when its
 // stream ended (here a request refused for its authority, its body still
 // coming) draws STREAM_CLOSED from net/http's server, which it counts as

@@ -204,3 +204,48 @@ func readProcs(t *testing.T, dir string) []int {
 	}
 	return pids
 }
+
+// TestSweepStaysInTheParent: the sweep looks at the delegated parent's
+// own entries only. A dead run's name one level down (in a cgroup of
+// another program's, which holds nothing) is never reached, and its
+// processes run on, however stale and unheld it is.
+func TestSweepStaysInTheParent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test makes cgroups; run it as root, as make test does")
+	}
+	parent := testCgroupParent(t)
+	other := filepath.Join(parent, "app.slice")
+	below := filepath.Join(other, sandbox.RandomName(runCgroupPrefix))
+	for _, d := range []string{other, below} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		(&runCgroup{dir: below}).remove()
+		os.Remove(other)
+	})
+	fd, err := os.Open(below)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	proc := exec.Command("sleep", "600")
+	proc.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd()), Setpgid: true}
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proc.Process.Kill(); proc.Wait() })
+	old := time.Now().Add(-2 * sandbox.StaleAfter)
+	for _, d := range []string{other, below} {
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := sweepCgroups(parent); len(got) != 0 {
+		t.Errorf("the sweep did %+v, want nothing", got)
+	}
+	if pids := readProcs(t, below); !slices.Contains(pids, proc.Process.Pid) {
+		t.Errorf("the process in %s is gone: %v", below, pids)
+	}
+}

@@ -3,6 +3,7 @@ package termtext
 import (
 	"io"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -21,6 +22,11 @@ import (
 // not UTF-8 are written as U+FFFD, so that nothing a write leaves
 // unfinished makes a control character of what follows it.
 //
+// A write w takes only part of (a non-blocking one with the terminal's
+// buffer full) may leave the terminal in the middle of a sequence, which
+// whatever is written next would end: the next write starts with CAN,
+// which ends it, and which a terminal otherwise ignores.
+//
 // A terminal's answers reach whatever reads it, as if typed: Display is
 // for output to a terminal whose reader is not the writer, that of a
 // command run in the background.
@@ -28,14 +34,20 @@ func Display(w io.Writer) io.Writer {
 	return &display{w: w}
 }
 
-// display is the writer Display returns. It is not safe for concurrent
-// use.
+// display is the writer Display returns. It is safe for concurrent use:
+// a command's stdout and stderr on one terminal share one, each Write
+// going to w whole before the next (two writers of one terminal would
+// have their writes interleaved where the kernel cuts one short, one in
+// the middle of a sequence the other passed).
 type display struct {
+	mu   sync.Mutex // held through a Write
 	w    io.Writer
 	st   state
 	seq  []byte // the escape sequence read so far, ESC first
 	part []byte // the start of a UTF-8 character a write cut off
 	out  []byte
+	// cut says w took only part of the last write.
+	cut bool
 }
 
 // state is what display is in the middle of.
@@ -80,7 +92,12 @@ const shownESC = "78DEMH"
 const charsetIntermediates = "()*+"
 
 func (d *display) Write(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.out = d.out[:0]
+	if d.cut {
+		d.out = append(d.out, can)
+	}
 	in := p
 	if len(d.part) > 0 {
 		in = append(d.part, p...)
@@ -117,7 +134,9 @@ func (d *display) Write(p []byte) (int, error) {
 	if len(d.out) == 0 {
 		return len(p), nil
 	}
-	if _, err := d.w.Write(d.out); err != nil {
+	n, err := d.w.Write(d.out)
+	d.cut = n < len(d.out)
+	if err != nil {
 		return 0, err
 	}
 	return len(p), nil

@@ -2,7 +2,9 @@ package termtext
 
 import (
 	"bytes"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 )
@@ -51,6 +53,18 @@ func TestDisplay(t *testing.T) {
 		{"other intermediates", "\x1b#8x\x1b F\x1b(%5", "x"},
 		{"private and intermediate in SGR", "\x1b[?1m\x1b[1 m\x1b[1\"q", ""},
 		{"too long", "\x1b[" + strings.Repeat("1;", maxSeq) + "mx", "x"},
+		{"ESC in a control sequence starts another", "\x1b[1\x1b[6nx", "x"},
+		{"CAN and SUB end a sequence, another follows", "\x1b[6\x18\x1b[6n\x1a\x1b]11;?\x07y", "y"},
+		{"SOS, PM and APC, ended by BEL or ST", "\x1bXsos\x07a\x1b^pm\x1b\\b\x1b_apc\x9cc\u0098sos\u009cd", "abcd"},
+		{"more questions and settings", "\x1b[0c\x1b[>0c\x1b[=0c\x1b[?c\x1b[5n\x1b[?996n\x1b[?15n\x1b[?26n\x1b[1x\x1b[>0q\x1b[?1;1;1S" +
+			"\x1b[?1$p\x1b[2$p\x1b[1$w\x1b[1$u\x1b[?u\x1b[=5u\x1b[<u\x1b[13t\x1b[14;2t\x1b[16t\x1b[19t\x1b[5i\x1b[#P\x1b[2 q\x1b[!p\x1b[?1049h\x1b%G", ""},
+		{"private modes restored, SD's mouse tracking spelt otherwise", "\x1b[?1000r\x1b[?1000s\x1b[;;;;T\x1b[:5T", ""},
+		{"OSC questions, hyperlinks, iTerm2's", "\x1b]52;c;?\x07\x1b]4;1;?\x1b\\\x1b]12;?\x07\x1b]1337;ReportCellSize\x07\x1b]8;;http://x\x07link\x1b]8;;\x07\x9d10;?\x07x", "linkx"},
+		{"UTF-8 C1 strings", "\u0090$qm\u009c\u009f_Ga=q\u009c\u009ex\u009cz\u0090+q544e\x07y", "zy"},
+		{"C1 after a byte that cannot start a character", "\xc0\x9b6nx\xc1\x9b5ny\xe0\x80\x9bcz\xed\xa0\x80\xf4\x90\x80\x80", "\ufffdx\ufffdy\ufffdz\ufffd\ufffd\ufffd"},
+		{"a character cut by a sequence", "\xe6\x1b[6n\xc2\x1b[c", "\ufffd\ufffd"},
+		{"device status with more", "\x1b[6;n\x1b[06n\x1b[6 n\x1b[6\"n", ""},
+		{"shown with parameters", "\x1b[1;31;2;3;4;5m\x1b[5T\x1b[T\x1b[4b", "\x1b[1;31;2;3;4;5m\x1b[5T\x1b[T\x1b[4b"},
 	} {
 		if got := displayed(t, c.in); got != c.want {
 			t.Errorf("%s: Display(%q) = %q, want %q", c.name, c.in, got, c.want)
@@ -71,7 +85,7 @@ func TestDisplay(t *testing.T) {
 // every sequence: nothing of it starts anything but a sequence of those
 // it keeps, and nothing it left unfinished does.
 func FuzzDisplay(f *testing.F) {
-	for _, s := range []string{"\x1b[31mred\x1b[0m", "\x1b]11;?\a\x1bP$qm\x1b\\", "\x9b6n\u009b6n\xc2", "\x1b(0\x1b#8\x1b[?1000h\x05"} {
+	for _, s := range []string{"\x1b[31mred\x1b[0m", "\x1b]11;?\a\x1bP$qm\x1b\\", "\x9b6n\u009b6n\xc2", "\x1b(0\x1b#8\x1b[?1000h\x05", "\xc0\x9b6n\xf4\x90\x80\x80", "\x1b[6\x18\x1b[6n\x1a"} {
 		f.Add(s, uint8(3))
 	}
 	f.Fuzz(func(t *testing.T, in string, cut uint8) {
@@ -90,4 +104,76 @@ func FuzzDisplay(f *testing.F) {
 			t.Fatalf("Display(%q) = %q, which is unfinished: x after it is %q", in, whole, again)
 		}
 	})
+}
+
+// cutWriter takes the first n bytes of the first write, failing if that
+// is not all of it, as a terminal whose buffer is full fails a
+// non-blocking write, and the whole of every later one.
+type cutWriter struct {
+	bytes.Buffer
+	n      int
+	writes int
+}
+
+func (w *cutWriter) Write(p []byte) (int, error) {
+	w.writes++
+	if w.writes > 1 || w.n >= len(p) {
+		return w.Buffer.Write(p)
+	}
+	w.Buffer.Write(p[:w.n])
+	return w.n, errors.New("resource temporarily unavailable")
+}
+
+// TestDisplayWriteCut: a write the terminal takes only part of (a
+// non-blocking one with its buffer full) may leave it in the middle of a
+// sequence Display passed, which the next write would end: with the
+// command's own text there, a question. The next write ends it with CAN
+// first.
+func TestDisplayWriteCut(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		first, next string
+		taken       int
+		want        string
+	}{
+		{"after ESC [", "\x1b[31mred", "6n", 2, "\x1b[\x186n"},
+		{"after ESC", "\x1b[31mred", "Z", 1, "\x1b\x18Z"},
+		{"in the parameters", "\x1b[1;31m", "5;6n", 4, "\x1b[1;\x185;6n"},
+		{"at a sequence's end", "\x1b[31mred", "6n", 5, "\x1b[31m\x186n"},
+		{"nothing taken", "\x1b[31m", "x", 0, "\x18x"},
+		{"whole", "\x1b[31m", "x", 5, "\x1b[31mx"},
+	} {
+		w := &cutWriter{n: c.taken}
+		d := Display(w)
+		if _, err := d.Write([]byte(c.first)); err == nil && c.taken < len(c.first) {
+			t.Errorf("%s: a cut write did not fail", c.name)
+		}
+		if n, err := d.Write([]byte(c.next)); n != len(c.next) || err != nil {
+			t.Fatalf("%s: Write(%q) = %d, %v", c.name, c.next, n, err)
+		}
+		if got := w.String(); got != c.want {
+			t.Errorf("%s: the terminal got %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestDisplayConcurrent: the command's stdout and stderr on one terminal
+// share one Display (written from a copy of each, masked apart with
+// --credential), whose writes reach the terminal whole and in turn.
+func TestDisplayConcurrent(t *testing.T) {
+	const each, unit = 500, "\x1b[31mx"
+	var b bytes.Buffer
+	d := Display(&b)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for range each {
+				d.Write([]byte(unit))
+			}
+		})
+	}
+	wg.Wait()
+	if want := strings.Repeat(unit, 2*each); b.String() != want {
+		t.Errorf("two writers of one Display: the terminal got %d bytes, not %d writes of %q whole", b.Len(), 2*each, unit)
+	}
 }

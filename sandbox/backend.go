@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/policy"
@@ -259,6 +260,23 @@ func (c Care) Add(o Care) Care {
 type Unchecked struct {
 	Path   string
 	Reason error
+}
+
+// SameFile reports whether a and b are files of one inode (> log 2>&1,
+// one terminal on both), which one pipe then serves, keeping the order of
+// what is written to them.
+func SameFile(a, b any) bool {
+	fa, ok := a.(*os.File)
+	fb, ok2 := b.(*os.File)
+	if !ok || !ok2 || fa == nil || fb == nil {
+		return false
+	}
+	sa, err := fa.Stat()
+	if err != nil {
+		return false
+	}
+	sb, err := fb.Stat()
+	return err == nil && os.SameFile(sa, sb)
 }
 
 // Preparer is a Backend that can start setting up a run's sandbox before

@@ -145,12 +145,22 @@ func shareTerminal(s *sandbox.Spec) (held bool) {
 			background = true
 		}
 	}
+	out, errw := s.Stdout, s.Stderr
 	for _, f := range terminals {
 		if background || writeOnlyElsewhere(f) {
 			keepFromTheBox(s, f)
 			continue
 		}
 		held = true
+	}
+	if _, kept := s.Stdout.(throughCordon); kept && s.Stderr != errw && sandbox.SameFile(out, errw) {
+		// Stdout and stderr on one terminal reach it through one Display
+		// (one pipe, one copy). Through one each, a write of one that
+		// the kernel cut short (interrupted by a signal, or non-blocking
+		// with the terminal's buffer full) could leave the terminal in
+		// the middle of a sequence that the other's text then ended: a
+		// question, answered to whoever reads the terminal.
+		s.Stderr = s.Stdout
 	}
 	return held
 }

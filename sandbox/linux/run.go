@@ -568,7 +568,7 @@ func stdioFiles(in io.Reader, out, errw io.Writer) (files [3]*os.File, done func
 			files[i] = f
 			continue
 		}
-		if i == 2 && (sameWriter(errw, out) || sameFile(errw, out)) {
+		if i == 2 && (sameWriter(errw, out) || sandbox.SameFile(errw, out)) {
 			// One pipe for both, as exec.Cmd does: two copies into one
 			// writer would race.
 			files[2] = files[1]
@@ -630,23 +630,6 @@ func handedOver(f *os.File) bool {
 		return true
 	}
 	return false
-}
-
-// sameFile reports whether a and b are files of one inode (> log 2>&1),
-// which one pipe then serves, keeping the order of what is written to
-// them.
-func sameFile(a, b any) bool {
-	fa, ok := a.(*os.File)
-	fb, ok2 := b.(*os.File)
-	if !ok || !ok2 || fa == nil || fb == nil {
-		return false
-	}
-	sa, err := fa.Stat()
-	if err != nil {
-		return false
-	}
-	sb, err := fb.Stat()
-	return err == nil && os.SameFile(sa, sb)
 }
 
 // closeInherited marks every descriptor above stderr close-on-exec: cordon

@@ -37,20 +37,24 @@ func TestHidePassedValues(t *testing.T) {
 }
 
 // TestRunJSONEscapesUnprintable: the --json outcome holds names the box
-// chose (a host it asked for), and reaches the user's terminal: a C1
-// control or a bidi override in one is escaped, and decodes the same.
+// chose (a host and a path it asked for), and reaches the user's
+// terminal: it stays one line of printable ASCII, whatever they hold
+// (quotes, newlines, ESC, C1 controls, bidi overrides, bytes that are
+// not UTF-8), and decodes the same.
 func TestRunJSONEscapesUnprintable(t *testing.T) {
-	host := "a\u009b2Jb\u202ec.example"
+	const host, path = "a\u009b2Jb\u202ec\"d\ne\xff\x1b]52;c;?\a.example", "/\x1b[6n\u009d11;?\u009c\r\n{}"
 	var out bytes.Buffer
 	r := &runState{f: &runFlags{json: true}, stdout: &out}
-	r.decisions.add(audit.Record{Type: audit.TypeDecision, Host: host, Decision: audit.Deny})
+	r.decisions.add(audit.Record{Type: audit.TypeDecision, Host: host, Path: path, Decision: audit.Deny})
 	r.print()
-	if strings.ContainsAny(out.String(), "\u009b\u202e") || !strings.Contains(out.String(), `\u009b`) {
+	line, _ := strings.CutSuffix(out.String(), "\n")
+	if strings.ContainsFunc(line, func(c rune) bool { return c < 0x20 || c >= 0x7f }) || !strings.Contains(line, `\u009b`) {
 		t.Fatalf("--json printed the box's characters raw: %q", out.String())
 	}
 	var got outcome
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got.Network.Decisions) != 1 || got.Network.Decisions[0].Host != host {
-		t.Fatalf("decoded %+v (%v), want the host %q back", got.Network.Decisions, err, host)
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got.Network.Decisions) != 1 ||
+		got.Network.Decisions[0].Host != strings.ToValidUTF8(host, "\ufffd") || got.Network.Decisions[0].Path != path {
+		t.Fatalf("decoded %+v (%v), want the host %q (a byte that is not UTF-8 as U+FFFD) and the path %q back", got.Network.Decisions, err, host, path)
 	}
 }
 

@@ -232,11 +232,14 @@ type LeftCgroup struct {
 // Told is how cordon tells of l: what was done, before its path, and why.
 func (l LeftCgroup) Told() (what, why string) {
 	const killed = "(SIGKILL, out of memory, a crash)"
-	if l.Procs == 0 && l.Err == nil {
+	if l.Procs == 0 && l.Err == nil && l.Removed {
 		return "removed ", "the cgroup of an earlier run, left empty when its cordon was killed " + killed + " before it could remove it"
 	}
 	were := fmt.Sprintf("%d processes of an earlier run's box were", l.Procs)
-	if l.Procs == 1 {
+	switch l.Procs {
+	case 0: // gone between the sweep's look and its count
+		were = "processes of an earlier run's box were"
+	case 1:
 		were = "1 process of an earlier run's box was"
 	}
 	why = were + " still in its cgroup, running on after its cordon was killed " + killed + " with no deadline, no proxy and nothing to audit them"

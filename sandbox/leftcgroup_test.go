@@ -16,6 +16,7 @@ func TestLeftCgroupTold(t *testing.T) {
 	}{
 		{LeftCgroup{Path: dir, Removed: true}, "removed ", []string{"left empty"}, "cgroup.kill"},
 		{LeftCgroup{Path: dir, Procs: 1, Removed: true}, "killed the processes left in ", []string{"1 process of", "killed (cgroup.kill), and the cgroup removed"}, "not removed"},
+		{LeftCgroup{Path: dir}, "killed the processes left in ", []string{"processes of an earlier", "not removed yet"}, "left empty"},
 		{LeftCgroup{Path: dir, Procs: 3}, "killed the processes left in ", []string{"3 processes of", "not removed yet"}, "and the cgroup removed"},
 		{LeftCgroup{Path: dir, Procs: 2, Err: errors.New("permission denied")}, "could not end the processes left in ", []string{"permission denied", "echo 1 > " + dir + "/cgroup.kill"}, "killed (cgroup.kill)"},
 	} {

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -132,6 +133,7 @@ func sweepCgroup(dir string) (l sandbox.LeftCgroup, ok bool) {
 	switch c.action() {
 	case removeCgroup:
 		// Not cg.remove, which kills what a failed rmdir finds there.
+		removeBelow(dir)
 		l.Removed = os.Remove(dir) == nil
 		f.Close()
 		return l, l.Removed
@@ -156,8 +158,48 @@ func populated(dir string) bool {
 	return err == nil && bytes.Contains(b, []byte("populated 1"))
 }
 
-// procsIn counts the processes in the cgroup.
+// maxBelow bounds the cgroups below a leftover that a sweep looks at. A
+// run's box cannot make any (it sees no cgroupfs); the user can.
+const maxBelow = 1000
+
+// below lists dir's cgroups below it, each after the one above it, at
+// most maxBelow of them, and whether that is all of them.
+func below(dir string) ([]string, bool) {
+	var dirs []string
+	for i, up := -1, dir; i < len(dirs); i++ {
+		if i >= 0 {
+			up = dirs[i]
+		}
+		ents, _ := os.ReadDir(up)
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			if len(dirs) == maxBelow {
+				return dirs, false
+			}
+			dirs = append(dirs, filepath.Join(up, e.Name()))
+		}
+	}
+	return dirs, true
+}
+
+// removeBelow removes the cgroups below dir, the deepest first; rmdir
+// removes only a cgroup with no processes in it.
+func removeBelow(dir string) {
+	dirs, _ := below(dir)
+	for _, d := range slices.Backward(dirs) {
+		os.Remove(d)
+	}
+}
+
+// procsIn counts the processes in the cgroup and in those below it.
 func procsIn(dir string) int {
-	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	return len(bytes.Fields(b))
+	dirs, _ := below(dir)
+	n := 0
+	for _, d := range append(dirs, dir) {
+		b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		n += len(bytes.Fields(b))
+	}
+	return n
 }

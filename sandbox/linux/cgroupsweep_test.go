@@ -4,11 +4,13 @@ package linux
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -247,5 +249,52 @@ func TestSweepStaysInTheParent(t *testing.T) {
 	}
 	if pids := readProcs(t, below); !slices.Contains(pids, proc.Process.Pid) {
 		t.Errorf("the process in %s is gone: %v", below, pids)
+	}
+}
+
+// TestSweepRemovesCgroupsBelow: a dead run's cgroup in which the user
+// made cgroups of their own, one holding a process, is swept whole: the
+// process is counted and killed, and the cgroups below are removed with
+// it. Before, the count saw only the cgroup's own members (0) and rmdir
+// failed on the one below, and the sweep said it had removed an empty
+// cgroup.
+func TestSweepRemovesCgroupsBelow(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test makes cgroups; run it as root, as make test does")
+	}
+	parent := testCgroupParent(t)
+	dead := filepath.Join(parent, sandbox.RandomName(runCgroupPrefix))
+	deeper := filepath.Join(dead, "a", "b")
+	if err := os.MkdirAll(deeper, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dead, "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := os.Open(deeper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	proc := exec.Command("sleep", "600")
+	proc.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd()), Setpgid: true}
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proc.Process.Kill(); proc.Wait() })
+	old := time.Now().Add(-2 * sandbox.StaleAfter)
+	if err := os.Chtimes(dead, old, old); err != nil {
+		t.Fatal(err)
+	}
+	got := sweepCgroups(parent)
+	want := []sandbox.LeftCgroup{{Path: dead, Procs: 1, Removed: true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the sweep did %+v, want %+v", got, want)
+	}
+	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s is still there: %v", dead, err)
+	}
+	if err := proc.Wait(); err == nil {
+		t.Error("the process in the cgroup below ran to its end: it was not killed")
 	}
 }

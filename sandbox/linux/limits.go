@@ -313,8 +313,10 @@ func (c *runCgroup) kill() error {
 	return os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
 }
 
-// remove deletes the cgroup, killing what is still in it (bounded wait),
-// and then lets go of its hold; it reports whether the cgroup is gone.
+// remove deletes the cgroup, killing what is still in it (bounded wait)
+// and removing the cgroups below it, which the user may have made in a
+// leftover one, and then lets go of its hold; it reports whether the
+// cgroup is gone.
 func (c *runCgroup) remove() bool {
 	if c.fd != nil {
 		defer c.fd.Close()
@@ -325,6 +327,7 @@ func (c *runCgroup) remove() bool {
 		}
 		c.kill()
 		time.Sleep(10 * time.Millisecond)
+		removeBelow(c.dir)
 	}
 	return false
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/homedir"
 	"github.com/cordon-sandbox/cordon/internal/regular"
 )
 
@@ -121,9 +122,9 @@ func DefaultPath() (string, error) {
 	}
 	state := os.Getenv("XDG_STATE_HOME")
 	if !filepath.IsAbs(state) {
-		home, err := os.UserHomeDir()
+		home, err := homedir.Dir()
 		if err != nil {
-			return "", fmt.Errorf("audit path: no $XDG_STATE_HOME and no home directory: %w", err)
+			return "", fmt.Errorf("audit path: no $XDG_STATE_HOME, and %w", err)
 		}
 		state = filepath.Join(home, ".local", "state")
 	}

@@ -34,6 +34,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cordon-sandbox/cordon/internal/homedir"
 	"github.com/cordon-sandbox/cordon/internal/regular"
 )
 
@@ -75,14 +76,9 @@ func DefaultDir() (string, error) {
 	case base != "" && !filepath.IsAbs(base):
 		return "", fmt.Errorf("CA directory: $XDG_CONFIG_HOME=%q is not an absolute path: set it to one, or unset it to use ~/.config", base)
 	case base == "":
-		home, err := os.UserHomeDir()
+		home, err := homedir.Dir()
 		if err != nil {
-			return "", fmt.Errorf("CA directory: no $XDG_CONFIG_HOME and no home directory (set $HOME): %w", err)
-		}
-		if !filepath.IsAbs(home) {
-			// The key would be made in whatever directory cordon starts
-			// in: a run's workspace, which its box reads.
-			return "", fmt.Errorf("CA directory: $HOME=%q is not an absolute path: the CA key would lie in the directory cordon starts in; set $HOME to an absolute path, or $XDG_CONFIG_HOME to one", home)
+			return "", fmt.Errorf("CA directory: no $XDG_CONFIG_HOME, and %w", err)
 		}
 		base = filepath.Join(home, ".config")
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/homedir"
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
@@ -292,9 +293,9 @@ func readSecret(pc policy.Credential, opts Options) (string, error) {
 
 func readSecretFile(path string) (string, error) {
 	if rest, ok := strings.CutPrefix(path, "~"); ok && (rest == "" || strings.HasPrefix(rest, "/")) {
-		home, err := os.UserHomeDir()
+		home, err := homedir.Dir()
 		if err != nil {
-			return "", fmt.Errorf("source.file %s: %w; write the path out in full", path, err)
+			return "", fmt.Errorf("source.file %s: %w; or write the path out in full", path, err)
 		}
 		path = home + rest
 	}
@@ -359,7 +360,7 @@ func runSecretCommand(command string, timeout time.Duration, env []string) (stri
 // that is empty or "."), so a file a previous run planted there would run
 // with the user's rights.
 func commandDir() string {
-	if h, err := os.UserHomeDir(); err == nil && filepath.IsAbs(h) {
+	if h, err := homedir.Dir(); err == nil {
 		if fi, err := os.Stat(h); err == nil && fi.IsDir() {
 			return h
 		}

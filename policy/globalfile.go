@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cordon-sandbox/cordon/internal/homedir"
 )
 
 // InitTemplate returns the commented global config cordon init writes:
@@ -163,7 +165,7 @@ func SetNetworkMode(path string, mode NetMode) error {
 			perm = fi.Mode().Perm()
 		}
 	}
-	home, err := homeDir()
+	home, err := homedir.Dir()
 	if err != nil {
 		return err
 	}

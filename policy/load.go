@@ -6,12 +6,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 
+	"github.com/cordon-sandbox/cordon/internal/homedir"
 	"github.com/cordon-sandbox/cordon/internal/regular"
 )
 
@@ -69,7 +69,7 @@ type configFile struct {
 // the workspace's project file (which may only narrow), then o.Overrides.
 func Load(o LoadOptions) (*Policy, Sources, error) {
 	var src Sources
-	home, err := homeDir()
+	home, err := homedir.Dir()
 	if err != nil {
 		return nil, src, err
 	}
@@ -181,7 +181,7 @@ func buildLayers(home, wd, ws string, global *configFile, projects []*configFile
 // GlobalConfigPath returns where the global config lives: $CORDON_CONFIG,
 // else $XDG_CONFIG_HOME/cordon/config.yaml, else ~/.config/cordon/config.yaml.
 func GlobalConfigPath() (string, error) {
-	home, err := homeDir()
+	home, err := homedir.Dir()
 	if err != nil {
 		return "", err
 	}
@@ -449,18 +449,6 @@ func resolvePath(p string) string {
 // clean.
 func Within(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
-}
-
-// homeDir is $HOME, or the password database's entry when it is unset.
-func homeDir() (string, error) {
-	if h, err := os.UserHomeDir(); err == nil && filepath.IsAbs(h) {
-		return filepath.Clean(h), nil
-	}
-	u, err := user.Current()
-	if err != nil || !filepath.IsAbs(u.HomeDir) {
-		return "", fmt.Errorf("cannot find your home directory: set $HOME")
-	}
-	return filepath.Clean(u.HomeDir), nil
 }
 
 // expandPath expands a leading "~" and cleans an absolute path.

@@ -8,22 +8,29 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cordon-sandbox/cordon/internal/homedir"
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
 // CacheDir is cordon's cache directory (its kept trust bundles and probe
-// results), in the user's cache directory; "" when there is none. There
-// is none for a relative $HOME either, which os.UserCacheDir takes as it
-// is (it refuses a relative $XDG_CACHE_HOME): the cache would lie in
+// results), in the user's cache directory ($XDG_CACHE_HOME, as
+// os.UserCacheDir has it, but under homedir.Dir's home: a relative
+// $HOME, which os.UserCacheDir takes as it is, would put the cache in
 // whatever directory cordon starts in, the repository's, where the box
-// writes records that later runs act on, and no check of where it lies
-// sees a relative path.
+// writes records that later runs act on); "" when there is none, as for
+// a relative $XDG_CACHE_HOME.
 func CacheDir() string {
-	d, err := os.UserCacheDir()
-	if err != nil || !filepath.IsAbs(d) {
+	if x := os.Getenv("XDG_CACHE_HOME"); x != "" && runtime.GOOS != "darwin" {
+		if !filepath.IsAbs(x) {
+			return ""
+		}
+		return filepath.Join(x, "cordon")
+	}
+	home, err := homedir.Dir()
+	if err != nil {
 		return ""
 	}
-	return filepath.Join(d, "cordon")
+	return DefaultCacheDir(home)
 }
 
 // DefaultCacheDir is CacheDir as it is with home for $HOME and no

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -112,16 +113,21 @@ func TestWithin(t *testing.T) {
 }
 
 // TestCacheDir: cordon's cache is under $XDG_CACHE_HOME or the home
-// directory, and there is none for a relative $HOME, which put it in the
-// directory cordon started in (a run's workspace, where its box planted
-// records the next run acted on) and which no check of where it lies saw.
+// directory, and a relative $HOME, which put it in the directory cordon
+// started in (a run's workspace, where its box planted records the next
+// run acted on) and which no check of where it lies saw, counts for
+// none: the password database's home is used.
 func TestCacheDir(t *testing.T) {
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ name, xdg, home, want string }{
 		{"home", "", "/h", DefaultCacheDir("/h")},
 		{"xdg", "/x/cache", "/h", "/x/cache/cordon"},
 		{"relative xdg", "cache", "/h", ""},
-		{"relative home", "", "rel", ""},
-		{"dot home", "", ".", ""},
+		{"relative home", "", "rel", DefaultCacheDir(u.HomeDir)},
+		{"dot home", "", ".", DefaultCacheDir(u.HomeDir)},
 	} {
 		t.Setenv("XDG_CACHE_HOME", c.xdg)
 		t.Setenv("HOME", c.home)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/homedir"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -178,9 +179,9 @@ func namedFiles(p *policy.Policy, ws, home string) ([]string, error) {
 // workspace's, and cordon's own binary where the box may write),
 // and where each path the profile will name really leads.
 func Detect(s *sandbox.Spec, auditPath string) (Machine, error) {
-	home, err := os.UserHomeDir()
+	home, err := homedir.Dir()
 	if err != nil {
-		return Machine{}, fmt.Errorf("find the home directory: %w; set $HOME", err)
+		return Machine{}, err
 	}
 	if auditPath == "" {
 		if auditPath, err = audit.DefaultPath(); err != nil {

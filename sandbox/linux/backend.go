@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/internal/homedir"
 	"github.com/cordon-sandbox/cordon/policy"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -163,14 +164,9 @@ func (b *Backend) gatherHost(p *policy.Policy) (hostInfo, error) {
 	if err != nil {
 		return h, fmt.Errorf("look up the current user: %w", err)
 	}
-	h.home, _ = os.UserHomeDir()
-	if !filepath.IsAbs(h.home) {
-		h.home = me.HomeDir
+	if h.home, err = homedir.Dir(); err != nil {
+		return h, err
 	}
-	if !filepath.IsAbs(h.home) {
-		return h, fmt.Errorf("cannot find your home directory: set $HOME")
-	}
-	h.home = filepath.Clean(h.home)
 	h.guard = newGuard([]string{h.home, me.HomeDir}, b.opts.AuditPath, sandbox.CacheDir())
 	if def, err := audit.DefaultPath(); err == nil {
 		h.guard = h.guard.withDefaultAudit(def)

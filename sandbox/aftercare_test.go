@@ -265,6 +265,41 @@ func TestAftercareSetAsideStaysAside(t *testing.T) {
 	}
 }
 
+// A record of what runs set aside that is too large to read refuses the
+// next run, where it was read as a record of nothing: a box that set
+// aside enough (some 350 repositories under names of 3,000 bytes) had
+// the next run keep nothing in place, and that run's box rename back a
+// .git an earlier run had set aside.
+func TestAftercareSetAsideRecordTooLarge(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	ws := realTempDir(t)
+	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(ws, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, sub, "init", "-q") // the run's
+	c := Aftercare(guards)
+	if len(c.SetAside) != 1 || len(c.Unchecked) != 0 {
+		t.Fatalf("set aside %q, unchecked %v; want sub/.git set aside", c.SetAside, c.Unchecked)
+	}
+	// What the box set aside besides, the record's bound over.
+	more := slices.Repeat(c.SetAside, maxAsideRecord/len(c.SetAside[0])+1)
+	if err := rememberSetAside(ws, more); err != nil {
+		t.Fatal(err)
+	}
+	guards, err = GuardWorkspace(GuardSpec{Workspace: ws})
+	if err == nil {
+		t.Fatalf("the next run was not refused; its guard:\n%s", strings.Join(describeGuards(guards, ws), "\n"))
+	}
+	if !strings.Contains(err.Error(), "too large to read") || !strings.Contains(err.Error(), asideRecord(ws)) {
+		t.Errorf("refused with %q; want the record named, too large to read", err)
+	}
+}
+
 // TestAftercareSetAsideStaysAsideInAllowPath: what a run sets aside in a
 // read-write allow_path is kept by the next run from another workspace
 // with that allow_path too (its record is the allow_path's as well as the

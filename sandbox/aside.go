@@ -64,14 +64,24 @@ func rememberSetAside(workspace string, paths []string) error {
 
 // setAsideEarlier lists what earlier runs in workspace set aside
 // (rememberSetAside) that is still there, under the name it was given.
-func setAsideEarlier(workspace string) []string {
+// A record larger than maxAsideRecord is an error, not a record of
+// nothing: a box that set aside enough (some 350 repositories under
+// long names) made the next run keep nothing in place, and rename back
+// what the runs before had set aside.
+func setAsideEarlier(workspace string) ([]string, error) {
 	record := asideRecord(workspace)
 	if record == "" {
-		return nil
+		return nil, nil
+	}
+	if fi, err := os.Lstat(record); err == nil && fi.Size() > maxAsideRecord {
+		return nil, errAsideRecordTooLarge(workspace, record)
 	}
 	data, ok := ReadPrivate(record)
-	if !ok || len(data) > maxAsideRecord {
-		return nil
+	if !ok {
+		return nil, nil
+	}
+	if len(data) > maxAsideRecord { // grown since the Lstat
+		return nil, errAsideRecordTooLarge(workspace, record)
 	}
 	var out []string
 	for _, line := range strings.Split(string(data), "\n") {
@@ -83,7 +93,14 @@ func setAsideEarlier(workspace string) []string {
 			out = append(out, p)
 		}
 	}
-	return out
+	return out, nil
+}
+
+// errAsideRecordTooLarge refuses a run whose record of what runs in
+// workspace set aside is too large to read.
+func errAsideRecordTooLarge(workspace, record string) error {
+	return fmt.Errorf("the record of what earlier runs set aside in %s (%s) is larger than %d bytes, too large to read: cordon cannot keep what they set aside in place, and this run's command could rename it back (a repository's .git, whose config the host's git would then obey). Look at what is set aside there (find %s -name '*.cordon-set-aside-*'), remove what you do not want, then remove %s",
+		workspace, record, maxAsideRecord, workspace, record)
 }
 
 // guardSetAside guards each path earlier runs set aside that lies under
@@ -92,11 +109,16 @@ func setAsideEarlier(workspace string) []string {
 // Each root's record is read: a run records what it set aside in a
 // read-write allow_path under that path too (Aftercare), so that a run
 // from another workspace keeps it as well. One with a symbolic link on
-// the way, which only the user can have made since, is left alone.
-func guardSetAside(roots []string) []GuardedPath {
+// the way, which only the user can have made since, is left alone. A
+// record too large to read refuses the run (setAsideEarlier).
+func guardSetAside(roots []string) ([]GuardedPath, error) {
 	var out []GuardedPath
 	for _, root := range roots {
-		for _, p := range setAsideEarlier(root) {
+		earlier, err := setAsideEarlier(root)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range earlier {
 			more, err := guardBelowRoot(p, roots, false, false)
 			if err != nil {
 				continue
@@ -104,7 +126,7 @@ func guardSetAside(roots []string) []GuardedPath {
 			out = append(out, more...)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // rememberSetAsideIn records aside, what a run set aside, for the guards

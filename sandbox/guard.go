@@ -264,7 +264,11 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 	if err := refuseHardLinked(kept, writable); err != nil {
 		return nil, err
 	}
-	out = append(out, guardSetAside(writable)...)
+	aside, err := guardSetAside(writable)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, aside...)
 	since := time.Now().Add(-clockSlack)
 	out = append(out, GuardedPath{Path: ws, Guard: Nested, Dir: true, Since: since})
 	for _, w := range g.Writable {

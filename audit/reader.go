@@ -67,7 +67,7 @@ func (r *Reader) Next() bool {
 		r.line++
 		if tooLong {
 			r.skip(fmt.Errorf("longer than %d bytes", MaxLineBytes))
-		} else if rec, ok := r.decode(line); ok {
+		} else if rec, ok := r.decode(line, atEOF); ok {
 			r.rec, r.raw = rec, line
 			return true
 		}
@@ -78,8 +78,15 @@ func (r *Reader) Next() bool {
 	return false
 }
 
-// decode parses one line; blank lines are ignored without a warning.
-func (r *Reader) decode(line []byte) (Record, bool) {
+// errIncomplete is why the log's last line, which no newline ends, is
+// not read: a session may still be writing it (a reader can see the first
+// part of a write another process is making), or its write was cut short.
+// It is said, but not counted among the skipped lines.
+var errIncomplete = errors.New("incomplete: no newline ends it, and it holds no whole record: a session may still be writing it (read the log again to see it), or its write was cut short")
+
+// decode parses one line, atEOF when no newline ended it; blank lines
+// are ignored without a warning.
+func (r *Reader) decode(line []byte, atEOF bool) (Record, bool) {
 	trimmed := bytes.TrimSpace(line)
 	if len(trimmed) == 0 {
 		return Record{}, false
@@ -95,7 +102,12 @@ func (r *Reader) decode(line []byte) (Record, bool) {
 	}
 	// Next returns what is found, in order.
 	found, torn := splitGlued(trimmed)
-	if torn {
+	switch {
+	case torn && atEOF:
+		if r.warn != nil {
+			r.warn(r.line, errIncomplete)
+		}
+	case torn:
 		r.skip(fmt.Errorf("not an audit record: %w", err))
 	}
 	r.glued = found

@@ -4,6 +4,7 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -1006,5 +1007,96 @@ func TestProxyBundleOutOfOthersReach(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "Permission denied") {
 		t.Fatalf("mkdir %s as another user failed, but not for want of permission: %v\n%s", dir, err, out)
+	}
+}
+
+// TestCAFirstUseConcurrentAndRotated: commands started at once on first
+// use (no CA yet) make one CA between them, its key 0600 in a 0700
+// directory, and no temporary file is left beside it; `cordon ca rotate`
+// while a session runs leaves that session the CA it began with (a TLS
+// handshake through it still verifies against its trust bundle, which is
+// not rewritten), says so, and the next session uses the new CA.
+func TestCAFirstUseConcurrentAndRotated(t *testing.T) {
+	o := testOrigin(t)
+	home := userDir(t, "cordon-it-home-")
+	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config")}
+	caDir := filepath.Join(home, ".config", "cordon", "ca")
+	const n = 8
+	outs := make([][]byte, n)
+	errs := make([]error, n)
+	cmds := make([]*exec.Cmd, n)
+	for i := range cmds {
+		cmds[i] = cordonIn(t, home, env, "ca", "export")
+	}
+	done := make(chan int, n)
+	for i, cmd := range cmds {
+		go func() { outs[i], errs[i] = cmd.Output(); done <- i }()
+	}
+	for range n {
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			for _, cmd := range cmds {
+				if cmd.Process != nil {
+					syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				}
+			}
+			t.Fatal("cordon ca export did not finish within 30s")
+		}
+	}
+	for i := range n {
+		if errs[i] != nil || !bytes.Equal(outs[i], outs[0]) || !strings.HasPrefix(string(outs[0]), "-----BEGIN CERTIFICATE-----") {
+			t.Fatalf("command %d: %v, printed:\n%s\nwhere the first printed:\n%s", i, errs[i], outs[i], outs[0])
+		}
+	}
+	entries, err := os.ReadDir(caDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{".lock", "ca-key.pem", "ca.pem"}; !slices.Equal(names, want) {
+		t.Errorf("the CA directory holds %q, want %q", names, want)
+	}
+	for path, want := range map[string]os.FileMode{caDir: 0o700, filepath.Join(caDir, "ca-key.pem"): 0o600} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s has mode %04o, want %04o", path, fi.Mode().Perm(), want)
+		}
+	}
+
+	args := []string{"--allow", originName + ":8443", resolveOrigin, "--extra-ca", o.caFile}
+	target := fmt.Sprintf("%s:%d", originName, originHTTPS)
+	p := startProxyEnv(t, env, args...)
+	bundle := mustRead(t, p.env["SSL_CERT_FILE"])
+	if !bytes.Contains(bundle, outs[0]) {
+		t.Fatal("the session's trust bundle lacks the CA the first commands made")
+	}
+	r := runResult(t, 30*time.Second, cordonIn(t, home, env, "ca", "rotate"))
+	if r.code != 0 || !strings.Contains(r.stderr, "running sessions go on with the old one until they end") {
+		t.Fatalf("cordon ca rotate: exit %d, stderr %q; want it to say running sessions keep the old CA", r.code, r.stderr)
+	}
+	tc, err := tlsThroughProxy(p, bundle, target, originName)
+	if err != nil {
+		t.Fatalf("after the rotation, a handshake through the running session failed: %v", err)
+	}
+	tc.Close()
+	if now := mustRead(t, p.env["SSL_CERT_FILE"]); !bytes.Equal(now, bundle) {
+		t.Error("the running session's trust bundle was rewritten by the rotation")
+	}
+	next := startProxyEnv(t, env, args...)
+	nextBundle := mustRead(t, next.env["SSL_CERT_FILE"])
+	if bytes.Contains(nextBundle, outs[0]) {
+		t.Error("the session started after the rotation still trusts the old CA")
+	}
+	if tc, err := tlsThroughProxy(next, nextBundle, target, originName); err != nil {
+		t.Errorf("a handshake through the session started after the rotation failed: %v", err)
+	} else {
+		tc.Close()
 	}
 }

@@ -71,8 +71,10 @@ are pointed at it automatically; trust it elsewhere only if you want to.`,
 		Use:   "rotate",
 		Short: "Replace the CA with a new key and certificate, and print the certificate's path",
 		Long: `rotate replaces the CA with a new key and certificate. Certificates signed by
-the old CA stop verifying: give the new certificate to anything you had made
-trust the old one, and restart running cordon sessions.`,
+the old CA stop verifying against the new one: give the new certificate to
+anything you had made trust the old one. Running cordon sessions go on with
+the CA they began with (their trust bundles hold it) until they end; restart
+one whose clients trust the CA's own file rather than the session's bundle.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := caDir()
@@ -83,7 +85,7 @@ trust the old one, and restart running cordon sessions.`,
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), certs.CertPath(d))
-			fmt.Fprintln(cmd.ErrOrStderr(), "cordon: new CA made; whatever trusted the old one (imported copies, running sessions) must be given this one")
+			fmt.Fprintln(cmd.ErrOrStderr(), "cordon: new CA made; running sessions go on with the old one until they end, the next ones use this one; give it to whatever you made trust the old one (an imported copy)")
 			return nil
 		},
 	})

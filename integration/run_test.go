@@ -2191,11 +2191,14 @@ for d in ["/tmp", os.environ["HOME"], "/dev/shm", "/dev"]:
 // with the network off or open change nothing, as only the restricted
 // network's proxy decides hosts: the run goes on, and says so, rather
 // than leave the user to wonder why the host they allowed is unreachable.
+// So does an --env naming a variable the host has not set, which passes
+// nothing.
 func TestRunWarnsOfProxyOnlyFlags(t *testing.T) {
 	b := newBox(t)
-	r := b.run("--net", "off", "--allow", "example.com", "--terminate", "none", "--", "true")
+	r := b.run("--net", "off", "--allow", "example.com", "--terminate", "none", "--env", "CORDON_TEST_NEVER_SET", "--", "true")
 	expectCode(t, r, 0)
-	for _, want := range []string{"--allow has no effect with the network off", "--terminate has no effect", "add --net restricted"} {
+	for _, want := range []string{"--allow has no effect with the network off", "--terminate has no effect", "add --net restricted",
+		"--env CORDON_TEST_NEVER_SET: CORDON_TEST_NEVER_SET is not set here"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
 		}

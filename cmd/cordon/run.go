@@ -582,6 +582,9 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 			fmt.Fprintf(stderr, "cordon: warning: %s has no effect with the network %s: only the restricted network's proxy acts on it; add --net restricted for it to\n", name, s.Policy.Network)
 		}
 	}
+	for _, name := range unsetEnv(f.env, os.LookupEnv) {
+		fmt.Fprintf(stderr, "cordon: warning: --env %s: %s is not set here, so the command gets no such variable; export it before cordon run, or drop the flag\n", termtext.Printable(name, 0), termtext.Printable(name, 0))
+	}
 	// The capability check (a memo read, or a probe sandbox) runs beside
 	// the set-up below, which starts nothing of the command: the
 	// restricted network and the launch wait for its verdict (the latter
@@ -872,4 +875,17 @@ func illustrateSeatbelt(s *sandbox.Spec) {
 	if s.Policy.Network == policy.NetRestricted && s.Network == nil {
 		s.Network = &sandbox.Network{ProxyURL: "http://cordon:TOKEN@127.0.0.1:3128", ProxyPort: 3128}
 	}
+}
+
+// unsetEnv lists the names among those --env passes that lookup finds
+// unset: the flag passes nothing for them, which the user asked for by
+// name.
+func unsetEnv(names []string, lookup func(string) (string, bool)) []string {
+	var unset []string
+	for _, n := range names {
+		if _, ok := lookup(n); !ok {
+			unset = append(unset, n)
+		}
+	}
+	return unset
 }

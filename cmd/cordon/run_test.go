@@ -143,3 +143,19 @@ func TestREADMERunSynopsisListsEveryFlag(t *testing.T) {
 		}
 	})
 }
+
+func TestUnsetEnv(t *testing.T) {
+	host := map[string]string{"SET": "1", "EMPTY": ""}
+	lookup := func(n string) (string, bool) { v, ok := host[n]; return v, ok }
+	for _, tt := range []struct {
+		names, want []string
+	}{
+		{nil, nil},
+		{[]string{"SET", "EMPTY"}, nil},
+		{[]string{"SET", "UNSET", "EMPTY", "OTHER"}, []string{"UNSET", "OTHER"}},
+	} {
+		if got := unsetEnv(tt.names, lookup); !slices.Equal(got, tt.want) {
+			t.Errorf("unsetEnv(%q) = %q, want %q", tt.names, got, tt.want)
+		}
+	}
+}

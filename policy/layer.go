@@ -110,10 +110,7 @@ func (l *layer) check(home string) error {
 // from wd.
 func (o Overrides) layer(wd string) *layer {
 	l := newLayer("flags")
-	if o.Network != nil {
-		l.p.Network = *o.Network
-		l.mark("network")
-	}
+	setFlag(l, "network", &l.p.Network, o.Network)
 	if o.Terminate != "" {
 		l.p.Terminate = o.Terminate
 		l.mark("terminate")
@@ -149,23 +146,19 @@ func (o Overrides) layer(wd string) *layer {
 		}
 		l.mark("credentials")
 	}
-	if o.Timeout != nil {
-		l.p.Limits.Timeout = *o.Timeout
-		l.mark("limits.timeout")
-	}
-	if o.Memory != nil {
-		l.p.Limits.Memory = *o.Memory
-		l.mark("limits.memory")
-	}
-	if o.Pids != nil {
-		l.p.Limits.Pids = *o.Pids
-		l.mark("limits.pids")
-	}
-	if o.TmpSize != nil {
-		l.p.Limits.TmpSize = *o.TmpSize
-		l.mark("limits.tmp_size")
-	}
+	setFlag(l, "limits.timeout", &l.p.Limits.Timeout, o.Timeout)
+	setFlag(l, "limits.memory", &l.p.Limits.Memory, o.Memory)
+	setFlag(l, "limits.pids", &l.p.Limits.Pids, o.Pids)
+	setFlag(l, "limits.tmp_size", &l.p.Limits.TmpSize, o.TmpSize)
 	return l
+}
+
+// setFlag copies a flag that was given (src not nil) into dst and marks key set.
+func setFlag[T any](l *layer, key string, dst, src *T) {
+	if src != nil {
+		*dst = *src
+		l.mark(key)
+	}
 }
 
 // widenWith applies a trusted layer (the global file or the flags):

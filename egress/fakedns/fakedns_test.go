@@ -34,15 +34,7 @@ func startResolver(t testing.TB, allow, deny []string, rng netip.Prefix) (*Resol
 // startResolverWith is startResolver with cfg's other fields.
 func startResolverWith(t testing.TB, allow, deny []string, cfg Config) (*Resolver, string) {
 	t.Helper()
-	rules, err := policy.Compile(allow, deny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	w, err := audit.Open(path, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules, w, path := rulesAndAudit(t, allow, deny)
 	cfg.Rules, cfg.Audit = rules, w
 	r, err := start(context.Background(), cfg)
 	if err != nil {
@@ -55,6 +47,22 @@ func startResolverWith(t testing.TB, allow, deny []string, cfg Config) (*Resolve
 		w.Close()
 	})
 	return r, path
+}
+
+// rulesAndAudit compiles allow and deny and opens a fresh audit log, returning
+// its path; the caller closes the writer.
+func rulesAndAudit(t testing.TB, allow, deny []string) (*policy.Rules, *audit.Writer, string) {
+	t.Helper()
+	rules, err := policy.Compile(allow, deny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	w, err := audit.Open(path, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules, w, path
 }
 
 // exchange sends one question over network ("udp" or "tcp").
@@ -371,14 +379,7 @@ func TestExhaustion(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	rules, err := policy.Compile(testAllow, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := audit.Open(filepath.Join(t.TempDir(), "audit.jsonl"), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules, w, _ := rulesAndAudit(t, testAllow, nil)
 	defer w.Close()
 	tests := []struct {
 		name string
@@ -406,14 +407,7 @@ func TestNewErrors(t *testing.T) {
 }
 
 func TestContextCloses(t *testing.T) {
-	rules, err := policy.Compile(testAllow, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := audit.Open(filepath.Join(t.TempDir(), "audit.jsonl"), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules, w, _ := rulesAndAudit(t, testAllow, nil)
 	defer w.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	r, err := start(ctx, Config{Rules: rules, Audit: w})
@@ -440,14 +434,7 @@ func TestContextCloses(t *testing.T) {
 }
 
 func TestAuditFailureFailsClosed(t *testing.T) {
-	rules, err := policy.Compile(testAllow, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := audit.Open(filepath.Join(t.TempDir(), "audit.jsonl"), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules, w, _ := rulesAndAudit(t, testAllow, nil)
 	w.Close()
 	r, err := start(context.Background(), Config{Rules: rules, Audit: w})
 	if err != nil {

@@ -3,14 +3,10 @@ package fakedns
 import (
 	"encoding/binary"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
-
-	"github.com/cordon-sandbox/cordon/audit"
-	"github.com/cordon-sandbox/cordon/policy"
 )
 
 // fuzzSeeds are queries of every kind the handler tells apart.
@@ -153,15 +149,7 @@ func manyQuestionsCut() []byte {
 // denying deny, that logs to a real file, as the log must be; the
 // fuzzers empty it as they go, so a long run does not fill the disk.
 func fuzzResolver(f *testing.F, deny []string) (*Resolver, string) {
-	rules, err := policy.Compile([]string{"example.com", "*.example.com"}, deny)
-	if err != nil {
-		f.Fatal(err)
-	}
-	log := filepath.Join(f.TempDir(), "audit.jsonl")
-	w, err := audit.Open(log, "fuzz")
-	if err != nil {
-		f.Fatal(err)
-	}
+	rules, w, log := rulesAndAudit(f, []string{"example.com", "*.example.com"}, deny)
 	f.Cleanup(func() { w.Close() })
 	r, err := New(Config{Rules: rules, Audit: w})
 	if err != nil {

@@ -907,17 +907,7 @@ func TestTLSRedialsTheLoggedAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	var accepted atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	accepted := countAccepts(ln)
 	if code := get("/again"); code != 200 || accepted.Load() != 0 {
 		t.Fatalf("the second request: %d, with %d connections to %s, an address no allow line of the tunnel names", code, accepted.Load(), first)
 	}

@@ -249,41 +249,25 @@ func TestGuardRepoGitFileBounded(t *testing.T) {
 // comment of more than a megabyte) is read all the same, so what it names
 // is guarded, and what an include after it includes.
 func TestGuardRepoAfterALongLine(t *testing.T) {
-	ws := realTempDir(t)
-	t.Setenv("HOME", realTempDir(t))
-	t.Setenv("XDG_CONFIG_HOME", "")
 	long := "# " + strings.Repeat("x", 2<<20) + "\n"
-	layTree(t, ws, map[string]string{
+	checkGuardRepoTree(t, map[string]string{
 		".git/hooks/": "", ".githooks/": "", "tools/": "",
 		".git/config":          long + "[core]\n\thooksPath = .githooks\n" + long + "[include]\n\tpath = ../more.gitconfig\n",
 		"more.gitconfig":       long + "[core]\n\tfsmonitor = tools/fsmon.sh\n",
 		"tools/fsmon.sh":       "#!/bin/sh\n",
 		".githooks/pre-commit": "#!/bin/sh\n",
-	})
-	paths, err := GuardRepo(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkGuards(t, "GuardRepo", paths, ws, []string{"read-only {ws}/.githooks", "read-only {ws}/more.gitconfig", "read-only {ws}/tools/fsmon.sh"}, nil)
+	}, []string{"read-only {ws}/.githooks", "read-only {ws}/more.gitconfig", "read-only {ws}/tools/fsmon.sh"})
 }
 
 // A value whose line ends in a backslash goes on into the next line, for
 // git: what it names there is guarded.
 func TestGuardRepoContinuedValue(t *testing.T) {
-	ws := realTempDir(t)
-	t.Setenv("HOME", realTempDir(t))
-	t.Setenv("XDG_CONFIG_HOME", "")
-	layTree(t, ws, map[string]string{
+	checkGuardRepoTree(t, map[string]string{
 		".git/hooks/": "", ".githooks/": "", "tools/": "",
 		".git/config":          "[core]\n\thooksPath = .git\\\nhooks\n\tfsmonitor = sh tools/\\\nfsmon.sh\n",
 		"tools/fsmon.sh":       "#!/bin/sh\n",
 		".githooks/pre-commit": "#!/bin/sh\n",
-	})
-	paths, err := GuardRepo(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkGuards(t, "GuardRepo", paths, ws, []string{"read-only {ws}/.githooks", "read-only {ws}/tools/fsmon.sh"}, nil)
+	}, []string{"read-only {ws}/.githooks", "read-only {ws}/tools/fsmon.sh"})
 }
 
 // A path from a user's home, "~user/", is that user's home directory's,
@@ -344,31 +328,20 @@ func TestGuardRepoHomeVariable(t *testing.T) {
 // editor's automatic fetch, say), where protocol.ext.allow lets it: as a
 // remote's URL, or as the base an insteadOf rewrites a URL to.
 func TestGuardRepoExtURL(t *testing.T) {
-	ws := realTempDir(t)
-	t.Setenv("HOME", realTempDir(t))
-	t.Setenv("XDG_CONFIG_HOME", "")
-	layTree(t, ws, map[string]string{
+	checkGuardRepoTree(t, map[string]string{
 		".git/hooks/": "", "tools/": "",
 		".git/config": "[protocol \"ext\"]\n\tallow = always\n[remote \"origin\"]\n\turl = ext::sh tools/fetch.sh %S\n" +
 			"[url \"ext::sh tools/gh.sh \"]\n\tinsteadOf = https://github.com/\n",
 		"tools/fetch.sh": "#!/bin/sh\n",
 		"tools/gh.sh":    "#!/bin/sh\n",
-	})
-	paths, err := GuardRepo(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkGuards(t, "GuardRepo", paths, ws, []string{"read-only {ws}/tools/fetch.sh", "read-only {ws}/tools/gh.sh"}, nil)
+	}, []string{"read-only {ws}/tools/fetch.sh", "read-only {ws}/tools/gh.sh"})
 }
 
 // $PWD in a git config command is where git runs it, the worktree, as
 // the shell expands it, and so are $(pwd) and $(git rev-parse
 // --show-toplevel): sh $PWD/tools/fsmon.sh runs the workspace's.
 func TestGuardRepoPWDVariable(t *testing.T) {
-	ws := realTempDir(t)
-	t.Setenv("HOME", realTempDir(t))
-	t.Setenv("XDG_CONFIG_HOME", "")
-	layTree(t, ws, map[string]string{
+	checkGuardRepoTree(t, map[string]string{
 		".git/hooks/": "", "tools/": "",
 		".git/config": "[core]\n\tfsmonitor = sh $PWD/tools/fsmon.sh\n[alias]\n\tx = !sh ${PWD}/tools/x.sh\n" +
 			"\tt = !sh \\\"$(git rev-parse --show-toplevel)/tools/t.sh\\\"\n\tp = !sh `pwd`/tools/p.sh\n",
@@ -376,12 +349,7 @@ func TestGuardRepoPWDVariable(t *testing.T) {
 		"tools/x.sh":     "#!/bin/sh\n",
 		"tools/t.sh":     "#!/bin/sh\n",
 		"tools/p.sh":     "#!/bin/sh\n",
-	})
-	paths, err := GuardRepo(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkGuards(t, "GuardRepo", paths, ws, []string{"read-only {ws}/tools/fsmon.sh", "read-only {ws}/tools/x.sh", "read-only {ws}/tools/t.sh", "read-only {ws}/tools/p.sh"}, nil)
+	}, []string{"read-only {ws}/tools/fsmon.sh", "read-only {ws}/tools/x.sh", "read-only {ws}/tools/t.sh", "read-only {ws}/tools/p.sh"})
 }
 
 // A repository's core.worktree is where git runs its hooks and commands
@@ -425,10 +393,7 @@ func TestGuardRepoCommandPattern(t *testing.T) {
 		{command: "sh *.sh", wantErr: "names a pattern"},
 	} {
 		t.Run(c.command, func(t *testing.T) {
-			ws := realTempDir(t)
-			t.Setenv("HOME", realTempDir(t))
-			t.Setenv("XDG_CONFIG_HOME", "")
-			layTree(t, ws, map[string]string{
+			ws := gitWorkspace(t, map[string]string{
 				".git/hooks/": "", "tools/sub/": "",
 				".git/config":    "[core]\n\tfsmonitor = " + c.command + "\n",
 				"tools/fsmon.sh": "#!/bin/sh\n",

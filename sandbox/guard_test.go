@@ -836,15 +836,35 @@ func layTree(t *testing.T, root string, tree map[string]string) {
 	}
 }
 
+// gitWorkspace lays tree in a fresh workspace, with a HOME of its own
+// and no XDG_CONFIG_HOME, so that no config of the user's is read.
+func gitWorkspace(t *testing.T, tree map[string]string) string {
+	t.Helper()
+	ws := realTempDir(t)
+	t.Setenv("HOME", realTempDir(t))
+	t.Setenv("XDG_CONFIG_HOME", "")
+	layTree(t, ws, tree)
+	return ws
+}
+
+// checkGuardRepoTree checks that GuardRepo, in a gitWorkspace laid from
+// tree, guards want.
+func checkGuardRepoTree(t *testing.T, tree map[string]string, want []string) {
+	t.Helper()
+	ws := gitWorkspace(t, tree)
+	paths, err := GuardRepo(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGuards(t, "GuardRepo", paths, ws, want, nil)
+}
+
 // TestGuardRepoGitFileSpaces: a .git file's path, and a commondir's, keep
 // the spaces at their ends, as git keeps them (it drops only the line's
 // end): "gitdir: gd " is the directory "gd ", whose config was left
 // writable while cordon guarded a missing gd.
 func TestGuardRepoGitFileSpaces(t *testing.T) {
-	ws := realTempDir(t)
-	t.Setenv("HOME", realTempDir(t))
-	t.Setenv("XDG_CONFIG_HOME", "")
-	layTree(t, ws, map[string]string{
+	ws := gitWorkspace(t, map[string]string{
 		".git":         "gitdir: gd \r\n",
 		"gd /HEAD":     "ref: refs/heads/main\n",
 		"gd /config":   "[core]\n\tbare = false\n",

@@ -119,25 +119,11 @@ func TestGuardRepo(t *testing.T) {
 			ws := realTempDir(t)
 			t.Setenv("HOME", realTempDir(t))
 			t.Setenv("XDG_CONFIG_HOME", "")
+			laid := map[string]string{}
 			for p, data := range c.tree {
-				data = strings.ReplaceAll(data, "{ws}", ws)
-				full := filepath.Join(ws, p)
-				if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				var err error
-				switch {
-				case strings.HasSuffix(p, "/"):
-					err = os.MkdirAll(full, 0o755)
-				case strings.HasPrefix(data, "@"):
-					err = os.Symlink(data[1:], full)
-				default:
-					err = os.WriteFile(full, []byte(data), 0o644)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				laid[p] = strings.ReplaceAll(data, "{ws}", ws)
 			}
+			layTree(t, ws, laid)
 			paths, err := GuardRepo(ws)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {

@@ -12,14 +12,22 @@ import (
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
+// realTempDir is a fresh temporary directory under its real name, with
+// no symbolic link on the way (as cordon resolves a workspace).
+func realTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // TestDetectFindsTheRepository: the workspace's repository reaches the
 // Machine, so Render (which reads nothing from disk) can guard it, and a
 // repository that cannot be guarded refuses the launch.
 func TestDetectFindsTheRepository(t *testing.T) {
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := realTempDir(t)
 	if err := os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +59,7 @@ func TestDetectGuardsCordonsBinary(t *testing.T) {
 	if self, err = filepath.EvalSymlinks(self); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := realTempDir(t)
 	guarded := func(s *sandbox.Spec) bool {
 		t.Helper()
 		m, err := Detect(s, filepath.Join(t.TempDir(), "audit.jsonl"))
@@ -78,10 +83,7 @@ func TestDetectGuardsCordonsBinary(t *testing.T) {
 // TestDetectGuardsTheConfiguration: cordon's configuration is denied to
 // the command wherever it is, and refused where the command may write.
 func TestDetectGuardsTheConfiguration(t *testing.T) {
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := realTempDir(t)
 	elsewhere := filepath.Join(t.TempDir(), "cordon", "config.yaml")
 	m, err := Detect(&sandbox.Spec{Workspace: ws, Policy: &policy.Policy{}, Config: []string{elsewhere}}, "")
 	if err != nil || !slices.Contains(m.Protected, elsewhere) {
@@ -97,18 +99,9 @@ func TestDetectGuardsTheConfiguration(t *testing.T) {
 // second name in the workspace or an exposed tree is refused, as on Linux:
 // the profile denies the source by its own name only.
 func TestDetectRefusesSourceHardLinks(t *testing.T) {
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tools, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := realTempDir(t)
+	keys := realTempDir(t)
+	tools := realTempDir(t)
 	source := filepath.Join(keys, "openai")
 	if err := os.WriteFile(source, []byte("sk-secret"), 0o600); err != nil {
 		t.Fatal(err)
@@ -139,10 +132,7 @@ func TestDetectRefusesSourceHardLinks(t *testing.T) {
 // name only, and a box that made the entry, with a hard link, before the
 // secret was written into it, read the secret through the link.
 func TestDetectRefusesDenyReadHardLinks(t *testing.T) {
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := realTempDir(t)
 	if err := os.Mkdir(filepath.Join(ws, "secrets"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -203,10 +193,7 @@ func TestDetectGuardsTheDefaultAudit(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("CORDON_AUDIT", "")
 	t.Setenv("XDG_STATE_HOME", state)
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := realTempDir(t)
 	m, err := Detect(&sandbox.Spec{Workspace: ws, Policy: &policy.Policy{}}, filepath.Join(t.TempDir(), "elsewhere.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -222,14 +209,8 @@ func TestDetectGuardsTheDefaultAudit(t *testing.T) {
 // it, and the file it leads to now would be readable. A link the box
 // cannot touch is fine.
 func TestDetectRefusesReplaceableLinks(t *testing.T) {
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	outside, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := realTempDir(t)
+	outside := realTempDir(t)
 	for _, dir := range []string{filepath.Join(ws, "real"), filepath.Join(outside, "real")} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
@@ -269,10 +250,7 @@ func TestDetectKeepsTheUsersHome(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("HOME", t.TempDir())
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := realTempDir(t)
 	m, err := Detect(&sandbox.Spec{Workspace: ws, Policy: &policy.Policy{}}, filepath.Join(t.TempDir(), "audit.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -286,14 +264,8 @@ func TestDetectKeepsTheUsersHome(t *testing.T) {
 // read-write allow_path outside the workspace are found, in any case, for
 // the profile to keep the directories above them where they are.
 func TestDetectFindsNamedFiles(t *testing.T) {
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rw, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := realTempDir(t)
+	rw := realTempDir(t)
 	for _, f := range []string{"a/b/.npmrc", "c/CREDENTIALS", "c/x.npmrc"} {
 		if err := os.MkdirAll(filepath.Join(rw, filepath.Dir(f)), 0o700); err != nil {
 			t.Fatal(err)

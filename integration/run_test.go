@@ -102,6 +102,16 @@ func expectCode(t *testing.T, r result, code int) {
 	}
 }
 
+// expectStdoutHas checks that r's stdout holds each of wants.
+func expectStdoutHas(t *testing.T, r result, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
 func TestRunWritesOutsideWorkspaceFail(t *testing.T) {
 	b := newBox(t)
 	outside := userDir(t, "cordon-it-outside-")
@@ -163,11 +173,7 @@ func TestRunDenyRead(t *testing.T) {
 	r := b.run("--config", cfg, "--", "sh", "-c",
 		`echo "env=[$(cat .env)]"; echo "dir=[$(ls -A secrets)]"; echo "link=[$(cat env-link)]"; echo "out=[$(cat out-link 2>&1)]"; echo "src=[$(cat src/main.go)]"`)
 	expectCode(t, r, 0)
-	for _, want := range []string{"env=[]", "dir=[]", "link=[]", "src=[package main]"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("output lacks %q:\n%s", want, r.stdout)
-		}
-	}
+	expectStdoutHas(t, r, "env=[]", "dir=[]", "link=[]", "src=[package main]")
 	if strings.Contains(r.stdout, "secret-") {
 		t.Fatalf("a denied file was read:\n%s", r.stdout)
 	}
@@ -187,11 +193,7 @@ func TestRunExposedCredentialFilesReadEmpty(t *testing.T) {
 	r := b.run("--net", "off", "--allow-path", tools, "--", "sh", "-c",
 		fmt.Sprintf(`cd %s; echo "npmrc=[$(cat etc/.npmrc)]"; echo "cargo=[$(cat cargo/credentials.toml)]"; echo "readme=[$(cat readme)]"; echo data > new 2>/dev/null && echo WROTE; bin/hello`, tools))
 	expectCode(t, r, 0)
-	for _, want := range []string{"npmrc=[]", "cargo=[]", "readme=[public]", "hello from tools"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("output lacks %q:\n%s", want, r.stdout)
-		}
-	}
+	expectStdoutHas(t, r, "npmrc=[]", "cargo=[]", "readme=[public]", "hello from tools")
 	if strings.Contains(r.stdout, "WROTE") {
 		t.Errorf("a read-only allow path was written:\n%s", r.stdout)
 	}

@@ -16,6 +16,18 @@ import (
 	"time"
 )
 
+// guardRun guards ws as a run does, after waiting long enough that all the
+// test made before is older than the run (which begins a slack before its guard).
+func guardRun(t *testing.T, ws string) []GuardedPath {
+	t.Helper()
+	time.Sleep(2 * clockSlack)
+	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return guards
+}
+
 // A submodule checkout present when the run is built is guarded; one the
 // run fills or registers is set aside afterwards, and a plain git status
 // on the host then runs nothing the run planted.
@@ -100,11 +112,7 @@ func TestAftercareSetsAsideNestedRepositories(t *testing.T) {
 	used := repo("used")
 	committed := repo("committed")
 	hooked := repo("hooked")
-	time.Sleep(2 * clockSlack) // all of the above is older than the run
-	paths, err := GuardWorkspace(GuardSpec{Workspace: ws})
-	if err != nil {
-		t.Fatal(err)
-	}
+	paths := guardRun(t, ws)
 
 	// The run.
 	git(t, used, "config", "core.fsmonitor", "touch /tmp/x; true")
@@ -165,11 +173,7 @@ func TestAftercareSetsAsideInnerGitDirectories(t *testing.T) {
 	for _, m := range []string{"m", "kept"} {
 		git(t, sub, "-c", "protocol.file.allow=always", "submodule", "add", "-q", src, m)
 	}
-	time.Sleep(2 * clockSlack) // all of the above is older than the run
-	paths, err := GuardWorkspace(GuardSpec{Workspace: ws})
-	if err != nil {
-		t.Fatal(err)
-	}
+	paths := guardRun(t, ws)
 
 	// The run: a core.fsmonitor in the nested repository's submodule
 	// config, and a submodule of its own, with a hook, registered in the
@@ -514,11 +518,7 @@ func TestAftercareRemovesGitLinks(t *testing.T) {
 			if err := os.Symlink(rc, old); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(2 * clockSlack)
-			guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
-			if err != nil {
-				t.Fatal(err)
-			}
+			guards := guardRun(t, ws)
 			link := filepath.Join(gitDir, filepath.FromSlash(c.link))
 			if err := os.RemoveAll(link); err != nil {
 				t.Fatal(err)
@@ -816,11 +816,7 @@ func TestAftercareSetsAsideGitDirectories(t *testing.T) {
 			if c.before != nil {
 				c.before(t, ws)
 			}
-			time.Sleep(2 * clockSlack) // all of the above is older than the run
-			paths, err := GuardWorkspace(GuardSpec{Workspace: ws})
-			if err != nil {
-				t.Fatal(err)
-			}
+			paths := guardRun(t, ws)
 			c.run(t, ws, marker)
 			status := func() bool { return statusRuns(filepath.Join(ws, c.gitIn), marker) }
 			if c.gitIn != "" && !status() {
@@ -870,11 +866,7 @@ func TestAftercareSetsAsideWorktreesTheRunMade(t *testing.T) {
 	if err := os.RemoveAll(stale); err != nil { // removed by hand
 		t.Fatal(err)
 	}
-	time.Sleep(2 * clockSlack)
-	paths, err := GuardWorkspace(GuardSpec{Workspace: ws})
-	if err != nil {
-		t.Fatal(err)
-	}
+	paths := guardRun(t, ws)
 
 	// The run: a repository of its own for the stale worktree, and a
 	// worktree of its own in the workspace.
@@ -1063,11 +1055,7 @@ func guardAfterPipe(t *testing.T, ws, old string) []GuardedPath {
 	if err := syscall.Mkfifo(old, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * clockSlack)
-	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
-	if err != nil {
-		t.Fatal(err)
-	}
+	guards := guardRun(t, ws)
 	return guards
 }
 
@@ -1130,11 +1118,7 @@ func TestAftercareClosesWhatTheRunOpened(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(2 * clockSlack)
-	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
-	if err != nil {
-		t.Fatal(err)
-	}
+	guards := guardRun(t, ws)
 	newDir := filepath.Join(ws, "new")
 	objects := filepath.Join(ws, ".git", "objects", "ab")
 	opened := map[string]fs.FileMode{

@@ -60,11 +60,7 @@ func TestAftercareReportsHiddenChanges(t *testing.T) {
 			// The user's own: a sparse checkout's flag, and one kept.
 			git(t, ws, "update-index", "--skip-worktree", "sparse")
 			git(t, ws, "update-index", "--assume-unchanged", "kept")
-			time.Sleep(2 * clockSlack) // the run begins a slack before its guard
-			guards, err := GuardWorkspace(GuardSpec{Workspace: top})
-			if err != nil {
-				t.Fatal(err)
-			}
+			guards := guardRun(t, top)
 
 			// The run's: it changes two files and hides them, excludes a
 			// file it adds, and clears the user's flag.
@@ -230,11 +226,7 @@ func TestAftercareSetsAsideSequencerState(t *testing.T) {
 				if c.before {
 					rebase()
 				}
-				time.Sleep(2 * clockSlack) // the run begins a slack before its guard
-				guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
-				if err != nil {
-					t.Fatal(err)
-				}
+				guards := guardRun(t, ws)
 				if !c.before {
 					rebase()
 				}
@@ -252,7 +244,7 @@ func TestAftercareSetsAsideSequencerState(t *testing.T) {
 				if len(care.Unchecked) != 0 {
 					t.Errorf("left unchecked: %v", care.Unchecked)
 				}
-				_, err = os.Stat(todo)
+				_, err := os.Stat(todo)
 				switch aside := len(care.SetAside) == 1 && IsSequencerState(care.SetAside[0]) &&
 					strings.HasPrefix(care.SetAside[0], filepath.Join(gitDir, "rebase-merge.cordon-set-aside-")); {
 				case c.aside && (!aside || err == nil):
@@ -324,11 +316,7 @@ func TestAftercareReportsForgedIndexEntries(t *testing.T) {
 			}
 			git(t, ws, "add", ".")
 			git(t, ws, "commit", "-q", "-m", "first")
-			time.Sleep(2 * clockSlack) // the run begins a slack before its guard
-			guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
-			if err != nil {
-				t.Fatal(err)
-			}
+			guards := guardRun(t, ws)
 			c.run(t, ws)
 			if out := git(t, ws, "status", "--porcelain"); out != "" {
 				t.Fatalf("git status shows %q, so this test shows nothing", out)
@@ -457,11 +445,7 @@ func TestAftercareReportsUntrackedCache(t *testing.T) {
 			if c.before != nil {
 				c.before(t, ws)
 			}
-			time.Sleep(2 * clockSlack) // the run begins a slack before its guard
-			guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
-			if err != nil {
-				t.Fatal(err)
-			}
+			guards := guardRun(t, ws)
 			c.run(t, ws)
 			care := Aftercare(guards)
 			if len(care.Unchecked) != 0 {

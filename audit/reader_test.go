@@ -50,6 +50,24 @@ func readAll(t testing.TB, data string) ([]Record, []string, []skipped, *Reader)
 	return recs, raws, warns, rd
 }
 
+// readChecked reads data, checks that it holds records records, and returns
+// the lines it warned about, checking that each warning contains warnHas.
+func readChecked(t *testing.T, data string, records int, warnHas string) ([]int, *Reader) {
+	t.Helper()
+	recs, _, warns, rd := readAll(t, data)
+	if len(recs) != records {
+		t.Errorf("read %d records, want %d", len(recs), records)
+	}
+	var lines []int
+	for _, w := range warns {
+		lines = append(lines, w.line)
+		if !strings.Contains(w.err, warnHas) {
+			t.Errorf("warning for line %d = %q, want it to contain %q", w.line, w.err, warnHas)
+		}
+	}
+	return lines, rd
+}
+
 func TestReaderReadsWriterOutput(t *testing.T) {
 	path := t.TempDir() + "/audit.jsonl"
 	w, err := Open(path, "s1")
@@ -134,17 +152,7 @@ func TestReaderSkipsBadLines(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			recs, _, warns, rd := readAll(t, tt.data)
-			if len(recs) != tt.records {
-				t.Errorf("read %d records, want %d", len(recs), tt.records)
-			}
-			var lines []int
-			for _, w := range warns {
-				lines = append(lines, w.line)
-				if !strings.Contains(w.err, tt.warnHas) {
-					t.Errorf("warning for line %d = %q, want it to contain %q", w.line, w.err, tt.warnHas)
-				}
-			}
+			lines, rd := readChecked(t, tt.data, tt.records, tt.warnHas)
 			if !slices.Equal(lines, tt.warnLines) {
 				t.Errorf("warned about lines %v, want %v", lines, tt.warnLines)
 			}
@@ -214,17 +222,7 @@ func TestReaderHugeLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			recs, _, warns, rd := readAll(t, tt.data)
-			if len(recs) != tt.records {
-				t.Errorf("read %d records, want %d", len(recs), tt.records)
-			}
-			var lines []int
-			for _, w := range warns {
-				lines = append(lines, w.line)
-				if !strings.Contains(w.err, "longer than") {
-					t.Errorf("warning for line %d = %q, want it to say the line is too long", w.line, w.err)
-				}
-			}
+			lines, rd := readChecked(t, tt.data, tt.records, "longer than")
 			if !slices.Equal(lines, tt.skipped) || rd.Skipped() != len(tt.skipped) {
 				t.Errorf("skipped lines %v (count %d), want %v", lines, rd.Skipped(), tt.skipped)
 			}

@@ -777,13 +777,7 @@ func TestRunWithoutBwrapIsBlocked(t *testing.T) {
 	env := b.env("PATH=" + empty)
 	doc := runResult(t, runTimeout, cordonIn(t, b.ws, env, "doctor", "--net", "off", "--json"))
 	expectCode(t, doc, 1)
-	var rep struct {
-		Verdict      string
-		Capabilities []struct{ Name, Status, Reason, Fix string }
-	}
-	if err := json.Unmarshal([]byte(doc.stdout), &rep); err != nil {
-		t.Fatalf("doctor --json: %v\n%s", err, doc.stdout)
-	}
+	rep := doctorJSON(t, doc.stdout)
 	var reason string
 	for _, c := range rep.Capabilities {
 		if c.Status == "BLOCKED" {
@@ -1552,19 +1546,8 @@ func TestRunLimits(t *testing.T) {
 	}
 
 	doc := runResult(t, runTimeout, cordonIn(t, b.ws, b.env(), "doctor", "--net", "off", "--json"))
-	var rep struct {
-		Capabilities []struct{ Name, Status, Reason string }
-	}
-	if err := json.Unmarshal([]byte(doc.stdout), &rep); err != nil {
-		t.Fatalf("doctor --json: %v\n%s", err, doc.stdout)
-	}
-	found := false
-	for _, c := range rep.Capabilities {
-		if c.Name == "resource limits" {
-			found = strings.Contains(c.Reason, "RLIMIT_DATA") || strings.Contains(c.Reason, "memory.max")
-		}
-	}
-	if !found {
+	limits := doctorJSON(t, doc.stdout).capability("resource limits")
+	if !strings.Contains(limits.Reason, "RLIMIT_DATA") && !strings.Contains(limits.Reason, "memory.max") {
 		t.Errorf("doctor does not say how limits are enforced:\n%s", doc.stdout)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 // maxHashSize bounds the files compared by contents: a copy of a larger
@@ -149,14 +151,5 @@ func (c *Checker) resolve(name string) string {
 		}
 		return name
 	}
-	for _, d := range filepath.SplitList(c.path) {
-		if !filepath.IsAbs(d) {
-			continue
-		}
-		p := filepath.Join(d, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p
-		}
-	}
-	return ""
+	return sandbox.SearchPath(c.path, name)
 }

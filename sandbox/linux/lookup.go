@@ -195,16 +195,7 @@ func (r resolver) search(name string) string {
 		}
 		return ""
 	}
-	for _, dir := range filepath.SplitList(r.path) {
-		if !filepath.IsAbs(dir) {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p
-		}
-	}
-	return ""
+	return sandbox.SearchPath(r.path, name)
 }
 
 // mountFor adds the directory that makes the real file runnable: its

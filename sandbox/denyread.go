@@ -2,10 +2,8 @@ package sandbox
 
 import (
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/cordon-sandbox/cordon/policy"
 )
@@ -52,7 +50,7 @@ func MissingDenyRead(p *policy.Policy, ws string) []string {
 // search is refused, as an exposed tree is. Names are resolved by r.
 func DenyReadFiles(p *policy.Policy, ws string, seen []string, r *Resolver) ([]string, error) {
 	var out []string
-	entries, deadline := 0, time.Now().Add(maxLinkSearchTime)
+	search := newLinkSearch()
 	for _, d := range p.DenyRead {
 		if !filepath.IsAbs(d) {
 			d = filepath.Join(ws, d)
@@ -68,21 +66,8 @@ func DenyReadFiles(p *policy.Policy, ws string, seen []string, r *Resolver) ([]s
 		if !inSight {
 			continue
 		}
-		err = filepath.WalkDir(real, func(path string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return err // what cannot be read could hold such a file
-			}
-			if entries++; entries > maxLinkSearchEntries || time.Now().After(deadline) {
-				return fmt.Errorf("more than %d entries, or %s, to search", maxLinkSearchEntries, maxLinkSearchTime)
-			}
-			if !e.Type().IsRegular() {
-				return nil
-			}
-			fi, err := e.Info()
-			if err != nil {
-				return nil // gone
-			}
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		err = search.regularFiles(real, func(path string, st *syscall.Stat_t) error {
+			if st.Nlink > 1 {
 				out = append(out, path)
 			}
 			return nil

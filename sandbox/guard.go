@@ -286,6 +286,44 @@ const (
 	maxLinkSearchTime    = 5 * time.Second
 )
 
+// linkSearch is one search within those bounds, over as many trees as it
+// is given.
+type linkSearch struct {
+	entries  int
+	deadline time.Time
+}
+
+func newLinkSearch() *linkSearch {
+	return &linkSearch{deadline: time.Now().Add(maxLinkSearchTime)}
+}
+
+// regularFiles calls fn with each regular file below root and its status,
+// failing past the search's bounds or on a directory it cannot read (what
+// cannot be read could hold a name searched for); a file gone meanwhile is
+// passed over.
+func (s *linkSearch) regularFiles(root string, fn func(path string, st *syscall.Stat_t) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if s.entries++; s.entries > maxLinkSearchEntries || time.Now().After(s.deadline) {
+			return fmt.Errorf("more than %d entries, or %s, to search", maxLinkSearchEntries, maxLinkSearchTime)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil // gone
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil
+		}
+		return fn(path, st)
+	})
+}
+
 // configFiles lists the files of cordon's configuration (config, as in
 // GuardSpec.Config), by their real paths: a path that is a file, and the
 // files in one that is a directory (the CA's certificate and key).
@@ -348,24 +386,10 @@ func refuseOtherNames(files, roots []string, why string) error {
 	if len(want) == 0 {
 		return nil
 	}
-	entries, deadline := 0, time.Now().Add(maxLinkSearchTime)
+	search := newLinkSearch()
 	for _, w := range roots {
-		err := filepath.WalkDir(w, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err // what cannot be read could hold another name
-			}
-			if entries++; entries > maxLinkSearchEntries || time.Now().After(deadline) {
-				return fmt.Errorf("more than %d entries, or %s, to search", maxLinkSearchEntries, maxLinkSearchTime)
-			}
-			if !d.Type().IsRegular() {
-				return nil
-			}
-			fi, err := d.Info()
-			if err != nil {
-				return nil // gone
-			}
-			st, ok := fi.Sys().(*syscall.Stat_t)
-			if p, found := want[inode{uint64(st.Dev), uint64(st.Ino)}]; ok && found && path != p {
+		err := search.regularFiles(w, func(path string, st *syscall.Stat_t) error {
+			if p, found := want[inode{uint64(st.Dev), uint64(st.Ino)}]; found && path != p {
 				return fmt.Errorf("%s is a hard link of %s, which cordon keeps from the sandboxed command: %s", path, p, why)
 			}
 			return nil

@@ -356,29 +356,11 @@ func TestGuardRepoPWDVariable(t *testing.T) {
 // from: a relative core.hooksPath is from there, not from the directory
 // holding .git.
 func TestGuardRepoCoreWorktree(t *testing.T) {
-	ws := realTempDir(t)
-	t.Setenv("HOME", realTempDir(t))
-	t.Setenv("XDG_CONFIG_HOME", "")
-	for _, d := range []string{".git/hooks", "sub/.githooks"} {
-		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for p, data := range map[string]string{
+	checkGuardRepoTree(t, map[string]string{
+		".git/hooks/":              "",
 		".git/config":              "[core]\n\tworktree = ../sub\n\thooksPath = .githooks\n",
 		"sub/.githooks/pre-commit": "#!/bin/sh\n",
-	} {
-		if err := os.WriteFile(filepath.Join(ws, p), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	paths, err := GuardRepo(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := describeGuards(paths, ws); !slices.Contains(got, "read-only sub/.githooks") {
-		t.Errorf("GuardRepo = %q; want sub/.githooks read-only", got)
-	}
+	}, []string{"read-only {ws}/sub/.githooks"})
 }
 
 // A pattern in a command is matched when git runs it, so the box could

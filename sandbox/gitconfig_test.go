@@ -297,11 +297,7 @@ func TestGuardRepoUserHomePath(t *testing.T) {
 		"tools/fsmon.sh":       "#!/bin/sh\n",
 		".githooks/pre-commit": "#!/bin/sh\n",
 	})
-	paths, err := GuardRepo(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkGuards(t, "GuardRepo", paths, ws, []string{"read-only {ws}/.githooks", "read-only {ws}/tools/fsmon.sh", "read-only {ws}/more.gitconfig"}, nil)
+	checkGuardRepo(t, ws, []string{"read-only {ws}/.githooks", "read-only {ws}/tools/fsmon.sh", "read-only {ws}/more.gitconfig"})
 }
 
 // A command's $HOME is the shell's to expand: a script named from it in
@@ -317,11 +313,7 @@ func TestGuardRepoHomeVariable(t *testing.T) {
 		"tools/fsmon.sh": "#!/bin/sh\n",
 		"tools/x.sh":     "#!/bin/sh\n",
 	})
-	paths, err := GuardRepo(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkGuards(t, "GuardRepo", paths, ws, []string{"read-only {ws}/tools/fsmon.sh", "read-only {ws}/tools/x.sh"}, nil)
+	checkGuardRepo(t, ws, []string{"read-only {ws}/tools/fsmon.sh", "read-only {ws}/tools/x.sh"})
 }
 
 // An ext:: URL runs its command at the user's next fetch or push (an

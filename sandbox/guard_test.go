@@ -837,7 +837,12 @@ func gitWorkspace(t *testing.T, tree map[string]string) string {
 // tree, guards want.
 func checkGuardRepoTree(t *testing.T, tree map[string]string, want []string) {
 	t.Helper()
-	ws := gitWorkspace(t, tree)
+	checkGuardRepo(t, gitWorkspace(t, tree), want)
+}
+
+// checkGuardRepo checks that GuardRepo(ws) succeeds and guards want.
+func checkGuardRepo(t *testing.T, ws string, want []string) {
+	t.Helper()
 	paths, err := GuardRepo(ws)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/netip"
@@ -55,6 +56,10 @@ type Options struct {
 	// Creds are those credentials already loaded (cordon run loads them
 	// first, to mask its refusals); nil loads them here.
 	Creds *credinject.Set
+	// Log receives the problems the proxy meets that have no client to
+	// go to (a spent audit budget, a failed audit write), a line each;
+	// nil means stderr.
+	Log io.Writer
 	// BundlePath is where the session's trust bundle is written; empty
 	// means a file in a fresh temporary directory, or, InSandbox, no file:
 	// the sandbox is given the bundle's bytes (Proxy.Sandbox).
@@ -199,9 +204,14 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		closeAudit()
 		return nil, err
 	}
+	var logw io.Writer = os.Stderr
+	if o.Log != nil {
+		logw = o.Log
+	}
+	errLog := log.New(logw, "", 0)
 	var fakeName func(netip.Addr) (string, bool)
 	if o.InSandbox {
-		if dns, err = fakedns.New(fakedns.Config{Rules: rules, Audit: aw, ErrorLog: log.New(os.Stderr, "", 0)}); err != nil {
+		if dns, err = fakedns.New(fakedns.Config{Rules: rules, Audit: aw, ErrorLog: errLog}); err != nil {
 			return fail(err)
 		}
 		fakeName = dns.NameFor
@@ -216,7 +226,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 	}
 	tt, err := tlsterm.New(tlsterm.Config{
 		Leaves: certs.NewLeafCache(ca, certs.DefaultLeafCacheSize), Roots: roots, Audit: aw, Creds: creds,
-		ErrorLog: log.New(os.Stderr, "", 0),
+		ErrorLog: errLog,
 	})
 	if err != nil {
 		return fail(err)
@@ -231,7 +241,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		TLS: tt, Terminate: terminate, Creds: creds,
 		FakeRange: fakedns.DefaultRange, FakeName: fakeName,
 		OwnUserOnly: ln != nil,
-		ErrorLog:    log.New(os.Stderr, "", 0),
+		ErrorLog:    errLog,
 	})
 	if err != nil {
 		return fail(err)

@@ -612,10 +612,13 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	// The command's output that a mask holds back is written before what
 	// cordon says after the run, which it would otherwise follow.
 	flushOutput := func() {}
+	// What cordon says while the command runs goes in turn with the
+	// command's output where cordon copies that to the same terminal.
+	during := &midRun{w: stderr}
 	var maskWith *credinject.Set // the secrets masked in the output
 	if s.Policy.Network == policy.NetRestricted {
 		px, err := session.StartProxy(ctx, session.Options{Policy: s.Policy, Audit: r.w, InSandbox: sandboxInside.OwnNetwork,
-			Credentials: f.pf.credentials, Creds: r.creds, EphemeralCA: f.pf.ephemeralCA})
+			Credentials: f.pf.credentials, Creds: r.creds, EphemeralCA: f.pf.ephemeralCA, Log: during})
 		if err != nil {
 			return r.refuse("proxy", err.Error(), "")
 		}
@@ -672,7 +675,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		exitOnce.Do(func() {
 			res, runErr := r.ended(res, runErr)
 			if err := r.w.Sync(r.exitRecord(s, res, runErr)); err != nil {
-				fmt.Fprintf(stderr, "cordon: %v\n", err)
+				fmt.Fprintf(during, "cordon: %v\n", err)
 			}
 		})
 	}
@@ -684,8 +687,12 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	restoreTerminal := keepTerminal()
 	s.Ended = restoreTerminal
 	runCtx, stopListening := ctx, func() {}
-	if shareTerminal(s) {
+	held, aside := shareTerminal(s, stderr)
+	if held {
 		runCtx, r.suspended, stopListening = endOnSuspend(ctx)
+	}
+	if aside != nil {
+		during.through(aside)
 	}
 	if maskWith != nil {
 		// Secrets never reach the sandbox, but one could come back in
@@ -704,6 +711,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	settleInput()
 	say := &afterTheBox{w: stderr}
 	stderr, r.errw = say, say
+	during.through(say)
 	defer func() {
 		if failed != nil {
 			say.ready() // main prints it

@@ -130,7 +130,12 @@ func restartOutput(fd int) {
 // user's): the box would open it anew for reading through /proc/self/fd
 // and take what is typed there, to the shell of that pane, so it gets a
 // pipe that cordon copies to the terminal instead.
-func shareTerminal(s *sandbox.Spec) (held bool) {
+//
+// says is the writer of what cordon says on errw, its stderr, while the
+// command runs: when the command's output reaches the same terminal
+// through cordon, the Aside of that copy's Display, with whose writes
+// cordon's lines then take turns; nil when it does not.
+func shareTerminal(s *sandbox.Spec, errw io.Writer) (held bool, says io.Writer) {
 	var terminals []*os.File
 	for _, v := range []any{s.Stdin, s.Stdout, s.Stderr} {
 		if f, ok := v.(*os.File); ok && f != nil {
@@ -145,24 +150,39 @@ func shareTerminal(s *sandbox.Spec) (held bool) {
 			background = true
 		}
 	}
-	out, errw := s.Stdout, s.Stderr
+	out, stderr := s.Stdout, s.Stderr
 	for _, f := range terminals {
-		if background || writeOnlyElsewhere(f) {
-			keepFromTheBox(s, f)
+		if !background && !writeOnlyElsewhere(f) {
+			held = true
 			continue
 		}
-		held = true
+		// The first: stdout's, which stderr's gives way to below when
+		// both are on one terminal.
+		if d := keepFromTheBox(s, f); d != nil && says == nil && sameTerminal(f, errw) {
+			says = d.Aside()
+		}
 	}
-	if _, kept := s.Stdout.(throughCordon); kept && s.Stderr != errw && sandbox.SameFile(out, errw) {
-		// Stdout and stderr on one terminal reach it through one Display
-		// (one pipe, one copy). Through one each, a write of one that
-		// the kernel cut short (interrupted by a signal, or non-blocking
-		// with the terminal's buffer full) could leave the terminal in
-		// the middle of a sequence that the other's text then ended: a
-		// question, answered to whoever reads the terminal.
+	if _, kept := s.Stdout.(throughCordon); kept && s.Stderr != stderr && sameTerminal(out, stderr) {
+		// Stdout and stderr on one terminal, by one name or two
+		// (/dev/tty and its own), reach it through one Display (one pipe,
+		// one copy). Through one each, a write of one that the kernel
+		// cut short (interrupted by a signal, or non-blocking with the
+		// terminal's buffer full) could leave the terminal in the middle
+		// of a sequence that the other's text then ended: a question,
+		// answered to whoever reads the terminal.
 		s.Stderr = s.Stdout
 	}
-	return held
+	return held, says
+}
+
+// sameTerminal says whether a and b are one terminal: one file, or
+// cordon's controlling terminal under two names (controllingDevice).
+func sameTerminal(a, b any) bool {
+	if sandbox.SameFile(a, b) {
+		return true
+	}
+	da, db := controllingDevice(a), controllingDevice(b)
+	return da != 0 && da == db
 }
 
 // writeOnlyElsewhere says whether f is a terminal cordon does not control
@@ -181,15 +201,20 @@ func writeOnlyElsewhere(f *os.File) bool {
 // what the terminal would answer or take as a change of what it sends
 // dropped (termtext.Display): its answers would reach whatever reads it,
 // the user's shell, as typed, and cordon, which does not read it, cannot
-// discard them (settleInput).
-func keepFromTheBox(s *sandbox.Spec, f *os.File) {
+// discard them (settleInput). It returns the Display, nil for stdin.
+func keepFromTheBox(s *sandbox.Spec, f *os.File) *termtext.Writer {
 	switch {
 	case s.Stdin == io.Reader(f):
 		s.Stdin = nil
+		return nil
 	case s.Stdout == io.Writer(f):
-		s.Stdout = throughCordon{termtext.Display(f)}
-	case s.Stderr == io.Writer(f):
-		s.Stderr = throughCordon{termtext.Display(f)}
+		d := termtext.Display(f)
+		s.Stdout = throughCordon{d}
+		return d
+	default:
+		d := termtext.Display(f)
+		s.Stderr = throughCordon{d}
+		return d
 	}
 }
 
@@ -310,6 +335,30 @@ func suspendedResult(res sandbox.Result, sig syscall.Signal) sandbox.Result {
 	res.ExitCode, res.Signal, res.TimedOut = 128+int(sig), unix.SignalName(sig), false
 	res.Cause = fmt.Sprintf("the run's job was stopped from the terminal (%s; Ctrl-Z sends it), which ends the process tree of a run that holds the terminal: the shell takes the terminal back, and the sandbox would read what is typed to it", res.Signal)
 	return res
+}
+
+// midRun is the writer of what cordon says while a run goes on (the
+// proxy's warnings, a failed record of the exit): its stderr, until the
+// run sends it through another writer (through): the Aside of the
+// Display the command's output reaches the same terminal through
+// (shareTerminal), and once the command is gone, afterTheBox.
+type midRun struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (m *midRun) Write(p []byte) (int, error) {
+	m.mu.Lock()
+	w := m.w
+	m.mu.Unlock()
+	return w.Write(p)
+}
+
+// through sends what follows to w.
+func (m *midRun) through(w io.Writer) {
+	m.mu.Lock()
+	m.w = w
+	m.mu.Unlock()
 }
 
 // readableAgain is written to a terminal before the first thing cordon

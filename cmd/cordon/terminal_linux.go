@@ -73,3 +73,40 @@ func parentOf(pid int) int {
 	ppid, _ := strconv.Atoi(fields[1])
 	return ppid
 }
+
+// ttyDevice is the device number of /dev/tty, major 5, minor 0.
+const ttyDevice = 5 << 8
+
+// controllingDevice is the device number of the terminal v is when v is
+// cordon's controlling terminal, by its own name or as /dev/tty; 0 when
+// it is not. fstat tells /dev/tty apart from the terminal it stands for;
+// TIOCGDEV names that terminal's device through either. A terminal by its
+// own name counts only when it is the controlling one (the kernel answers
+// TIOCGPGRP for no other): /dev/pts/0 of another devpts instance (a
+// container's) has the same number as ours, and a pseudo-terminal's
+// master (whose own device, /dev/ptmx, TIOCGDEV does not name) writes to
+// its input.
+func controllingDevice(v any) uint64 {
+	f, ok := v.(*os.File)
+	if !ok || f == nil {
+		return 0
+	}
+	fd := int(f.Fd())
+	dev, err := unix.IoctlGetUint32(fd, unix.TIOCGDEV)
+	if err != nil {
+		return 0
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0
+	}
+	switch st.Rdev {
+	case ttyDevice:
+		return uint64(dev)
+	case uint64(dev):
+		if _, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err == nil {
+			return uint64(dev)
+		}
+	}
+	return 0
+}

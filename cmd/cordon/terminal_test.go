@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -48,51 +50,148 @@ func openWriteOnly(t *testing.T, name string) *os.File {
 
 // TestShareTerminalOneWriterPerTerminal: the command's stdout and stderr
 // on one terminal it does not get (another pane's, cordon run … >
-// /dev/pts/N 2>&1) reach it through one Display. Through one each, a
-// write of one the kernel cut short (non-blocking, as a program sharing
-// the terminal may leave it, with its buffer full; or one a signal
-// interrupts, whose rest the other's write can precede) left the
-// terminal in the middle of a sequence it passed, which the other's
-// next write ended: the command's stdout cut after ESC [ and its stderr
-// 6n made a cursor position report, typed to that pane's shell. The
+// /dev/pts/N 2>&1) reach it through one Display, and what cordon says on
+// that terminal while the command runs (the proxy's warnings) goes
+// through it too (its Aside). Through a writer each, a write of one the
+// kernel cut short (non-blocking, as a program sharing the terminal may
+// leave it, with its buffer full; or one a signal interrupts, whose rest
+// the other's write can precede) left the terminal in the middle of a
+// sequence it passed, which the other's next write ended: the command's
+// stdout cut after ESC [ and its stderr 6n made a cursor position
+// report, typed to that pane's shell; cordon's line after it, ESC [ c,
+// a device attributes query, or after a cut ESC, ESC c, a reset. The
 // command fills the terminal with a colour reset, each try cut
 // somewhere, until a cut lands in a sequence (a bounded number of tries).
 func TestShareTerminalOneWriterPerTerminal(t *testing.T) {
-	const tries = 30
-	inSequence := 0
-	for try := range tries {
-		master, name := newPseudoTerminal(t)
-		out, errw := openWriteOnly(t, name), openWriteOnly(t, name)
+	for _, c := range []struct {
+		name string
+		next string
+		// writer is the writer of next, of s's command or of cordon.
+		writer func(s *sandbox.Spec, says io.Writer) io.Writer
+	}{
+		{"the command's stderr", "6n", func(s *sandbox.Spec, _ io.Writer) io.Writer { return s.Stderr }},
+		{"cordon's line", "cordon: warning", func(_ *sandbox.Spec, says io.Writer) io.Writer { return says }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const tries = 30
+			inSequence := 0
+			for try := range tries {
+				master, name := newPseudoTerminal(t)
+				out, errw, cordonErr := openWriteOnly(t, name), openWriteOnly(t, name), openWriteOnly(t, name)
+				s := &sandbox.Spec{Stdout: out, Stderr: errw}
+				held, says := shareTerminal(s, cordonErr)
+				if held {
+					t.Fatal("the command was given a terminal it may not read")
+				}
+				if says == nil {
+					t.Fatal("cordon's own lines do not go through the command's Display")
+				}
+				if err := unix.SetNonblock(int(out.Fd()), true); err != nil {
+					t.Fatal(err)
+				}
+				fill := strings.Repeat("x", try%3) + strings.Repeat("\x1b[m", 100000)
+				if _, err := s.Stdout.Write([]byte(fill)); err == nil {
+					t.Fatal("the terminal took the whole write: no cut to test")
+				}
+				if err := unix.SetNonblock(int(out.Fd()), false); err != nil {
+					t.Fatal(err)
+				}
+				got := make(chan string, 1)
+				go func() { b, _ := io.ReadAll(master); got <- string(b) }()
+				if _, err := c.writer(s, says).Write([]byte(c.next)); err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range []*os.File{out, errw, cordonErr} {
+					f.Close()
+				}
+				tail := strings.TrimLeft(strings.ReplaceAll(<-got, "\x1b[m", ""), "x")
+				if strings.Contains(tail, "\x1b["+c.next) || strings.Contains(tail, "\x1b"+c.next) {
+					t.Fatalf("try %d: the terminal was asked: it got %q after the colour resets", try, tail)
+				}
+				if strings.HasPrefix(tail, "\x1b") {
+					inSequence++
+				}
+			}
+			if inSequence == 0 {
+				t.Fatalf("none of %d cuts landed in a sequence", tries)
+			}
+		})
+	}
+}
+
+// twoNamesEnv names, to the test binary run again by
+// TestShareTerminalOneTerminalTwoNames, the terminal that is its
+// controlling one.
+const twoNamesEnv = "CORDON_TEST_CONTROLLING_TERMINAL"
+
+// TestShareTerminalOneTerminalTwoNames: cordon run … >/dev/pts/N
+// 2>/dev/tty &, /dev/pts/N being cordon's controlling terminal (or the
+// other way round), hands the command stdout and stderr on one terminal
+// under two names, which fstat tells apart: each reached it through a
+// Display of its own, and a write of one cut short left the terminal in
+// the middle of a sequence the other's text then ended (a question,
+// answered to the shell). They now share one Display, and another
+// terminal by its own name is still another. The test binary runs again
+// in a session of its own whose controlling terminal is a new
+// pseudo-terminal, in the background of it.
+func TestShareTerminalOneTerminalTwoNames(t *testing.T) {
+	if name := os.Getenv(twoNamesEnv); name != "" {
+		shareTerminalInTheBackground(t, name)
+		return
+	}
+	_, name := newPseudoTerminal(t)
+	slave, err := os.OpenFile(name, os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slave.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestShareTerminalOneTerminalTwoNames$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), twoNamesEnv+"="+name)
+	cmd.Stdin = slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("in a session whose controlling terminal is %s: %v\n%s", name, err, out)
+	}
+}
+
+// shareTerminalInTheBackground is TestShareTerminalOneTerminalTwoNames in
+// the session whose controlling terminal is name: it puts another process
+// group in the terminal's foreground, as a shell does for its next job
+// after cordon run … &, and has shareTerminal judge the command's stdout
+// and stderr.
+func shareTerminalInTheBackground(t *testing.T, name string) {
+	tty := openWriteOnly(t, "/dev/tty")
+	defer tty.Close()
+	fg := exec.Command("sleep", "60")
+	fg.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Foreground: true, Ctty: int(tty.Fd())}
+	if err := fg.Start(); err != nil {
+		t.Fatalf("start a job in the foreground: %v", err)
+	}
+	defer func() { fg.Process.Kill(); fg.Wait() }()
+	if pgrp, err := unix.IoctlGetInt(int(tty.Fd()), unix.TIOCGPGRP); err != nil || pgrp == unix.Getpgrp() {
+		t.Fatalf("not in the background of %s: its foreground process group is %d (%v), ours %d", name, pgrp, err, unix.Getpgrp())
+	}
+	_, other := newPseudoTerminal(t)
+	for _, c := range []struct {
+		name        string
+		out, stderr string
+		one         bool
+	}{
+		{"its own name, then /dev/tty", name, "/dev/tty", true},
+		{"/dev/tty, then its own name", "/dev/tty", name, true},
+		{"its own name twice", name, name, true},
+		{"another terminal and /dev/tty", other, "/dev/tty", false},
+	} {
+		out, errw := openWriteOnly(t, c.out), openWriteOnly(t, c.stderr)
 		s := &sandbox.Spec{Stdout: out, Stderr: errw}
-		if shareTerminal(s) {
-			t.Fatal("the command was given a terminal it may not read")
+		if held, _ := shareTerminal(s, io.Discard); held {
+			t.Errorf("%s: the command was given a terminal it may not read", c.name)
 		}
-		if err := unix.SetNonblock(int(out.Fd()), true); err != nil {
-			t.Fatal(err)
-		}
-		fill := strings.Repeat("x", try%3) + strings.Repeat("\x1b[m", 100000)
-		if _, err := s.Stdout.Write([]byte(fill)); err == nil {
-			t.Fatal("the terminal took the whole write: no cut to test")
-		}
-		if err := unix.SetNonblock(int(out.Fd()), false); err != nil {
-			t.Fatal(err)
-		}
-		got := make(chan string, 1)
-		go func() { b, _ := io.ReadAll(master); got <- string(b) }()
-		if _, err := s.Stderr.Write([]byte("6n")); err != nil {
-			t.Fatal(err)
+		_, kept := s.Stderr.(throughCordon)
+		if one := s.Stderr == s.Stdout; !kept || one != c.one {
+			t.Errorf("%s: stderr through cordon %v, with stdout %v; want with stdout %v", c.name, kept, one, c.one)
 		}
 		out.Close()
 		errw.Close()
-		tail := strings.TrimLeft(strings.ReplaceAll(<-got, "\x1b[m", ""), "x")
-		if strings.Contains(tail, "\x1b[6n") || strings.Contains(tail, "\x1b6n") {
-			t.Fatalf("try %d: the terminal was asked: it got %q after the colour resets", try, tail)
-		}
-		if strings.HasPrefix(tail, "\x1b") {
-			inSequence++
-		}
-	}
-	if inSequence == 0 {
-		t.Fatalf("none of %d cuts landed in a sequence", tries)
 	}
 }

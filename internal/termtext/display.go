@@ -30,16 +30,16 @@ import (
 // A terminal's answers reach whatever reads it, as if typed: Display is
 // for output to a terminal whose reader is not the writer, that of a
 // command run in the background.
-func Display(w io.Writer) io.Writer {
-	return &display{w: w}
+func Display(w io.Writer) *Writer {
+	return &Writer{w: w}
 }
 
-// display is the writer Display returns. It is safe for concurrent use:
+// Writer is the writer Display returns. It is safe for concurrent use:
 // a command's stdout and stderr on one terminal share one, each Write
 // going to w whole before the next (two writers of one terminal would
 // have their writes interleaved where the kernel cuts one short, one in
 // the middle of a sequence the other passed).
-type display struct {
+type Writer struct {
 	mu   sync.Mutex // held through a Write
 	w    io.Writer
 	st   state
@@ -91,13 +91,10 @@ const shownESC = "78DEMH"
 // other intermediates (ESC SP F, ESC # 8) are dropped.
 const charsetIntermediates = "()*+"
 
-func (d *display) Write(p []byte) (int, error) {
+func (d *Writer) Write(p []byte) (int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.out = d.out[:0]
-	if d.cut {
-		d.out = append(d.out, can)
-	}
+	d.start()
 	in := p
 	if len(d.part) > 0 {
 		in = append(d.part, p...)
@@ -134,16 +131,57 @@ func (d *display) Write(p []byte) (int, error) {
 	if len(d.out) == 0 {
 		return len(p), nil
 	}
+	if err := d.send(); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// start empties out for a write, but for the CAN a cut write owes.
+func (d *Writer) start() {
+	d.out = d.out[:0]
+	if d.cut {
+		d.out = append(d.out, can)
+	}
+}
+
+// send writes out to w and notes whether w took only part of it.
+func (d *Writer) send() error {
 	n, err := d.w.Write(d.out)
 	d.cut = n < len(d.out)
-	if err != nil {
+	return err
+}
+
+// Aside returns a writer of text that is not the command's to d's
+// terminal (what cordon says while the command's output goes through d),
+// passed as it is,
+// in turn with d's writes and after the CAN that a write the terminal
+// took only part of leaves owed: otherwise the rest of a cut sequence
+// and the start of that text would make a question (ESC [ and "cordon:"
+// make ESC [ c, the device attributes). What a write of d left
+// unfinished (a sequence, a control string, part of a character) is held
+// for its next: it neither swallows the text nor is ended by it.
+func (d *Writer) Aside() io.Writer {
+	return aside{d}
+}
+
+// aside is the writer Aside returns.
+type aside struct{ d *Writer }
+
+func (a aside) Write(p []byte) (int, error) {
+	d := a.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.start()
+	d.out = append(d.out, p...)
+	if err := d.send(); err != nil {
 		return 0, err
 	}
 	return len(p), nil
 }
 
 // char takes a character other than ASCII and the C1 controls.
-func (d *display) char(c []byte) {
+func (d *Writer) char(c []byte) {
 	switch d.st {
 	case str:
 	default:
@@ -153,7 +191,7 @@ func (d *display) char(c []byte) {
 }
 
 // byte takes an ASCII byte.
-func (d *display) byte(b byte) {
+func (d *Writer) byte(b byte) {
 	switch d.st {
 	case ground:
 		d.ground(b)
@@ -181,7 +219,7 @@ func (d *display) byte(b byte) {
 }
 
 // ground takes b outside any sequence.
-func (d *display) ground(b byte) {
+func (d *Writer) ground(b byte) {
 	switch {
 	case b == esc:
 		d.st, d.seq = escape, append(d.seq[:0], esc)
@@ -192,7 +230,7 @@ func (d *display) ground(b byte) {
 }
 
 // escape takes b after ESC.
-func (d *display) escape(b byte) {
+func (d *Writer) escape(b byte) {
 	d.st = ground
 	switch {
 	case b == '[':
@@ -212,7 +250,7 @@ func (d *display) escape(b byte) {
 }
 
 // escInter takes b after ESC and an intermediate.
-func (d *display) escInter(b byte) {
+func (d *Writer) escInter(b byte) {
 	switch {
 	case b >= 0x20 && b < 0x30:
 		if len(d.seq) == 2 {
@@ -231,7 +269,7 @@ func (d *display) escInter(b byte) {
 }
 
 // csi takes b in a control sequence, or in one too long, dropped.
-func (d *display) csi(b byte) {
+func (d *Writer) csi(b byte) {
 	switch {
 	case b >= 0x40 && b < 0x7f:
 		if d.st == csi && shownSequence(d.seq[2:], b) {

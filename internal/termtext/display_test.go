@@ -157,6 +157,43 @@ func TestDisplayWriteCut(t *testing.T) {
 	}
 }
 
+// TestDisplayAside: cordon's own lines, written to the terminal while
+// the command's output goes through a Display to it, go through its Aside:
+// after a write of the command the terminal took only part of, a line
+// written straight to the terminal ended the cut sequence (ESC [ and
+// "cordon:" made ESC [ c, a device attributes query). Through Aside it
+// follows CAN; and a sequence or string the command left unfinished
+// neither swallows the line nor is ended by it.
+func TestDisplayAside(t *testing.T) {
+	const line = "cordon: warning\n"
+	for _, c := range []struct {
+		name        string
+		first, last string
+		taken       int
+		want        string
+	}{
+		{"after a cut ESC [", "\x1b[31mred", "", 2, "\x1b[\x18" + line},
+		{"after a cut ESC", "\x1b[31mred", "", 1, "\x1b\x18" + line},
+		{"after a whole write", "\x1b[31mred", "", 8, "\x1b[31mred" + line},
+		{"in a sequence", "x\x1b[3", "1m", 8, "x" + line + "\x1b[31m"},
+		{"in a control string", "x\x1b]0;title", "\ay", 20, "x" + line + "y"},
+		{"in a character", "x\xc3", "\xa9", 8, "x" + line + "\u00e9"},
+	} {
+		w := &cutWriter{n: c.taken}
+		d := Display(w)
+		d.Write([]byte(c.first))
+		if n, err := d.Aside().Write([]byte(line)); n != len(line) || err != nil {
+			t.Fatalf("%s: Aside().Write = %d, %v", c.name, n, err)
+		}
+		if c.last != "" {
+			d.Write([]byte(c.last))
+		}
+		if got := w.String(); got != c.want {
+			t.Errorf("%s: the terminal got %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
 // TestDisplayConcurrent: the command's stdout and stderr on one terminal
 // share one Display (written from a copy of each, masked apart with
 // --credential), whose writes reach the terminal whole and in turn.

@@ -435,8 +435,9 @@ func (s *Set) heldEscaped(b []byte) *cred {
 }
 
 // unescapeJSON undoes the escapes of JSON strings (\", \\, \/, \b,
-// \f, \n, \r, \t and \uXXXX) wherever they are in text, leaving
-// anything else, a malformed escape included, as it is.
+// \f, \n, \r, \t and \uXXXX, two of which spell a character past
+// U+FFFF) wherever they are in text, leaving anything else, a malformed
+// escape included, as it is.
 func unescapeJSON(text string) string {
 	var b strings.Builder
 	for i := 0; i < len(text); i++ {
@@ -449,16 +450,31 @@ func unescapeJSON(text string) string {
 			i++
 			continue
 		}
-		if text[i+1] == 'u' && i+6 <= len(text) {
-			if r, err := strconv.ParseUint(text[i+2:i+6], 16, 16); err == nil {
-				b.WriteRune(rune(r))
-				i += 5
-				continue
+		if r, ok := jsonUnit(text[i:]); ok {
+			// A character past U+FFFF is a pair of escapes (surrogates).
+			if low, ok := jsonUnit(text[i+6:]); ok && utf16.IsSurrogate(r) {
+				if pair := utf16.DecodeRune(r, low); pair != utf8.RuneError {
+					b.WriteRune(pair)
+					i += 11
+					continue
+				}
 			}
+			b.WriteRune(r)
+			i += 5
+			continue
 		}
 		b.WriteByte(text[i])
 	}
 	return b.String()
+}
+
+// jsonUnit reads the \uXXXX escape that starts s, if one does.
+func jsonUnit(s string) (rune, bool) {
+	if len(s) < 6 || s[:2] != `\u` {
+		return 0, false
+	}
+	u, err := strconv.ParseUint(s[2:6], 16, 16)
+	return rune(u), err == nil
 }
 
 var jsonEscapes = map[byte]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}

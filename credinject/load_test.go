@@ -3,6 +3,7 @@ package credinject
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/cordon-sandbox/cordon/policy"
 )
@@ -312,15 +315,18 @@ func TestMaskedFilesGitCredentials(t *testing.T) {
 // TestMaskedFilesEscapedSecretRefused: a file listed under files holding
 // the secret in its format's own escaping (Maven's settings.xml writes &
 // as &amp;, JSON writers \u0026 or \/, a URL's percent-encoding in mixed
-// case) is refused, naming the file and no spelling of the secret: masked
-// in the spellings cordon knows, the box read it one decoding away.
+// case; \uXXXX in capitals, a pair of them for a character past U+FFFF,
+// which masking does not follow) is refused, naming the file and no
+// spelling of the secret: masked in the spellings cordon knows, the box
+// read it one decoding away.
 func TestMaskedFilesEscapedSecretRefused(t *testing.T) {
 	const secret = "pa&ss<w/rd>-123+x"
 	dir := t.TempDir()
-	for _, tc := range []struct{ name, content string }{
-		{"settings.xml", "<server><password>pa&amp;ss&lt;w/rd&gt;-123+x</password></server>\n"},
-		{"auth.json", `{"password": "pa\u0026ss\u003cw\/rd\u003e-123+x"}` + "\n"},
-		{"url", "https://bob:pa%26ss%3Cw%2frd%3E-123%2Bx@repo.example.com\n"},
+	for _, tc := range []struct{ name, secret, content string }{
+		{"settings.xml", secret, "<server><password>pa&amp;ss&lt;w/rd&gt;-123+x</password></server>\n"},
+		{"auth.json", secret, `{"password": "pa\u0026ss\u003cw\/rd\u003e-123+x"}` + "\n"},
+		{"url", secret, "https://bob:pa%26ss%3Cw%2frd%3E-123%2Bx@repo.example.com\n"},
+		{"capitals.json", "pa\U0001F511ss-123", `{"password": "pa\uD83D\uDD11ss-123"}` + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(dir, tc.name)
@@ -328,7 +334,7 @@ func TestMaskedFilesEscapedSecretRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := loadOne(t, policy.Credential{Name: "repo", Source: policy.Source{Env: "REPO_REAL"}, Hosts: []string{"repo.example.com"},
-				BasicAuth: "bob", Env: "REPO_PASSWORD", Files: []string{file}}, secret)
+				BasicAuth: "bob", Env: "REPO_PASSWORD", Files: []string{file}}, tc.secret)
 			files, err := s.MaskedFiles()
 			if err == nil {
 				t.Fatalf("shown to the box as %q", files[file])
@@ -341,9 +347,12 @@ func TestMaskedFilesEscapedSecretRefused(t *testing.T) {
 }
 
 // FuzzUnescape: the decoders heldEscaped reads a masked file through
-// never panic, and leave text without their escape byte as it is.
+// never panic, leave text without their escape byte as it is, and read
+// back text escaped whole: by a JSON encoder that writes every character
+// as \uXXXX (Python's json.dumps writes all but ASCII so, a character
+// past U+FFFF as a surrogate pair), and by percent-encoding every byte.
 func FuzzUnescape(f *testing.F) {
-	for _, seed := range []string{`a\u0026b\/c\"`, "%2f%2F%zz%", `\u12`, `\`, "&amp;"} {
+	for _, seed := range []string{`a\u0026b\/c\"`, "%2f%2F%zz%", `\u12`, `\`, "&amp;", "sk-\U0001F511-x", `\ud83d\ude00\ud83d`} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
@@ -352,6 +361,19 @@ func FuzzUnescape(f *testing.F) {
 		}
 		if got := unescapePercent(text); !strings.Contains(text, "%") && got != text {
 			t.Errorf("unescapePercent(%q) = %q", text, got)
+		}
+		var js, pct strings.Builder
+		for _, u := range utf16.Encode([]rune(text)) {
+			fmt.Fprintf(&js, `\u%04x`, u)
+		}
+		for i := range len(text) {
+			fmt.Fprintf(&pct, "%%%02X", text[i])
+		}
+		if got := unescapeJSON(js.String()); utf8.ValidString(text) && got != text {
+			t.Errorf("unescapeJSON(%q) = %q, want %q", js.String(), got, text)
+		}
+		if got := unescapePercent(pct.String()); got != text {
+			t.Errorf("unescapePercent(%q) = %q, want %q", pct.String(), got, text)
 		}
 	})
 }

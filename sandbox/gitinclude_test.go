@@ -2,8 +2,10 @@ package sandbox
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -113,13 +115,33 @@ func TestConfigIncludes(t *testing.T) {
 	}
 }
 
-// Whatever a config holds, reading its includes does not panic.
+// Whatever a config holds, includePaths finds every include path git
+// reads in it (one it missed would be a file git reads that the guard
+// does not know of), and none empty. git is the oracle: `git config
+// --file` reads the config as git reads any, and does not follow the
+// includes.
 func FuzzIncludePaths(f *testing.F) {
 	f.Add([]byte("[include]\n\tpath = \"a b\" ; c\n[includeIf \"gitdir:x\"] path=y\n"))
+	f.Add([]byte("[x] [include] path = a\\\nb\n[includeif.gitdir:y]\n\tPATH=\"\\tq\"\x00z\n"))
+	file := filepath.Join(f.TempDir(), "config")
 	f.Fuzz(func(t *testing.T, config []byte) {
-		for _, p := range includePaths(config) {
-			if p == "" {
-				t.Fatalf("an empty include path from %q", config)
+		got := includePaths(config)
+		if slices.Contains(got, "") {
+			t.Fatalf("an empty include path from %q", config)
+		}
+		if err := os.WriteFile(file, config, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("git", "config", "--file", file, "--null", "--get-regexp", `^include(if\..*)?\.path$`)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		out, err := cmd.Output()
+		if err != nil {
+			return // no include, or a config git does not read
+		}
+		for _, kv := range strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+			key, value, ok := strings.Cut(kv, "\n")
+			if ok && value != "" && !slices.Contains(got, value) {
+				t.Fatalf("git reads %s = %q in %q; includePaths found %q", key, value, config, got)
 			}
 		}
 	})

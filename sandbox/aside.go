@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,34 +41,126 @@ func asideRecord(workspace string) string {
 }
 
 // rememberSetAside adds paths, set aside by a run in workspace, to the
-// record of what runs there set aside, one quoted path a line.
+// record of what runs there set aside (rewriteSetAside).
 func rememberSetAside(workspace string, paths []string) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	return rewriteSetAside(workspace, paths)
+}
+
+// rewriteSetAside rewrites the record of what runs in workspace set
+// aside, one quoted path a line: what it names that is still there, and
+// paths. An entry is dropped only where its path is not there at all
+// (fs.ErrNotExist, looked at again here), never where it cannot be
+// looked at: a path that vanished was renamed or removed by the user
+// (which ends its keeping), or by a box that was not kept from it (a
+// box kept from it can move neither it nor a directory above it), which
+// could as well have renamed it back itself. Each rewrite is under the
+// record's lock (lockAsideRecord), which every run that adds to the
+// record takes too, and replaces the record whole (a rename), so that
+// two runs at once lose neither's lines. A record too large to read
+// (maxAsideRecord) is appended to, as it is: the next run is refused.
+func rewriteSetAside(workspace string, paths []string) error {
 	record := asideRecord(workspace)
-	if record == "" || len(paths) == 0 {
+	if record == "" {
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(record), 0o700); err != nil {
 		return err
 	}
+	unlock, err := lockAsideRecord(record)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if fi, err := os.Lstat(record); err == nil && fi.Size() > maxAsideRecord {
+		return appendAside(record, paths)
+	}
+	data, ok := ReadPrivate(record)
+	if len(data) > maxAsideRecord { // grown since the Lstat, by an older cordon
+		return appendAside(record, paths)
+	}
+	var b []byte
+	if ok {
+		for _, p := range asideEntries(data) {
+			if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+				b = appendAsideLine(b, p)
+			}
+		}
+	}
+	for _, p := range paths {
+		b = appendAsideLine(b, p)
+	}
+	next := record + ".next" // the lock's holder alone writes it
+	f, err := os.OpenFile(next, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err = errors.Join(err, f.Sync(), f.Close()); err != nil {
+		os.Remove(next)
+		return err
+	}
+	return os.Rename(next, record)
+}
+
+// appendAside appends paths to record, in one write.
+func appendAside(record string, paths []string) error {
 	var b []byte
 	for _, p := range paths {
-		b = strconv.AppendQuote(b, p)
-		b = append(b, '\n')
+		b = appendAsideLine(b, p)
 	}
 	f, err := os.OpenFile(record, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(b) // one write, appended whole: another run's lines do not cut in
+	_, err = f.Write(b)
 	return errors.Join(err, f.Close())
+}
+
+// appendAsideLine appends the record's line for p to b.
+func appendAsideLine(b []byte, p string) []byte {
+	return append(strconv.AppendQuote(b, p), '\n')
+}
+
+// asideEntries lists the paths a record of what runs set aside names.
+func asideEntries(data []byte) []string {
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		p, err := strconv.Unquote(line)
+		if err != nil || !filepath.IsAbs(p) {
+			continue // the end, or a line cut short
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// lockAsideRecord takes the lock on record (an exclusive flock on a file
+// beside it, which the record's rename leaves in place), waiting for
+// another run's rewrite to end; the kernel drops it however the process
+// ends.
+func lockAsideRecord(record string) (unlock func(), err error) {
+	fd, err := syscall.Open(record+".lock", syscall.O_RDWR|syscall.O_CREAT|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", record, err)
+	}
+	if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("lock %s: %w", record, err)
+	}
+	return func() { syscall.Close(fd) }, nil
 }
 
 // setAsideEarlier lists what earlier runs in workspace set aside
 // (rememberSetAside) that is still there, under the name it was given.
-// A record larger than maxAsideRecord is an error, not a record of
-// nothing: a box that set aside enough (some 350 repositories under
-// long names) made the next run keep nothing in place, and rename back
-// what the runs before had set aside.
+// Where an entry's path is no longer there, the record is rewritten
+// without it (rewriteSetAside), so that it grows only with what is
+// still set aside. A record larger than maxAsideRecord is an error, not
+// a record of nothing: a box that set aside enough (some 350
+// repositories under long names) made the next run keep nothing in
+// place, and rename back what the runs before had set aside.
 func setAsideEarlier(workspace string) ([]string, error) {
 	record := asideRecord(workspace)
 	if record == "" {
@@ -84,14 +177,17 @@ func setAsideEarlier(workspace string) ([]string, error) {
 		return nil, errAsideRecordTooLarge(workspace, record)
 	}
 	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		p, err := strconv.Unquote(line)
-		if err != nil || !filepath.IsAbs(p) {
-			continue // the end, or a line cut short
-		}
-		if _, err := os.Lstat(p); err == nil {
+	vanished := false
+	for _, p := range asideEntries(data) {
+		switch _, err := os.Lstat(p); {
+		case err == nil:
 			out = append(out, p)
+		case errors.Is(err, fs.ErrNotExist):
+			vanished = true
 		}
+	}
+	if vanished {
+		rewriteSetAside(workspace, nil) // or a later run does
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -100,17 +101,49 @@ func Collect(workspace string) Care {
 			continue // a run still going pays its own
 		}
 		p := filepath.Join(dir, name)
+		release, ok := claimOwed(p)
+		if !ok {
+			continue // paid by another run meanwhile
+		}
 		guards, ok := readOwed(p, workspace)
 		if !ok {
 			c.Unchecked = append(c.Unchecked, Unchecked{Path: workspace,
 				Reason: fmt.Errorf("an earlier run's aftercare record %s cannot be read; that run's cordon ended before its aftercare", p)})
-			os.Remove(p)
-			continue
+		} else {
+			c = c.Add(Aftercare(guards))
 		}
-		c = c.Add(Aftercare(guards))
 		os.Remove(p)
+		release()
 	}
 	return c
+}
+
+// claimOwed takes the record at p for this run to pay: an exclusive flock
+// on it, waiting for another run that pays it to end. Two runs that began
+// at once both paid it, the second setting aside again what the first
+// had, and reporting what the first had moved, or the record it had
+// removed, as what it could not see to; a run that passed a record
+// another pays would build on what that one has not yet set aside. It
+// is false where the record is gone, paid, by then. A record that cannot
+// be opened is left to readOwed to report.
+func claimOwed(p string) (release func(), ok bool) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return func() {}, !errors.Is(err, fs.ErrNotExist)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return func() {}, true
+	}
+	// The name must still be the record locked: the run that paid it
+	// removed it before it let go.
+	fi, err := f.Stat()
+	now, err2 := os.Lstat(p)
+	if err != nil || err2 != nil || !os.SameFile(fi, now) {
+		f.Close()
+		return nil, false
+	}
+	return func() { f.Close() }, true
 }
 
 // owedDir is where records of owed aftercare are kept; "" for nowhere.

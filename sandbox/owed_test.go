@@ -1,10 +1,12 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -76,6 +78,43 @@ func TestOweAndCollect(t *testing.T) {
 	}
 	if u := Collect(ws).Unchecked; len(u) != 1 {
 		t.Errorf("an unreadable record: unchecked %v", u)
+	}
+}
+
+// Two runs that begin at once after a killed cordon pay its aftercare
+// once: the one that claims the record pays it while the other waits,
+// and finds it paid. Both paid it: the second set aside again what the
+// first had set aside, or reported what the first had moved as what it
+// could not see to.
+func TestCollectPaidOnce(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	const repos = 20
+	for round := range 5 {
+		ws := realTempDir(t)
+		guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Owe(ws, guards); err != nil { // this process's: no longer running, as Collect sees it
+			t.Fatal(err)
+		}
+		for i := range repos { // what the killed run's box did
+			sub := filepath.Join(ws, fmt.Sprint("sub", i))
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			git(t, sub, "init", "-q")
+		}
+		var cares [2]Care
+		var wg sync.WaitGroup
+		for i := range cares {
+			wg.Go(func() { cares[i] = Collect(ws) })
+		}
+		wg.Wait()
+		c := cares[0].Add(cares[1])
+		if len(c.SetAside) != repos || c.Unchecked != nil {
+			t.Fatalf("round %d: the two runs set aside %d (want %d), unchecked %v", round, len(c.SetAside), repos, c.Unchecked)
+		}
 	}
 }
 

@@ -232,21 +232,9 @@ func TestAftercareSetsAsideInnerGitDirectories(t *testing.T) {
 func TestAftercareSetAsideStaysAside(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	ws := realTempDir(t)
-	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sub := filepath.Join(ws, "a", "sub")
-	if err := os.MkdirAll(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	git(t, sub, "init", "-q") // the run's
-	c := Aftercare(guards)
-	if len(c.SetAside) != 1 || len(c.Unchecked) != 0 {
-		t.Fatalf("set aside %q, unchecked %v; want sub/.git set aside", c.SetAside, c.Unchecked)
-	}
-	aside := c.SetAside[0]
-	guards, err = GuardWorkspace(GuardSpec{Workspace: ws})
+	aside := setAsideNested(t, GuardSpec{Workspace: ws}, sub)
+	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,25 +265,13 @@ func TestAftercareSetAsideStaysAside(t *testing.T) {
 func TestAftercareSetAsideRecordTooLarge(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	ws := realTempDir(t)
-	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub := filepath.Join(ws, "sub")
-	if err := os.Mkdir(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	git(t, sub, "init", "-q") // the run's
-	c := Aftercare(guards)
-	if len(c.SetAside) != 1 || len(c.Unchecked) != 0 {
-		t.Fatalf("set aside %q, unchecked %v; want sub/.git set aside", c.SetAside, c.Unchecked)
-	}
+	aside := setAsideNested(t, GuardSpec{Workspace: ws}, filepath.Join(ws, "sub"))
 	// What the box set aside besides, the record's bound over.
-	more := slices.Repeat(c.SetAside, maxAsideRecord/len(c.SetAside[0])+1)
+	more := slices.Repeat([]string{aside}, maxAsideRecord/len(aside)+1)
 	if err := rememberSetAside(ws, more); err != nil {
 		t.Fatal(err)
 	}
-	guards, err = GuardWorkspace(GuardSpec{Workspace: ws})
+	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
 	if err == nil {
 		t.Fatalf("the next run was not refused; its guard:\n%s", strings.Join(describeGuards(guards, ws), "\n"))
 	}
@@ -311,26 +287,14 @@ func TestAftercareSetAsideRecordTooLarge(t *testing.T) {
 func TestAftercareSetAsideStaysAsideInAllowPath(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	ws, other, lib := realTempDir(t), realTempDir(t), realTempDir(t)
-	guards, err := GuardWorkspace(GuardSpec{Workspace: ws, Writable: []string{lib}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub := filepath.Join(lib, "sub")
-	if err := os.MkdirAll(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	git(t, sub, "init", "-q") // the run's
-	c := Aftercare(guards)
-	if len(c.SetAside) != 1 || len(c.Unchecked) != 0 {
-		t.Fatalf("set aside %q, unchecked %v; want sub/.git set aside", c.SetAside, c.Unchecked)
-	}
+	aside := setAsideNested(t, GuardSpec{Workspace: ws, Writable: []string{lib}}, filepath.Join(lib, "sub"))
 	for _, w := range []string{ws, other} {
 		guards, err := GuardWorkspace(GuardSpec{Workspace: w, Writable: []string{lib}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := describeGuards(guards, lib)
-		for _, want := range []string{"pinned sub", "read-only " + strings.TrimPrefix(c.SetAside[0], lib+"/")} {
+		for _, want := range []string{"pinned sub", "read-only " + strings.TrimPrefix(aside, lib+"/")} {
 			if !slices.Contains(got, want) {
 				t.Errorf("the next run's guard from %s lacks %q:\n%s", w, want, strings.Join(got, "\n"))
 			}
@@ -1189,4 +1153,24 @@ func BenchmarkNestedChangesMadeFiles(b *testing.B) {
 			b.Fatal(w.opened, err)
 		}
 	}
+}
+
+// setAsideNested has a run guarded by spec make a repository in sub (a
+// new directory), which its aftercare sets aside, and returns the one
+// path it set aside.
+func setAsideNested(t *testing.T, spec GuardSpec, sub string) string {
+	t.Helper()
+	guards, err := GuardWorkspace(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, sub, "init", "-q") // the run's
+	c := Aftercare(guards)
+	if len(c.SetAside) != 1 || len(c.Unchecked) != 0 {
+		t.Fatalf("set aside %q, unchecked %v; want %s/.git set aside", c.SetAside, c.Unchecked, sub)
+	}
+	return c.SetAside[0]
 }

@@ -47,19 +47,7 @@ func namesIn(dir, prefix string, n int) []string {
 func TestAftercareSetAsideRecordPruned(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	ws := realTempDir(t)
-	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub := filepath.Join(ws, "sub")
-	if err := os.Mkdir(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	git(t, sub, "init", "-q") // the run's
-	c := Aftercare(guards)
-	if len(c.SetAside) != 1 || len(c.Unchecked) != 0 {
-		t.Fatalf("set aside %q, unchecked %v; want sub/.git set aside", c.SetAside, c.Unchecked)
-	}
+	aside := setAsideNested(t, GuardSpec{Workspace: ws}, filepath.Join(ws, "sub"))
 	// Years of runs: what they set aside, since renamed back or removed,
 	// under long names, 800 KiB of them, and some still there.
 	long := strings.Repeat("d", 200)
@@ -71,15 +59,15 @@ func TestAftercareSetAsideRecordPruned(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	guards, err = GuardWorkspace(GuardSpec{Workspace: ws})
+	guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]string{c.SetAside[0]}, live...)
+	want := append([]string{aside}, live...)
 	if got := asideRecorded(t, ws); !slices.Equal(got, want) {
 		t.Errorf("the record after the next run has %d entries (%d vanished); want the %d still there", len(got), len(got)-len(want), len(want))
 	}
-	if got := describeGuards(guards, ws); !slices.Contains(got, "read-only "+strings.TrimPrefix(c.SetAside[0], ws+"/")) {
+	if got := describeGuards(guards, ws); !slices.Contains(got, "read-only "+strings.TrimPrefix(aside, ws+"/")) {
 		t.Errorf("the run that pruned the record does not keep what is still set aside:\n%s", strings.Join(got, "\n"))
 	}
 	// Runs go on setting aside as much, and none is refused.

@@ -227,17 +227,7 @@ func TestSweepStaysInTheParent(t *testing.T) {
 		(&runCgroup{dir: below}).remove()
 		os.Remove(other)
 	})
-	fd, err := os.Open(below)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fd.Close()
-	proc := exec.Command("sleep", "600")
-	proc.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd()), Setpgid: true}
-	if err := proc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proc.Process.Kill(); proc.Wait() })
+	proc := sleepIn(t, below)
 	old := time.Now().Add(-2 * sandbox.StaleAfter)
 	for _, d := range []string{other, below} {
 		if err := os.Chtimes(d, old, old); err != nil {
@@ -271,17 +261,7 @@ func TestSweepRemovesCgroupsBelow(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dead, "empty"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	fd, err := os.Open(deeper)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fd.Close()
-	proc := exec.Command("sleep", "600")
-	proc.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd()), Setpgid: true}
-	if err := proc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proc.Process.Kill(); proc.Wait() })
+	proc := sleepIn(t, deeper)
 	old := time.Now().Add(-2 * sandbox.StaleAfter)
 	if err := os.Chtimes(dead, old, old); err != nil {
 		t.Fatal(err)
@@ -297,4 +277,21 @@ func TestSweepRemovesCgroupsBelow(t *testing.T) {
 	if err := proc.Wait(); err == nil {
 		t.Error("the process in the cgroup below ran to its end: it was not killed")
 	}
+}
+
+// sleepIn starts a process in cgroup dir that sleeps until the test ends.
+func sleepIn(t *testing.T, dir string) *exec.Cmd {
+	t.Helper()
+	fd, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	proc := exec.Command("sleep", "600")
+	proc.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd()), Setpgid: true}
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proc.Process.Kill(); proc.Wait() })
+	return proc
 }

@@ -847,6 +847,61 @@ func TestRunKeepsWhatItSetAside(t *testing.T) {
 	}
 }
 
+// TestRunKeepsWhatItSetAsideFromASubdirectory: what a run set aside is
+// kept by a later run whose workspace, or read-write allow path, is a
+// directory above or below the first run's workspace (cd a && cordon
+// run, as in a monorepo), each another key in cordon's cache. Before, a
+// run read only the records of its own workspace and allow paths, and
+// its box could rename a/b/.git back: older than the run and its config
+// unchanged, the walk after the run took it for the user's own, and the
+// host's git status in a/b ran the core.fsmonitor planted the run
+// before. (One renamed back as the later run's own workspace's .git,
+// which was not there when it began, was set aside again.)
+func TestRunKeepsWhatItSetAsideFromASubdirectory(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		first, second    string // the runs' workspaces, below the box's
+		allowWorkspaceRW bool   // the second runs in another workspace, with the box's read-write
+	}{
+		{name: "in ws, then from a", first: ".", second: "a"},
+		{name: "in ws, then from a/b", first: ".", second: "a/b"},
+		{name: "from a, then in ws", first: "a", second: "."},
+		{name: "from a, then allowing ws", first: "a", allowWorkspaceRW: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBox(t)
+			repo := filepath.Join(b.ws, "a", "b")
+			if r := runResult(t, runTimeout, asUser(t, nil, "/bin/mkdir", "-p", repo)); r.code != 0 {
+				t.Fatalf("mkdir: %s", r.stderr)
+			}
+			r := runResult(t, runTimeout, cordonIn(t, filepath.Join(b.ws, tc.first), b.env(), "run", "--audit", b.audit, "--net", "off", "--", "sh", "-c",
+				fmt.Sprintf(`git init -q %s && git -C %s config core.fsmonitor "touch %s/pwned; false" && echo PLANTED`, repo, repo, b.ws)))
+			expectCode(t, r, 0)
+			aside, _ := filepath.Glob(filepath.Join(repo, ".git.cordon-set-aside-*"))
+			if !strings.Contains(r.stdout, "PLANTED") || len(aside) != 1 {
+				t.Fatalf("the first run's repository was not set aside: %v\n%s%s", aside, r.stdout, r.stderr)
+			}
+			time.Sleep(1500 * time.Millisecond) // what it set aside is older than the next run
+			dir, args := filepath.Join(b.ws, tc.second), []string{"run", "--audit", b.audit, "--net", "off"}
+			if tc.allowWorkspaceRW {
+				dir, args = userDir(t, "cordon-it-ws-"), append(args, "--allow-path", b.ws+":rw")
+			}
+			r = runResult(t, runTimeout, cordonIn(t, dir, b.env(), append(args, "--", "sh", "-c",
+				fmt.Sprintf(`mv %s %s/.git && echo RESTORED; true`, aside[0], repo))...))
+			expectCode(t, r, 0)
+			if strings.Contains(r.stdout, "RESTORED") || !strings.Contains(r.stderr, "Device or resource busy") {
+				t.Errorf("the later run could rename back what the first set aside:\n%s%s", r.stdout, r.stderr)
+			}
+			status := asUser(t, nil, "/usr/bin/git", "status", "--short")
+			status.Dir = repo
+			runResult(t, runTimeout, status)
+			if _, err := os.Stat(filepath.Join(b.ws, "pwned")); err == nil {
+				t.Error("the host's git ran the command the box planted in a repository set aside before")
+			}
+		})
+	}
+}
+
 // TestRunKeepsWhatItSetAsideInAnAllowPath: what a run set aside in a
 // read-write allow path is kept in place by later runs from any
 // workspace, not only the one it ran in: the allow path is often shared

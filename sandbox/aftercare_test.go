@@ -302,6 +302,60 @@ func TestAftercareSetAsideStaysAsideInAllowPath(t *testing.T) {
 	}
 }
 
+// What a run set aside is kept by later runs whose workspace, or
+// read-write allow path, lies above or below the first run's workspace
+// (its record is under another key): a run from a directory inside the
+// workspace, as in a monorepo, read only its own record, and its box
+// could rename back what a run in the workspace had set aside.
+func TestAftercareSetAsideStaysAsideAboveAndBelow(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		first, second GuardSpec // relative to a temporary directory
+	}{
+		{"in ws, then from a", GuardSpec{Workspace: "."}, GuardSpec{Workspace: "a"}},
+		{"from a, then in ws", GuardSpec{Workspace: "a"}, GuardSpec{Workspace: "."}},
+		{"from a, then allowing ws", GuardSpec{Workspace: "a"}, GuardSpec{Workspace: "other", Writable: []string{"."}}},
+		{"allowing a, then from a/b", GuardSpec{Workspace: "other", Writable: []string{"a"}}, GuardSpec{Workspace: "a/b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("XDG_CACHE_HOME", t.TempDir())
+			ws := realTempDir(t)
+			sub := filepath.Join(ws, "a", "b", "sub")
+			for _, d := range []string{sub, filepath.Join(ws, "other")} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			at := func(s GuardSpec) GuardSpec {
+				s.Workspace = filepath.Join(ws, s.Workspace)
+				for i, w := range s.Writable {
+					s.Writable[i] = filepath.Join(ws, w)
+				}
+				return s
+			}
+			guards, err := GuardWorkspace(at(tc.first))
+			if err != nil {
+				t.Fatal(err)
+			}
+			git(t, sub, "init", "-q") // the run's
+			c := Aftercare(guards)
+			if len(c.SetAside) != 1 || len(c.Unchecked) != 0 {
+				t.Fatalf("set aside %q, unchecked %v; want sub/.git set aside", c.SetAside, c.Unchecked)
+			}
+			guards, err = GuardWorkspace(at(tc.second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := describeGuards(guards, ws)
+			for _, want := range []string{"pinned a/b/sub", "read-only " + strings.TrimPrefix(c.SetAside[0], ws+"/")} {
+				if !slices.Contains(got, want) {
+					t.Errorf("the next run's guard lacks %q:\n%s", want, strings.Join(got, "\n"))
+				}
+			}
+		})
+	}
+}
+
 // A named pipe the run made, renamed or wrote to in the workspace is set
 // aside (git opens a .gitignore without asking whether it is a regular
 // file, and waited for ever on one that was a pipe); one the run did not

@@ -19,8 +19,9 @@ import (
 // from the user's own (repoChangedSince), and the host's git then ran the
 // core.fsmonitor the box had planted the run before. So each run records
 // what it set aside, in cordon's cache directory (a protected path, which
-// no box can reach), and the guards of later runs in the workspace keep
-// what is still there read-only, with the directories above it pinned
+// no box can reach), and the guards of later runs in the workspace, or
+// in a directory above or below it (asideKeys), keep what is still there
+// read-only, with the directories above it pinned
 // (GuardWorkspace): the box can neither rename it nor move a directory
 // above it. What the user has renamed back, or removed, is no longer
 // kept. A run that began before another set something aside is not
@@ -41,12 +42,87 @@ func asideRecord(workspace string) string {
 }
 
 // rememberSetAside adds paths, set aside by a run in workspace, to the
-// record of what runs there set aside (rewriteSetAside).
+// record of what runs there set aside (rewriteSetAside), and workspace to
+// the list of records below each directory above it (noteRecordBelow).
 func rememberSetAside(workspace string, paths []string) error {
 	if len(paths) == 0 {
 		return nil
 	}
-	return rewriteSetAside(workspace, paths)
+	if err := rewriteSetAside(workspace, paths); err != nil {
+		return err
+	}
+	for _, d := range above(workspace) {
+		if err := noteRecordBelow(d, workspace); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// above lists the directories above p, innermost first.
+func above(p string) []string {
+	var out []string
+	for d := filepath.Dir(p); d != p; p, d = d, filepath.Dir(d) {
+		out = append(out, d)
+	}
+	return out
+}
+
+// recordsBelow is the file that lists the workspaces (and read-write
+// allow_paths) below dir that have a record of what runs set aside, one
+// quoted path a line; "" for nowhere.
+func recordsBelow(dir string) string {
+	if r := asideRecord(dir); r != "" {
+		return r + ".below"
+	}
+	return ""
+}
+
+// noteRecordBelow adds workspace, which has a record of what runs set
+// aside, to the list of those below dir (recordsBelow), unless it is
+// there; under the lock of dir's record.
+func noteRecordBelow(dir, workspace string) error {
+	list := recordsBelow(dir)
+	if list == "" {
+		return nil
+	}
+	unlock, err := lockAsideRecord(asideRecord(dir))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	data, _ := ReadPrivate(list)
+	if slices.Contains(asideEntries(data), workspace) {
+		return nil
+	}
+	return appendAside(list, []string{workspace})
+}
+
+// asideKeys lists the workspaces whose records of what runs set aside
+// may name a path below root: root, each directory above it (a run in
+// the workspace set aside what a run from a directory inside it can
+// reach), and those below it (recordsBelow: a run from inside it, or
+// with a read-write allow_path there, set aside what a run in it
+// reaches). A list too large to read refuses the run, as a record does.
+func asideKeys(root string) ([]string, error) {
+	keys := append([]string{root}, above(root)...)
+	list := recordsBelow(root)
+	if list == "" {
+		return keys, nil
+	}
+	if fi, err := os.Lstat(list); err == nil && fi.Size() > maxAsideRecord {
+		return nil, errAsideRecordTooLarge(root, list)
+	}
+	data, _ := ReadPrivate(list)
+	if len(data) > maxAsideRecord {
+		return nil, errAsideRecordTooLarge(root, list)
+	}
+	for _, w := range asideEntries(data) {
+		if Within(w, root) && w != root {
+			keys = append(keys, w)
+		}
+	}
+	return keys, nil
 }
 
 // rewriteSetAside rewrites the record of what runs in workspace set
@@ -202,25 +278,56 @@ func errAsideRecordTooLarge(workspace, record string) error {
 // guardSetAside guards each path earlier runs set aside that lies under
 // one of roots (the workspace and the read-write allow_paths) read-only,
 // with the directories between that root and it pinned (guardBelowRoot).
-// Each root's record is read: a run records what it set aside in a
-// read-write allow_path under that path too (Aftercare), so that a run
-// from another workspace keeps it as well. One with a symbolic link on
-// the way, which only the user can have made since, is left alone. A
-// record too large to read refuses the run (setAsideEarlier).
+// The records of each root, of the directories above it and of those
+// below it that have one are read (asideKeys): a run records what it set
+// aside in a read-write allow_path under that path too (Aftercare), so
+// that a run from another workspace keeps it as well, and a run from a
+// directory inside the workspace, or from one above it, reaches what a
+// run in the workspace set aside. One with a symbolic link on the way,
+// which only the user can have made since, is left alone. A record too
+// large to read refuses the run (setAsideEarlier).
 func guardSetAside(roots []string) ([]GuardedPath, error) {
 	var out []GuardedPath
+	read, kept := map[string]bool{}, map[string]bool{}
 	for _, root := range roots {
-		earlier, err := setAsideEarlier(root)
+		keys, err := asideKeys(root)
 		if err != nil {
 			return nil, err
 		}
-		for _, p := range earlier {
-			more, err := guardBelowRoot(p, roots, false, false)
-			if err != nil {
+		for _, k := range keys {
+			if read[k] {
 				continue
+			}
+			read[k] = true
+			more, err := guardRecorded(k, roots, kept)
+			if err != nil {
+				return nil, err
 			}
 			out = append(out, more...)
 		}
+	}
+	return out, nil
+}
+
+// guardRecorded guards what workspace's record names (setAsideEarlier)
+// below one of roots, but for what kept holds (guarded already), which
+// it adds to.
+func guardRecorded(workspace string, roots []string, kept map[string]bool) ([]GuardedPath, error) {
+	earlier, err := setAsideEarlier(workspace)
+	if err != nil {
+		return nil, err
+	}
+	var out []GuardedPath
+	for _, p := range earlier {
+		if kept[p] {
+			continue
+		}
+		kept[p] = true
+		more, err := guardBelowRoot(p, roots, false, false)
+		if err != nil {
+			continue
+		}
+		out = append(out, more...)
 	}
 	return out, nil
 }

@@ -110,11 +110,8 @@ func asideKeys(root string) ([]string, error) {
 	if list == "" {
 		return keys, nil
 	}
-	if fi, err := os.Lstat(list); err == nil && fi.Size() > maxAsideRecord {
-		return nil, errAsideRecordTooLarge(root, list)
-	}
-	data, _ := ReadPrivate(list)
-	if len(data) > maxAsideRecord {
+	data, _, tooLarge := readAsideFile(list)
+	if tooLarge {
 		return nil, errAsideRecordTooLarge(root, list)
 	}
 	for _, w := range asideEntries(data) {
@@ -150,11 +147,8 @@ func rewriteSetAside(workspace string, paths []string) error {
 		return err
 	}
 	defer unlock()
-	if fi, err := os.Lstat(record); err == nil && fi.Size() > maxAsideRecord {
-		return appendAside(record, paths)
-	}
-	data, ok := ReadPrivate(record)
-	if len(data) > maxAsideRecord { // grown since the Lstat, by an older cordon
+	data, ok, tooLarge := readAsideFile(record)
+	if tooLarge {
 		return appendAside(record, paths)
 	}
 	var b []byte
@@ -242,15 +236,12 @@ func setAsideEarlier(workspace string) ([]string, error) {
 	if record == "" {
 		return nil, nil
 	}
-	if fi, err := os.Lstat(record); err == nil && fi.Size() > maxAsideRecord {
+	data, ok, tooLarge := readAsideFile(record)
+	if tooLarge {
 		return nil, errAsideRecordTooLarge(workspace, record)
 	}
-	data, ok := ReadPrivate(record)
 	if !ok {
 		return nil, nil
-	}
-	if len(data) > maxAsideRecord { // grown since the Lstat
-		return nil, errAsideRecordTooLarge(workspace, record)
 	}
 	var out []string
 	vanished := false
@@ -266,6 +257,21 @@ func setAsideEarlier(workspace string) ([]string, error) {
 		rewriteSetAside(workspace, nil) // or a later run does
 	}
 	return out, nil
+}
+
+// readAsideFile reads a record of what runs set aside, or a list of the
+// records below a directory (ReadPrivate); tooLarge says it holds more
+// than maxAsideRecord, looked at before it is read (it may be huge) and
+// after (it may have grown since).
+func readAsideFile(p string) (data []byte, ok, tooLarge bool) {
+	if fi, err := os.Lstat(p); err == nil && fi.Size() > maxAsideRecord {
+		return nil, false, true
+	}
+	data, ok = ReadPrivate(p)
+	if len(data) > maxAsideRecord {
+		return nil, false, true
+	}
+	return data, ok, false
 }
 
 // errAsideRecordTooLarge refuses a run whose record of what runs in

@@ -3,7 +3,6 @@
 package linux
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -78,27 +77,11 @@ func TestSweepAfterKilledRun(t *testing.T) {
 		if box {
 			cmd.Env = append(cmd.Env, cgroupHelperBox+"=1")
 		}
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
+		l := firstLine(t, cmd, "the helper made no cgroup")
+		if !strings.HasPrefix(l, parent+"/") {
+			t.Fatalf("the helper said %q, not its cgroup", l)
 		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		line := make(chan string, 1)
-		go func() { l, _ := bufio.NewReader(out).ReadString('\n'); line <- l }()
-		select {
-		case l := <-line:
-			if !strings.HasPrefix(l, parent+"/") {
-				t.Fatalf("the helper said %q, not its cgroup", l)
-			}
-			return cmd, strings.TrimSuffix(l, "\n")
-		case <-time.After(30 * time.Second):
-			t.Fatal("the helper made no cgroup within 30s")
-		}
-		return nil, ""
+		return cmd, strings.TrimSuffix(l, "\n")
 	}
 	killed, empty := start(false)
 	outlived, withBox := start(true)

@@ -407,28 +407,9 @@ func TestLauncherKilledBeforeGoAhead(t *testing.T) {
 	// remove: its audit log goes in a directory of this test's.
 	cmd.Env = append(os.Environ(), "CORDON_TEST_LAUNCHER_WORKSPACE="+ws,
 		"CORDON_TEST_LAUNCHER_AUDIT="+filepath.Join(t.TempDir(), "audit.jsonl"))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	defer killBox(ws)
-	defer cmd.Process.Kill()
-	ready := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		ready <- line
-	}()
-	select {
-	case line := <-ready:
-		if line != "committing\n" {
-			t.Fatalf("the launcher said %q, want committing", line)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the launcher did not reach its launch line within 30s")
+	if line := firstLine(t, cmd, "the launcher did not reach its launch line"); line != "committing\n" {
+		t.Fatalf("the launcher said %q, want committing", line)
 	}
 	// The launch line is written while the box is built: the box waits
 	// for the go-ahead once one of its processes waits on a pipe. (bwrap
@@ -560,4 +541,30 @@ func TestEndedUnreported(t *testing.T) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
+}
+
+// firstLine starts cmd, a helper process (this test binary, rerun), with
+// this test's stderr, and returns the first line it writes to its stdout;
+// the test fails, saying what did not happen, when none comes within 30
+// seconds. The helper is killed when the test ends.
+func firstLine(t *testing.T, cmd *exec.Cmd, what string) string {
+	t.Helper()
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line := make(chan string, 1)
+	go func() { l, _ := bufio.NewReader(out).ReadString('\n'); line <- l }()
+	select {
+	case l := <-line:
+		return l
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s within 30s", what)
+	}
+	return ""
 }

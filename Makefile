@@ -16,8 +16,14 @@ test: lint build unit integration
 unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration$$)
 
+# A failing run ends by repeating each failing test's report, so the tail
+# of the log (all CI shows) names it.
 integration: build
-	$(GO) test -count=1 -timeout 15m ./integration/...
+	@{ $(GO) test -count=1 -timeout 15m ./integration/... 2>&1; echo "go test exit status $$?"; } | tee bin/integration.log
+	@grep -qx 'go test exit status 0' bin/integration.log || { \
+	  echo "integration: failed; the failing tests' reports again (whole log: bin/integration.log):"; \
+	  awk '/^ *--- FAIL/ {p=1; print; next} p && /^[ \t]/ {print; next} {p=0} /^panic: |^FAIL/' bin/integration.log; \
+	  exit 1; }
 
 # Unit tests and the integration suite with the race detector, cordon's
 # binaries included (they exit 66 on a race, which fails the test).

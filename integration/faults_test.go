@@ -46,7 +46,7 @@ func newLocalOrigin(t testing.TB, name string, h http.Handler) *localOrigin {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: originLog,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{leaf}}}
 	go srv.ServeTLS(ln, "", "")
 	t.Cleanup(func() { srv.Close() })

@@ -472,7 +472,7 @@ func TestProxyGoClient(t *testing.T) {
 // proxy's bundle, offering protos.
 func tlsThrough(t *testing.T, p *proxyProc, target, sni string, protos ...string) (*tls.Conn, error) {
 	t.Helper()
-	return tlsThroughProxy(p, mustRead(t, p.env["SSL_CERT_FILE"]), target, sni, protos...)
+	return tlsThroughProxy(p, rootsOf(mustRead(t, p.env["SSL_CERT_FILE"])), target, sni, protos...)
 }
 
 // h1Through is tlsThrough for one HTTP/1.1 connection to the origin's
@@ -488,9 +488,16 @@ func h1Through(t *testing.T, p *proxyProc, target string) (*tls.Conn, *bufio.Rea
 	return tc, bufio.NewReader(tc)
 }
 
+// rootsOf is a pool of the certificates in bundle.
+func rootsOf(bundle []byte) *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(bundle)
+	return pool
+}
+
 // tlsThroughProxy opens a CONNECT tunnel and a TLS session over it, trusting
-// bundle; safe to call from any goroutine.
-func tlsThroughProxy(p *proxyProc, bundle []byte, target, sni string, protos ...string) (*tls.Conn, error) {
+// roots; safe to call from any goroutine.
+func tlsThroughProxy(p *proxyProc, roots *x509.CertPool, target, sni string, protos ...string) (*tls.Conn, error) {
 	c, status, err := dialConnect(p, target)
 	if err != nil {
 		return nil, err
@@ -499,9 +506,7 @@ func tlsThroughProxy(p *proxyProc, bundle []byte, target, sni string, protos ...
 		c.Close()
 		return nil, fmt.Errorf("CONNECT %s: %d", target, status)
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(bundle)
-	tc := tls.Client(c, &tls.Config{ServerName: sni, RootCAs: pool, NextProtos: protos})
+	tc := tls.Client(c, &tls.Config{ServerName: sni, RootCAs: roots, NextProtos: protos})
 	return tc, tc.Handshake()
 }
 
@@ -553,11 +558,11 @@ func TestTLSOneAuthorityPerConnection(t *testing.T) {
 	t.Run("h2 authority", func(t *testing.T) {
 		// Both requests go over one HTTP/2 connection through one tunnel.
 		var dials atomic.Int32
-		bundle := mustRead(t, p.env["SSL_CERT_FILE"])
+		roots := rootsOf(mustRead(t, p.env["SSL_CERT_FILE"]))
 		tr := &http.Transport{ForceAttemptHTTP2: true, ResponseHeaderTimeout: 10 * time.Second,
 			DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				dials.Add(1)
-				return tlsThroughProxy(p, bundle, target, originName, "h2")
+				return tlsThroughProxy(p, roots, target, originName, "h2")
 			}}
 		defer tr.CloseIdleConnections()
 		req, _ := http.NewRequest("GET", "https://"+target+"/h2", nil)
@@ -1071,7 +1076,7 @@ func TestCAFirstUseConcurrentAndRotated(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "running sessions go on with the old one until they end") {
 		t.Fatalf("cordon ca rotate: exit %d, stderr %q; want it to say running sessions keep the old CA", r.code, r.stderr)
 	}
-	tc, err := tlsThroughProxy(p, bundle, target, originName)
+	tc, err := tlsThroughProxy(p, rootsOf(bundle), target, originName)
 	if err != nil {
 		t.Fatalf("after the rotation, a handshake through the running session failed: %v", err)
 	}
@@ -1084,7 +1089,7 @@ func TestCAFirstUseConcurrentAndRotated(t *testing.T) {
 	if bytes.Contains(nextBundle, outs[0]) {
 		t.Error("the session started after the rotation still trusts the old CA")
 	}
-	if tc, err := tlsThroughProxy(next, nextBundle, target, originName); err != nil {
+	if tc, err := tlsThroughProxy(next, rootsOf(nextBundle), target, originName); err != nil {
 		t.Errorf("a handshake through the session started after the rotation failed: %v", err)
 	} else {
 		tc.Close()

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -862,9 +861,8 @@ func (x rawExchange) play(p *proxyProc, r *strings.Replacer) string {
 		time.Sleep(d)
 	}
 	if x.TLS != "" {
-		pool := x509.NewCertPool()
 		pem, _ := os.ReadFile(p.env["SSL_CERT_FILE"])
-		pool.AppendCertsFromPEM(pem)
+		pool := rootsOf(pem)
 		tc := tls.Client(conn.(net.Conn), &tls.Config{ServerName: r.Replace(x.TLS), RootCAs: pool, NextProtos: x.ALPN})
 		if err := tc.Handshake(); err != nil {
 			fmt.Fprintf(&out, "TLS failed: %v\n", err)

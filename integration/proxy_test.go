@@ -438,8 +438,7 @@ func TestProxyLoopbackNeedsAnAddressRule(t *testing.T) {
 func TestProxyGoClient(t *testing.T) {
 	o := testOrigin(t)
 	p := startProxy(t, "--allow", originName+":8443", resolveOrigin, "--extra-ca", o.caFile)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(mustRead(t, p.env["SSL_CERT_FILE"]))
+	pool := rootsOf(mustRead(t, p.env["SSL_CERT_FILE"]))
 	pu, _ := url.Parse(p.URL())
 	for _, h2 := range []bool{false, true} {
 		tr := &http.Transport{Proxy: http.ProxyURL(pu), TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: h2}

@@ -5,7 +5,6 @@ package integration
 import (
 	"bufio"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -112,8 +111,7 @@ func TestSoak(t *testing.T) {
 	}))
 	p := startProxy(t, append(o.proxyArgs("*"+soakSuffix), "--ephemeral-ca")...)
 	pid := p.cmd.Process.Pid
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(mustRead(t, p.env["SSL_CERT_FILE"]))
+	pool := rootsOf(mustRead(t, p.env["SSL_CERT_FILE"]))
 	pu, err := url.Parse(p.URL())
 	if err != nil {
 		t.Fatal(err)

@@ -233,7 +233,7 @@ func foldHost(h string) string {
 }
 
 // Types lists every record type, in the order a run writes them.
-var Types = []Type{TypeSession, TypeBlock, TypeLaunch, TypeDecision, TypeInject, TypeClose, TypeBudget, TypeExit, TypeRemoved, TypeSetAside, TypeClosed, TypeHidden}
+var Types = []Type{TypeSession, TypeBlock, TypeLaunch, TypeDecision, TypeInject, TypeClose, TypeBudget, TypeExit, TypeRemoved, TypeSetAside, TypeClosed, TypeHidden, TypeTerminal}
 
 // ParseType checks a record type named on the command line.
 func ParseType(s string) (Type, error) {

@@ -52,6 +52,10 @@ const (
 	// file whose index entry it flagged skip-worktree or assume-valid,
 	// an exclude file it changed. Path and Detail say which and why.
 	TypeHidden Type = "hidden"
+	// TypeTerminal is a control string the sandboxed command wrote to the
+	// user's terminal that cordon dropped (a clipboard write, OSC 52;
+	// tmux's passthrough): Detail says which. A run logs each kind once.
+	TypeTerminal Type = "terminal"
 )
 
 // Kind says which path a decision was taken on.

@@ -359,7 +359,7 @@ func recordDetail(r audit.Record) string {
 	if r.Type == audit.TypeRemoved || r.Type == audit.TypeSetAside || r.Type == audit.TypeClosed || r.Type == audit.TypeHidden {
 		parts = append(parts, r.Path)
 	}
-	if r.Type == audit.TypeBudget || r.Type == audit.TypeRemoved || r.Type == audit.TypeSetAside || r.Type == audit.TypeClosed || r.Type == audit.TypeHidden {
+	if r.Type == audit.TypeBudget || r.Type == audit.TypeRemoved || r.Type == audit.TypeSetAside || r.Type == audit.TypeClosed || r.Type == audit.TypeHidden || r.Type == audit.TypeTerminal {
 		parts = append(parts, r.Detail)
 	}
 	return strings.Join(parts, " ")

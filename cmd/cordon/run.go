@@ -351,6 +351,9 @@ type runState struct {
 	launched bool
 	// creds are the selected credentials, once loaded (loadCredentials).
 	creds *credinject.Set
+	// terminalLogged are the kinds of control string the run's relay
+	// dropped and logged (terminalDropped).
+	terminalLogged map[string]bool
 }
 
 // refuseBlocked waits for the capability check and refuses the run when
@@ -688,8 +691,19 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	s.Ended = restoreTerminal
 	runCtx, stopListening := ctx, func() {}
 	held, aside := shareTerminal(s, stderr)
+	var rl *relay
 	if held {
 		runCtx, r.suspended, stopListening = endOnSuspend(ctx)
+		if rl, err = relayTerminal(s, r.terminalDropped); err != nil {
+			stopListening()
+			return r.refuse("terminal", fmt.Sprintf("a pseudo-terminal for the sandboxed command: %v", err),
+				"run it with stdin, stdout and stderr away from the terminal (< /dev/null > out.log 2>&1), or fix /dev/ptmx and /dev/pts")
+		}
+	}
+	if rl != nil {
+		aside = rl.says()
+		s.Ended = func() { rl.boxGone(); restoreTerminal() }
+		defer rl.stop()
 	}
 	if aside != nil {
 		during.through(aside)
@@ -706,8 +720,16 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	res, runErr := backend.Run(runCtx, s)
 	stopListening()
 	res, runErr = r.ended(res, runErr)
+	if rl != nil {
+		rl.boxGone()
+	}
 	restoreTerminal()
 	flushOutput()
+	if rl != nil {
+		// The box's last output, and what the mask held back, reach the
+		// terminal before anything cordon says after the run.
+		rl.stop()
+	}
 	settleInput()
 	say := &afterTheBox{w: stderr}
 	stderr, r.errw = say, say

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/internal/termtext"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -399,4 +400,40 @@ func (a *afterTheBox) ready() {
 			}
 		}
 	})
+}
+
+// maxTerminalRecords bounds the kinds of control string a run logs as
+// dropped (an OSC's number is the command's to choose).
+const maxTerminalRecords = 16
+
+// terminalDropped logs a control string the terminal relay dropped from
+// the command's output, the first of each kind, maxTerminalRecords kinds
+// at most. It is called from the relay's copy alone.
+func (r *runState) terminalDropped(what string) {
+	if r.terminalLogged[what] || len(r.terminalLogged) >= maxTerminalRecords {
+		return
+	}
+	if r.terminalLogged == nil {
+		r.terminalLogged = map[string]bool{}
+	}
+	r.terminalLogged[what] = true
+	why := "it acts beyond the terminal's screen"
+	if w, ok := terminalWhy[what]; ok {
+		why = w
+	}
+	r.w.Write(audit.Record{Type: audit.TypeTerminal, Decision: audit.Deny, Reason: "terminal_control",
+		Detail: fmt.Sprintf("the sandboxed command wrote %s to the terminal, which cordon dropped: %s", what, why)})
+}
+
+// terminalWhy says what the control strings cordon drops most often do.
+var terminalWhy = map[string]string{
+	"OSC 52":   "it sets or reads the clipboard, whose content the user may paste into a shell",
+	"DCS":      "tmux passes what is in it to the terminal outside (OSC 52 among it), and kitty's remote control takes commands in it",
+	"APC":      "the kitty graphics protocol in it has the terminal read files on its host",
+	"OSC 7":    "it sets the directory the terminal opens new windows in",
+	"OSC 9":    "it shows a desktop notification",
+	"OSC 777":  "it shows a desktop notification",
+	"OSC 1337": "iTerm2's commands in it write files and set the clipboard",
+	"OSC 5113": "kitty's file transfer in it reads and writes files on the terminal's host",
+	"OSC 5522": "kitty's clipboard protocol in it sets or reads the clipboard",
 }

@@ -34,6 +34,36 @@ func Display(w io.Writer) *Writer {
 	return &Writer{w: w}
 }
 
+// Foreground returns a writer that passes to w, a terminal, the output of
+// a command that runs on a pseudo-terminal of cordon's, whose input is
+// what is typed on w: so the terminal's answers reach the command, and
+// the command may ask (device attributes, the cursor's place) and set the
+// modes of what the terminal sends (mouse, focus, keyboard protocols).
+// What acts beyond the terminal's screen is dropped: the control strings
+// DCS but DECRQSS and XTGETTCAP (tmux's passthrough to the terminal
+// outside it, kitty's remote control), APC (the kitty graphics protocol, which reads files on the
+// terminal's host), PM and SOS, and every OSC but the window title,
+// colours, hyperlinks, the pointer's shape and prompt marks (OSC 52, the
+// clipboard; notifications; iTerm2's and kitty's file transfers; the
+// working directory new tabs open in). Media copy (CSI i) is dropped too.
+// C1 controls and bytes that are not UTF-8 are as Display has them.
+// dropped, if not nil, is called with what was dropped ("OSC 52", "DCS")
+// as each is.
+func Foreground(w io.Writer, dropped func(what string)) *Writer {
+	return &Writer{w: w, fore: true, dropped: dropped}
+}
+
+// shownOSC are the OSC commands Foreground passes: the window and icon
+// titles, the palette and the dynamic colours and their resets, the
+// hyperlink, the pointer's shape, and FinalTerm's prompt marks.
+var shownOSC = map[string]bool{
+	"0": true, "1": true, "2": true, "4": true, "5": true, "8": true,
+	"10": true, "11": true, "12": true, "13": true, "14": true, "15": true, "16": true, "17": true, "18": true, "19": true,
+	"22": true, "104": true, "105": true,
+	"110": true, "111": true, "112": true, "113": true, "114": true, "115": true, "116": true, "117": true, "118": true, "119": true,
+	"133": true,
+}
+
 // Writer is the writer Display returns. It is safe for concurrent use:
 // a command's stdout and stderr on one terminal share one, each Write
 // going to w whole before the next (two writers of one terminal would
@@ -48,19 +78,27 @@ type Writer struct {
 	out  []byte
 	// cut says w took only part of the last write.
 	cut bool
+	// fore is Foreground's policy; dropped is its callback.
+	fore    bool
+	dropped func(what string)
 }
 
 // state is what display is in the middle of.
 type state int
 
 const (
-	ground    state = iota // text
-	escape                 // after ESC
-	escInter               // after ESC and an intermediate (ESC ( 0), until the final byte
-	csi                    // after ESC [: parameters and intermediates until the final byte
-	dropCSI                // a control sequence too long to keep, until its final byte
-	str                    // a control string, until ST, BEL, CAN or SUB
-	strEscape              // ESC in a control string: ST, or a sequence that ends it
+	ground       state = iota // text
+	escape                    // after ESC
+	escInter                  // after ESC and an intermediate (ESC ( 0), until the final byte
+	csi                       // after ESC [: parameters and intermediates until the final byte
+	dropCSI                   // a control sequence too long to keep, until its final byte
+	str                       // a control string, until ST, BEL, CAN or SUB
+	strEscape                 // ESC in a control string: ST, or a sequence that ends it
+	oscNum                    // after ESC ]: the OSC's number, until ; or its end (Foreground)
+	oscText                   // the text of an OSC or DCS Foreground passes, its start passed
+	oscEscape                 // ESC in an OSC or DCS Foreground passes
+	oscNumEscape              // ESC after an OSC's number: ST, or a sequence that ends it, dropped
+	dcsHead                   // after ESC P: a DCS's parameters, intermediates and final byte (Foreground)
 )
 
 const (
@@ -137,11 +175,21 @@ func (d *Writer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// start empties out for a write, but for the CAN a cut write owes.
+// start empties out for a write, but for the CAN a cut write owes. The
+// CAN ends an OSC whose start was passed, and the rest of it is dropped.
 func (d *Writer) start() {
 	d.out = d.out[:0]
 	if d.cut {
 		d.out = append(d.out, can)
+		d.abandonOSC()
+	}
+}
+
+// abandonOSC has the rest of an OSC whose start was passed, and which the
+// terminal was told to end (CAN), dropped.
+func (d *Writer) abandonOSC() {
+	if d.st == oscText || d.st == oscEscape {
+		d.st = str
 	}
 }
 
@@ -173,6 +221,11 @@ func (a aside) Write(p []byte) (int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.start()
+	if d.st == oscText || d.st == oscEscape {
+		// Passed, the OSC's start would take the text in.
+		d.out = append(d.out, can)
+		d.abandonOSC()
+	}
 	d.out = append(d.out, p...)
 	if err := d.send(); err != nil {
 		return 0, err
@@ -184,6 +237,22 @@ func (a aside) Write(p []byte) (int, error) {
 func (d *Writer) char(c []byte) {
 	switch d.st {
 	case str:
+	case oscText:
+		d.out = append(d.out, c...)
+	case oscNum:
+		d.st = str
+		d.endOSC(false)
+	case dcsHead:
+		d.st = str
+		d.drop("DCS")
+	case oscNumEscape:
+		d.endOSC(false)
+		d.st = ground
+		d.out = append(d.out, c...)
+	case oscEscape:
+		d.st = ground
+		d.out = append(d.out, esc, '\\')
+		d.out = append(d.out, c...)
 	default:
 		d.st = ground
 		d.out = append(d.out, c...)
@@ -215,15 +284,134 @@ func (d *Writer) byte(b byte) {
 			return
 		}
 		d.escape(b)
+	case oscNum:
+		d.oscNum(b)
+	case dcsHead:
+		d.dcsHead(b)
+	case oscText:
+		d.oscText(b)
+	case oscNumEscape:
+		d.st = ground
+		if d.endOSC(b == '\\') {
+			d.out = append(d.out, esc, b)
+		} else if b != '\\' {
+			d.escape(b)
+		}
+	case oscEscape:
+		d.out = append(d.out, esc, '\\')
+		d.st = ground
+		if b != '\\' {
+			d.escape(b)
+		}
 	}
 }
+
+// oscNum takes b in an OSC's number, which decides whether Foreground
+// passes it. A number ended by ; or by the OSC's end (BEL, ST) is looked
+// up; an OSC a sequence or a control cuts short there is dropped.
+func (d *Writer) oscNum(b byte) {
+	switch {
+	case b >= '0' && b <= '9' && len(d.seq) < 8:
+		d.seq = append(d.seq, b)
+	case b == ';':
+		d.st = str
+		if d.endOSC(true) {
+			d.out = append(d.out, ';')
+			d.st = oscText
+		}
+	case b == '\a':
+		d.st = ground
+		if d.endOSC(true) {
+			d.out = append(d.out, b)
+		}
+	case b == esc:
+		d.st = oscNumEscape
+	case b == can || b == sub:
+		d.st = ground
+		d.endOSC(false)
+	default:
+		d.st = str
+		d.endOSC(false)
+	}
+}
+
+// dcsHead takes b in a DCS's parameters, intermediates and final byte,
+// which decide whether Foreground passes it (shownDCS); a DCS a control
+// cuts short there is dropped.
+func (d *Writer) dcsHead(b byte) {
+	switch {
+	case b >= 0x20 && b < 0x40 && len(d.seq) < maxSeq:
+		d.seq = append(d.seq, b)
+	case b >= 0x40 && b < 0x7f && len(d.seq) < maxSeq:
+		d.st = str
+		if shownDCS[string(d.seq[2:])+string(b)] {
+			d.out = append(d.out, d.seq...)
+			d.out = append(d.out, b)
+			d.st = oscText
+			return
+		}
+		d.drop("DCS")
+	case b == esc:
+		d.st = strEscape
+		d.drop("DCS")
+	case b == can || b == sub:
+		d.st = ground
+		d.drop("DCS")
+	default:
+		d.st = str
+		d.drop("DCS")
+	}
+}
+
+// shownDCS are the DCS Foreground passes, by their intermediates and
+// final byte: DECRQSS and XTGETTCAP, questions about the terminal's
+// settings and capabilities, whose answers reach the command.
+var shownDCS = map[string]bool{"$q": true, "+q": true}
+
+// endOSC decides on the OSC whose number was read: it passes its start
+// and says so when ok and the number is one of shownOSC, and otherwise
+// tells dropped.
+func (d *Writer) endOSC(ok bool) bool {
+	num := string(d.seq[2:])
+	if ok && shownOSC[num] {
+		d.out = append(d.out, d.seq...)
+		return true
+	}
+	d.drop(strings.TrimSpace("OSC " + num))
+	return false
+}
+
+// oscText takes b in the text of an OSC or DCS Foreground passes: printable
+// ASCII passes, BEL ends it, CAN and SUB abandon it, and the other
+// controls are dropped.
+func (d *Writer) oscText(b byte) {
+	switch {
+	case b == '\a', b == can, b == sub:
+		d.out = append(d.out, b)
+		d.st = ground
+	case b == esc:
+		d.st = oscEscape
+	case b >= 0x20 && b < 0x7f:
+		d.out = append(d.out, b)
+	}
+}
+
+// drop tells dropped, if there is one, what was dropped.
+func (d *Writer) drop(what string) {
+	if d.dropped != nil {
+		d.dropped(what)
+	}
+}
+
+// stringNames name the control strings by their introducer's final byte.
+var stringNames = map[byte]string{'P': "DCS", '_': "APC", '^': "PM", 'X': "SOS", ']': "OSC"}
 
 // ground takes b outside any sequence.
 func (d *Writer) ground(b byte) {
 	switch {
 	case b == esc:
 		d.st, d.seq = escape, append(d.seq[:0], esc)
-	case b < 0x20 && strings.IndexByte(shownControls, b) < 0:
+	case b < 0x20 && !d.fore && strings.IndexByte(shownControls, b) < 0:
 	default:
 		d.out = append(d.out, b)
 	}
@@ -235,12 +423,18 @@ func (d *Writer) escape(b byte) {
 	switch {
 	case b == '[':
 		d.st, d.seq = csi, append(d.seq[:0], esc, b)
+	case b == ']' && d.fore:
+		d.st, d.seq = oscNum, append(d.seq[:0], esc, b)
+	case b == 'P' && d.fore:
+		d.st, d.seq = dcsHead, append(d.seq[:0], esc, b)
 	case strings.IndexByte("]P_^X", b) >= 0:
 		d.st = str
+		d.drop(stringNames[b])
 	case b >= 0x20 && b < 0x30:
 		d.st, d.seq = escInter, append(d.seq[:0], esc, b)
 	case b >= 0x30 && b < 0x7f:
-		if strings.IndexByte(shownESC, b) >= 0 {
+		// ST outside a string ends nothing, and is dropped.
+		if d.fore && b != '\\' || strings.IndexByte(shownESC, b) >= 0 {
 			d.out = append(d.out, esc, b)
 		}
 	default:
@@ -253,12 +447,13 @@ func (d *Writer) escape(b byte) {
 func (d *Writer) escInter(b byte) {
 	switch {
 	case b >= 0x20 && b < 0x30:
-		if len(d.seq) == 2 {
-			d.seq = append(d.seq, b) // no longer a character set's
+		// A second intermediate: no longer a character set's.
+		if len(d.seq) < maxSeq {
+			d.seq = append(d.seq, b)
 		}
 	case b >= 0x30 && b < 0x7f:
 		d.st = ground
-		if len(d.seq) == 2 && strings.IndexByte(charsetIntermediates, d.seq[1]) >= 0 {
+		if d.fore && len(d.seq) < maxSeq || len(d.seq) == 2 && strings.IndexByte(charsetIntermediates, d.seq[1]) >= 0 {
 			d.out = append(d.out, d.seq...)
 			d.out = append(d.out, b)
 		}
@@ -272,7 +467,7 @@ func (d *Writer) escInter(b byte) {
 func (d *Writer) csi(b byte) {
 	switch {
 	case b >= 0x40 && b < 0x7f:
-		if d.st == csi && shownSequence(d.seq[2:], b) {
+		if d.st == csi && (d.fore && b != 'i' || shownSequence(d.seq[2:], b)) {
 			d.out = append(d.out, d.seq...)
 			d.out = append(d.out, b)
 		}

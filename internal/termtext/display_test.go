@@ -214,3 +214,133 @@ func TestDisplayConcurrent(t *testing.T) {
 		t.Errorf("two writers of one Display: the terminal got %d bytes, not %d writes of %q whole", b.Len(), 2*each, unit)
 	}
 }
+
+// foreground is what Foreground passes of the writes in order, and what
+// it said it dropped.
+func foreground(t testing.TB, writes ...string) (string, []string) {
+	t.Helper()
+	var b bytes.Buffer
+	var dropped []string
+	d := Foreground(&b, func(what string) { dropped = append(dropped, what) })
+	for _, w := range writes {
+		if n, err := d.Write([]byte(w)); n != len(w) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", w, n, err)
+		}
+	}
+	return b.String(), dropped
+}
+
+func TestForeground(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		in      string
+		want    string
+		dropped string
+	}{
+		{"text and controls", "café\ta\r\n\b\a\x05\x00\x0e", "café\ta\r\n\b\a\x05\x00\x0e", ""},
+		{"questions and modes pass: the answers reach the command",
+			"\x1b[c\x1b[>c\x1b[6n\x1b[?1000h\x1b[?1006h\x1b[?1004h\x1b[?2004h\x1b[?1049h\x1b[>1u\x1b[?u\x1b[21t\x1b[?2026h\x1b=\x1bc\x1b#8\x1b%G",
+			"\x1b[c\x1b[>c\x1b[6n\x1b[?1000h\x1b[?1006h\x1b[?1004h\x1b[?2004h\x1b[?1049h\x1b[>1u\x1b[?u\x1b[21t\x1b[?2026h\x1b=\x1bc\x1b#8\x1b%G", ""},
+		{"title, colours, hyperlink, prompt marks",
+			"\x1b]0;t\u00e9\a\x1b]2;x\x1b\\\x1b]11;?\a\x1b]4;1;#ff0000\x1b\\\x1b]8;;http://x\alink\x1b]8;;\a\x1b]104\a\x1b]133;A\a",
+			"\x1b]0;t\u00e9\a\x1b]2;x\x1b\\\x1b]11;?\a\x1b]4;1;#ff0000\x1b\\\x1b]8;;http://x\alink\x1b]8;;\a\x1b]104\a\x1b]133;A\a", ""},
+		{"the clipboard", "a\x1b]52;c;ZWNobyBwd25lZA==\ab\x1b]52;c;?\x1b\\c", "abc", "OSC 52,OSC 52"},
+		{"notifications, files, the working directory",
+			"\x1b]9;hi\a\x1b]777;notify;a;b\a\x1b]1337;File=name=eA==:eA==\a\x1b]5113;ac=send\a\x1b]7;file:///etc\a\x1b]50;?\ax",
+			"x", "OSC 9,OSC 777,OSC 1337,OSC 5113,OSC 7,OSC 50"},
+		{"DCS, APC, PM, SOS", "\x1bPtmux;\x1b\x1b]52;c;eA==\a\x1b\\\x1bP@kitty-cmd{}\x1b\\\x1b_Gt=f;L2V0Yw==\x1b\\\x1b^pm\a\x1bXsos\ax",
+			"x", "DCS,OSC 52,DCS,APC,PM,SOS"},
+		{"8-bit and UTF-8 C1", "\x9d52;c;eA==\x9cx\u009d0;t\u009cy\u0090q\u009cz", "x\x1b]0;t\x1b\\yz", "OSC 52,DCS"},
+		{"an OSC number too long, or not a number", "\x1b]000000001;x\a\x1b]x;y\a\x1b];z\az", "z", "OSC 000000,OSC,OSC"},
+		{"controls in a passed OSC dropped", "\x1b]0;a\x05\x7fb\a", "\x1b]0;ab\a", ""},
+		{"CAN abandons a passed OSC", "\x1b]0;a\x18b", "\x1b]0;a\x18b", ""},
+		{"a sequence ends a passed OSC", "\x1b]0;a\x1b[31mb", "\x1b]0;a\x1b\\\x1b[31mb", ""},
+		{"ST right after the number", "\x1b]110\x1b\\x\x1b]52\x1b\\y", "\x1b]110\x1b\\xy", "OSC 52"},
+		{"DECRQSS and XTGETTCAP pass: the answers reach the command", "\x1bP$qm\x1b\\\x1bP+q544e\x1b\\\x1bP1$r0m\x1b\\\x1bP$q\x18x\x1bP$", "\x1bP$qm\x1b\\\x1bP+q544e\x1b\\\x1bP$q\x18x", "DCS"},
+		{"DCS cut short", "\x1bP1\x18a\x1bP\x1b[31mb\x1bP\u00e9c", "a\x1b[31mb", "DCS,DCS,DCS"},
+		{"media copy", "\x1b[5i\x1b[?5ix", "x", ""},
+		{"too long", "\x1b[" + strings.Repeat("1;", maxSeq) + "mx\x1b" + strings.Repeat(" ", maxSeq) + "Fy", "xy", ""},
+	} {
+		for _, split := range []bool{false, true} {
+			writes := []string{c.in}
+			if split {
+				writes = nil
+				for i := range len(c.in) {
+					writes = append(writes, c.in[i:i+1])
+				}
+			}
+			got, dropped := foreground(t, writes...)
+			if got != c.want || strings.Join(dropped, ",") != c.dropped {
+				t.Errorf("%s (a byte at a time: %v): Foreground(%q) = %q, dropped %q; want %q, dropped %q", c.name, split, c.in, got, dropped, c.want, c.dropped)
+			}
+		}
+	}
+}
+
+// TestForegroundAsideEndsAPassedOSC: a line of cordon's in the middle of
+// an OSC whose start was passed would be taken into it (the title); CAN
+// ends it first, and the rest of the OSC is dropped.
+func TestForegroundAsideEndsAPassedOSC(t *testing.T) {
+	var b bytes.Buffer
+	d := Foreground(&b, nil)
+	d.Write([]byte("\x1b]0;tit"))
+	d.Aside().Write([]byte("cordon: x\r\n"))
+	d.Write([]byte("le\ay"))
+	if got, want := b.String(), "\x1b]0;tit\x18cordon: x\r\ny"; got != want {
+		t.Errorf("the terminal got %q, want %q", got, want)
+	}
+}
+
+// passedOSC says whether out, Foreground's output, holds no control
+// string but those Foreground passes.
+func passedOSC(out string) bool {
+	for i := strings.IndexByte(out, esc); i >= 0 && i+1 < len(out); {
+		switch out[i+1] {
+		case 'P':
+			head := out[i+2:]
+			n := len(head) - len(strings.TrimLeft(head, "0123456789:;<=>? !\"#$%&'()*+,-./"))
+			if n >= len(head) || !shownDCS[head[:n+1]] {
+				return false
+			}
+		case '_', '^', 'X':
+			return false
+		case ']':
+			num := out[i+2:]
+			num = num[:len(num)-len(strings.TrimLeft(num, "0123456789"))]
+			if !shownOSC[num] {
+				return false
+			}
+		}
+		j := strings.IndexByte(out[i+1:], esc)
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return true
+}
+
+// FuzzForeground: however the output is cut into writes, the same passes;
+// what passes is UTF-8 without C1 controls, holds no control string but
+// those Foreground passes, and passes again unchanged.
+func FuzzForeground(f *testing.F) {
+	for _, s := range []string{"\x1b]52;c;eA==\a", "\x1b]0;t\x1b\\\x1bPtmux;\x1b\x1b]52;c;?\a\x1b\\", "\x9d8;;x\x9c\u009d52;\u009c", "\x1b[?1000h\x1b_Ga=q\x1b\\", "\x1b]0;a\x18\x1b]133\x1b[", "\x1bP$qm\x1b\\\x1bP+q\x1bP1$r"} {
+		f.Add(s, uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, in string, cut uint8) {
+		whole, _ := foreground(t, in)
+		at := min(int(cut), len(in))
+		if split, _ := foreground(t, in[:at], in[at:]); split != whole {
+			t.Fatalf("Foreground(%q) = %q, cut at %d: %q", in, whole, at, split)
+		}
+		if !utf8.ValidString(whole) || strings.ContainsFunc(whole, func(r rune) bool { return r >= 0x80 && r <= 0x9f }) {
+			t.Fatalf("Foreground(%q) = %q: not UTF-8, or a C1 control", in, whole)
+		}
+		if !passedOSC(whole) {
+			t.Fatalf("Foreground(%q) = %q: a control string it drops", in, whole)
+		}
+		if again, dropped := foreground(t, whole); again != whole || len(dropped) > 0 {
+			t.Fatalf("Foreground(%q) = %q, of which it drops some: %q (%q)", in, whole, again, dropped)
+		}
+	})
+}

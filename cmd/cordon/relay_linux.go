@@ -1,0 +1,281 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/pty"
+	"github.com/cordon-sandbox/cordon/internal/termtext"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// relay is the pseudo-terminal a run in the foreground gives the box in
+// place of the user's terminal, and cordon's copies between the two. A
+// box handed the terminal itself wrote to it unfiltered: OSC 52 set the
+// clipboard, for the user to paste into a shell, tmux's passthrough and
+// kitty's remote control reached past the terminal. On the relay's
+// pseudo-terminal the box has its own line discipline (its settings, its
+// echo), the terminal's answers to what it asks reach it and not the
+// shell, and what it writes reaches the terminal through
+// termtext.Foreground.
+type relay struct {
+	master, slave *os.File
+	tty           *os.File // the user's terminal, opened anew: non-blocking, cordon's alone
+	out           *termtext.Writer
+	raw           bool          // the terminal is raw: what is typed goes to the box
+	outDone       chan struct{} // closed when the copy of the box's output ends
+	inDone        chan struct{} // closed when the copy of what is typed ends (raw only)
+	winch         chan os.Signal
+	winchDone     chan struct{}
+	goneOnce      sync.Once
+	stopOnce      sync.Once
+}
+
+// drainWait bounds how long stop waits for the box's last output once the
+// box is gone: the pseudo-terminal hangs up when the last of its slave's
+// descriptors closes, which is the box's end.
+const drainWait = 2 * time.Second
+
+// relayTerminal gives s a pseudo-terminal in place of each of its stdin,
+// stdout and stderr that is cordon's controlling terminal with cordon's
+// job in the foreground, and starts the copies (see relay); nil when none
+// is, or when cordon shares its job with another program (cordon run … |
+// less: the pager reads the terminal). The terminal is made raw only when
+// stdin is on it, and what is typed is then copied to the box, with the
+// signals its keys send (Ctrl-C, Ctrl-\, Ctrl-Z) sent to cordon's job as
+// the terminal would, while the box's settings ask for them (ISIG).
+// dropped is told what termtext.Foreground drops.
+func relayTerminal(s *sandbox.Spec, dropped func(what string)) (*relay, error) {
+	var on [3]bool
+	some := false
+	for i, v := range []any{s.Stdin, s.Stdout, s.Stderr} {
+		if controllingDevice(v) != 0 && inForeground(v) {
+			on[i], some = true, true
+		}
+	}
+	if !some || sharesJob() {
+		return nil, nil
+	}
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	r := &relay{tty: tty, raw: on[0], outDone: make(chan struct{}), winch: make(chan os.Signal, 1), winchDone: make(chan struct{})}
+	var settings *unix.Termios
+	var size *unix.Winsize
+	control(tty, func(fd int) {
+		if settings, err = unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+			size, err = unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
+		}
+	})
+	if err == nil {
+		r.master, r.slave, err = pty.Open()
+	}
+	if err == nil {
+		if err = unix.IoctlSetTermios(int(r.slave.Fd()), unix.TCSETS, settings); err == nil {
+			control(r.master, func(fd int) { err = unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, size) })
+		}
+	}
+	if err == nil && r.raw {
+		control(tty, func(fd int) { err = unix.IoctlSetTermios(fd, unix.TCSETSW, rawMode(*settings)) })
+	}
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	if on[0] {
+		s.Stdin = r.slave
+	}
+	if on[1] {
+		s.Stdout = r.slave
+	}
+	if on[2] {
+		s.Stderr = r.slave
+	}
+	r.out = termtext.Foreground(tty, dropped)
+	go r.copyOut()
+	if r.raw {
+		r.inDone = make(chan struct{})
+		go r.copyIn()
+	}
+	signal.Notify(r.winch, unix.SIGWINCH)
+	go r.resize()
+	return r, nil
+}
+
+// inForeground says whether v is a terminal with cordon's job in its
+// foreground.
+func inForeground(v any) bool {
+	f, ok := v.(*os.File)
+	if !ok {
+		return false
+	}
+	pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
+	return err == nil && pgrp == unix.Getpgrp()
+}
+
+// rawMode is t as cfmakeraw(3) leaves it: bytes pass as they are typed,
+// and the box's line discipline does the rest.
+func rawMode(t unix.Termios) *unix.Termios {
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	t.Oflag &^= unix.OPOST
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	t.Cflag &^= unix.CSIZE | unix.PARENB
+	t.Cflag |= unix.CS8
+	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
+	return &t
+}
+
+// control runs fn with f's descriptor, leaving f non-blocking (f.Fd()
+// would make it blocking).
+func control(f *os.File, fn func(fd int)) {
+	if c, err := f.SyscallConn(); err == nil {
+		c.Control(func(fd uintptr) { fn(int(fd)) })
+	}
+}
+
+// copyOut copies what the box writes to the terminal, until the
+// pseudo-terminal hangs up or the master is closed.
+func (r *relay) copyOut() {
+	defer close(r.outDone)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.master.Read(buf)
+		if n > 0 {
+			r.out.Write(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// copyIn copies what is typed to the box, and sends the signals its keys
+// stand for, until stop.
+func (r *relay) copyIn() {
+	defer close(r.inDone)
+	buf := make([]byte, 4096)
+	for {
+		n, err := r.tty.Read(buf)
+		if n > 0 {
+			if _, err := r.master.Write(buf[:n]); err != nil {
+				return
+			}
+			r.signal(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// signal sends cordon's job the signals that the keys in typed send, when
+// the box's settings ask for them (ISIG), as the terminal itself would: the
+// box's line discipline only echoes them (^C) and discards its line, as
+// the box has no controlling terminal for it to signal. cordon passes
+// SIGINT and SIGQUIT to the command, and SIGTSTP ends the run
+// (endOnSuspend).
+func (r *relay) signal(typed []byte) {
+	var t *unix.Termios
+	control(r.master, func(fd int) { t, _ = unix.IoctlGetTermios(fd, unix.TCGETS) })
+	if t == nil || t.Lflag&unix.ISIG == 0 {
+		return
+	}
+	for _, k := range []struct {
+		cc  int
+		sig unix.Signal
+	}{{unix.VINTR, unix.SIGINT}, {unix.VQUIT, unix.SIGQUIT}, {unix.VSUSP, unix.SIGTSTP}} {
+		// 0 is _POSIX_VDISABLE.
+		if c := t.Cc[k.cc]; c != 0 && bytes.IndexByte(typed, c) >= 0 {
+			unix.Kill(-unix.Getpgrp(), k.sig)
+		}
+	}
+}
+
+// resize gives the pseudo-terminal the terminal's size when it changes.
+// The box learns of it from cordon, which passes SIGWINCH on to the
+// command, perhaps before the size is set here: so once it is, cordon
+// sends itself SIGWINCH again, which the command gets after.
+func (r *relay) resize() {
+	defer close(r.winchDone)
+	for range r.winch {
+		var size, now *unix.Winsize
+		control(r.tty, func(fd int) { size, _ = unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ) })
+		control(r.master, func(fd int) { now, _ = unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ) })
+		if size == nil || now == nil || *size == *now {
+			continue
+		}
+		control(r.master, func(fd int) { unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, size) })
+		unix.Kill(os.Getpid(), unix.SIGWINCH)
+	}
+}
+
+// says is the writer of what cordon says on the terminal while the box
+// runs: in turn with the box's output (Aside), and, on a raw terminal,
+// each line ended with CR LF.
+func (r *relay) says() io.Writer {
+	if r.raw {
+		return crlf{r.out.Aside()}
+	}
+	return r.out.Aside()
+}
+
+// boxGone is called once the box is gone: nothing more is read from the
+// terminal, and the pseudo-terminal's output is restarted, which the box
+// may have stopped (tcflow TCOOFF, ^S): cordon still writes to it what a
+// --credential mask held back. It may be called more than once.
+func (r *relay) boxGone() {
+	r.goneOnce.Do(func() {
+		if r.inDone != nil {
+			r.tty.SetReadDeadline(time.Now())
+			<-r.inDone
+		}
+		startOutput(int(r.slave.Fd()))
+		signal.Stop(r.winch)
+		close(r.winch)
+		<-r.winchDone
+	})
+}
+
+// stop ends the relay once the box is gone and cordon has written what
+// it writes there: the last output is copied to the terminal. It may be
+// called more than once.
+func (r *relay) stop() {
+	r.boxGone()
+	r.stopOnce.Do(func() {
+		r.slave.Close()
+		select {
+		case <-r.outDone:
+		case <-time.After(drainWait):
+			r.master.Close()
+			<-r.outDone
+		}
+		r.close()
+	})
+}
+
+// close closes what relayTerminal opened.
+func (r *relay) close() {
+	for _, f := range []*os.File{r.master, r.slave, r.tty} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// crlf ends each line it writes with CR LF, as a terminal that is not raw
+// does.
+type crlf struct{ w io.Writer }
+
+func (c crlf) Write(p []byte) (int, error) {
+	if _, err := c.w.Write(bytes.ReplaceAll(p, []byte("\n"), []byte("\r\n"))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

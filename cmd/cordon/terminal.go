@@ -224,16 +224,31 @@ func keepFromTheBox(s *sandbox.Spec, f *os.File) *termtext.Writer {
 // shell piped cordon's output or input to or from (cordon run … | less).
 // The processes cordon runs under (a script, make: a shell without job
 // control runs its commands in its own group) wait for it and are not
-// counted; the sandbox and the holder run in process groups of their own,
-// and the command cannot join cordon's (it runs in a session of its own).
+// counted, nor are cordon's own (the capability check's bwrap --version,
+// which may still run as a run starts); the sandbox and the holder run in
+// process groups of their own, and the command cannot join cordon's (it
+// runs in a session of its own).
 func sharesJob() bool {
-	waiting := map[int]bool{os.Getpid(): true}
+	self := os.Getpid()
+	waiting := map[int]bool{self: true}
 	for pid := os.Getppid(); pid > 1 && !waiting[pid]; pid = parentOf(pid) {
 		waiting[pid] = true
 	}
 	for _, pid := range groupMembers(unix.Getpgrp()) {
-		if !waiting[pid] {
+		if !waiting[pid] && !descends(pid, self) {
 			return true
+		}
+	}
+	return false
+}
+
+// descends says whether process pid descends from process ancestor.
+func descends(pid, ancestor int) bool {
+	for range 64 {
+		if pid = parentOf(pid); pid == ancestor {
+			return true
+		} else if pid <= 1 {
+			return false
 		}
 	}
 	return false

@@ -1,0 +1,168 @@
+//go:build linux
+
+package integration
+
+import (
+	"encoding/json"
+
+	"strings"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/audit"
+)
+
+// ttyRelay runs argv[3:] in directory argv[1] as the foreground job of a
+// new 24x80 pseudo-terminal, the user's terminal, and plays the steps in
+// argv[2] (JSON: [text to wait for, "type" or "resize", argument]) against
+// it: what is typed is written to the terminal's master, as keys. It
+// prints a JSON object: the job's exit code, everything the terminal was
+// sent (as Latin-1 text), and the terminal's device ("major:minor", in
+// hex, as stat -c %t:%T has it).
+const ttyRelay = `
+import fcntl, json, os, pty, struct, subprocess, sys, termios, threading, time
+master, slave = pty.openpty()
+fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+got, lock = bytearray(), threading.Lock()
+def reader():
+    while True:
+        try:
+            d = os.read(master, 4096)
+        except OSError:
+            return
+        if not d:
+            return
+        with lock:
+            got.extend(d)
+threading.Thread(target=reader, daemon=True).start()
+def child():
+    os.setsid()
+    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+p = subprocess.Popen(sys.argv[3:], stdin=slave, stdout=slave, stderr=slave, cwd=sys.argv[1], preexec_fn=child)
+deadline = time.time() + 30
+for want, action, arg in json.loads(sys.argv[2]):
+    while time.time() < deadline:
+        with lock:
+            if want.encode() in got:
+                break
+        time.sleep(0.02)
+    if action == "type":
+        os.write(master, arg.encode())
+    elif action == "resize":
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", arg[0], arg[1], 0, 0))
+try:
+    code = p.wait(timeout=max(1, deadline - time.time()))
+except subprocess.TimeoutExpired:
+    p.kill()
+    code = "timeout"
+time.sleep(0.2)
+dev = os.fstat(slave).st_rdev
+with lock:
+    out = bytes(got)
+print(json.dumps({"exit": code, "terminal": out.decode("latin-1"), "device": "%x:%x" % (os.major(dev), os.minor(dev))}))
+`
+
+// relayed is what ttyRelay prints.
+type relayed struct {
+	Exit     any    `json:"exit"`
+	Terminal string `json:"terminal"`
+	Device   string `json:"device"`
+}
+
+// onTerminal runs cordon run with args as the foreground job of a new
+// terminal (ttyRelay), playing steps, and returns what ttyRelay saw.
+func (b *box) onTerminal(steps string, args ...string) relayed {
+	b.t.Helper()
+	argv := append([]string{"-c", ttyRelay, b.ws, steps, cordonBin(b.t), "run", "--audit", b.audit}, args...)
+	r := runResult(b.t, runTimeout, asUser(b.t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
+	var got relayed
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		b.t.Fatalf("%q: %v\n%s%s", args, err, r.stdout, r.stderr)
+	}
+	return got
+}
+
+// TestRunTerminalRelayDropsWhatActsBeyondTheScreen: a run in the
+// foreground was handed the user's terminal, and what it wrote there
+// reached it byte for byte: OSC 52 set the clipboard (for the user to
+// paste into a shell), tmux's passthrough (DCS) carried OSC 52 to the
+// terminal outside tmux, and the kitty graphics protocol (APC) has the
+// terminal read files on its host. The box now has a pseudo-terminal of
+// cordon's, none of its descriptors is the user's terminal, and its
+// output reaches the terminal without them, with its text, colours and
+// title, and each kind dropped is logged.
+func TestRunTerminalRelayDropsWhatActsBeyondTheScreen(t *testing.T) {
+	const script = `printf 'A\033]52;c;ZWNobyBwd25lZA==\007B\033Ptmux;\033\033]52;c;eA==\007\033\\C\033_Gf=100,t=f;L2V0Yy9wYXNzd2Q=\033\\D\033]0;title\007E\033[31mred\033[0m\n'; stat -L -c %t:%T /proc/self/fd/0 /proc/self/fd/1 /proc/self/fd/2 /dev/stdout`
+	for _, args := range [][]string{
+		{"--net", "off"},
+		{"--net", "restricted"},
+	} {
+		b := newBox(t)
+		got := b.onTerminal(`[]`, append(args, "--", "sh", "-c", script)...)
+		if got.Exit != float64(0) {
+			t.Errorf("%q: exit %v\n%q", args, got.Exit, got.Terminal)
+		}
+		for _, want := range []string{"ABCD", "\x1b]0;title\aE\x1b[31mred\x1b[0m"} {
+			if !strings.Contains(got.Terminal, want) {
+				t.Errorf("%q: the terminal did not get %q: %q", args, want, got.Terminal)
+			}
+		}
+		for _, never := range []string{"\x1b]52", "\x1bP", "\x1b_", "ZWNobyBwd25lZA", "L2V0Yy9wYXNzd2Q"} {
+			if strings.Contains(got.Terminal, never) {
+				t.Errorf("%q: the terminal got %q: %q", args, never, got.Terminal)
+			}
+		}
+		if strings.Count(got.Terminal, ":") < 4 || strings.Contains(got.Terminal, got.Device+"\r\n") {
+			t.Errorf("%q: the box holds the user's terminal (%s) or did not say what it holds: %q", args, got.Device, got.Terminal)
+		}
+		logged := map[string]bool{}
+		for _, rec := range b.records() {
+			if rec.Type == audit.TypeTerminal && rec.Decision == audit.Deny && rec.Reason == "terminal_control" {
+				for _, what := range []string{"OSC 52", "DCS", "APC"} {
+					if strings.Contains(rec.Detail, "wrote "+what+" ") {
+						logged[what] = true
+					}
+				}
+			}
+		}
+		if len(logged) != 3 {
+			t.Errorf("%q: logged as dropped: %v, want OSC 52, DCS and APC", args, logged)
+		}
+	}
+}
+
+// TestRunTerminalRelayKeys: on the box's pseudo-terminal, what is typed
+// reaches the command, Ctrl-C interrupts a command that reads lines
+// (130) and reaches one in raw mode as a byte, Ctrl-Z ends the run (148,
+// as when the terminal stopped cordon's job), and the command sees the
+// terminal's size, and its changes.
+func TestRunTerminalRelayKeys(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		steps  string
+		args   []string
+		exit   float64
+		output []string
+	}{
+		{"a line, then Ctrl-C", `[["ready", "type", "hello\r"], ["got=hello", "type", "\u0003"]]`,
+			[]string{"--net", "off", "--", "sh", "-c", "echo ready; read x; echo got=$x; read y; echo not reached"}, 130, []string{"got=hello"}},
+		{"Ctrl-C, restricted", `[["ready", "type", "\u0003"]]`,
+			[]string{"--net", "restricted", "--", "sh", "-c", "echo ready; read x; echo not reached"}, 130, nil},
+		{"Ctrl-Z", `[["ready", "type", "\u001a"]]`,
+			[]string{"--net", "off", "--", "sh", "-c", "echo ready; sleep 30"}, 148, []string{"SIGTSTP"}},
+		{"Ctrl-C in raw mode", `[["ready", "type", "\u0003"]]`,
+			[]string{"--net", "off", "--", "sh", "-c", "stty raw -echo; echo ready; dd bs=1 count=1 2>/dev/null | od -An -c; stty sane"}, 0, []string{"003"}},
+		{"the window's size", `[["ready", "resize", [40, 120]]]`,
+			[]string{"--net", "off", "--", "sh", "-c", `stty size; echo ready; for i in $(seq 200); do [ "$(stty size)" = "40 120" ] && echo resized && exit 0; sleep 0.05; done; exit 1`}, 0, []string{"24 80", "resized"}},
+	} {
+		b := newBox(t)
+		got := b.onTerminal(c.steps, c.args...)
+		if got.Exit != c.exit {
+			t.Errorf("%s: exit %v, want %v\n%q", c.name, got.Exit, c.exit, got.Terminal)
+		}
+		for _, want := range c.output {
+			if !strings.Contains(got.Terminal, want) {
+				t.Errorf("%s: the terminal did not get %q: %q", c.name, want, got.Terminal)
+			}
+		}
+	}
+}

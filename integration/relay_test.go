@@ -13,8 +13,9 @@ import (
 
 // ttyRelay runs argv[3:] in directory argv[1] as the foreground job of a
 // new 24x80 pseudo-terminal, the user's terminal, and plays the steps in
-// argv[2] (JSON: [text to wait for, "type" or "resize", argument]) against
-// it: what is typed is written to the terminal's master, as keys. It
+// argv[2] (JSON: [text to wait for, "type", "flood" or "resize",
+// argument]) against it: what is typed is written to the terminal's
+// master, as keys; a flood is that many keys, typed for 3 s at most. It
 // prints a JSON object: the job's exit code, everything the terminal was
 // sent (as Latin-1 text), and the terminal's device ("major:minor", in
 // hex, as stat -c %t:%T has it).
@@ -47,6 +48,15 @@ for want, action, arg in json.loads(sys.argv[2]):
         time.sleep(0.02)
     if action == "type":
         os.write(master, arg.encode())
+    elif action == "flood":
+        os.set_blocking(master, False)
+        left, stop = arg, time.time() + 3
+        while left > 0 and time.time() < stop:
+            try:
+                left -= os.write(master, b"y" * min(left, 1000))
+            except BlockingIOError:
+                time.sleep(0.01)
+        os.set_blocking(master, True)
     elif action == "resize":
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", arg[0], arg[1], 0, 0))
 try:
@@ -134,7 +144,9 @@ func TestRunTerminalRelayDropsWhatActsBeyondTheScreen(t *testing.T) {
 // reaches the command, Ctrl-C interrupts a command that reads lines
 // (130) and reaches one in raw mode as a byte, Ctrl-Z ends the run (148,
 // as when the terminal stopped cordon's job), and the command sees the
-// terminal's size, and its changes.
+// terminal's size, and its changes. A run whose box left its terminal's
+// input full (it read nothing of what was typed) ends: cordon, which
+// waited to write more of it there, hung.
 func TestRunTerminalRelayKeys(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -151,6 +163,8 @@ func TestRunTerminalRelayKeys(t *testing.T) {
 			[]string{"--net", "off", "--", "sh", "-c", "echo ready; sleep 30"}, 148, []string{"SIGTSTP"}},
 		{"Ctrl-C in raw mode", `[["ready", "type", "\u0003"]]`,
 			[]string{"--net", "off", "--", "sh", "-c", "stty raw -echo; echo ready; dd bs=1 count=1 2>/dev/null | od -An -c; stty sane"}, 0, []string{"003"}},
+		{"typed while the box reads nothing", `[["ready", "flood", 40000]]`,
+			[]string{"--net", "off", "--", "sh", "-c", "stty raw; echo ready; sleep 2"}, 0, nil},
 		{"the window's size", `[["ready", "resize", [40, 120]]]`,
 			[]string{"--net", "off", "--", "sh", "-c", `stty size; echo ready; for i in $(seq 200); do [ "$(stty size)" = "40 120" ] && echo resized && exit 0; sleep 0.05; done; exit 1`}, 0, []string{"24 80", "resized"}},
 	} {

@@ -233,7 +233,10 @@ func (r *relay) says() io.Writer {
 func (r *relay) boxGone() {
 	r.goneOnce.Do(func() {
 		if r.inDone != nil {
+			// The copy may wait to read, or to write to a terminal whose
+			// input the box left full.
 			r.tty.SetReadDeadline(time.Now())
+			r.master.SetWriteDeadline(time.Now())
 			<-r.inDone
 		}
 		startOutput(int(r.slave.Fd()))

@@ -124,17 +124,7 @@ func TestRunTerminalRelayDropsWhatActsBeyondTheScreen(t *testing.T) {
 		if strings.Count(got.Terminal, ":") < 4 || strings.Contains(got.Terminal, got.Device+"\r\n") {
 			t.Errorf("%q: the box holds the user's terminal (%s) or did not say what it holds: %q", args, got.Device, got.Terminal)
 		}
-		logged := map[string]bool{}
-		for _, rec := range b.records() {
-			if rec.Type == audit.TypeTerminal && rec.Decision == audit.Deny && rec.Reason == "terminal_control" {
-				for _, what := range []string{"OSC 52", "DCS", "APC"} {
-					if strings.Contains(rec.Detail, "wrote "+what+" ") {
-						logged[what] = true
-					}
-				}
-			}
-		}
-		if len(logged) != 3 {
+		if logged := b.terminalDrops(); !logged["OSC 52"] || !logged["DCS"] || !logged["APC"] {
 			t.Errorf("%q: logged as dropped: %v, want OSC 52, DCS and APC", args, logged)
 		}
 	}
@@ -178,5 +168,46 @@ func TestRunTerminalRelayKeys(t *testing.T) {
 				t.Errorf("%s: the terminal did not get %q: %q", c.name, want, got.Terminal)
 			}
 		}
+	}
+}
+
+// terminalDrops are the kinds of control string the run's audit log says
+// were dropped from its output to a terminal.
+func (b *box) terminalDrops() map[string]bool {
+	b.t.Helper()
+	logged := map[string]bool{}
+	for _, rec := range b.records() {
+		if rec.Type == audit.TypeTerminal && rec.Decision == audit.Deny && rec.Reason == "terminal_control" {
+			if what, _, ok := strings.Cut(strings.TrimPrefix(rec.Detail, "the sandboxed command wrote "), " to the terminal"); ok {
+				logged[what] = true
+			}
+		}
+	}
+	return logged
+}
+
+// TestRunTerminalPipedToAPagerKeptFromTheBox: cordon run … | less is one
+// job, whose terminal the pager reads as the box runs, so the box cannot
+// have a terminal of its own fed from it. It was handed the terminal
+// itself, on stdin and stderr: OSC 52 on stderr reached the terminal, and
+// it could read the pager's keys. It now has /dev/null for stdin and a
+// pipe for stderr, which cordon copies to the terminal without what the
+// terminal would answer or acts beyond it (as for a run in the
+// background), and the drops are logged.
+func TestRunTerminalPipedToAPagerKeptFromTheBox(t *testing.T) {
+	b := newBox(t)
+	script := `printf 'A\033]52;c;ZWNobyBwd25lZA==\007B\n' >&2; stat -L -c 'stdin %t:%T' /proc/self/fd/0 >&2`
+	argv := []string{"-c", ttyPipeline, b.ws, cordonBin(t), "run", "--audit", b.audit, "--net", "off", "--", "sh", "-c", script}
+	r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
+	for _, want := range []string{"AB", "stdin 1:3", "pager sees icanon=0 echo=0"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("want %q in:\n%s%s", want, r.stdout, r.stderr)
+		}
+	}
+	if strings.Contains(r.stdout, "^[]52") || strings.Contains(r.stdout, "ZWNobyBwd25lZA") {
+		t.Errorf("OSC 52 reached the terminal:\n%s", r.stdout)
+	}
+	if logged := b.terminalDrops(); !logged["OSC 52"] {
+		t.Errorf("logged as dropped: %v, want OSC 52", logged)
 	}
 }

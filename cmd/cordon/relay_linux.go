@@ -45,8 +45,8 @@ const drainWait = 2 * time.Second
 // relayTerminal gives s a pseudo-terminal in place of each of its stdin,
 // stdout and stderr that is cordon's controlling terminal with cordon's
 // job in the foreground, and starts the copies (see relay); nil when none
-// is, or when cordon shares its job with another program (cordon run … |
-// less: the pager reads the terminal). The terminal is made raw only when
+// is. shareTerminal has kept a terminal cordon shares with another
+// program of its job from the box. The terminal is made raw only when
 // stdin is on it, and what is typed is then copied to the box, with the
 // signals its keys send (Ctrl-C, Ctrl-\, Ctrl-Z) sent to cordon's job as
 // the terminal would, while the box's settings ask for them (ISIG).
@@ -59,7 +59,7 @@ func relayTerminal(s *sandbox.Spec, dropped func(what string)) (*relay, error) {
 			on[i], some = true, true
 		}
 	}
-	if !some || sharesJob() {
+	if !some {
 		return nil, nil
 	}
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR|unix.O_NOCTTY|unix.O_NONBLOCK, 0)

@@ -351,8 +351,9 @@ type runState struct {
 	launched bool
 	// creds are the selected credentials, once loaded (loadCredentials).
 	creds *credinject.Set
-	// terminalLogged are the kinds of control string the run's relay
-	// dropped and logged (terminalDropped).
+	// terminalLogged are the kinds of control string dropped from the
+	// command's output to a terminal and logged (terminalDropped).
+	terminalMu     sync.Mutex
 	terminalLogged map[string]bool
 }
 
@@ -690,7 +691,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	restoreTerminal := keepTerminal()
 	s.Ended = restoreTerminal
 	runCtx, stopListening := ctx, func() {}
-	held, aside := shareTerminal(s, stderr)
+	held, aside := shareTerminal(s, stderr, r.terminalDropped)
 	var rl *relay
 	if held {
 		runCtx, r.suspended, stopListening = endOnSuspend(ctx)

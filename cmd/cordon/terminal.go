@@ -124,7 +124,12 @@ func restartOutput(fd int) {
 // has its foreground, and says whether it did. Then (started in the
 // background) the command's stdin is /dev/null and its output reaches the
 // terminal through a pipe that cordon copies, without what the terminal
-// would answer (keepFromTheBox). Of a terminal it does not
+// would answer (keepFromTheBox). So does cordon's controlling terminal
+// when cordon shares its job with another program (sharesJob: cordon run
+// … | less), which reads the terminal as the box runs: the terminal's
+// answers would reach the pager, and the box would read its keys; nor
+// can cordon copy the terminal's input to a terminal of the box's own
+// (relayTerminal) under the pager. Of a terminal it does not
 // control (a pseudo-terminal a program hands it, setsid cordon run) cordon
 // cannot tell who else reads it: it is handed over, unless it was given
 // for writing alone (cordon run … > /dev/pts/N, another pane of the
@@ -132,11 +137,13 @@ func restartOutput(fd int) {
 // and take what is typed there, to the shell of that pane, so it gets a
 // pipe that cordon copies to the terminal instead.
 //
+// dropped is told each control string the copy drops.
+//
 // says is the writer of what cordon says on errw, its stderr, while the
 // command runs: when the command's output reaches the same terminal
 // through cordon, the Aside of that copy's Display, with whose writes
 // cordon's lines then take turns; nil when it does not.
-func shareTerminal(s *sandbox.Spec, errw io.Writer) (held bool, says io.Writer) {
+func shareTerminal(s *sandbox.Spec, errw io.Writer, dropped func(what string)) (held bool, says io.Writer) {
 	var terminals []*os.File
 	for _, v := range []any{s.Stdin, s.Stdout, s.Stderr} {
 		if f, ok := v.(*os.File); ok && f != nil {
@@ -152,14 +159,21 @@ func shareTerminal(s *sandbox.Spec, errw io.Writer) (held bool, says io.Writer) 
 		}
 	}
 	out, stderr := s.Stdout, s.Stderr
+	shared := false
 	for _, f := range terminals {
-		if !background && !writeOnlyElsewhere(f) {
+		if controlled(f) && !background {
+			shared = sharesJob()
+			break
+		}
+	}
+	for _, f := range terminals {
+		if !background && !writeOnlyElsewhere(f) && !(shared && controlled(f)) {
 			held = true
 			continue
 		}
 		// The first: stdout's, which stderr's gives way to below when
 		// both are on one terminal.
-		if d := keepFromTheBox(s, f); d != nil && says == nil && sameTerminal(f, errw) {
+		if d := keepFromTheBox(s, f, dropped); d != nil && says == nil && sameTerminal(f, errw) {
 			says = d.Aside()
 		}
 	}
@@ -186,11 +200,17 @@ func sameTerminal(a, b any) bool {
 	return da != 0 && da == db
 }
 
+// controlled says whether f is cordon's controlling terminal: the kernel
+// answers TIOCGPGRP for that one alone.
+func controlled(f *os.File) bool {
+	_, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
+	return err == nil
+}
+
 // writeOnlyElsewhere says whether f is a terminal cordon does not control
-// (the kernel answers TIOCGPGRP for a controlling terminal only) opened
-// for writing alone.
+// opened for writing alone.
 func writeOnlyElsewhere(f *os.File) bool {
-	if _, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP); err == nil {
+	if controlled(f) {
 		return false
 	}
 	flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
@@ -203,17 +223,17 @@ func writeOnlyElsewhere(f *os.File) bool {
 // dropped (termtext.Display): its answers would reach whatever reads it,
 // the user's shell, as typed, and cordon, which does not read it, cannot
 // discard them (settleInput). It returns the Display, nil for stdin.
-func keepFromTheBox(s *sandbox.Spec, f *os.File) *termtext.Writer {
+func keepFromTheBox(s *sandbox.Spec, f *os.File, dropped func(what string)) *termtext.Writer {
 	switch {
 	case s.Stdin == io.Reader(f):
 		s.Stdin = nil
 		return nil
 	case s.Stdout == io.Writer(f):
-		d := termtext.Display(f)
+		d := termtext.Display(f, dropped)
 		s.Stdout = throughCordon{d}
 		return d
 	default:
-		d := termtext.Display(f)
+		d := termtext.Display(f, dropped)
 		s.Stderr = throughCordon{d}
 		return d
 	}
@@ -421,10 +441,13 @@ func (a *afterTheBox) ready() {
 // dropped (an OSC's number is the command's to choose).
 const maxTerminalRecords = 16
 
-// terminalDropped logs a control string the terminal relay dropped from
-// the command's output, the first of each kind, maxTerminalRecords kinds
-// at most. It is called from the relay's copy alone.
+// terminalDropped logs a control string cordon dropped from the command's
+// output to a terminal (relayTerminal's copy, or keepFromTheBox's), the
+// first of each kind, maxTerminalRecords kinds at most. The copies to two
+// terminals may call it at once.
 func (r *runState) terminalDropped(what string) {
+	r.terminalMu.Lock()
+	defer r.terminalMu.Unlock()
 	if r.terminalLogged[what] || len(r.terminalLogged) >= maxTerminalRecords {
 		return
 	}
@@ -432,12 +455,11 @@ func (r *runState) terminalDropped(what string) {
 		r.terminalLogged = map[string]bool{}
 	}
 	r.terminalLogged[what] = true
-	why := "it acts beyond the terminal's screen"
-	if w, ok := terminalWhy[what]; ok {
-		why = w
+	detail := fmt.Sprintf("the sandboxed command wrote %s to the terminal, which cordon dropped", what)
+	if why, ok := terminalWhy[what]; ok {
+		detail += ": " + why
 	}
-	r.w.Write(audit.Record{Type: audit.TypeTerminal, Decision: audit.Deny, Reason: "terminal_control",
-		Detail: fmt.Sprintf("the sandboxed command wrote %s to the terminal, which cordon dropped: %s", what, why)})
+	r.w.Write(audit.Record{Type: audit.TypeTerminal, Decision: audit.Deny, Reason: "terminal_control", Detail: detail})
 }
 
 // terminalWhy says what the control strings cordon drops most often do.

@@ -80,7 +80,7 @@ func TestShareTerminalOneWriterPerTerminal(t *testing.T) {
 				master, name := newPseudoTerminal(t)
 				out, errw, cordonErr := openWriteOnly(t, name), openWriteOnly(t, name), openWriteOnly(t, name)
 				s := &sandbox.Spec{Stdout: out, Stderr: errw}
-				held, says := shareTerminal(s, cordonErr)
+				held, says := shareTerminal(s, cordonErr, nil)
 				if held {
 					t.Fatal("the command was given a terminal it may not read")
 				}
@@ -185,7 +185,7 @@ func shareTerminalInTheBackground(t *testing.T, name string) {
 	} {
 		out, errw := openWriteOnly(t, c.out), openWriteOnly(t, c.stderr)
 		s := &sandbox.Spec{Stdout: out, Stderr: errw}
-		if held, _ := shareTerminal(s, io.Discard); held {
+		if held, _ := shareTerminal(s, io.Discard, nil); held {
 			t.Errorf("%s: the command was given a terminal it may not read", c.name)
 		}
 		_, kept := s.Stderr.(throughCordon)

@@ -30,8 +30,11 @@ import (
 // A terminal's answers reach whatever reads it, as if typed: Display is
 // for output to a terminal whose reader is not the writer, that of a
 // command run in the background.
-func Display(w io.Writer) *Writer {
-	return &Writer{w: w}
+//
+// dropped, if not nil, is called with each control string dropped
+// ("OSC 52", "DCS"), as Foreground's is.
+func Display(w io.Writer, dropped func(what string)) *Writer {
+	return &Writer{w: w, dropped: dropped}
 }
 
 // Foreground returns a writer that passes to w, a terminal, the output of
@@ -94,7 +97,7 @@ const (
 	dropCSI                   // a control sequence too long to keep, until its final byte
 	str                       // a control string, until ST, BEL, CAN or SUB
 	strEscape                 // ESC in a control string: ST, or a sequence that ends it
-	oscNum                    // after ESC ]: the OSC's number, until ; or its end (Foreground)
+	oscNum                    // after ESC ]: the OSC's number, until ; or its end
 	oscText                   // the text of an OSC or DCS Foreground passes, its start passed
 	oscEscape                 // ESC in an OSC or DCS Foreground passes
 	oscNumEscape              // ESC after an OSC's number: ST, or a sequence that ends it, dropped
@@ -306,8 +309,8 @@ func (d *Writer) byte(b byte) {
 	}
 }
 
-// oscNum takes b in an OSC's number, which decides whether Foreground
-// passes it. A number ended by ; or by the OSC's end (BEL, ST) is looked
+// oscNum takes b in an OSC's number, which names it, and decides whether
+// Foreground passes it. A number ended by ; or by the OSC's end (BEL, ST) is looked
 // up; an OSC a sequence or a control cuts short there is dropped.
 func (d *Writer) oscNum(b byte) {
 	switch {
@@ -369,11 +372,11 @@ func (d *Writer) dcsHead(b byte) {
 var shownDCS = map[string]bool{"$q": true, "+q": true}
 
 // endOSC decides on the OSC whose number was read: it passes its start
-// and says so when ok and the number is one of shownOSC, and otherwise
-// tells dropped.
+// and says so when ok, for Foreground, and the number is one of shownOSC,
+// and otherwise tells dropped.
 func (d *Writer) endOSC(ok bool) bool {
 	num := string(d.seq[2:])
-	if ok && shownOSC[num] {
+	if ok && d.fore && shownOSC[num] {
 		d.out = append(d.out, d.seq...)
 		return true
 	}
@@ -404,7 +407,7 @@ func (d *Writer) drop(what string) {
 }
 
 // stringNames name the control strings by their introducer's final byte.
-var stringNames = map[byte]string{'P': "DCS", '_': "APC", '^': "PM", 'X': "SOS", ']': "OSC"}
+var stringNames = map[byte]string{'P': "DCS", '_': "APC", '^': "PM", 'X': "SOS"}
 
 // ground takes b outside any sequence.
 func (d *Writer) ground(b byte) {
@@ -423,11 +426,11 @@ func (d *Writer) escape(b byte) {
 	switch {
 	case b == '[':
 		d.st, d.seq = csi, append(d.seq[:0], esc, b)
-	case b == ']' && d.fore:
+	case b == ']':
 		d.st, d.seq = oscNum, append(d.seq[:0], esc, b)
 	case b == 'P' && d.fore:
 		d.st, d.seq = dcsHead, append(d.seq[:0], esc, b)
-	case strings.IndexByte("]P_^X", b) >= 0:
+	case strings.IndexByte("P_^X", b) >= 0:
 		d.st = str
 		d.drop(stringNames[b])
 	case b >= 0x20 && b < 0x30:

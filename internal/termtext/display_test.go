@@ -3,6 +3,7 @@ package termtext
 import (
 	"bytes"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +14,7 @@ import (
 func displayed(t testing.TB, writes ...string) string {
 	t.Helper()
 	var b bytes.Buffer
-	d := Display(&b)
+	d := Display(&b, nil)
 	for _, w := range writes {
 		if n, err := d.Write([]byte(w)); n != len(w) || err != nil {
 			t.Fatalf("Write(%q) = %d, %v", w, n, err)
@@ -77,6 +78,17 @@ func TestDisplay(t *testing.T) {
 		if got := displayed(t, bytes...); got != c.want {
 			t.Errorf("%s: Display(%q) a byte at a time = %q, want %q", c.name, c.in, got, c.want)
 		}
+	}
+}
+
+// TestDisplayDropped: Display names each control string it drops, an
+// OSC by its number, for cordon to log.
+func TestDisplayDropped(t *testing.T) {
+	var dropped []string
+	d := Display(io.Discard, func(what string) { dropped = append(dropped, what) })
+	d.Write([]byte("\x1b]52;c;eA==\a\x1b]0;t\x1b\\\x1bP$qm\x1b\\\x9d8;;x\x9c\x1b_G\x1b\\\x1b[6n"))
+	if got, want := strings.Join(dropped, ","), "OSC 52,OSC 0,DCS,OSC 8,APC"; got != want {
+		t.Errorf("dropped %q, want %q", got, want)
 	}
 }
 
@@ -144,7 +156,7 @@ func TestDisplayWriteCut(t *testing.T) {
 		{"whole", "\x1b[31m", "x", 5, "\x1b[31mx"},
 	} {
 		w := &cutWriter{n: c.taken}
-		d := Display(w)
+		d := Display(w, nil)
 		if _, err := d.Write([]byte(c.first)); err == nil && c.taken < len(c.first) {
 			t.Errorf("%s: a cut write did not fail", c.name)
 		}
@@ -180,7 +192,7 @@ func TestDisplayAside(t *testing.T) {
 		{"in a character", "x\xc3", "\xa9", 8, "x" + line + "\u00e9"},
 	} {
 		w := &cutWriter{n: c.taken}
-		d := Display(w)
+		d := Display(w, nil)
 		d.Write([]byte(c.first))
 		if n, err := d.Aside().Write([]byte(line)); n != len(line) || err != nil {
 			t.Fatalf("%s: Aside().Write = %d, %v", c.name, n, err)
@@ -200,7 +212,7 @@ func TestDisplayAside(t *testing.T) {
 func TestDisplayConcurrent(t *testing.T) {
 	const each, unit = 500, "\x1b[31mx"
 	var b bytes.Buffer
-	d := Display(&b)
+	d := Display(&b, nil)
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {

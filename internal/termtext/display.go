@@ -142,6 +142,14 @@ func (d *Writer) Write(p []byte) (int, error) {
 		d.part = nil
 	}
 	for len(in) > 0 {
+		if d.st == ground {
+			// Text passes in runs, as byte would pass it.
+			if n := plainRun(in); n > 0 {
+				d.out = append(d.out, in[:n]...)
+				in = in[n:]
+				continue
+			}
+		}
 		b := in[0]
 		if b < utf8.RuneSelf {
 			d.byte(b)
@@ -176,6 +184,17 @@ func (d *Writer) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// plainRun is the length of the run of printable ASCII, DEL, LF, CR and HT
+// that p starts with: what ground passes as it is, in either mode.
+func plainRun(p []byte) int {
+	for i, b := range p {
+		if b < 0x20 && b != '\n' && b != '\r' && b != '\t' || b >= utf8.RuneSelf {
+			return i
+		}
+	}
+	return len(p)
 }
 
 // start empties out for a write, but for the CAN a cut write owes. The

@@ -356,3 +356,15 @@ func FuzzForeground(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkForeground: a TUI's or a build's output through the relay's
+// filter, text with colours every so often.
+func BenchmarkForeground(b *testing.B) {
+	line := []byte(strings.Repeat("compiling package github.com/x/y ", 3) + "\x1b[32mok\x1b[0m café\r\n")
+	buf := bytes.Repeat(line, 32<<10/len(line))
+	d := Foreground(io.Discard, nil)
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		d.Write(buf)
+	}
+}

@@ -245,7 +245,7 @@ func keepFromTheBox(s *sandbox.Spec, f *os.File, dropped func(what string)) *ter
 // The processes cordon runs under (a script, make: a shell without job
 // control runs its commands in its own group) wait for it and are not
 // counted, nor are cordon's own (the capability check's bwrap --version,
-// which may still run as a run starts); the sandbox and the holder run in
+// which may still run, or end, as a run starts); the sandbox and the holder run in
 // process groups of their own, and the command cannot join cordon's (it
 // runs in a session of its own).
 func sharesJob() bool {
@@ -255,7 +255,8 @@ func sharesJob() bool {
 		waiting[pid] = true
 	}
 	for _, pid := range groupMembers(unix.Getpgrp()) {
-		if !waiting[pid] && !descends(pid, self) {
+		// One whose parent cannot be read is gone.
+		if !waiting[pid] && parentOf(pid) != 0 && !descends(pid, self) {
 			return true
 		}
 	}

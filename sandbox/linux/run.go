@@ -270,7 +270,9 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 	// then; otherwise after watchDelay, which most short runs end before,
 	// sparing them the look through /proc.
 	found := make(chan *process)
-	go func() {
+	// The channel is passed: the loop below sets found to nil once it
+	// has looked itself.
+	go func(found chan<- *process) {
 		if l.scratch == "" {
 			select {
 			case <-time.After(watchDelay):
@@ -284,7 +286,7 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		case <-ended:
 			c.close()
 		}
-	}()
+	}(found)
 
 	// The box's init, held once bwrap reports it: the run ends only once
 	// it has (see waitBoxGone).

@@ -4,7 +4,6 @@ package integration
 
 import (
 	"encoding/json"
-
 	"strings"
 	"testing"
 
@@ -210,4 +209,44 @@ func TestRunTerminalPipedToAPagerKeptFromTheBox(t *testing.T) {
 	if logged := b.terminalDrops(); !logged["OSC 52"] {
 		t.Errorf("logged as dropped: %v, want OSC 52", logged)
 	}
+}
+
+// TestRunTerminalRelayKeysTheBoxChose: the box may make any key a signal
+// on its terminal (stty intr e), and cordon sends the signal when that
+// key is typed. Sent to cordon's job, as the terminal sends the user's own
+// Ctrl-C, it reached the programs cordon runs under (a script, make): the
+// box had the user's ordinary typing interrupt them. A key the box chose
+// now signals cordon alone, which passes it to the command; the user's
+// Ctrl-C still reaches the whole job.
+func TestRunTerminalRelayKeysTheBoxChose(t *testing.T) {
+	for _, c := range []struct {
+		name, box, typed string
+		survives         bool
+	}{
+		{"a key the box chose", "stty intr e; echo ready; read x; echo not reached", "e", true},
+		{"the user's Ctrl-C", "echo ready; read x; echo not reached", "\u0003", false},
+	} {
+		b := newBox(t)
+		steps, err := json.Marshal([][]string{{"ready", "type", c.typed}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := shellQuote(cordonBin(t)) + " run --audit " + shellQuote(b.audit) + " --net off -- sh -c " + shellQuote(c.box) + "; echo cordon $?; echo the script goes on"
+		r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", "-c", ttyRelay, b.ws, string(steps), "sh", "-c", job))
+		var got relayed
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+			t.Fatalf("%s: %v\n%s%s", c.name, err, r.stdout, r.stderr)
+		}
+		if strings.Contains(got.Terminal, "not reached") {
+			t.Errorf("%s: the command was not interrupted: %q", c.name, got.Terminal)
+		}
+		if survived := strings.Contains(got.Terminal, "cordon 130") && strings.Contains(got.Terminal, "the script goes on"); survived != c.survives {
+			t.Errorf("%s: the script cordon runs under went on: %v, want %v (exit %v): %q", c.name, survived, c.survives, got.Exit, got.Terminal)
+		}
+	}
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

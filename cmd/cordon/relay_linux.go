@@ -29,6 +29,7 @@ type relay struct {
 	tty           *os.File // the user's terminal, opened anew: non-blocking, cordon's alone
 	out           *termtext.Writer
 	raw           bool          // the terminal is raw: what is typed goes to the box
+	found         *unix.Termios // the terminal's settings as cordon found them: the user's keys
 	outDone       chan struct{} // closed when the copy of the box's output ends
 	inDone        chan struct{} // closed when the copy of what is typed ends (raw only)
 	winch         chan os.Signal
@@ -83,6 +84,7 @@ func relayTerminal(s *sandbox.Spec, dropped func(what string)) (*relay, error) {
 		}
 	}
 	if err == nil && r.raw {
+		r.found = settings
 		control(tty, func(fd int) { err = unix.IoctlSetTermios(fd, unix.TCSETSW, rawMode(*settings)) })
 	}
 	if err != nil {
@@ -175,12 +177,15 @@ func (r *relay) copyIn() {
 	}
 }
 
-// signal sends cordon's job the signals that the keys in typed send, when
-// the box's settings ask for them (ISIG), as the terminal itself would: the
-// box's line discipline only echoes them (^C) and discards its line, as
-// the box has no controlling terminal for it to signal. cordon passes
-// SIGINT and SIGQUIT to the command, and SIGTSTP ends the run
-// (endOnSuspend).
+// signal sends the signals that the keys in typed stand for, when the
+// box's settings ask for them (ISIG): the box's line discipline only
+// echoes them (^C) and discards its line, as the box has no controlling
+// terminal for it to signal. The user's own keys (Ctrl-C as the terminal
+// had it) go to cordon's job, as the terminal itself would send them; a
+// key the box made one (stty intr e) goes to cordon alone: the box would
+// otherwise have the letters the user types stop or interrupt the
+// programs cordon runs under (make, a script). cordon passes SIGINT and
+// SIGQUIT to the command, and SIGTSTP ends the run (endOnSuspend).
 func (r *relay) signal(typed []byte) {
 	var t *unix.Termios
 	control(r.master, func(fd int) { t, _ = unix.IoctlGetTermios(fd, unix.TCGETS) })
@@ -192,8 +197,14 @@ func (r *relay) signal(typed []byte) {
 		sig unix.Signal
 	}{{unix.VINTR, unix.SIGINT}, {unix.VQUIT, unix.SIGQUIT}, {unix.VSUSP, unix.SIGTSTP}} {
 		// 0 is _POSIX_VDISABLE.
-		if c := t.Cc[k.cc]; c != 0 && bytes.IndexByte(typed, c) >= 0 {
+		c := t.Cc[k.cc]
+		if c == 0 || bytes.IndexByte(typed, c) < 0 {
+			continue
+		}
+		if c == r.found.Cc[k.cc] {
 			unix.Kill(-unix.Getpgrp(), k.sig)
+		} else {
+			unix.Kill(os.Getpid(), k.sig)
 		}
 	}
 }

@@ -131,7 +131,10 @@ func TestRunTerminalRelayDropsWhatActsBeyondTheScreen(t *testing.T) {
 
 // TestRunTerminalRelayKeys: on the box's pseudo-terminal, what is typed
 // reaches the command, Ctrl-C interrupts a command that reads lines
-// (130) and reaches one in raw mode as a byte, Ctrl-Z ends the run (148,
+// (130), and one that waits on a child, which it reaches too (a shell
+// waiting on sleep took SIGINT only when the sleep ended, or when cordon
+// ended the box 10 s later, 137), and reaches one in raw mode as a byte,
+// Ctrl-Z ends the run (148,
 // as when the terminal stopped cordon's job), and the command sees the
 // terminal's size, and its changes. A run whose box left its terminal's
 // input full (it read nothing of what was typed) ends: cordon, which
@@ -148,6 +151,10 @@ func TestRunTerminalRelayKeys(t *testing.T) {
 			[]string{"--net", "off", "--", "sh", "-c", "echo ready; read x; echo got=$x; read y; echo not reached"}, 130, []string{"got=hello"}},
 		{"Ctrl-C, restricted", `[["ready", "type", "\u0003"]]`,
 			[]string{"--net", "restricted", "--", "sh", "-c", "echo ready; read x; echo not reached"}, 130, nil},
+		{"Ctrl-C reaches the command's children", `[["ready", "type", "\u0003"]]`,
+			[]string{"--net", "off", "--", "sh", "-c", "echo ready; sleep 30; echo not reached"}, 130, nil},
+		{"Ctrl-C reaches the command's children, restricted", `[["ready", "type", "\u0003"]]`,
+			[]string{"--net", "restricted", "--", "sh", "-c", "echo ready; sleep 30; echo not reached"}, 130, nil},
 		{"Ctrl-Z", `[["ready", "type", "\u001a"]]`,
 			[]string{"--net", "off", "--", "sh", "-c", "echo ready; sleep 30"}, 148, []string{"SIGTSTP"}},
 		{"Ctrl-C in raw mode", `[["ready", "type", "\u0003"]]`,

@@ -412,7 +412,13 @@ loop:
 				watch(running)
 			}
 			if running != nil {
-				running.signal(sig.(unix.Signal))
+				if sig == unix.SIGINT || sig == unix.SIGQUIT {
+					init := initOf(st.initPid(), c.pid)
+					running.signalJob(sig.(unix.Signal), init)
+					init.close()
+				} else {
+					running.signal(sig.(unix.Signal))
+				}
 			} else if sig != unix.SIGWINCH {
 				stopped = fmt.Sprintf("cordon received %s before the command could be sent it, and ended the box", unix.SignalName(sig.(unix.Signal)))
 				kill()
@@ -1040,6 +1046,47 @@ func waitBoxGone(init *process) {
 // signal sends sig to the process.
 func (c *process) signal(sig unix.Signal) {
 	_ = unix.PidfdSendSignal(c.fd, sig, nil, 0)
+}
+
+// signalJob sends sig to the command c and to the rest of the box's job,
+// as a terminal sends Ctrl-C's SIGINT to its foreground job: the
+// processes of the process group of the box's init, which the command and
+// the children that did not leave it share (bwrap's init made the
+// session). Each goes through a pidfd, and a process is signalled only if
+// it is still of the group once its pidfd is open. init itself is left
+// out (a namespace's init takes only the signals it handles), and nothing
+// but c is signalled when init is gone: the group's number, its pid, may
+// be another's then.
+func (c *process) signalJob(sig unix.Signal, init *process) {
+	c.signal(sig)
+	if init == nil || unix.PidfdSendSignal(init.fd, 0, nil, 0) != nil {
+		return
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == init.pid || pid == c.pid || !inGroup(pid, init.pid) {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		if inGroup(pid, init.pid) {
+			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+		}
+		unix.Close(fd)
+	}
+}
+
+// inGroup says whether process pid is in process group pgid, both as the
+// host numbers them.
+func inGroup(pid, pgid int) bool {
+	f := strings.Fields(procStatus(strconv.Itoa(pid))["NSpgid"])
+	return len(f) > 0 && f[0] == strconv.Itoa(pgid)
 }
 
 // ended returns a channel closed once the command has ended (its pidfd

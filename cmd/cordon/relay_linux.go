@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -49,9 +50,9 @@ const drainWait = 2 * time.Second
 // is. shareTerminal has kept a terminal cordon shares with another
 // program of its job from the box. The terminal is made raw only when
 // stdin is on it, and what is typed is then copied to the box, with the
-// signals its keys send (Ctrl-C, Ctrl-\, Ctrl-Z) sent to cordon's job as
-// the terminal would, while the box's settings ask for them (ISIG).
-// dropped is told what termtext.Foreground drops.
+// signals its keys send (Ctrl-C, Ctrl-\, Ctrl-Z) sent while the box's
+// settings ask for them (ISIG; see signal). dropped is told what
+// termtext.Foreground drops.
 func relayTerminal(s *sandbox.Spec, dropped func(what string)) (*relay, error) {
 	var on [3]bool
 	some := false
@@ -75,17 +76,25 @@ func relayTerminal(s *sandbox.Spec, dropped func(what string)) (*relay, error) {
 			size, err = unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
 		}
 	})
-	if err == nil {
+	if err != nil {
+		err = fmt.Errorf("read the terminal's settings and size: %w", err)
+	} else {
 		r.master, r.slave, err = pty.Open()
 	}
 	if err == nil {
 		if err = unix.IoctlSetTermios(int(r.slave.Fd()), unix.TCSETS, settings); err == nil {
 			control(r.master, func(fd int) { err = unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, size) })
 		}
+		if err != nil {
+			err = fmt.Errorf("give the pseudo-terminal the terminal's settings and size: %w", err)
+		}
 	}
 	if err == nil && r.raw {
 		r.found = settings
 		control(tty, func(fd int) { err = unix.IoctlSetTermios(fd, unix.TCSETSW, rawMode(*settings)) })
+		if err != nil {
+			err = fmt.Errorf("make the terminal raw: %w", err)
+		}
 	}
 	if err != nil {
 		r.close()

@@ -85,6 +85,7 @@ BLOCKED. Exits 1 when the policy is BLOCKED.`,
 				return err
 			}
 			out.Report = newBackend(ap).Check(sandbox.Fresh(cmd.Context()), p)
+			out.Report.Capabilities = append(out.Report.Capabilities, terminalCapability())
 			out.Network, out.Sources, out.Verdict = p.Network, src, verdict(out.Report)
 			if jsonOut {
 				if err := writeJSON(cmd.OutOrStdout(), out); err != nil {

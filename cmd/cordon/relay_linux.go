@@ -302,3 +302,19 @@ func (c crlf) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// terminalCapability says whether a run in the foreground of a terminal
+// can have a pseudo-terminal of its own (relayTerminal), by opening one;
+// without it such a run is refused.
+func terminalCapability() sandbox.Capability {
+	master, slave, err := pty.Open()
+	if err != nil {
+		return sandbox.Capability{Name: capTerminal, Status: sandbox.Degraded,
+			Reason: "a run in the foreground of a terminal is refused: " + err.Error(),
+			Fix:    "mount devpts with /dev/ptmx, or run with stdin, stdout and stderr away from the terminal"}
+	}
+	master.Close()
+	slave.Close()
+	return sandbox.Capability{Name: capTerminal, Status: sandbox.Ready,
+		Reason: "a run in the foreground of a terminal gets a pseudo-terminal of its own, whose output reaches the terminal without OSC 52 (the clipboard) and the other control strings that act beyond the screen"}
+}

@@ -438,6 +438,10 @@ func (a *afterTheBox) ready() {
 	})
 }
 
+// capTerminal is doctor's name for what a run on a terminal gets
+// (terminalCapability).
+const capTerminal = "terminal"
+
 // maxTerminalRecords bounds the kinds of control string a run logs as
 // dropped (an OSC's number is the command's to choose).
 const maxTerminalRecords = 16

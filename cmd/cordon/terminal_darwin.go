@@ -68,3 +68,11 @@ func (*relay) says() io.Writer { return nil }
 func (*relay) boxGone() {}
 
 func (*relay) stop() {}
+
+// terminalCapability says that on macOS a run in the foreground of a
+// terminal is handed the terminal itself.
+func terminalCapability() sandbox.Capability {
+	return sandbox.Capability{Name: capTerminal, Status: sandbox.Degraded,
+		Reason: "a run in the foreground of a terminal is handed the terminal itself: what it writes there reaches it unfiltered, OSC 52 (the clipboard) included",
+		Fix:    "paste what a run left on the clipboard only after looking at it, or run with stdout and stderr away from the terminal"}
+}

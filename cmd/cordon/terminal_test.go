@@ -246,3 +246,11 @@ func TestDescends(t *testing.T) {
 		}
 	}
 }
+
+// TestTerminalCapability: doctor says a run in the foreground of a
+// terminal gets a terminal of its own when one opens, as here.
+func TestTerminalCapability(t *testing.T) {
+	if c := terminalCapability(); c.Name != capTerminal || c.Status != sandbox.Ready {
+		t.Errorf("terminalCapability() = %+v, want %s READY", c, capTerminal)
+	}
+}

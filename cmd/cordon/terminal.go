@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -463,6 +464,8 @@ func (r *runState) terminalDropped(what string) {
 	detail := fmt.Sprintf("the sandboxed command wrote %s to the terminal, which cordon dropped", what)
 	if why, ok := terminalWhy[what]; ok {
 		detail += ": " + why
+	} else if strings.HasPrefix(what, "OSC 8") {
+		detail += ": a hyperlink not to a web page, a file or mail, which the terminal opens with whatever handles its scheme (an editor's or the desktop's URL handler)"
 	}
 	r.w.Write(audit.Record{Type: audit.TypeTerminal, Decision: audit.Deny, Reason: "terminal_control", Detail: detail})
 }

@@ -46,9 +46,10 @@ func Display(w io.Writer, dropped func(what string)) *Writer {
 // DCS but DECRQSS and XTGETTCAP (tmux's passthrough to the terminal
 // outside it, kitty's remote control), APC (the kitty graphics protocol, which reads files on the
 // terminal's host), PM and SOS, and every OSC but the window title,
-// colours, hyperlinks, the pointer's shape and prompt marks (OSC 52, the
-// clipboard; notifications; iTerm2's and kitty's file transfers; the
-// working directory new tabs open in). Media copy (CSI i) is dropped too.
+// colours, hyperlinks to web pages, files and mail, the pointer's shape
+// and prompt marks (OSC 52, the clipboard; notifications; iTerm2's and
+// kitty's file transfers; the working directory new tabs open in; a link
+// to another scheme, which opens whatever handles it). Media copy (CSI i) is dropped too.
 // C1 controls and bytes that are not UTF-8 are as Display has them.
 // dropped, if not nil, is called with what was dropped ("OSC 52", "DCS")
 // as each is.
@@ -84,6 +85,9 @@ type Writer struct {
 	// fore is Foreground's policy; dropped is its callback.
 	fore    bool
 	dropped func(what string)
+	// linkAt is where a hyperlink's URI starts in seq, 0 before its
+	// parameters have ended (linkHead).
+	linkAt int
 }
 
 // state is what display is in the middle of.
@@ -102,6 +106,7 @@ const (
 	oscEscape                 // ESC in an OSC or DCS Foreground passes
 	oscNumEscape              // ESC after an OSC's number: ST, or a sequence that ends it, dropped
 	dcsHead                   // after ESC P: a DCS's parameters, intermediates and final byte (Foreground)
+	linkHead                  // after ESC ] 8 ;: a hyperlink's parameters and its URI's scheme (Foreground)
 )
 
 const (
@@ -267,6 +272,9 @@ func (d *Writer) char(c []byte) {
 	case dcsHead:
 		d.st = str
 		d.drop("DCS")
+	case linkHead:
+		d.st = str
+		d.drop("OSC 8")
 	case oscNumEscape:
 		d.endOSC(false)
 		d.st = ground
@@ -310,6 +318,8 @@ func (d *Writer) byte(b byte) {
 		d.oscNum(b)
 	case dcsHead:
 		d.dcsHead(b)
+	case linkHead:
+		d.linkHead(b)
 	case oscText:
 		d.oscText(b)
 	case oscNumEscape:
@@ -335,6 +345,8 @@ func (d *Writer) oscNum(b byte) {
 	switch {
 	case b >= '0' && b <= '9' && len(d.seq) < 8:
 		d.seq = append(d.seq, b)
+	case b == ';' && d.fore && string(d.seq[2:]) == "8":
+		d.st, d.seq, d.linkAt = linkHead, append(d.seq, b), 0
 	case b == ';':
 		d.st = str
 		if d.endOSC(true) {
@@ -355,6 +367,73 @@ func (d *Writer) oscNum(b byte) {
 		d.st = str
 		d.endOSC(false)
 	}
+}
+
+// linkHead takes b in a hyperlink's (OSC 8's) parameters and the scheme
+// of its URI, which decides whether Foreground passes it (shownSchemes):
+// a link the terminal opens with whatever handles its scheme (a URL
+// handler of an editor, of the desktop) does what that handler does with
+// a URI of the command's choosing, behind a text of its choosing. A link
+// with no URI, the end of one, passes.
+func (d *Writer) linkHead(b byte) {
+	switch {
+	case b == ';' && d.linkAt == 0 && len(d.seq) < maxSeq:
+		d.seq = append(d.seq, b)
+		d.linkAt = len(d.seq)
+	case b == ':' && d.linkAt > 0:
+		scheme := strings.ToLower(string(d.seq[d.linkAt:]))
+		if shownSchemes[scheme] {
+			d.out = append(d.out, d.seq...)
+			d.out = append(d.out, b)
+			d.st = oscText
+			return
+		}
+		d.st = str
+		d.drop(linkName(scheme))
+	case b == '\a' || b == esc:
+		ends := d.linkAt > 0 && d.linkAt == len(d.seq)
+		switch {
+		case ends && b == '\a':
+			d.out = append(d.out, d.seq...)
+			d.out = append(d.out, b)
+			d.st = ground
+		case ends:
+			d.out = append(d.out, d.seq...)
+			d.st = oscEscape
+		case b == '\a':
+			d.st = ground
+			d.drop("OSC 8")
+		default:
+			d.st = strEscape
+			d.drop("OSC 8")
+		}
+	case b >= 0x20 && b < 0x7f && len(d.seq) < maxSeq:
+		d.seq = append(d.seq, b)
+	case b == can || b == sub:
+		d.st = ground
+		d.drop("OSC 8")
+	default:
+		d.st = str
+		d.drop("OSC 8")
+	}
+}
+
+// shownSchemes are the schemes of the hyperlinks Foreground passes: web
+// pages, files and mail.
+var shownSchemes = map[string]bool{"http": true, "https": true, "file": true, "mailto": true}
+
+// linkName names a hyperlink dropped for its scheme: by the scheme, when
+// it is one (RFC 3986: a letter, then letters, digits, + - .).
+func linkName(scheme string) string {
+	for i, c := range scheme {
+		if !(c >= 'a' && c <= 'z' || i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return "OSC 8"
+		}
+	}
+	if scheme == "" || len(scheme) > 32 {
+		return "OSC 8"
+	}
+	return "OSC 8 to " + scheme + ":"
 }
 
 // dcsHead takes b in a DCS's parameters, intermediates and final byte,

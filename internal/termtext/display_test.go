@@ -270,6 +270,10 @@ func TestForeground(t *testing.T) {
 		{"ST right after the number", "\x1b]110\x1b\\x\x1b]52\x1b\\y", "\x1b]110\x1b\\xy", "OSC 52"},
 		{"DECRQSS and XTGETTCAP pass: the answers reach the command", "\x1bP$qm\x1b\\\x1bP+q544e\x1b\\\x1bP1$r0m\x1b\\\x1bP$q\x18x\x1bP$", "\x1bP$qm\x1b\\\x1bP+q544e\x1b\\\x1bP$q\x18x", "DCS"},
 		{"DCS cut short", "\x1bP1\x18a\x1bP\x1b[31mb\x1bP\u00e9c", "a\x1b[31mb", "DCS,DCS,DCS"},
+		{"links to the web, files and mail", "\x1b]8;;https://x.example/a\a1\x1b]8;;\a\x1b]8;id=2;file:///w/f\x1b\\2\x1b]8;;\x1b\\\x1b]8;;MAILTO:a@b\a3",
+			"\x1b]8;;https://x.example/a\a1\x1b]8;;\a\x1b]8;id=2;file:///w/f\x1b\\2\x1b]8;;\x1b\\\x1b]8;;MAILTO:a@b\a3", ""},
+		{"links to other schemes, or none", "\x1b]8;;vscode://x/y\a1\x1b]8;;\a\x1b]8;;x-man-page://ls\a2\x1b]8;;java script:x\a3\x1b]8;;relative\a4\x1b]8;x\a5\x1b]8;;http\u00e9:\a6",
+			"1\x1b]8;;\a23456", "OSC 8 to vscode:,OSC 8 to x-man-page:,OSC 8,OSC 8,OSC 8,OSC 8"},
 		{"media copy", "\x1b[5i\x1b[?5ix", "x", ""},
 		{"too long", "\x1b[" + strings.Repeat("1;", maxSeq) + "mx\x1b" + strings.Repeat(" ", maxSeq) + "Fy", "xy", ""},
 	} {
@@ -322,6 +326,15 @@ func passedOSC(out string) bool {
 			if !shownOSC[num] {
 				return false
 			}
+			// A link's URI, if it has one, is of a scheme it passes.
+			if link, ok := strings.CutPrefix(out[i+2:], "8;"); ok {
+				if _, uri, ok := strings.Cut(link, ";"); ok && uri != "" && uri[0] != '\a' && uri[0] != esc {
+					scheme, _, _ := strings.Cut(uri, ":")
+					if !shownSchemes[strings.ToLower(scheme)] {
+						return false
+					}
+				}
+			}
 		}
 		j := strings.IndexByte(out[i+1:], esc)
 		if j < 0 {
@@ -336,7 +349,7 @@ func passedOSC(out string) bool {
 // what passes is UTF-8 without C1 controls, holds no control string but
 // those Foreground passes, and passes again unchanged.
 func FuzzForeground(f *testing.F) {
-	for _, s := range []string{"\x1b]52;c;eA==\a", "\x1b]0;t\x1b\\\x1bPtmux;\x1b\x1b]52;c;?\a\x1b\\", "\x9d8;;x\x9c\u009d52;\u009c", "\x1b[?1000h\x1b_Ga=q\x1b\\", "\x1b]0;a\x18\x1b]133\x1b[", "\x1bP$qm\x1b\\\x1bP+q\x1bP1$r"} {
+	for _, s := range []string{"\x1b]52;c;eA==\a", "\x1b]0;t\x1b\\\x1bPtmux;\x1b\x1b]52;c;?\a\x1b\\", "\x9d8;;x\x9c\u009d52;\u009c", "\x1b[?1000h\x1b_Ga=q\x1b\\", "\x1b]0;a\x18\x1b]133\x1b[", "\x1bP$qm\x1b\\\x1bP+q\x1bP1$r", "\x1b]8;;vscode://a\ax\x1b]8;;HTTPS://a\x1b\\y\x1b]8;;\a"} {
 		f.Add(s, uint8(3))
 	}
 	f.Fuzz(func(t *testing.T, in string, cut uint8) {

@@ -400,22 +400,29 @@ func (d *Writer) linkHead(b byte) {
 		case ends:
 			d.out = append(d.out, d.seq...)
 			d.st = oscEscape
-		case b == '\a':
-			d.st = ground
-			d.drop("OSC 8")
 		default:
-			d.st = strEscape
-			d.drop("OSC 8")
+			d.abandon(b, "OSC 8")
 		}
 	case b >= 0x20 && b < 0x7f && len(d.seq) < maxSeq:
 		d.seq = append(d.seq, b)
-	case b == can || b == sub:
+	default:
+		d.abandon(b, "OSC 8")
+	}
+}
+
+// abandon drops the control string what, whose head b cut short: BEL,
+// CAN and SUB end it, ESC may start ST or a sequence that ends it, and
+// after anything else the rest of it is dropped.
+func (d *Writer) abandon(b byte, what string) {
+	switch b {
+	case '\a', can, sub:
 		d.st = ground
-		d.drop("OSC 8")
+	case esc:
+		d.st = strEscape
 	default:
 		d.st = str
-		d.drop("OSC 8")
 	}
+	d.drop(what)
 }
 
 // shownSchemes are the schemes of the hyperlinks Foreground passes: web
@@ -452,15 +459,8 @@ func (d *Writer) dcsHead(b byte) {
 			return
 		}
 		d.drop("DCS")
-	case b == esc:
-		d.st = strEscape
-		d.drop("DCS")
-	case b == can || b == sub:
-		d.st = ground
-		d.drop("DCS")
 	default:
-		d.st = str
-		d.drop("DCS")
+		d.abandon(b, "DCS")
 	}
 }
 

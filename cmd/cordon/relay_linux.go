@@ -57,7 +57,7 @@ func relayTerminal(s *sandbox.Spec, dropped func(what string)) (*relay, error) {
 	var on [3]bool
 	some := false
 	for i, v := range []any{s.Stdin, s.Stdout, s.Stderr} {
-		if controllingDevice(v) != 0 && inForeground(v) {
+		if controllingDevice(v) != 0 && inForeground(int(v.(*os.File).Fd())) {
 			on[i], some = true, true
 		}
 	}
@@ -118,17 +118,6 @@ func relayTerminal(s *sandbox.Spec, dropped func(what string)) (*relay, error) {
 	signal.Notify(r.winch, unix.SIGWINCH)
 	go r.resize()
 	return r, nil
-}
-
-// inForeground says whether v is a terminal with cordon's job in its
-// foreground.
-func inForeground(v any) bool {
-	f, ok := v.(*os.File)
-	if !ok {
-		return false
-	}
-	pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
-	return err == nil && pgrp == unix.Getpgrp()
 }
 
 // rawMode is t as cfmakeraw(3) leaves it: bytes pass as they are typed,

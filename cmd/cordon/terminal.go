@@ -89,7 +89,7 @@ func keepTerminal() (restore func()) {
 			if err != nil || *now == *t.settings {
 				continue
 			}
-			if pgrp, err := unix.IoctlGetInt(t.fd, unix.TIOCGPGRP); err != nil || pgrp != unix.Getpgrp() || sharesJob() {
+			if !inForeground(t.fd) || sharesJob() {
 				continue
 			}
 			_ = unix.IoctlSetTermios(t.fd, ioctlSetTermios, t.settings)
@@ -155,7 +155,7 @@ func shareTerminal(s *sandbox.Spec, errw io.Writer, dropped func(what string)) (
 	}
 	background := false
 	for _, f := range terminals {
-		if pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP); err == nil && pgrp != unix.Getpgrp() {
+		if controlled(f) && !inForeground(int(f.Fd())) {
 			background = true
 		}
 	}
@@ -206,6 +206,13 @@ func sameTerminal(a, b any) bool {
 func controlled(f *os.File) bool {
 	_, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
 	return err == nil
+}
+
+// inForeground says whether fd is cordon's controlling terminal with
+// cordon's job in its foreground.
+func inForeground(fd int) bool {
+	pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	return err == nil && pgrp == unix.Getpgrp()
 }
 
 // writeOnlyElsewhere says whether f is a terminal cordon does not control
@@ -310,7 +317,7 @@ const inputDefaults = "\x1b[?9l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[
 func settleInput() {
 	controlled := -1
 	for fd := range 3 {
-		if pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err == nil && pgrp == unix.Getpgrp() {
+		if inForeground(fd) {
 			controlled = fd
 		}
 	}

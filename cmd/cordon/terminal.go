@@ -469,10 +469,10 @@ func (r *runState) terminalDropped(what string) {
 	}
 	r.terminalLogged[what] = true
 	detail := fmt.Sprintf("the sandboxed command wrote %s to the terminal, which cordon dropped", what)
-	if why, ok := terminalWhy[what]; ok {
+	// A link is named with its scheme ("OSC 8 to vscode:").
+	kind, _, _ := strings.Cut(what, " to ")
+	if why, ok := terminalWhy[kind]; ok {
 		detail += ": " + why
-	} else if strings.HasPrefix(what, "OSC 8") {
-		detail += ": a hyperlink not to a web page, a file or mail, which the terminal opens with whatever handles its scheme (an editor's or the desktop's URL handler)"
 	}
 	r.w.Write(audit.Record{Type: audit.TypeTerminal, Decision: audit.Deny, Reason: "terminal_control", Detail: detail})
 }
@@ -483,6 +483,7 @@ var terminalWhy = map[string]string{
 	"DCS":      "tmux passes what is in it to the terminal outside (OSC 52 among it), and kitty's remote control takes commands in it",
 	"APC":      "the kitty graphics protocol in it has the terminal read files on its host",
 	"OSC 7":    "it sets the directory the terminal opens new windows in",
+	"OSC 8":    "a hyperlink not to a web page, a file or mail, which the terminal opens with whatever handles its scheme (an editor's or the desktop's URL handler)",
 	"OSC 9":    "it shows a desktop notification",
 	"OSC 777":  "it shows a desktop notification",
 	"OSC 1337": "iTerm2's commands in it write files and set the clipboard",

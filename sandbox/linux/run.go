@@ -1082,11 +1082,11 @@ func (c *process) signalJob(sig unix.Signal, init *process) {
 	}
 }
 
-// inGroup says whether process pid is in process group pgid, both as the
-// host numbers them.
+// inGroup says whether process pid is in process group pgid, both as
+// cordon numbers them.
 func inGroup(pid, pgid int) bool {
-	f := strings.Fields(procStatus(strconv.Itoa(pid))["NSpgid"])
-	return len(f) > 0 && f[0] == strconv.Itoa(pgid)
+	g, err := unix.Getpgid(pid)
+	return err == nil && g == pgid
 }
 
 // ended returns a channel closed once the command has ended (its pidfd

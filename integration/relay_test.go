@@ -238,8 +238,8 @@ func TestRunTerminalRelayKeysTheBoxChose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		job := shellQuote(cordonBin(t)) + " run --audit " + shellQuote(b.audit) + " --net off -- sh -c " + shellQuote(c.box) + "; echo cordon $?; echo the script goes on"
-		r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", "-c", ttyRelay, b.ws, string(steps), "sh", "-c", job))
+		const job = `"$0" run --audit "$1" --net off -- sh -c "$2"; echo cordon $?; echo the script goes on`
+		r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", "-c", ttyRelay, b.ws, string(steps), "sh", "-c", job, cordonBin(t), b.audit, c.box))
 		var got relayed
 		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 			t.Fatalf("%s: %v\n%s%s", c.name, err, r.stdout, r.stderr)
@@ -251,9 +251,4 @@ func TestRunTerminalRelayKeysTheBoxChose(t *testing.T) {
 			t.Errorf("%s: the script cordon runs under went on: %v, want %v (exit %v): %q", c.name, survived, c.survives, got.Exit, got.Terminal)
 		}
 	}
-}
-
-// shellQuote quotes s for sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -223,8 +223,8 @@ func TestRunTerminalPipedToAPagerKeptFromTheBox(t *testing.T) {
 // key is typed. Sent to cordon's job, as the terminal sends the user's own
 // Ctrl-C, it reached the programs cordon runs under (a script, make): the
 // box had the user's ordinary typing interrupt them. A key the box chose
-// now signals cordon alone, which passes it to the command; the user's
-// Ctrl-C still reaches the whole job.
+// now signals cordon alone, which passes it to the command, and that is
+// logged; the user's Ctrl-C still reaches the whole job, unlogged.
 func TestRunTerminalRelayKeysTheBoxChose(t *testing.T) {
 	for _, c := range []struct {
 		name, box, typed string
@@ -249,6 +249,14 @@ func TestRunTerminalRelayKeysTheBoxChose(t *testing.T) {
 		}
 		if survived := strings.Contains(got.Terminal, "cordon 130") && strings.Contains(got.Terminal, "the script goes on"); survived != c.survives {
 			t.Errorf("%s: the script cordon runs under went on: %v, want %v (exit %v): %q", c.name, survived, c.survives, got.Exit, got.Terminal)
+		}
+		logged := false
+		for _, rec := range b.records() {
+			logged = logged || rec.Type == audit.TypeTerminal && rec.Decision == audit.Deny && rec.Reason == "terminal_key" &&
+				strings.Contains(rec.Detail, `made "e" a key that sends SIGINT`)
+		}
+		if logged != c.survives {
+			t.Errorf("%s: the key the box chose logged: %v, want %v", c.name, logged, c.survives)
 		}
 	}
 }

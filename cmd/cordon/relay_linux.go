@@ -31,6 +31,7 @@ type relay struct {
 	out           *termtext.Writer
 	raw           bool          // the terminal is raw: what is typed goes to the box
 	found         *unix.Termios // the terminal's settings as cordon found them: the user's keys
+	rebound       func(key string, sig unix.Signal)
 	outDone       chan struct{} // closed when the copy of the box's output ends
 	inDone        chan struct{} // closed when the copy of what is typed ends (raw only)
 	winch         chan os.Signal
@@ -52,8 +53,9 @@ const drainWait = 2 * time.Second
 // stdin is on it, and what is typed is then copied to the box, with the
 // signals its keys send (Ctrl-C, Ctrl-\, Ctrl-Z) sent while the box's
 // settings ask for them (ISIG; see signal). dropped is told what
-// termtext.Foreground drops.
-func relayTerminal(s *sandbox.Spec, dropped func(what string)) (*relay, error) {
+// termtext.Foreground drops, and rebound each key the box made a signal
+// of its own that was typed.
+func relayTerminal(s *sandbox.Spec, dropped func(what string), rebound func(key string, sig unix.Signal)) (*relay, error) {
 	var on [3]bool
 	some := false
 	for i, v := range []any{s.Stdin, s.Stdout, s.Stderr} {
@@ -68,7 +70,7 @@ func relayTerminal(s *sandbox.Spec, dropped func(what string)) (*relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &relay{tty: tty, raw: on[0], outDone: make(chan struct{}), winch: make(chan os.Signal, 1), winchDone: make(chan struct{})}
+	r := &relay{tty: tty, raw: on[0], rebound: rebound, outDone: make(chan struct{}), winch: make(chan os.Signal, 1), winchDone: make(chan struct{})}
 	var settings *unix.Termios
 	var size *unix.Winsize
 	control(tty, func(fd int) {
@@ -203,6 +205,7 @@ func (r *relay) signal(typed []byte) {
 			unix.Kill(-unix.Getpgrp(), k.sig)
 		} else {
 			unix.Kill(os.Getpid(), k.sig)
+			r.rebound(string(rune(c)), k.sig)
 		}
 	}
 }

@@ -695,7 +695,7 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	var rl *relay
 	if held {
 		runCtx, r.suspended, stopListening = endOnSuspend(ctx)
-		if rl, err = relayTerminal(s, r.terminalDropped); err != nil {
+		if rl, err = relayTerminal(s, r.terminalDropped, r.terminalKeyRebound); err != nil {
 			stopListening()
 			return r.refuse("terminal", fmt.Sprintf("a pseudo-terminal for the sandboxed command: %v", err),
 				"run it with stdin, stdout and stderr away from the terminal (< /dev/null > out.log 2>&1), or fix /dev/ptmx and /dev/pts")

@@ -456,25 +456,40 @@ const maxTerminalRecords = 16
 
 // terminalDropped logs a control string cordon dropped from the command's
 // output to a terminal (relayTerminal's copy, or keepFromTheBox's), the
-// first of each kind, maxTerminalRecords kinds at most. The copies to two
-// terminals may call it at once.
+// first of each kind (logTerminal).
 func (r *runState) terminalDropped(what string) {
-	r.terminalMu.Lock()
-	defer r.terminalMu.Unlock()
-	if r.terminalLogged[what] || len(r.terminalLogged) >= maxTerminalRecords {
-		return
-	}
-	if r.terminalLogged == nil {
-		r.terminalLogged = map[string]bool{}
-	}
-	r.terminalLogged[what] = true
 	detail := fmt.Sprintf("the sandboxed command wrote %s to the terminal, which cordon dropped", what)
 	// A link is named with its scheme ("OSC 8 to vscode:").
 	kind, _, _ := strings.Cut(what, " to ")
 	if why, ok := terminalWhy[kind]; ok {
 		detail += ": " + why
 	}
-	r.w.Write(audit.Record{Type: audit.TypeTerminal, Decision: audit.Deny, Reason: "terminal_control", Detail: detail})
+	r.logTerminal(what, "terminal_control", detail)
+}
+
+// terminalKeyRebound logs a key the command made a signal on its
+// terminal (stty intr e) and that was typed, once a key and signal a run
+// (logTerminal): cordon sent the signal to itself alone, where the
+// terminal would have sent it to cordon's whole job.
+func (r *runState) terminalKeyRebound(key string, sig unix.Signal) {
+	name := unix.SignalName(sig)
+	r.logTerminal("key "+key+" "+name, "terminal_key", fmt.Sprintf("the sandboxed command made %q a key that sends %s on its terminal, and it was typed: cordon sent %s to itself alone, which passes it to the command, not to the programs cordon runs under", key, name, name))
+}
+
+// logTerminal writes a terminal line with reason and detail, the first
+// time a run meets kind, maxTerminalRecords kinds at most. The copies to
+// two terminals and the relay may call it at once.
+func (r *runState) logTerminal(kind, reason, detail string) {
+	r.terminalMu.Lock()
+	defer r.terminalMu.Unlock()
+	if r.terminalLogged[kind] || len(r.terminalLogged) >= maxTerminalRecords {
+		return
+	}
+	if r.terminalLogged == nil {
+		r.terminalLogged = map[string]bool{}
+	}
+	r.terminalLogged[kind] = true
+	r.w.Write(audit.Record{Type: audit.TypeTerminal, Decision: audit.Deny, Reason: reason, Detail: detail})
 }
 
 // terminalWhy says what the control strings cordon drops most often do.

@@ -61,7 +61,9 @@ func controllingDevice(any) uint64 { return 0 }
 // terminal itself, and what it writes there reaches it unfiltered.
 type relay struct{}
 
-func relayTerminal(*sandbox.Spec, func(string)) (*relay, error) { return nil, nil }
+func relayTerminal(*sandbox.Spec, func(string), func(string, unix.Signal)) (*relay, error) {
+	return nil, nil
+}
 
 func (*relay) says() io.Writer { return nil }
 

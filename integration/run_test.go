@@ -728,6 +728,48 @@ func TestRunExitCodes(t *testing.T) {
 	}
 }
 
+// TestRunTooLongForBwrap: bwrap refuses a command line of more than 9,000
+// words, its options and the command's together. A command one word
+// within that runs in the real bwrap; one word more is refused by cordon
+// before bwrap sees it, saying why and how to shorten it, and logged.
+func TestRunTooLongForBwrap(t *testing.T) {
+	b := newBox(t)
+	plan := b.run("--dry-run", "--net", "off", "--", "true")
+	expectCode(t, plan, 0)
+	// The launcher's argv is printed a word a line, each but the last
+	// ending " \"; bwrap counts all but its own name, and the "--args N"
+	// cordon hands it the options with.
+	lines := strings.Split(plan.stdout[strings.Index(plan.stdout, "# launcher argv\n")+len("# launcher argv\n"):], "\n")
+	argv := 1 + slices.IndexFunc(lines, func(l string) bool { return !strings.HasSuffix(l, " \\") })
+	if argv < 20 {
+		t.Fatalf("could not read the launcher's argv from the plan:\n%s", plan.stdout)
+	}
+	fit := 9000 - (argv - 1 + 2)
+	words := func(n int) []string {
+		args := []string{"--net", "off", "--", "sh", "-c", `echo "$#"`, "sh"}
+		for i := range n {
+			args = append(args, strconv.Itoa(i))
+		}
+		return args
+	}
+	// sh -c SCRIPT sh is three words more than true.
+	r := b.run(words(fit - 3)...)
+	expectCode(t, r, 0)
+	if strings.TrimSpace(r.stdout) != strconv.Itoa(fit-3) {
+		t.Fatalf("the command saw %q arguments, want %d; stderr:\n%s", r.stdout, fit-3, r.stderr)
+	}
+	r = b.run(words(fit - 2)...)
+	expectCode(t, r, 125)
+	if !strings.Contains(r.stderr, "9001 words on bwrap's command line, more than the 9000 bubblewrap accepts") || !strings.Contains(r.stderr, "xargs") ||
+		strings.Contains(r.stderr, "bwrap: ") {
+		t.Fatalf("stderr does not say the command line is too long and how to shorten it, or bwrap ran:\n%s", r.stderr)
+	}
+	recs := b.records()
+	if last := recs[len(recs)-1]; last.Outcome != "failed_to_start" {
+		t.Fatalf("the refused run's last audit line is %+v, want outcome failed_to_start", last)
+	}
+}
+
 func TestRunAuditLines(t *testing.T) {
 	b := newBox(t)
 	expectCode(t, b.run("--net", "off", "--", "sh", "-c", "exit 3"), 3)

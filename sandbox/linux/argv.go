@@ -424,7 +424,72 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	l.sep = len(a)
 	a = append(a, "--")
 	l.argv = append(a, cmdline...)
+	if n := bwrapWords(l.argv); n > bwrapMaxWords {
+		return nil, newTooLongError(n, len(cmdline), masks, binds)
+	}
 	return l, nil
+}
+
+// bwrapMaxWords is how many words bubblewrap takes in all, its options
+// (those it reads through --args too) and the command's together: past
+// it, it refuses to start (MAX_ARGS in its bubblewrap.c).
+const bwrapMaxWords = 9000
+
+// bwrapWords is how many words bwrap counts of a launch's argv: all but
+// its own name, and the "--args N" that hands it the options.
+func bwrapWords(argv []string) int { return len(argv) - 1 + 2 }
+
+// tooLongError is a box whose bwrap command line bubblewrap would refuse
+// for its length (bwrapMaxWords): the command's words, or the masks of
+// a tree with many files named as credentials, are the usual cause.
+type tooLongError struct {
+	words, command, masks int
+	// tree is the bound tree with the most masks in it, and treeMasks
+	// their number; "" when no mask lies in a bound tree.
+	tree      string
+	treeMasks int
+}
+
+func newTooLongError(words, command int, masks []mask, binds []bind) *tooLongError {
+	e := &tooLongError{words: words, command: command, masks: len(masks)}
+	for _, b := range binds {
+		n := 0
+		for _, m := range masks {
+			if sandbox.Within(m.path, b.path) {
+				n++
+			}
+		}
+		if n > e.treeMasks {
+			e.tree, e.treeMasks = b.path, n
+		}
+	}
+	return e
+}
+
+func (e *tooLongError) Error() string {
+	parts := fmt.Sprintf("%d are the command's", e.command)
+	if e.masks > 0 {
+		parts += fmt.Sprintf(", %d go to %d masks (over files named as credentials, denied reads and hidden sockets", 3*e.masks, e.masks)
+		if e.tree != "" {
+			parts += fmt.Sprintf(", %d of them in %s", e.treeMasks, e.tree)
+		}
+		parts += ")"
+	}
+	return fmt.Sprintf("the box would take %d words on bwrap's command line, more than the %d bubblewrap accepts: %s, the rest to its mounts and settings; %s",
+		e.words, bwrapMaxWords, parts, e.Fix())
+}
+
+// Fix says to shorten whichever part is the larger: the command's words
+// or the masks.
+func (e *tooLongError) Fix() string {
+	if e.command >= 3*e.masks {
+		return "pass the command its arguments through a file or a pipe instead (cordon run -- sh -c 'xargs CMD < list')"
+	}
+	where := "the tree with the most of them"
+	if e.tree != "" {
+		where = e.tree
+	}
+	return fmt.Sprintf("expose or allow less than %s (a directory below it), or add the directories in it that hold the files to deny_read (one mask for a whole directory)", where)
 }
 
 // workspaceOf resolves the workspace and the working directory inside it.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -602,5 +603,46 @@ func TestBuildShowsFilesWhereTheyLand(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBuildTooLongForBwrap: a launch bwrap would refuse for its length is
+// refused by build, naming the part that made it long and how to shorten
+// it; one word shorter builds. (integration's TestRunTooLongForBwrap
+// checks the bound against the real bwrap.)
+func TestBuildTooLongForBwrap(t *testing.T) {
+	f := newFixture(t)
+	p := &policy.Policy{Network: policy.NetOff}
+	l, err := build(f.spec(p, "true"), f.host(), f.scratch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := func(n int) []string {
+		argv := []string{"true"}
+		for i := range n {
+			argv = append(argv, strconv.Itoa(i))
+		}
+		return argv
+	}
+	fit := bwrapMaxWords - bwrapWords(l.argv)
+	if _, err := build(f.spec(p, words(fit)...), f.host(), f.scratch, nil); err != nil {
+		t.Fatalf("%d words more: %v", fit, err)
+	}
+	_, err = build(f.spec(p, words(fit+1)...), f.host(), f.scratch, nil)
+	var tl *tooLongError
+	if !errors.As(err, &tl) || !strings.Contains(err.Error(), "9001 words") || !strings.Contains(tl.Fix(), "xargs") {
+		t.Fatalf("%d words more: err = %v, want a tooLongError for 9001 words whose fix is xargs", fit+1, err)
+	}
+
+	// A tree of 3,000 files named as credentials is 9,000 words of masks.
+	tree := filepath.Join(f.root, "monorepo")
+	for i := range 3000 {
+		writeFile(t, filepath.Join(tree, "p"+strconv.Itoa(i), ".npmrc"), "", 0o644)
+	}
+	p.AllowPaths = []string{tree}
+	_, err = build(f.spec(p, "true"), f.host(), f.scratch, nil)
+	if !errors.As(err, &tl) || tl.masks != 3000 || tl.tree != tree || tl.treeMasks != 3000 ||
+		!strings.Contains(err.Error(), "3000 of them in "+tree) || !strings.Contains(tl.Fix(), "deny_read") {
+		t.Fatalf("a tree of 3000 credential files: err = %v, want a tooLongError naming %s and deny_read", err, tree)
 	}
 }

@@ -728,6 +728,47 @@ func TestRunExitCodes(t *testing.T) {
 	}
 }
 
+// TestRunForgedExitStatusRefused: the box can take the sandbox init's
+// eventfd (pidfd_getfd) and write an exit status of its own choosing. One
+// within 0 to 255 it could have exited with; one outside it no process
+// ends with, and it is refused with 125, said on stderr and logged,
+// rather than taken: 256 was logged as a failure while cordon, keeping
+// the low byte, exited 0.
+func TestRunForgedExitStatusRefused(t *testing.T) {
+	const forge = `
+import ctypes, os, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+init = libc.syscall(434, 1, 0)  # pidfd_open(1, 0)
+n = [int(f) for f in os.listdir("/proc/1/fd") if os.readlink("/proc/1/fd/" + f) == "anon_inode:[eventfd]"][0]
+fd = libc.syscall(438, init, n, 0)  # pidfd_getfd
+assert fd >= 0, ctypes.get_errno()
+os.write(fd, struct.pack("<Q", int(sys.argv[1])))  # the init writes the status plus one
+time.sleep(30)
+`
+	b := newBox(t)
+	for _, tc := range []struct {
+		write uint64
+		code  int
+		told  string
+	}{
+		{257, 125, "bwrap reported exit status 256, which no process ends with"},
+		{1 << 63, 125, "which no process ends with"},
+		{8, 7, ""}, // one the command could have exited with: taken
+	} {
+		r := b.run("--net", "off", "--", "python3", "-c", forge, strconv.FormatUint(tc.write, 10))
+		expectCode(t, r, tc.code)
+		if !strings.Contains(r.stderr, tc.told) {
+			t.Errorf("writing %d: stderr does not say %q:\n%s", tc.write, tc.told, r.stderr)
+		}
+		recs := b.records()
+		last := recs[len(recs)-1]
+		if last.Type != audit.TypeExit || last.ExitCode == nil || *last.ExitCode != tc.code || !strings.Contains(last.Detail, tc.told) {
+			t.Errorf("writing %d: exit line %+v, want code %d and detail %q", tc.write, last, tc.code, tc.told)
+		}
+	}
+}
+
 // TestRunTooLongForBwrap: bwrap refuses a command line of more than 9,000
 // words, its options and the command's together. A command one word
 // within that runs in the real bwrap; one word more is refused by cordon

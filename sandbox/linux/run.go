@@ -911,10 +911,18 @@ func (r *statusReader) exitCode() *int {
 }
 
 // commandResult is the result of a command that ended with code, or was
-// ended by the deadline.
+// ended by the deadline. A code no process ends with (outside 0 to 255)
+// was written to the init's eventfd by the box itself, pretending to be
+// the init: cordon's own exit keeps only the low byte, so 256 read as a
+// failure in the log and exited 0. It ends the run with ExitLaunchFailed,
+// saying so.
 func commandResult(code int, timedOut bool, d time.Duration) sandbox.Result {
-	if timedOut {
+	switch {
+	case timedOut:
 		return sandbox.Result{TimedOut: true, ExitCode: ExitTimeout, Signal: "SIGKILL", Duration: d}
+	case code < 0 || code > 255:
+		return sandbox.Result{ExitCode: ExitLaunchFailed, Duration: d,
+			Cause: fmt.Sprintf("bwrap reported exit status %d, which no process ends with: the box wrote it to the sandbox init's eventfd itself", code)}
 	}
 	return sandbox.Result{ExitCode: code, Signal: exitSignal(code), Duration: d}
 }

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -567,6 +568,74 @@ func TestRunKilledCordonEndsTheTree(t *testing.T) {
 	}
 }
 
+// TestRunKilledWhileTheBoxIsBuiltStartsNothing: bwrap gives the box's
+// init its parent-death signal only once it has read the go-ahead and
+// forked the command, so a cordon killed (SIGKILL) while the box was
+// still being built took bwrap with it but not the init, which, the
+// go-ahead already written, went on to start the command: it ran with no
+// cordon, no deadline, no exit line. Here the build takes seconds (400
+// masks, each with its directory pinned, as a project file can ask);
+// cordon is killed once the launch line is written, during the build.
+// The command must never run, and nothing of the box may stay.
+func TestRunKilledWhileTheBoxIsBuiltStartsNothing(t *testing.T) {
+	b := newBox(t)
+	var cfg strings.Builder
+	cfg.WriteString("network: off\ndeny_read:\n")
+	for i := range 400 {
+		f := filepath.Join(b.ws, fmt.Sprintf("d%d", i), "secret")
+		b.file(f, "x")
+		fmt.Fprintf(&cfg, "  - %s\n", f)
+	}
+	token := uniqueSleep()
+	marker := filepath.Join(b.ws, "ran")
+	cmd := b.cmd("--config", b.config(cfg.String()), "--", "sh", "-c", fmt.Sprintf("touch %s; exec sleep %s", marker, token))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	// Whatever holds the token in its command line: bwrap, its init, the
+	// command.
+	left := func() []int {
+		var pids []int
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			if c, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && bytes.Contains(c, []byte(token)) {
+				pid, _ := strconv.Atoi(e.Name())
+				pids = append(pids, pid)
+			}
+		}
+		return pids
+	}
+	defer func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		for _, pid := range left() {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}()
+	launched := func() bool {
+		log, err := os.ReadFile(b.audit)
+		return err == nil && bytes.Contains(log, []byte(`"type":"launch"`))
+	}
+	if !eventually(60*time.Second, launched) {
+		t.Fatal("no launch line within 60 s")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the command ran before cordon was killed: the box was built too soon for this test")
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if !eventually(120*time.Second, func() bool { return len(left()) == 0 }) {
+		t.Errorf("processes of the box outlived the killed cordon: %v", left())
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran after cordon was killed")
+	}
+}
+
 // TestRunSweepsStaleScratch: a cordon killed (SIGKILL, or SIGTERM in
 // the moment before it handles signals) after it wrote its scratch
 // files and before bwrap bound them leaves their directory in TMPDIR.
@@ -674,6 +743,76 @@ func TestDoctorWorkspaceSwept(t *testing.T) {
 	defer runWithScratch(t, b, tmp)()
 	if !eventually(10*time.Second, func() bool { _, err := os.Lstat(left[0]); return os.IsNotExist(err) }) {
 		t.Errorf("the killed doctor's directory %s outlived a later run's start", left[0])
+	}
+}
+
+// TestDoctorEndsOrphanedBoxInits: a bwrap killed between cloning the
+// box's init and letting it go on (with its cordon, as a killed run or
+// capability check leaves it) leaves the init waiting on an eventfd for
+// ever, pid 1 of a namespace nothing enters: bubblewrap gives it no
+// parent-death signal before that. Here a real bwrap, launched as cordon
+// launches one, is held at that point (--userns-block-fd, which bwrap
+// reads before it wakes the init) and killed; cordon doctor, as the same
+// user, ends the init and says so.
+func TestDoctorEndsOrphanedBoxInits(t *testing.T) {
+	b := newBox(t)
+	args, err := os.CreateTemp("", "cordon-it-bwrap-args-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(args.Name())
+	opts := []string{"--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "--info-fd", "8", "--userns-block-fd", "9"}
+	if _, err := args.WriteString(strings.Join(opts, "\x00") + "\x00"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := args.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blockR, blockW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blockW.Close()
+	bw := asUser(t, b.env(), "/usr/bin/bwrap", "--args", "6", "--", "/bin/true")
+	bw.ExtraFiles = []*os.File{nil, nil, nil, args, nil, infoW, blockR} // fds 6, 8 and 9
+	if err := bw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	infoW.Close()
+	blockR.Close()
+	defer infoR.Close()
+	waited := make(chan struct{})
+	go func() { bw.Wait(); close(waited) }()
+	var init int
+	if !eventually(10*time.Second, func() bool {
+		kids := childrenOf(bw.Process.Pid)
+		if len(kids) != 1 {
+			return false
+		}
+		init = kids[0]
+		sc, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", init))
+		link, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", init, strings.Fields(string(sc) + " x x")[1][2:]))
+		return err == nil && strings.HasPrefix(string(sc), "0 ") && link == "anon_inode:[eventfd]"
+	}) {
+		t.Fatalf("bwrap's init did not come to wait on its eventfd (children %v)", childrenOf(bw.Process.Pid))
+	}
+	defer syscall.Kill(init, syscall.SIGKILL)
+	bw.Process.Kill()
+	<-waited
+	time.Sleep(100 * time.Millisecond)
+	if syscall.Kill(init, 0) != nil {
+		t.Fatal("the init did not outlive its bwrap: nothing left to sweep")
+	}
+	doc := runResult(t, runTimeout, cordonIn(t, b.ws, b.env(), "doctor"))
+	if !strings.Contains(doc.stdout, fmt.Sprintf("left waiting for ever to be built, pids %d", init)) {
+		t.Errorf("doctor does not say it ended init %d:\n%s", init, doc.stdout)
+	}
+	if !eventually(5*time.Second, func() bool { return syscall.Kill(init, 0) != nil }) {
+		t.Errorf("the orphaned init %d outlived cordon doctor", init)
 	}
 }
 

@@ -34,6 +34,9 @@ const (
 	// fdArgs carries bwrap's own arguments (--args), so no value (an
 	// --env variable, say) shows in the host's process list.
 	fdArgs = 6
+	// fdBuilt is bwrap's --block-fd, which it reads once it has built the
+	// box, just before the seccomp program: see newBuiltNotice.
+	fdBuilt = 7
 )
 
 // selfPath is where cordon's own binary sits inside the sandbox, when it
@@ -420,7 +423,7 @@ func build(s *sandbox.Spec, h hostInfo, scratch string, probe *probeMode) (*laun
 	if l.seccomp, err = seccompProgram(h.goarch, chmodRefused); err != nil {
 		return nil, err
 	}
-	a = append(a, "--seccomp", strconv.Itoa(fdSeccomp), "--json-status-fd", strconv.Itoa(fdStatus))
+	a = append(a, "--seccomp", strconv.Itoa(fdSeccomp), "--block-fd", strconv.Itoa(fdBuilt), "--json-status-fd", strconv.Itoa(fdStatus))
 	l.sep = len(a)
 	a = append(a, "--")
 	l.argv = append(a, cmdline...)

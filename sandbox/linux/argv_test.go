@@ -41,7 +41,7 @@ func TestBuildArgv(t *testing.T) {
 				{"--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "{ws}", "--clearenv"},
 				{"--setenv", "HOME", "{home}"},
 				{"--setenv", "TMPDIR", "/tmp"},
-				{"--seccomp", "4", "--json-status-fd", "3", "--", "/usr/bin/true"},
+				{"--seccomp", "4", "--block-fd", "7", "--json-status-fd", "3", "--", "/usr/bin/true"},
 			},
 			// bwrap's own init is pid 1, not the command, and cordon's
 			// binary is not mounted: nothing in this box has a use for it.

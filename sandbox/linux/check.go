@@ -263,6 +263,9 @@ func (b *Backend) checkBox(ctx context.Context, p *policy.Policy, add func(sandb
 		add(blocked(sandbox.CapFilesystem, err.Error(), fix))
 		return nil
 	}
+	// Beside the probe, the boxes killed checks and runs left behind.
+	swept := make(chan []ended, 1)
+	go func() { swept <- sweepOrphans("/proc", h.goarch, h.uid) }()
 	var found []probeResult
 	_, err = b.launch(ctx, s, h, l, &found)
 	msg := strings.TrimSpace(stderr.String())
@@ -288,8 +291,10 @@ func (b *Backend) checkBox(ctx context.Context, p *policy.Policy, add func(sandb
 	for _, r := range found {
 		results[r.Name] = r
 	}
-	add(fromProbe(sandbox.CapFilesystem, results, "the sandbox is not built as planned; run cordon run --dry-run and report the argv with this message",
-		probeReadOnly, probeWorkspace, probePidNS, probeCaps, probeNoNewPrivs, probeUserns))
+	fsc := fromProbe(sandbox.CapFilesystem, results, "the sandbox is not built as planned; run cordon run --dry-run and report the argv with this message",
+		probeReadOnly, probeWorkspace, probePidNS, probeCaps, probeNoNewPrivs, probeUserns)
+	fsc.Reason += orphansText(<-swept)
+	add(fsc)
 	return results
 }
 

@@ -60,7 +60,7 @@ var systemTrees = []string{"/etc", "/usr"}
 var bwrapArity = map[string]int{
 	"--bind": 2, "--ro-bind": 2, "--dev-bind": 2, "--symlink": 2, "--setenv": 2,
 	"--tmpfs": 1, "--proc": 1, "--dev": 1, "--mqueue": 1, "--dir": 1, "--remount-ro": 1,
-	"--size": 1, "--perms": 1, "--chdir": 1, "--hostname": 1, "--seccomp": 1,
+	"--size": 1, "--perms": 1, "--chdir": 1, "--hostname": 1, "--seccomp": 1, "--block-fd": 1,
 	"--json-status-fd": 1, "--cap-drop": 1, "--uid": 1, "--gid": 1,
 	"--unshare-user": 0, "--unshare-ipc": 0, "--unshare-pid": 0, "--unshare-net": 0,
 	"--unshare-uts": 0, "--unshare-cgroup": 0, "--die-with-parent": 0, "--new-session": 0,

@@ -194,8 +194,8 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 			return fail(err)
 		}
 		defer done()
-		passed := []int{fdStatus, fdSeccomp, fdArgs}
-		files := []*os.File{fds.statusW, fds.seccomp, fds.args}
+		passed := []int{fdStatus, fdSeccomp, fdArgs, fdBuilt}
+		files := []*os.File{fds.statusW, fds.seccomp, fds.args, fds.builtR}
 		if probe != nil {
 			passed, files = append(passed, fdProbe), append(files, fds.probeW)
 		}
@@ -222,7 +222,7 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		defer done()
 		// A nil entry (the probe's descriptor, in a run) is closed in
 		// bwrap, so the command inherits nothing but its stdio.
-		files := append(stdio[:], fds.statusW, fds.seccomp, fds.probeW, fds.args)
+		files := append(stdio[:], fds.statusW, fds.seccomp, fds.probeW, fds.args, fds.builtR)
 		sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if h.uid != os.Getuid() {
 			sys.Credential = &syscall.Credential{Uid: uint32(h.uid), Gid: uint32(h.gid), Groups: []uint32{}}
@@ -511,10 +511,11 @@ func endedUnreported(wentAhead bool, stopped string, launcher unix.Signal) strin
 
 // release lets the built sandbox start the command: the launch is
 // recorded (s.Commit), the rlimits go on the sandbox's init (the command
-// inherits them when the init forks it), and then the go-ahead
-// (giveGoAhead). If cordon dies first, the command never starts, and the
-// sandbox ends. A nil error with no go-ahead given means bwrap ended
-// before it made the sandbox (or its init died first).
+// inherits them when the init forks it), and then, once bwrap has built
+// the box (awaitBuilt), the go-ahead (giveGoAhead). If cordon dies first,
+// the command never starts, and the sandbox ends. A nil error with no
+// go-ahead given means bwrap ended before it made the sandbox (or its
+// init died first).
 func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, fds *launchFiles) error {
 	if err := commit(s); err != nil {
 		return err
@@ -537,6 +538,9 @@ func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, fds *laun
 			return &StartError{Code: ExitLaunchFailed, Reason: err.Error()}
 		}
 	}
+	if !fds.awaitBuilt() {
+		return nil // bwrap ended before it built the box (or the launch did), and Run says why
+	}
 	if err := fds.giveGoAhead(); err != nil {
 		return &StartError{Code: ExitLaunchFailed, Reason: fmt.Sprintf("let the sandbox start the command: %v", err)}
 	}
@@ -547,7 +551,7 @@ func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, fds *laun
 // goAheadText says, for --dry-run, what happens before the go-ahead.
 func goAheadText(l *launch) string {
 	var b strings.Builder
-	b.WriteString("the seccomp pipe, which is the go-ahead: bwrap builds the box and waits to read the program here; cordon fsyncs the launch line, sets these limits on the sandbox's init, then writes the program, and the init starts the command under it, which inherits them (if cordon dies first, the pipe ends empty and bwrap exits without starting it):\n")
+	b.WriteString("the seccomp pipe, which is the go-ahead: bwrap builds the box and waits to read the program here; cordon fsyncs the launch line, sets these limits on the sandbox's init, waits for bwrap to read fd " + strconv.Itoa(fdBuilt) + " (--block-fd, read once the box is built), then writes the program, and the init starts the command under it, which inherits them (if cordon dies first, the pipe ends empty and bwrap exits without starting it):\n")
 	for _, r := range l.rlimits {
 		fmt.Fprintf(&b, "  %s\n", r)
 	}
@@ -681,12 +685,15 @@ type launchFiles struct {
 	// giveGoAhead).
 	seccomp, goAhead *os.File
 	program          []byte
+	// builtR is the sandbox's end of the pipe that says the box is built
+	// (--block-fd), builtW cordon's (see newBuiltNotice).
+	builtR, builtW *os.File
 }
 
 // newLaunchFiles creates bwrap's status pipe, the self-test's pipe (probe
-// launches only), the seccomp pipe, and the memfd holding bwrap's
-// options (its command stays on the command line, where bwrap requires
-// it).
+// launches only), the seccomp pipe, the pipe that says the box is built,
+// and the memfd holding bwrap's options (its command stays on the command
+// line, where bwrap requires it).
 func newLaunchFiles(l *launch, probe bool) (*launchFiles, error) {
 	f := &launchFiles{program: seccompBytes(l.seccomp)}
 	// The go-ahead must reach bwrap whole or not at all: one write of at
@@ -717,7 +724,60 @@ func newLaunchFiles(l *launch, probe bool) (*launchFiles, error) {
 		f.close()
 		return nil, err
 	}
+	if f.builtR, f.builtW, err = newBuiltNotice(); err != nil {
+		f.close()
+		return nil, err
+	}
 	return f, nil
+}
+
+// newBuiltNotice makes the pipe through which cordon learns that bwrap has
+// built the box: bwrap reads its --block-fd once every mount is made, just
+// before the seccomp program. The pipe has one slot (a page) and keeps
+// each write a packet of its own (O_DIRECT), which no later write joins;
+// one packet is written here, so bwrap's read of a byte takes it at once.
+// A second packet (awaitBuilt) waits for the slot, which that read frees.
+func newBuiltNotice() (r, w *os.File, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_DIRECT); err != nil {
+		return nil, nil, fmt.Errorf("create the pipe that says the box is built: %w", err)
+	}
+	r, w = os.NewFile(uintptr(p[0]), "|0"), nil
+	_, err = unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, unix.Getpagesize())
+	if err == nil {
+		_, err = unix.Write(p[1], []byte{1})
+	}
+	if err == nil {
+		// Non-blocking, so the runtime's poller waits for the slot and
+		// Close ends the wait.
+		err = unix.SetNonblock(p[1], true)
+	}
+	w = os.NewFile(uintptr(p[1]), "|1")
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, nil, fmt.Errorf("prepare the pipe that says the box is built: %w", err)
+	}
+	return r, w, nil
+}
+
+// awaitBuilt returns once bwrap has built the box and read the first
+// packet of the built notice (newBuiltNotice), true, or false when the
+// launch ended first (close). Once bwrap has read, it closes its end: the
+// second packet then finds the pipe with no reader (EPIPE), as it does if
+// bwrap died before it read; either way the go-ahead may go (it reaches
+// no one in the second case, which Run reports). The sandbox's init has no
+// parent-death signal until it has read the seccomp program and forked
+// the command (bubblewrap sets it only then): a go-ahead written while
+// the box was still being built (seconds, with a thousand masks) left
+// that long a time in which a cordon killed outright took bwrap with it
+// but not the init, which then read the program and ran the command on
+// with no deadline, no exit line and no aftercare. Given after this, it
+// leaves the init the few system calls between its read of the program
+// and its prctl.
+func (f *launchFiles) awaitBuilt() bool {
+	_, err := f.builtW.Write([]byte{1})
+	return err == nil || errors.Is(err, syscall.EPIPE)
 }
 
 // pipeBuf is PIPE_BUF on Linux: a write of up to this many bytes to a
@@ -743,7 +803,7 @@ func (f *launchFiles) giveGoAhead() error {
 // closeChildEnds drops cordon's copies of what only the child uses, so the
 // pipes reach EOF when the sandbox ends.
 func (f *launchFiles) closeChildEnds() {
-	for _, c := range []**os.File{&f.statusW, &f.probeW, &f.seccomp, &f.args} {
+	for _, c := range []**os.File{&f.statusW, &f.probeW, &f.seccomp, &f.args, &f.builtR} {
 		if *c != nil {
 			(*c).Close()
 			*c = nil
@@ -753,7 +813,7 @@ func (f *launchFiles) closeChildEnds() {
 
 func (f *launchFiles) close() {
 	f.closeChildEnds()
-	for _, c := range []*os.File{f.statusR, f.probeR, f.goAhead} {
+	for _, c := range []*os.File{f.statusR, f.probeR, f.goAhead, f.builtW} {
 		if c != nil {
 			c.Close()
 		}

@@ -49,7 +49,7 @@ const ExitFailed = 125
 
 // LastLaunchFD is the highest of the numbers bwrap gets the launcher's
 // descriptors under, from 3.
-const LastLaunchFD = 6
+const LastLaunchFD = 7
 
 // SocketsFD is where the holder finds its end of a socket pair with the
 // launcher. The launcher starts it with /dev/null on 0, 1 and 3 to

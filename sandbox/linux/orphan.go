@@ -1,0 +1,161 @@
+//go:build linux
+
+package linux
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// bubblewrap (0.8.0 to 0.11 at least) gives the box's init no
+// parent-death signal until it has built the box, read the seccomp
+// program and forked the command. A bwrap killed with its cordon before
+// then (SIGKILL, --die-with-parent) leaves the init behind, reparented to
+// the host's init, as pid 1 of a namespace nothing else will enter:
+// waiting for ever on the eventfd through which bwrap would have let it
+// start, or, given the go-ahead just before, running the command with no
+// cordon. A killed capability check, which the next run makes again,
+// left one each time. The check (so every doctor, and every run that
+// probes anew) ends them: sweepOrphans.
+
+// orphan is what the sweep reads of one process.
+type orphan struct {
+	uid int
+	// comm is the process's name, and parentComm its parent's ("" when
+	// the parent could not be read).
+	comm, parentComm string
+	// nsInit: the process is pid 1 of a pid namespace below the host's.
+	nsInit bool
+	// args is the command line, argv[0] left out.
+	args []string
+	// waiting: the process is blocked in read(2) on an eventfd, where
+	// bwrap's init waits for bwrap to let it build the box.
+	waiting bool
+}
+
+// left says whether p is the init of a box of cordon's whose bwrap is
+// gone: a bwrap launched as cordon launches (its options through --args
+// fdArgs), pid 1 of its namespace, its parent no bwrap, and uid's.
+func (p orphan) left(uid int) bool {
+	launched := len(p.args) >= 3 && p.args[0] == "--args" && p.args[1] == strconv.Itoa(fdArgs) && p.args[2] == "--"
+	return p.uid == uid && p.comm == "bwrap" && p.parentComm != "bwrap" && p.nsInit && launched
+}
+
+// readSyscallNr is read(2)'s number, as /proc/PID/syscall gives it.
+var readSyscallNr = map[string]string{"amd64": "0", "arm64": "63"}
+
+// ended is an orphan the sweep killed: its pid, and whether it was still
+// waiting to build the box (else its command may have run).
+type ended struct {
+	pid     int
+	waiting bool
+}
+
+// sweepOrphans kills the orphans (see orphan) of the user uid, whom bwrap
+// runs as, among the processes in proc, each through a pidfd opened
+// before it is looked at, so that a pid taken over meanwhile is never
+// signalled.
+func sweepOrphans(proc, goarch string, uid int) []ended {
+	d, err := os.Open(proc)
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	var killed []ended
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid <= 1 {
+			continue
+		}
+		dir := filepath.Join(proc, n)
+		// The owner first, one stat: most processes are others'.
+		var st syscall.Stat_t
+		if syscall.Stat(dir, &st) != nil || int(st.Uid) != uid {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		if p := readOrphan(dir, proc, goarch); p.left(uid) && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
+			killed = append(killed, ended{pid, p.waiting})
+		}
+		unix.Close(fd)
+	}
+	return killed
+}
+
+// readOrphan reads what left looks at of the process whose /proc
+// directory is dir; what cannot be read is left empty, which left
+// refuses.
+func readOrphan(dir, proc, goarch string) orphan {
+	var p orphan
+	status, err := os.ReadFile(filepath.Join(dir, "status"))
+	if err != nil {
+		return p
+	}
+	ppid := ""
+	for line := range strings.Lines(string(status)) {
+		k, v, _ := strings.Cut(strings.TrimSuffix(line, "\n"), ":")
+		f := strings.Fields(v)
+		switch {
+		case k == "Name" && len(f) == 1:
+			p.comm = f[0]
+		case k == "PPid" && len(f) == 1:
+			ppid = f[0]
+		case k == "Uid" && len(f) >= 2:
+			p.uid, _ = strconv.Atoi(f[1])
+		case k == "NSpid":
+			p.nsInit = len(f) >= 2 && f[len(f)-1] == "1"
+		}
+	}
+	if p.comm != "bwrap" || !p.nsInit {
+		return p
+	}
+	if c, err := os.ReadFile(filepath.Join(proc, ppid, "comm")); err == nil {
+		p.parentComm = strings.TrimSuffix(string(c), "\n")
+	}
+	if cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
+		if args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00"); len(args) > 1 {
+			p.args = args[1:]
+		}
+	}
+	sc, err := os.ReadFile(filepath.Join(dir, "syscall"))
+	if f := bytes.Fields(sc); err == nil && len(f) >= 2 && string(f[0]) == readSyscallNr[goarch] {
+		if fdn, err := strconv.ParseInt(string(f[1]), 0, 64); err == nil {
+			link, err := os.Readlink(filepath.Join(dir, "fd", strconv.FormatInt(fdn, 10)))
+			p.waiting = err == nil && link == "anon_inode:[eventfd]"
+		}
+	}
+	return p
+}
+
+// orphansText says, for doctor, what a sweep ended.
+func orphansText(killed []ended) string {
+	if len(killed) == 0 {
+		return ""
+	}
+	var waiting, running []string
+	for _, e := range killed {
+		if e.waiting {
+			waiting = append(waiting, strconv.Itoa(e.pid))
+		} else {
+			running = append(running, strconv.Itoa(e.pid))
+		}
+	}
+	var b strings.Builder
+	if len(waiting) > 0 {
+		b.WriteString("; ended the inits of boxes that killed cordons left waiting for ever to be built, pids " + strings.Join(waiting, ", "))
+	}
+	if len(running) > 0 {
+		b.WriteString("; ended the inits of boxes whose cordon was killed as it let them start, which ran on with no deadline, no proxy and no exit line, pids " + strings.Join(running, ", "))
+	}
+	return b.String()
+}

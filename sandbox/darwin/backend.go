@@ -248,6 +248,10 @@ func (b *backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 		return sandbox.Result{ExitCode: exitLaunch}, errors.New("seatbelt: no policy given")
 	}
 	if c, blocked := b.Check(ctx, s.Policy).Blocked(); blocked {
+		// A probe ended by ctx failed for want of time, not for the profile.
+		if err := ctx.Err(); err != nil {
+			return sandbox.Result{ExitCode: exitLaunch}, fmt.Errorf("seatbelt: the run ended while its policy was checked, before anything started: %w", err)
+		}
 		return sandbox.Result{ExitCode: exitLaunch}, fmt.Errorf("seatbelt cannot enforce this policy here: %s: %s; fix: %s", c.Name, c.Reason, c.Fix)
 	}
 	// What an earlier run, whose cordon was killed, left unchecked is

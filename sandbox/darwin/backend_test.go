@@ -322,14 +322,24 @@ func TestRunDeadlineEndsTheGroup(t *testing.T) {
 	waitGone(t, pid)
 }
 
+// TestRunCancelled: a context that ends while the command runs kills it;
+// one that ends while the policy is checked (a busy machine's probe of
+// the profile outlasted 200 ms) starts nothing and says so, rather than
+// that the profile was refused.
 func TestRunCancelled(t *testing.T) {
 	b := fakeBackend(t, fakeExec)
 	s := session(t, &policy.Policy{Network: policy.NetOff}, "sleep", "60")
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	res, err := b.Run(ctx, s)
 	if !errors.Is(err, context.DeadlineExceeded) || res.Signal != "SIGKILL" {
 		t.Fatalf("Run = %+v, %v; want killed and the context's error", res, err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	res, err = b.Run(ctx, session(t, &policy.Policy{Network: policy.NetOff}, "sleep", "60"))
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "before anything started") || res.ExitCode != exitLaunch {
+		t.Fatalf("Run with an ended context = %+v, %v; want the context's error before anything started", res, err)
 	}
 }
 

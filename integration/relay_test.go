@@ -4,6 +4,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -81,11 +82,18 @@ type relayed struct {
 // terminal (ttyRelay), playing steps, and returns what ttyRelay saw.
 func (b *box) onTerminal(steps string, args ...string) relayed {
 	b.t.Helper()
-	argv := append([]string{"-c", ttyRelay, b.ws, steps, cordonBin(b.t), "run", "--audit", b.audit}, args...)
+	return b.onTerminalAs(steps, append([]string{cordonBin(b.t), "run", "--audit", b.audit}, args...)...)
+}
+
+// onTerminalAs runs argv as the foreground job of a new terminal
+// (ttyRelay), as onTerminal does.
+func (b *box) onTerminalAs(steps string, argv ...string) relayed {
+	b.t.Helper()
+	argv = append([]string{"-c", ttyRelay, b.ws, steps}, argv...)
 	r := runResult(b.t, runTimeout, asUser(b.t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
 	var got relayed
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
-		b.t.Fatalf("%q: %v\n%s%s", args, err, r.stdout, r.stderr)
+		b.t.Fatalf("%q: %v\n%s%s", argv, err, r.stdout, r.stderr)
 	}
 	return got
 }
@@ -190,6 +198,58 @@ func (b *box) terminalDrops() map[string]bool {
 		}
 	}
 	return logged
+}
+
+// TestRunTerminalRelayLogsWhatMattersFirst: the kinds of control string
+// a run logs as dropped are bounded, as the command chooses an OSC's
+// number; the bound was one for all, first come first served, so a box
+// that spent it on sixteen harmless kinds kept OSC 52 and tmux's
+// passthrough out of the log. The kinds cordon knows to act beyond the
+// screen are logged whatever came first, and one line says that more
+// went unlogged. The title report, whose answer is the box's own text
+// (which reached the user's shell as typed when the terminal answered
+// after the run), is dropped and logged too.
+func TestRunTerminalRelayLogsWhatMattersFirst(t *testing.T) {
+	var script strings.Builder
+	script.WriteString("printf '")
+	for _, n := range []int{3, 6, 20, 21, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35} { // none of them passed
+		fmt.Fprintf(&script, `\033]%d;x\007`, n)
+	}
+	script.WriteString(`A\033]52;c;ZWNobyBwd25lZA==\007B\033Ptmux;\033\033]52;c;eA==\007\033\\C\033]2;;touch pwned\007\033[21tD\n'`)
+	b := newBox(t)
+	got := b.onTerminal(`[]`, "--net", "off", "--", "sh", "-c", script.String())
+	if got.Exit != float64(0) || !strings.Contains(got.Terminal, "ABC\x1b]2;;touch pwned\aD") || strings.Contains(got.Terminal, "\x1b[21t") {
+		t.Errorf("exit %v; want ABCD on the terminal without the title report: %q", got.Exit, got.Terminal)
+	}
+	logged := b.terminalDrops()
+	for _, want := range []string{"OSC 52", "DCS", "CSI 21 t"} {
+		if !logged[want] {
+			t.Errorf("%s not logged: %v", want, logged)
+		}
+	}
+	more := 0
+	for _, rec := range b.records() {
+		if rec.Type == audit.TypeTerminal && strings.HasPrefix(rec.Detail, "more kinds than the 16 logged") {
+			more++
+		}
+	}
+	if unknown := len(logged) - 3; unknown != 16 || more != 1 {
+		t.Errorf("%d other kinds logged and %d lines saying more went unlogged, want 16 and 1: %v", unknown, more, logged)
+	}
+}
+
+// TestRunTerminalProcessSubstitutionKeptFromTheBox: cordon run … >
+// >(less) has the shell fork the pager before it becomes cordon, so the
+// pager is cordon's own child, in its job, and was not counted as sharing
+// it (cordon's own children were not): the box got a terminal fed from
+// the keys typed to the pager. Now it gets none, as with a pipe.
+func TestRunTerminalProcessSubstitutionKeptFromTheBox(t *testing.T) {
+	b := newBox(t)
+	const box = `stat -L -c 'stdin %t:%T' /proc/self/fd/0`
+	got := b.onTerminalAs(`[]`, "/bin/bash", "-c", `exec "$0" run --audit "$1" --net off -- sh -c "$2" 2> >(sleep 3)`, cordonBin(t), b.audit, box)
+	if !strings.Contains(got.Terminal, "stdin 1:3") {
+		t.Errorf("the box's stdin is not /dev/null: %q", got.Terminal)
+	}
 }
 
 // TestRunTerminalPipedToAPagerKeptFromTheBox: cordon run … | less is one

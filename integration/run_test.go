@@ -2262,7 +2262,9 @@ func TestRunTerminalAnswersDoNotReachTheShell(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"fg", []string{"--net", "off"}, "exit 0 answered 7\nthe shell reads nothing\n"},
+		// In the foreground, the title report is dropped: its answer is
+		// the command's text.
+		{"fg", []string{"--net", "off"}, "exit 0 answered 6\nthe shell reads nothing\n"},
 		{"bg", []string{"--net", "off"}, "exit 0 answered 0\nthe shell reads nothing\nthe terminal got ^[[31mred^[[0m^[[2A^[[K\n"},
 		{"bg", []string{"--net", "restricted", "--credential", "provider"}, "exit 0 answered 0\nthe shell reads nothing\nthe terminal got ^[[31mred^[[0m^[[2A^[[K\n"},
 	} {
@@ -2280,7 +2282,9 @@ func TestRunTerminalAnswersDoNotReachTheShell(t *testing.T) {
 // sends as input, which a TUI killed at its deadline leaves on (mouse and
 // focus reports reaching the shell as input, the kitty keyboard protocol
 // after which the shell cannot read Enter or Ctrl-C) or a command sets on
-// purpose (local echo, which shows a password typed at a prompt), are put
+// purpose (local echo, which shows a password typed at a prompt; the
+// keyboard locked, KAM, after which the terminal ignores every key;
+// Enter sending CR LF; the cursor hidden), are put
 // back once the box is gone, after whatever the command wrote, also when
 // a script runs cordon (a shell without job control runs its commands in
 // its own process group, which cordon then shares with the script).
@@ -2289,14 +2293,14 @@ func TestRunTerminalInputModesPutBack(t *testing.T) {
 	for _, under := range [][]string{nil, {"sh", "-c", `"$@"; :`, "sh"}} { // run by a script: one process group with it
 		b := newBox(t)
 		argv := append(append([]string{"-c", ttyAnswers, b.ws, "fg"}, under...), cordonBin(t), "run", "--audit", b.audit, "--net", "off", "--",
-			"printf", `\033[?1000h\033[?1006h\033[?1004h\033[12l\033[?1h\033=\033[>4;2m\033[>1u`)
+			"printf", `\033[?1000h\033[?1006h\033[?1004h\033[12l\033[2h\033[20h\033[?25l\033[?1h\033=\033[>4;2m\033[>1u`)
 		r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
 		_, got, _ := strings.Cut(r.stdout, "the terminal got ")
 		i := strings.LastIndex(got, last)
 		if i < 0 {
 			t.Fatalf("%q: the command's modes did not reach the terminal:\n%s%s", under, r.stdout, r.stderr)
 		}
-		for _, reset := range []string{"^[[?1000l", "^[[?1006l", "^[[?1004l", "^[[12h", "^[[?1l", "^[>", "^[[>4m", "^[[<99u"} {
+		for _, reset := range []string{"^[[?1000l", "^[[?1006l", "^[[?1004l", "^[[12h", "^[[2l", "^[[20l", "^[[?25h", "^[[?1l", "^[>", "^[[>4m", "^[[<99u"} {
 			if !strings.Contains(got[i+len(last):], reset) {
 				t.Errorf("%q: %q not written after the command's modes: %q", under, reset, got)
 			}

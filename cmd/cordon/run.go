@@ -352,9 +352,11 @@ type runState struct {
 	// creds are the selected credentials, once loaded (loadCredentials).
 	creds *credinject.Set
 	// terminalLogged are the kinds of control string dropped from the
-	// command's output to a terminal and logged (terminalDropped).
+	// command's output to a terminal, and keys, logged (logTerminal);
+	// terminalCapped counts the capped ones logged, by reason.
 	terminalMu     sync.Mutex
 	terminalLogged map[string]bool
+	terminalCapped map[string]int
 }
 
 // refuseBlocked waits for the capability check and refuses the run when

@@ -249,13 +249,15 @@ func keepFromTheBox(s *sandbox.Spec, f *os.File, dropped func(what string)) *ter
 
 // sharesJob says whether cordon shares its job, its process group, with a
 // program that may be using the terminal as cordon ends: one the user's
-// shell piped cordon's output or input to or from (cordon run … | less).
-// The processes cordon runs under (a script, make: a shell without job
+// shell piped cordon's output or input to or from (cordon run … | less),
+// or started for a process substitution (cordon run … > >(less)), which,
+// forked before the shell became cordon, is cordon's own child. The
+// processes cordon runs under (a script, make: a shell without job
 // control runs its commands in its own group) wait for it and are not
-// counted, nor are cordon's own (the capability check's bwrap --version,
-// which may still run, or end, as a run starts); the sandbox and the holder run in
-// process groups of their own, and the command cannot join cordon's (it
-// runs in a session of its own).
+// counted. cordon starts none of its own in its group (the capability
+// check's bwrap --version, the sandbox and the holder have groups of
+// their own), and the command cannot join it (it runs in a session of
+// its own).
 func sharesJob() bool {
 	self := os.Getpid()
 	waiting := map[int]bool{self: true}
@@ -264,20 +266,8 @@ func sharesJob() bool {
 	}
 	for _, pid := range groupMembers(unix.Getpgrp()) {
 		// One whose parent cannot be read is gone.
-		if !waiting[pid] && parentOf(pid) != 0 && !descends(pid, self) {
+		if !waiting[pid] && parentOf(pid) != 0 {
 			return true
-		}
-	}
-	return false
-}
-
-// descends says whether process pid descends from process ancestor.
-func descends(pid, ancestor int) bool {
-	for range 64 {
-		if pid = parentOf(pid); pid == ancestor {
-			return true
-		} else if pid <= 1 {
-			return false
 		}
 	}
 	return false
@@ -293,13 +283,16 @@ const answerWait = 50 * time.Millisecond
 // event; UTF-8, SGR and urxvt encodings) and focus reports, which then
 // reach the shell as input at each click or change of window; local echo
 // off again (SRM set: xterm's SRM reset echoes what is typed, a password
-// at a prompt with echo off among it, on the screen); cursor keys and
-// keypad sending their normal codes; xterm's modifyOtherKeys to its
-// initial value and the kitty keyboard protocol's flags popped (after
-// which Enter and Ctrl-C reach the shell as escape sequences it cannot
-// read). Bracketed paste is the shell's own, which sets it at each prompt.
+// at a prompt with echo off among it, on the screen); the keyboard
+// unlocked (KAM reset: set, the terminal ignores every key); Enter
+// sending CR alone (LNM reset); cursor keys and keypad sending their
+// normal codes; xterm's modifyOtherKeys to its initial value and the
+// kitty keyboard protocol's flags popped (after which Enter and Ctrl-C
+// reach the shell as escape sequences it cannot read); and the cursor
+// shown, which a command that hid it and ended cleanly left hidden.
+// Bracketed paste is the shell's own, which sets it at each prompt.
 const inputDefaults = "\x1b[?9l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1004l" +
-	"\x1b[12h\x1b[?1l\x1b>\x1b[>4m\x1b[<99u"
+	"\x1b[12h\x1b[2l\x1b[20l\x1b[?1l\x1b>\x1b[>4m\x1b[<99u\x1b[?25h"
 
 // settleInput, once the box is gone, on a terminal on stdin, stdout or
 // stderr that cordon controls with its job in the foreground, puts back
@@ -451,7 +444,11 @@ func (a *afterTheBox) ready() {
 const capTerminal = "terminal"
 
 // maxTerminalRecords bounds the kinds of control string a run logs as
-// dropped (an OSC's number is the command's to choose).
+// dropped that terminalWhy does not name (an OSC's number, a link's
+// scheme, are the command's to choose), and, apart, the keys it logs.
+// The kinds terminalWhy names, few, are always logged: before, the
+// command could spend the bound on harmless kinds first and keep its OSC
+// 52 out of the log.
 const maxTerminalRecords = 16
 
 // terminalDropped logs a control string cordon dropped from the command's
@@ -461,10 +458,11 @@ func (r *runState) terminalDropped(what string) {
 	detail := fmt.Sprintf("the sandboxed command wrote %s to the terminal, which cordon dropped", what)
 	// A link is named with its scheme ("OSC 8 to vscode:").
 	kind, _, _ := strings.Cut(what, " to ")
-	if why, ok := terminalWhy[kind]; ok {
+	why, known := terminalWhy[kind]
+	if known {
 		detail += ": " + why
 	}
-	r.logTerminal(what, "terminal_control", detail)
+	r.logTerminal(what, "terminal_control", detail, !known)
 }
 
 // terminalKeyRebound logs a key the command made a signal on its
@@ -473,20 +471,32 @@ func (r *runState) terminalDropped(what string) {
 // terminal would have sent it to cordon's whole job.
 func (r *runState) terminalKeyRebound(key string, sig unix.Signal) {
 	name := unix.SignalName(sig)
-	r.logTerminal("key "+key+" "+name, "terminal_key", fmt.Sprintf("the sandboxed command made %q a key that sends %s on its terminal, and it was typed: cordon sent %s to itself alone, which passes it to the command, not to the programs cordon runs under", key, name, name))
+	r.logTerminal("key "+key+" "+name, "terminal_key", fmt.Sprintf("the sandboxed command made %q a key that sends %s on its terminal, and it was typed: cordon sent %s to itself alone, which passes it to the command, not to the programs cordon runs under", key, name, name), true)
 }
 
 // logTerminal writes a terminal line with reason and detail, the first
-// time a run meets kind, maxTerminalRecords kinds at most. The copies to
-// two terminals and the relay may call it at once.
-func (r *runState) logTerminal(kind, reason, detail string) {
+// time a run meets kind; of the kinds capped, maxTerminalRecords for each
+// reason, and then one line saying that more went unlogged. The copies
+// to two terminals and the relay may call it at once.
+func (r *runState) logTerminal(kind, reason, detail string, capped bool) {
 	r.terminalMu.Lock()
 	defer r.terminalMu.Unlock()
-	if r.terminalLogged[kind] || len(r.terminalLogged) >= maxTerminalRecords {
+	if r.terminalLogged[kind] {
 		return
 	}
 	if r.terminalLogged == nil {
-		r.terminalLogged = map[string]bool{}
+		r.terminalLogged, r.terminalCapped = map[string]bool{}, map[string]int{}
+	}
+	if capped {
+		n := r.terminalCapped[reason]
+		if n > maxTerminalRecords {
+			return
+		}
+		r.terminalCapped[reason] = n + 1
+		if n == maxTerminalRecords {
+			detail = fmt.Sprintf("more kinds than the %d logged (%s): the rest are not logged", maxTerminalRecords, reason)
+			kind = ""
+		}
 	}
 	r.terminalLogged[kind] = true
 	r.w.Write(audit.Record{Type: audit.TypeTerminal, Decision: audit.Deny, Reason: reason, Detail: detail})
@@ -504,4 +514,9 @@ var terminalWhy = map[string]string{
 	"OSC 1337": "iTerm2's commands in it write files and set the clipboard",
 	"OSC 5113": "kitty's file transfer in it reads and writes files on the terminal's host",
 	"OSC 5522": "kitty's clipboard protocol in it sets or reads the clipboard",
+	"CSI i":    "media copy: it has the terminal print the screen, or save it to a file",
+	"CSI 20 t": "it asks for the icon label, which the command set, as input: an answer that came after the run would reach the shell as typed",
+	"CSI 21 t": "it asks for the window title, which the command set, as input: an answer that came after the run would reach the shell as typed",
+	"ESC %":    "it changes the character encoding the terminal decodes, out of UTF-8, where bytes of text cordon passes read as controls",
+	"ESC SP":   "it has the terminal send its answers with 8-bit controls, or changes its conformance level",
 }

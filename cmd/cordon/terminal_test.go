@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -194,56 +193,6 @@ func shareTerminalInTheBackground(t *testing.T, name string) {
 		}
 		out.Close()
 		errw.Close()
-	}
-}
-
-// TestDescends: sharesJob does not count the programs cordon runs itself
-// in its process group (the capability check's bwrap --version, and what
-// that starts): a run that started while one ran took the terminal for
-// shared with a pager, and handed the box the terminal itself. Its child
-// and grandchild descend from it; a process one of them left behind,
-// which init (or a subreaper) took over, does not, and would count.
-func TestDescends(t *testing.T) {
-	own := exec.Command("sh", "-c", "sleep 30 & echo $!; wait")
-	stdout, err := own.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := own.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { own.Process.Kill(); own.Wait() }()
-	line := make([]byte, 32)
-	n, _ := stdout.Read(line)
-	grandchild, err := strconv.Atoi(strings.TrimSpace(string(line[:n])))
-	if err != nil {
-		t.Fatalf("the grandchild's pid: %q: %v", line[:n], err)
-	}
-	defer syscall.Kill(grandchild, syscall.SIGKILL)
-	out, err := exec.Command("sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	orphan, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(orphan, syscall.SIGKILL)
-	self := os.Getpid()
-	for _, c := range []struct {
-		name string
-		pid  int
-		want bool
-	}{
-		{"child", own.Process.Pid, true},
-		{"grandchild", grandchild, true},
-		{"left behind", orphan, false},
-		{"parent", os.Getppid(), false},
-		{"itself", self, false},
-	} {
-		if got := descends(c.pid, self); got != c.want {
-			t.Errorf("%s (%d): descends = %v, want %v", c.name, c.pid, got, c.want)
-		}
 	}
 }
 

@@ -49,7 +49,10 @@ func Display(w io.Writer, dropped func(what string)) *Writer {
 // colours, hyperlinks to web pages, files and mail, the pointer's shape
 // and prompt marks (OSC 52, the clipboard; notifications; iTerm2's and
 // kitty's file transfers; the working directory new tabs open in; a link
-// to another scheme, which opens whatever handles it). Media copy (CSI i) is dropped too.
+// to another scheme, which opens whatever handles it). So are media copy
+// (CSI i), the title reports (foregroundSequence) and the escape sequences
+// that change how the terminal decodes or answers
+// (foregroundIntermediates).
 // C1 controls and bytes that are not UTF-8 are as Display has them.
 // dropped, if not nil, is called with what was dropped ("OSC 52", "DCS")
 // as each is.
@@ -136,6 +139,15 @@ const shownESC = "78DEMH"
 // ( 0, line drawing), passed with its final byte; the escape sequences of
 // other intermediates (ESC SP F, ESC # 8) are dropped.
 const charsetIntermediates = "()*+"
+
+// foregroundIntermediates introduce the other escape sequences Foreground
+// passes: the 96-character sets (ESC - A) and the line's size and the
+// screen alignment test (ESC # 3 to 8). Others are dropped: ESC % (which
+// character encoding the terminal decodes: out of UTF-8, the bytes of a
+// character such as U+011D, C4 9D, read as an 8-bit OSC), ESC SP (which
+// makes the terminal send its answers with 8-bit controls, or changes its
+// conformance level).
+const foregroundIntermediates = "-./#"
 
 func (d *Writer) Write(p []byte) (int, error) {
 	d.mu.Lock()
@@ -554,9 +566,15 @@ func (d *Writer) escInter(b byte) {
 		}
 	case b >= 0x30 && b < 0x7f:
 		d.st = ground
-		if d.fore && len(d.seq) < maxSeq || len(d.seq) == 2 && strings.IndexByte(charsetIntermediates, d.seq[1]) >= 0 {
+		switch {
+		case len(d.seq) == 2 && strings.IndexByte(charsetIntermediates, d.seq[1]) >= 0,
+			d.fore && len(d.seq) == 2 && strings.IndexByte(foregroundIntermediates, d.seq[1]) >= 0:
 			d.out = append(d.out, d.seq...)
 			d.out = append(d.out, b)
+		case d.fore:
+			// Named by the first intermediate alone: the kinds logged
+			// are few, whatever the command writes.
+			d.drop("ESC " + strings.Replace(string(d.seq[1]), " ", "SP", 1))
 		}
 	default:
 		d.st = ground
@@ -568,7 +586,11 @@ func (d *Writer) escInter(b byte) {
 func (d *Writer) csi(b byte) {
 	switch {
 	case b >= 0x40 && b < 0x7f:
-		if d.st == csi && (d.fore && b != 'i' || shownSequence(d.seq[2:], b)) {
+		switch {
+		case d.st != csi:
+		case d.fore && !foregroundSequence(d.seq[2:], b):
+			d.drop(droppedSequence(d.seq[2:], b))
+		case d.fore || shownSequence(d.seq[2:], b):
 			d.out = append(d.out, d.seq...)
 			d.out = append(d.out, b)
 		}
@@ -585,6 +607,33 @@ func (d *Writer) csi(b byte) {
 		d.st = ground
 		d.ground(b)
 	}
+}
+
+// foregroundSequence says whether Foreground passes the control sequence
+// with parameters params and final byte final: all but media copy (CSI
+// i), which has the terminal print or save the screen, and the window
+// title and icon label reports (XTWINOPS 20 and 21), which answer with
+// text the command set (OSC 0, 1, 2): an answer that comes once the run
+// is over reaches the user's shell as typed, a line of the command's
+// choosing.
+func foregroundSequence(params []byte, final byte) bool {
+	switch final {
+	case 'i':
+		return false
+	case 't':
+		first, _, _ := strings.Cut(string(params), ";")
+		return first != "20" && first != "21"
+	}
+	return true
+}
+
+// droppedSequence names a control sequence Foreground drops.
+func droppedSequence(params []byte, final byte) string {
+	if final == 'i' {
+		return "CSI i"
+	}
+	first, _, _ := strings.Cut(string(params), ";")
+	return "CSI " + first + " t"
 }
 
 // shownSequence says whether the control sequence with parameters params

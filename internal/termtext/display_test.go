@@ -251,8 +251,10 @@ func TestForeground(t *testing.T) {
 	}{
 		{"text and controls", "café\ta\r\n\b\a\x05\x00\x0e", "café\ta\r\n\b\a\x05\x00\x0e", ""},
 		{"questions and modes pass: the answers reach the command",
-			"\x1b[c\x1b[>c\x1b[6n\x1b[?1000h\x1b[?1006h\x1b[?1004h\x1b[?2004h\x1b[?1049h\x1b[>1u\x1b[?u\x1b[21t\x1b[?2026h\x1b=\x1bc\x1b#8\x1b%G",
-			"\x1b[c\x1b[>c\x1b[6n\x1b[?1000h\x1b[?1006h\x1b[?1004h\x1b[?2004h\x1b[?1049h\x1b[>1u\x1b[?u\x1b[21t\x1b[?2026h\x1b=\x1bc\x1b#8\x1b%G", ""},
+			"\x1b[c\x1b[>c\x1b[6n\x1b[?1000h\x1b[?1006h\x1b[?1004h\x1b[?2004h\x1b[?1049h\x1b[>1u\x1b[?u\x1b[18t\x1b[?2026h\x1b=\x1bc\x1b#8\x1b-A\x1b(0",
+			"\x1b[c\x1b[>c\x1b[6n\x1b[?1000h\x1b[?1006h\x1b[?1004h\x1b[?2004h\x1b[?1049h\x1b[>1u\x1b[?u\x1b[18t\x1b[?2026h\x1b=\x1bc\x1b#8\x1b-A\x1b(0", ""},
+		{"title reports: the answer is the command's text", "\x1b]2;;touch x\a\x1b[21t\x1b[20;1ta\x1b[22;0t", "\x1b]2;;touch x\aa\x1b[22;0t", "CSI 21 t,CSI 20 t"},
+		{"the encoding and 8-bit answers", "\x1b%@\u011dx\x1b%G\x1b G\x1b Fy", "\u011dxy", "ESC %,ESC %,ESC SP,ESC SP"},
 		{"title, colours, hyperlink, prompt marks",
 			"\x1b]0;t\u00e9\a\x1b]2;x\x1b\\\x1b]11;?\a\x1b]4;1;#ff0000\x1b\\\x1b]8;;http://x\alink\x1b]8;;\a\x1b]104\a\x1b]133;A\a",
 			"\x1b]0;t\u00e9\a\x1b]2;x\x1b\\\x1b]11;?\a\x1b]4;1;#ff0000\x1b\\\x1b]8;;http://x\alink\x1b]8;;\a\x1b]104\a\x1b]133;A\a", ""},
@@ -274,8 +276,8 @@ func TestForeground(t *testing.T) {
 			"\x1b]8;;https://x.example/a\a1\x1b]8;;\a\x1b]8;id=2;file:///w/f\x1b\\2\x1b]8;;\x1b\\\x1b]8;;MAILTO:a@b\a3", ""},
 		{"links to other schemes, or none", "\x1b]8;;vscode://x/y\a1\x1b]8;;\a\x1b]8;;x-man-page://ls\a2\x1b]8;;java script:x\a3\x1b]8;;relative\a4\x1b]8;x\a5\x1b]8;;http\u00e9:\a6",
 			"1\x1b]8;;\a23456", "OSC 8 to vscode:,OSC 8 to x-man-page:,OSC 8,OSC 8,OSC 8,OSC 8"},
-		{"media copy", "\x1b[5i\x1b[?5ix", "x", ""},
-		{"too long", "\x1b[" + strings.Repeat("1;", maxSeq) + "mx\x1b" + strings.Repeat(" ", maxSeq) + "Fy", "xy", ""},
+		{"media copy", "\x1b[5i\x1b[?5ix", "x", "CSI i,CSI i"},
+		{"too long", "\x1b[" + strings.Repeat("1;", maxSeq) + "mx\x1b" + strings.Repeat(" ", maxSeq) + "Fy", "xy", "ESC SP"},
 	} {
 		for _, split := range []bool{false, true} {
 			writes := []string{c.in}
@@ -349,7 +351,7 @@ func passedOSC(out string) bool {
 // what passes is UTF-8 without C1 controls, holds no control string but
 // those Foreground passes, and passes again unchanged.
 func FuzzForeground(f *testing.F) {
-	for _, s := range []string{"\x1b]52;c;eA==\a", "\x1b]0;t\x1b\\\x1bPtmux;\x1b\x1b]52;c;?\a\x1b\\", "\x9d8;;x\x9c\u009d52;\u009c", "\x1b[?1000h\x1b_Ga=q\x1b\\", "\x1b]0;a\x18\x1b]133\x1b[", "\x1bP$qm\x1b\\\x1bP+q\x1bP1$r", "\x1b]8;;vscode://a\ax\x1b]8;;HTTPS://a\x1b\\y\x1b]8;;\a"} {
+	for _, s := range []string{"\x1b]52;c;eA==\a", "\x1b]0;t\x1b\\\x1bPtmux;\x1b\x1b]52;c;?\a\x1b\\", "\x9d8;;x\x9c\u009d52;\u009c", "\x1b[?1000h\x1b_Ga=q\x1b\\", "\x1b]0;a\x18\x1b]133\x1b[", "\x1bP$qm\x1b\\\x1bP+q\x1bP1$r", "\x1b]8;;vscode://a\ax\x1b]8;;HTTPS://a\x1b\\y\x1b]8;;\a", "\x1b[21;1t\x1b[5i\x1b%@\x1b G\x1b(0"} {
 		f.Add(s, uint8(3))
 	}
 	f.Fuzz(func(t *testing.T, in string, cut uint8) {

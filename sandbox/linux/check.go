@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
@@ -171,6 +172,9 @@ func bwrapVersion(ctx context.Context, path, fix string) (string, sandbox.Capabi
 	// planted there. (bwrap's own launches get no environment either.)
 	cmd := exec.CommandContext(ctx, path, "--version")
 	cmd.Dir, cmd.Env = "/", []string{}
+	// In a process group of its own, as cordon's other children are: a
+	// program in cordon's is one the user's shell runs beside it (sharesJob).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.Output()
 	if err != nil {
 		return "", blocked(CapBwrap, fmt.Sprintf("%s --version failed: %v", path, err), fix)

@@ -750,17 +750,67 @@ func TestDoctorWorkspaceSwept(t *testing.T) {
 // box's init and letting it go on (with its cordon, as a killed run or
 // capability check leaves it) leaves the init waiting on an eventfd for
 // ever, pid 1 of a namespace nothing enters: bubblewrap gives it no
-// parent-death signal before that. Here a real bwrap, launched as cordon
-// launches one, is held at that point (--userns-block-fd, which bwrap
-// reads before it wakes the init) and killed; cordon doctor, as the same
-// user, ends the init and says so.
+// parent-death signal before that. cordon doctor, as the same user, ends
+// such an init and says so.
 func TestDoctorEndsOrphanedBoxInits(t *testing.T) {
 	b := newBox(t)
+	init := b.orphanedInit()
+	doc := runResult(t, runTimeout, cordonIn(t, b.ws, b.env(), "doctor"))
+	if !strings.Contains(doc.stdout, fmt.Sprintf("ended box init pid %d: the init of a box that a killed cordon left waiting for ever to be built", init)) {
+		t.Errorf("doctor does not say it ended init %d:\n%s", init, doc.stdout)
+	}
+	if !eventually(5*time.Second, func() bool { return syscall.Kill(init, 0) != nil }) {
+		t.Errorf("the orphaned init %d outlived cordon doctor", init)
+	}
+}
+
+// TestRunEndsTheBoxAKilledRunLeft: a run that finds the debt of an
+// earlier run in its workspace, whose cordon was killed, ends the boxes
+// such runs left before it pays it (one left running would go on writing
+// the workspace as the aftercare looks), says so and logs it.
+func TestRunEndsTheBoxAKilledRunLeft(t *testing.T) {
+	b := newBox(t)
+	token := uniqueSleep()
+	cmd := b.cmd("--net", "off", "--", "sh", "-c", "exec sleep "+token)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(30*time.Second, func() bool { return len(procsRunning("sleep", token)) == 1 }) {
+		t.Fatal("the first run's command did not start")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if !eventually(10*time.Second, func() bool { return len(procsRunning("sleep", token)) == 0 }) {
+		t.Fatal("the killed run's box did not end with it")
+	}
+	init := b.orphanedInit()
+	r := b.run("--net", "off", "--", "true")
+	expectCode(t, r, 0)
+	name := fmt.Sprintf("box init pid %d", init)
+	if !strings.Contains(r.stderr, "cordon: ended "+name+": the init of a box that a killed cordon left waiting") {
+		t.Errorf("the run does not say it ended %s:\n%s", name, r.stderr)
+	}
+	if !eventually(5*time.Second, func() bool { return syscall.Kill(init, 0) != nil }) {
+		t.Errorf("the orphaned init %d outlived the run", init)
+	}
+	if !slices.ContainsFunc(b.records(), func(rec audit.Record) bool { return rec.Type == audit.TypeRemoved && rec.Path == name }) {
+		t.Errorf("no removed line names %s", name)
+	}
+}
+
+// orphanedInit leaves, as the test user, the init of a box whose bwrap
+// is gone, and returns its pid: a real bwrap, launched as cordon launches
+// one, held before it wakes its init (--userns-block-fd, which bwrap reads
+// before that), then killed. The init is killed when the test ends.
+func (b *box) orphanedInit() int {
+	t := b.t
+	t.Helper()
 	args, err := os.CreateTemp("", "cordon-it-bwrap-args-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.Remove(args.Name())
+	defer args.Close()
 	opts := []string{"--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "--info-fd", "8", "--userns-block-fd", "9"}
 	if _, err := args.WriteString(strings.Join(opts, "\x00") + "\x00"); err != nil {
 		t.Fatal(err)
@@ -772,6 +822,7 @@ func TestDoctorEndsOrphanedBoxInits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer infoR.Close()
 	blockR, blockW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -784,9 +835,6 @@ func TestDoctorEndsOrphanedBoxInits(t *testing.T) {
 	}
 	infoW.Close()
 	blockR.Close()
-	defer infoR.Close()
-	waited := make(chan struct{})
-	go func() { bw.Wait(); close(waited) }()
 	var init int
 	if !eventually(10*time.Second, func() bool {
 		kids := childrenOf(bw.Process.Pid)
@@ -798,22 +846,17 @@ func TestDoctorEndsOrphanedBoxInits(t *testing.T) {
 		link, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", init, strings.Fields(string(sc) + " x x")[1][2:]))
 		return err == nil && strings.HasPrefix(string(sc), "0 ") && link == "anon_inode:[eventfd]"
 	}) {
+		bw.Process.Kill()
+		bw.Wait()
 		t.Fatalf("bwrap's init did not come to wait on its eventfd (children %v)", childrenOf(bw.Process.Pid))
 	}
-	defer syscall.Kill(init, syscall.SIGKILL)
+	t.Cleanup(func() { syscall.Kill(init, syscall.SIGKILL) })
 	bw.Process.Kill()
-	<-waited
-	time.Sleep(100 * time.Millisecond)
-	if syscall.Kill(init, 0) != nil {
+	bw.Wait()
+	if !eventually(5*time.Second, func() bool { return !slices.Contains(childrenOf(bw.Process.Pid), init) }) || syscall.Kill(init, 0) != nil {
 		t.Fatal("the init did not outlive its bwrap: nothing left to sweep")
 	}
-	doc := runResult(t, runTimeout, cordonIn(t, b.ws, b.env(), "doctor"))
-	if !strings.Contains(doc.stdout, fmt.Sprintf("left waiting for ever to be built, pids %d", init)) {
-		t.Errorf("doctor does not say it ended init %d:\n%s", init, doc.stdout)
-	}
-	if !eventually(5*time.Second, func() bool { return syscall.Kill(init, 0) != nil }) {
-		t.Errorf("the orphaned init %d outlived cordon doctor", init)
-	}
+	return init
 }
 
 func TestRunExitCodes(t *testing.T) {

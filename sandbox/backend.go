@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/policy"
@@ -216,7 +217,29 @@ type Care struct {
 	// Cgroups are the cgroups that earlier runs, whose cordon was killed,
 	// left behind (Linux), seen to.
 	Cgroups []LeftCgroup
+	// Boxes are the boxes that earlier runs, whose cordon was killed as
+	// it started them, left behind (Linux), ended.
+	Boxes []LeftBox
 }
+
+// LeftBox is the init of a box whose cordon was killed as it started it,
+// ended (Linux): Pid, as the host saw it; Waiting, whether it was still
+// waiting to build the box, so that nothing of the command ran.
+type LeftBox struct {
+	Pid     int
+	Waiting bool
+}
+
+// Told is how cordon tells of l: what was done, before its name, and why.
+func (l LeftBox) Told() (what, why string) {
+	if l.Waiting {
+		return "ended ", "the init of a box that a killed cordon left waiting for ever to be built (bubblewrap gives it no parent-death signal until the command starts); nothing of its command ran"
+	}
+	return "ended ", "the init of a box whose cordon was killed as it let the command start (bubblewrap gives the init no parent-death signal until then): the command ran on with no deadline, no proxy and no exit line"
+}
+
+// Name is how cordon names l's init.
+func (l LeftBox) Name() string { return "box init pid " + strconv.Itoa(l.Pid) }
 
 // LeftCgroup is the cgroup of a run whose cordon was killed before it
 // could remove it: Procs is how many processes of its box were still in
@@ -256,7 +279,8 @@ func (l LeftCgroup) Told() (what, why string) {
 func (c Care) Add(o Care) Care {
 	return Care{Removed: append(c.Removed, o.Removed...), SetAside: append(c.SetAside, o.SetAside...), Replaced: append(c.Replaced, o.Replaced...),
 		Pipes: append(c.Pipes, o.Pipes...), GitPipes: append(c.GitPipes, o.GitPipes...), Closed: append(c.Closed, o.Closed...),
-		Hidden: append(c.Hidden, o.Hidden...), Unchecked: append(c.Unchecked, o.Unchecked...), Cgroups: append(c.Cgroups, o.Cgroups...)}
+		Hidden: append(c.Hidden, o.Hidden...), Unchecked: append(c.Unchecked, o.Unchecked...), Cgroups: append(c.Cgroups, o.Cgroups...),
+		Boxes: append(c.Boxes, o.Boxes...)}
 }
 
 // Unchecked is a repository Aftercare could not check, and why.

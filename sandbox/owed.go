@@ -81,8 +81,11 @@ func Owe(workspace string, guards []GuardedPath) (paid func(), err error) {
 }
 
 // Collect pays the Aftercare that earlier runs in workspace owe and whose
-// cordon is gone, and returns what it did, as Aftercare does.
-func Collect(workspace string) Care {
+// cordon is gone, and returns what it did, as Aftercare does. before, if
+// not nil, is called once, before the first debt is paid, and what it
+// did is returned too: the backend ends there what such a run left
+// running, which would go on writing the workspace as it is looked at.
+func Collect(workspace string, before func() Care) Care {
 	var c Care
 	dir := owedDir()
 	if dir == "" {
@@ -99,6 +102,9 @@ func Collect(workspace string) Care {
 		pid, err := strconv.Atoi(strings.TrimSuffix(pidText, ".owed"))
 		if err != nil || (pid != os.Getpid() && alive(pid)) {
 			continue // a run still going pays its own
+		}
+		if before != nil {
+			c, before = c.Add(before()), nil
 		}
 		p := filepath.Join(dir, name)
 		release, ok := claimOwed(p)

@@ -39,7 +39,7 @@ func TestOweAndCollect(t *testing.T) {
 	if err := os.Rename(records[0], running); err != nil {
 		t.Fatal(err)
 	}
-	if aside := Collect(ws).SetAside; aside != nil {
+	if aside := Collect(ws, nil).SetAside; aside != nil {
 		t.Fatalf("a running cordon's aftercare was taken: %q", aside)
 	}
 	// Once it is gone (here: a pid that is this process's now, so the
@@ -47,7 +47,7 @@ func TestOweAndCollect(t *testing.T) {
 	if err := os.Rename(running, records[0]); err != nil {
 		t.Fatal(err)
 	}
-	c := Collect(ws)
+	c := Collect(ws, nil)
 	aside, unchecked := c.SetAside, c.Unchecked
 	if len(aside) != 1 || !strings.HasPrefix(aside[0], filepath.Join(ws, ".git.cordon-set-aside-")) || unchecked != nil {
 		t.Fatalf("Collect set aside %q (unchecked %v), want the killed run's .git", aside, unchecked)
@@ -58,7 +58,7 @@ func TestOweAndCollect(t *testing.T) {
 	if _, err := os.Stat(records[0]); err == nil {
 		t.Error("the paid record is still there")
 	}
-	if aside := Collect(ws).SetAside; aside != nil {
+	if aside := Collect(ws, nil).SetAside; aside != nil {
 		t.Errorf("a debt was paid twice: %q", aside)
 	}
 	paid() // nothing left to remove: no harm
@@ -68,7 +68,7 @@ func TestOweAndCollect(t *testing.T) {
 	if _, err := Owe(other, nil); err != nil {
 		t.Fatal(err)
 	}
-	if c := Collect(ws); c.Removed != nil || c.SetAside != nil || c.Unchecked != nil {
+	if c := Collect(ws, nil); c.Removed != nil || c.SetAside != nil || c.Unchecked != nil {
 		t.Errorf("another workspace's record was paid here: %+v", c)
 	}
 	// A record that is not one is reported, not trusted.
@@ -76,7 +76,7 @@ func TestOweAndCollect(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(owedHeader+"guard x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if u := Collect(ws).Unchecked; len(u) != 1 {
+	if u := Collect(ws, nil).Unchecked; len(u) != 1 {
 		t.Errorf("an unreadable record: unchecked %v", u)
 	}
 }
@@ -108,7 +108,7 @@ func TestCollectPaidOnce(t *testing.T) {
 		var cares [2]Care
 		var wg sync.WaitGroup
 		for i := range cares {
-			wg.Go(func() { cares[i] = Collect(ws) })
+			wg.Go(func() { cares[i] = Collect(ws, nil) })
 		}
 		wg.Wait()
 		c := cares[0].Add(cares[1])
@@ -137,7 +137,7 @@ func TestOweLeavesNoPartRecord(t *testing.T) {
 	if _, err := os.Lstat(p); err == nil {
 		t.Errorf("the record Owe could not write is left at %s", p)
 	}
-	if c := Collect(ws); c.Unchecked != nil {
+	if c := Collect(ws, nil); c.Unchecked != nil {
 		t.Errorf("the next run reports %v", c.Unchecked)
 	}
 }

@@ -799,6 +799,10 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		what, why := l.Told()
 		after(audit.TypeRemoved, l.Path, what, why)
 	}
+	for _, l := range res.Boxes {
+		what, why := l.Told()
+		after(audit.TypeRemoved, l.Name(), what, why)
+	}
 	if n := len(afterRecs); n > maxAfterRecords {
 		afterRecs = append(afterRecs[:maxAfterRecords], audit.Record{Type: audit.TypeSetAside,
 			Detail: fmt.Sprintf("and %d more paths removed, set aside, closed, hidden from git status or not checked after the run, each named on cordon's stderr: a run's log holds the first %d", n-maxAfterRecords, maxAfterRecords)})

@@ -259,7 +259,7 @@ func (b *backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 	var owed sandbox.Care
 	ws, wsErr := filepath.EvalSymlinks(s.Workspace)
 	if wsErr == nil {
-		owed = sandbox.Collect(ws)
+		owed = sandbox.Collect(ws, nil)
 	}
 	plan, guarded, err := b.plan(s)
 	if err != nil {

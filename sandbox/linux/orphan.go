@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 // bubblewrap (0.8.0 to 0.11 at least) gives the box's init no
@@ -50,25 +52,18 @@ func (p orphan) left(uid int) bool {
 // readSyscallNr is read(2)'s number, as /proc/PID/syscall gives it.
 var readSyscallNr = map[string]string{"amd64": "0", "arm64": "63"}
 
-// ended is an orphan the sweep killed: its pid, and whether it was still
-// waiting to build the box (else its command may have run).
-type ended struct {
-	pid     int
-	waiting bool
-}
-
 // sweepOrphans kills the orphans (see orphan) of the user uid, whom bwrap
 // runs as, among the processes in proc, each through a pidfd opened
 // before it is looked at, so that a pid taken over meanwhile is never
 // signalled.
-func sweepOrphans(proc, goarch string, uid int) []ended {
+func sweepOrphans(proc, goarch string, uid int) []sandbox.LeftBox {
 	d, err := os.Open(proc)
 	if err != nil {
 		return nil
 	}
 	names, _ := d.Readdirnames(-1)
 	d.Close()
-	var killed []ended
+	var killed []sandbox.LeftBox
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
 		if err != nil || pid <= 1 {
@@ -85,7 +80,7 @@ func sweepOrphans(proc, goarch string, uid int) []ended {
 			continue
 		}
 		if p := readOrphan(dir, proc, goarch); p.left(uid) && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
-			killed = append(killed, ended{pid, p.waiting})
+			killed = append(killed, sandbox.LeftBox{Pid: pid, Waiting: p.waiting})
 		}
 		unix.Close(fd)
 	}
@@ -138,24 +133,11 @@ func readOrphan(dir, proc, goarch string) orphan {
 }
 
 // orphansText says, for doctor, what a sweep ended.
-func orphansText(killed []ended) string {
-	if len(killed) == 0 {
-		return ""
-	}
-	var waiting, running []string
-	for _, e := range killed {
-		if e.waiting {
-			waiting = append(waiting, strconv.Itoa(e.pid))
-		} else {
-			running = append(running, strconv.Itoa(e.pid))
-		}
-	}
+func orphansText(killed []sandbox.LeftBox) string {
 	var b strings.Builder
-	if len(waiting) > 0 {
-		b.WriteString("; ended the inits of boxes that killed cordons left waiting for ever to be built, pids " + strings.Join(waiting, ", "))
-	}
-	if len(running) > 0 {
-		b.WriteString("; ended the inits of boxes whose cordon was killed as it let them start, which ran on with no deadline, no proxy and no exit line, pids " + strings.Join(running, ", "))
+	for _, l := range killed {
+		what, why := l.Told()
+		b.WriteString("; " + what + l.Name() + ": " + why)
 	}
 	return b.String()
 }

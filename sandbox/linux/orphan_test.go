@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 // stuckEnv makes this test binary, run again, block at once: "eventfd"
@@ -119,7 +121,7 @@ func TestSweepOrphans(t *testing.T) {
 	}
 
 	killed := sweepOrphans("/proc", runtime.GOARCH, os.Getuid())
-	for _, want := range []ended{{stuck.Process.Pid, true}, {running.Process.Pid, false}} {
+	for _, want := range []sandbox.LeftBox{{Pid: stuck.Process.Pid, Waiting: true}, {Pid: running.Process.Pid}} {
 		if !slices.Contains(killed, want) {
 			t.Errorf("%+v not among those killed: %v", want, killed)
 		}
@@ -129,13 +131,13 @@ func TestSweepOrphans(t *testing.T) {
 			t.Errorf("%d ended with %v, want killed", c.Process.Pid, err)
 		}
 	}
-	if text := orphansText(killed); !strings.Contains(text, "waiting for ever to be built, pids "+strconv.Itoa(stuck.Process.Pid)) ||
-		!strings.Contains(text, "no exit line, pids "+strconv.Itoa(running.Process.Pid)) {
+	if text := orphansText(killed); !strings.Contains(text, "; ended box init pid "+strconv.Itoa(stuck.Process.Pid)+": the init of a box that a killed cordon left waiting") ||
+		!strings.Contains(text, "; ended box init pid "+strconv.Itoa(running.Process.Pid)+": the init of a box whose cordon was killed as it let the command start") {
 		t.Errorf("doctor is told %q", text)
 	}
 	others["a bwrap's child"] = &exec.Cmd{Process: &os.Process{Pid: child}}
 	for name, c := range others {
-		if slices.ContainsFunc(killed, func(e ended) bool { return e.pid == c.Process.Pid }) || unix.Kill(c.Process.Pid, 0) != nil {
+		if slices.ContainsFunc(killed, func(l sandbox.LeftBox) bool { return l.Pid == c.Process.Pid }) || unix.Kill(c.Process.Pid, 0) != nil {
 			t.Errorf("%s: killed (or gone), want it left alone", name)
 		}
 	}

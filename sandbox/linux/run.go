@@ -97,9 +97,13 @@ func (b *Backend) Run(ctx context.Context, s *sandbox.Spec) (sandbox.Result, err
 func (b *Backend) run(ctx context.Context, s *sandbox.Spec, h hostInfo) (sandbox.Result, error) {
 	// What an earlier run, whose cordon was killed, left unchecked is
 	// seen to first: built on, it would be guarded as the user's own.
+	// A box such a run left running is ended first: it would go on
+	// writing the workspace as the aftercare looks.
 	var owed sandbox.Result
 	if ws, err := realPath(s.Workspace); err == nil {
-		owed.Care = sandbox.Collect(ws)
+		owed.Care = sandbox.Collect(ws, func() sandbox.Care {
+			return sandbox.Care{Boxes: sweepOrphans("/proc", h.goarch, h.uid)}
+		})
 	}
 	l, err := build(s, h, scratchName(), nil)
 	if err != nil {

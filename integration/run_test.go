@@ -2039,9 +2039,15 @@ if pid == 0:
     os.setsid()
     fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
     signal.signal(signal.SIGTTOU, signal.SIG_IGN)
-    job = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=ws, preexec_fn=lambda: os.setpgid(0, 0))
-    if mode == "fg":
-        os.tcsetpgrp(slave, job.pid)
+    def foreground():
+        # The job takes the foreground itself, before it execs: taken by
+        # the shell after the fork, cordon could look first and find
+        # itself in the background.
+        os.setpgid(0, 0)
+        if mode == "fg":
+            os.tcsetpgrp(0, os.getpid())
+        signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+    job = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=ws, preexec_fn=foreground)
     wait_for(lambda: os.path.exists(os.path.join(ws, "ready")), "the command")
     if mode == "fg":
         os.write(master, b"\x1a")
@@ -2260,9 +2266,13 @@ if shell == 0:
     os.setsid()
     fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
     signal.signal(signal.SIGTTOU, signal.SIG_IGN)
-    job = subprocess.Popen(sys.argv[3:], stdin=slave, stdout=slave, stderr=slave, cwd=sys.argv[1], preexec_fn=lambda: os.setpgid(0, 0))
-    if sys.argv[2] == "fg":
-        os.tcsetpgrp(slave, job.pid)
+    def foreground():
+        # As in ttyJob: the job takes the foreground before it execs.
+        os.setpgid(0, 0)
+        if sys.argv[2] == "fg":
+            os.tcsetpgrp(0, os.getpid())
+        signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+    job = subprocess.Popen(sys.argv[3:], stdin=slave, stdout=slave, stderr=slave, cwd=sys.argv[1], preexec_fn=foreground)
     code = job.wait()
     os.tcsetpgrp(slave, os.getpgrp())
     os._exit(code)

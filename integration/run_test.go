@@ -775,6 +775,12 @@ func TestRunEndsTheBoxAKilledRunLeft(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	defer func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		for _, pid := range procsRunning("sleep", token) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}()
 	if !eventually(30*time.Second, func() bool { return len(procsRunning("sleep", token)) == 1 }) {
 		t.Fatal("the first run's command did not start")
 	}

@@ -206,16 +206,23 @@ func (b *box) terminalDrops() map[string]bool {
 // that spent it on sixteen harmless kinds kept OSC 52 and tmux's
 // passthrough out of the log. The kinds cordon knows to act beyond the
 // screen are logged whatever came first, and one line says that more
-// went unlogged. The title report, whose answer is the box's own text
-// (which reached the user's shell as typed when the terminal answered
-// after the run), is dropped and logged too.
+// went unlogged; an OSC is known by its value (052 is 52), and links to
+// schemes of the box's choosing are one kind, logged once. The title
+// report, whose answer is the box's own text (which reached the user's
+// shell as typed when the terminal answered after the run), is dropped
+// and logged too, however its number is written.
 func TestRunTerminalRelayLogsWhatMattersFirst(t *testing.T) {
 	var script strings.Builder
 	script.WriteString("printf '")
 	for _, n := range []int{3, 6, 20, 21, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35} { // none of them passed
 		fmt.Fprintf(&script, `\033]%d;x\007`, n)
 	}
-	script.WriteString(`A\033]52;c;ZWNobyBwd25lZA==\007B\033Ptmux;\033\033]52;c;eA==\007\033\\C\033]2;;touch pwned\007\033[21tD\n'`)
+	script.WriteString(`A\033]052;c;ZWNobyBwd25lZA==\007B\033Ptmux;\033\033]52;c;eA==\007\033\\C\033]2;;touch pwned\007\033[021tD`)
+	// Links to 40 schemes of the box's choosing: one line, as one kind.
+	for i := range 40 {
+		fmt.Fprintf(&script, `\033]8;;x%d://a\007l\033]8;;\007`, i)
+	}
+	script.WriteString(`\n'`)
 	b := newBox(t)
 	got := b.onTerminal(`[]`, "--net", "off", "--", "sh", "-c", script.String())
 	if got.Exit != float64(0) || !strings.Contains(got.Terminal, "ABC\x1b]2;;touch pwned\aD") || strings.Contains(got.Terminal, "\x1b[21t") {
@@ -227,13 +234,22 @@ func TestRunTerminalRelayLogsWhatMattersFirst(t *testing.T) {
 			t.Errorf("%s not logged: %v", want, logged)
 		}
 	}
+	links := 0
+	for what := range logged {
+		if strings.HasPrefix(what, "OSC 8 to ") {
+			links++
+		}
+	}
+	if links != 1 {
+		t.Errorf("%d lines for the links, want 1: %v", links, logged)
+	}
 	more := 0
 	for _, rec := range b.records() {
 		if rec.Type == audit.TypeTerminal && strings.HasPrefix(rec.Detail, "more kinds than the 16 logged") {
 			more++
 		}
 	}
-	if unknown := len(logged) - 3; unknown != 16 || more != 1 {
+	if unknown := len(logged) - 4; unknown != 16 || more != 1 {
 		t.Errorf("%d other kinds logged and %d lines saying more went unlogged, want 16 and 1: %v", unknown, more, logged)
 	}
 }

@@ -2359,7 +2359,7 @@ func TestRunTerminalInputModesPutBack(t *testing.T) {
 		if i < 0 {
 			t.Fatalf("%q: the command's modes did not reach the terminal:\n%s%s", under, r.stdout, r.stderr)
 		}
-		for _, reset := range []string{"^[[?1000l", "^[[?1006l", "^[[?1004l", "^[[12h", "^[[2l", "^[[20l", "^[[?25h", "^[[?1l", "^[>", "^[[>4m", "^[[<99u"} {
+		for _, reset := range []string{"^[<", "^[ F", "^[[?1000l", "^[[?1006l", "^[[?1004l", "^[[12h", "^[[2l", "^[[20l", "^[[?25h", "^[[?1l", "^[>", "^[[>4m", "^[[<99u"} {
 			if !strings.Contains(got[i+len(last):], reset) {
 				t.Errorf("%q: %q not written after the command's modes: %q", under, reset, got)
 			}

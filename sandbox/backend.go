@@ -228,14 +228,21 @@ type Care struct {
 type LeftBox struct {
 	Pid     int
 	Waiting bool
+	// Lingers: it was killed, but had not ended when the sweep stopped
+	// waiting.
+	Lingers bool
 }
 
 // Told is how cordon tells of l: what was done, before its name, and why.
 func (l LeftBox) Told() (what, why string) {
-	if l.Waiting {
-		return "ended ", "the init of a box that a killed cordon left waiting for ever to be built (bubblewrap gives it no parent-death signal until the command starts); nothing of its command ran"
+	what = "ended "
+	if l.Lingers {
+		what = "killed, but could not see end, "
 	}
-	return "ended ", "the init of a box whose cordon was killed as it let the command start (bubblewrap gives the init no parent-death signal until then): the command ran on with no deadline, no proxy and no exit line"
+	if l.Waiting {
+		return what, "the init of a box that a killed cordon left waiting for ever to be built, as bubblewrap leaves an init it never woke (it gives it no parent-death signal until the command starts), with no command started"
+	}
+	return what, "the init of a box whose cordon was killed as it let the command start (bubblewrap gives the init no parent-death signal until then): the command ran on with no deadline, no proxy and no exit line"
 }
 
 // Name is how cordon names l's init.

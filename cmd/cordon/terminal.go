@@ -256,8 +256,9 @@ func keepFromTheBox(s *sandbox.Spec, f *os.File, dropped func(what string)) *ter
 // control runs its commands in its own group) wait for it and are not
 // counted. cordon starts none of its own in its group (the capability
 // check's bwrap --version, the sandbox and the holder have groups of
-// their own), and the command cannot join it (it runs in a session of
-// its own).
+// their own, each from its exec on: a fork of cordon's before its exec,
+// ownFork, is not counted), and the command cannot join it (it runs in a
+// session of its own).
 func sharesJob() bool {
 	self := os.Getpid()
 	waiting := map[int]bool{self: true}
@@ -266,7 +267,7 @@ func sharesJob() bool {
 	}
 	for _, pid := range groupMembers(unix.Getpgrp()) {
 		// One whose parent cannot be read is gone.
-		if !waiting[pid] && parentOf(pid) != 0 {
+		if parent := parentOf(pid); !waiting[pid] && parent != 0 && (parent != self || !ownFork(pid)) {
 			return true
 		}
 	}
@@ -279,7 +280,9 @@ const answerWait = 50 * time.Millisecond
 
 // inputDefaults puts back the terminal's modes that decide what it sends
 // as input, which a command leaves on when it is killed (a TUI ended by
-// --timeout) or on purpose: mouse reports (X10, normal, button, any
+// --timeout) or on purpose: ANSI mode (out of VT52's, where the terminal
+// takes none of the rest) and 7-bit controls in its answers (S7C1T);
+// mouse reports (X10, normal, button, any
 // event; UTF-8, SGR and urxvt encodings) and focus reports, which then
 // reach the shell as input at each click or change of window; local echo
 // off again (SRM set: xterm's SRM reset echoes what is typed, a password
@@ -291,7 +294,7 @@ const answerWait = 50 * time.Millisecond
 // reach the shell as escape sequences it cannot read); and the cursor
 // shown, which a command that hid it and ended cleanly left hidden.
 // Bracketed paste is the shell's own, which sets it at each prompt.
-const inputDefaults = "\x1b[?9l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1004l" +
+const inputDefaults = "\x1b<\x1b F\x1b[?9l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1004l" +
 	"\x1b[12h\x1b[2l\x1b[20l\x1b[?1l\x1b>\x1b[>4m\x1b[<99u\x1b[?25h"
 
 // settleInput, once the box is gone, on a terminal on stdin, stdout or
@@ -460,7 +463,9 @@ func (r *runState) terminalDropped(what string) {
 	kind, _, _ := strings.Cut(what, " to ")
 	why, known := terminalWhy[kind]
 	if known {
+		// Once a kind: a link's scheme is the command's to choose too.
 		detail += ": " + why
+		what = kind
 	}
 	r.logTerminal(what, "terminal_control", detail, !known)
 }
@@ -519,4 +524,6 @@ var terminalWhy = map[string]string{
 	"CSI 21 t": "it asks for the window title, which the command set, as input: an answer that came after the run would reach the shell as typed",
 	"ESC %":    "it changes the character encoding the terminal decodes, out of UTF-8, where bytes of text cordon passes read as controls",
 	"ESC SP":   "it has the terminal send its answers with 8-bit controls, or changes its conformance level",
+	"CSI ?2 l": "it puts the terminal in VT52 mode, in which it takes none of the sequences that put its input modes back after the run (a locked keyboard stays locked)",
+	`CSI " p`:  "it sets the terminal's conformance level, and with it 8-bit controls in its answers",
 }

@@ -43,6 +43,10 @@ func groupMembers(pgrp int) []int {
 	return pids
 }
 
+// ownFork would say whether process pid is a fork of cordon's that has not
+// yet exec'd; macOS has no /proc to tell, and it says no.
+func ownFork(int) bool { return false }
+
 // parentOf is the parent of process pid; 0 when it cannot be read.
 func parentOf(pid int) int {
 	p, err := unix.SysctlKinfoProc("kern.proc.pid", pid)

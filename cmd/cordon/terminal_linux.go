@@ -55,6 +55,18 @@ func groupMembers(pgrp int) []int {
 	return pids
 }
 
+// ownFork says whether process pid is a fork of cordon's that has not yet
+// exec'd (it runs cordon's own program): the capability check's bwrap
+// --version between its fork and its setpgid, which comes with the exec.
+func ownFork(pid int) bool {
+	self, err := os.Stat("/proc/self/exe")
+	if err != nil {
+		return false
+	}
+	exe, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/exe")
+	return err == nil && os.SameFile(self, exe)
+}
+
 // parentOf is the parent of process pid, from /proc/PID/stat (its fourth
 // field, after the name in parentheses); 0 when it cannot be read.
 func parentOf(pid int) int {

@@ -203,3 +203,22 @@ func TestTerminalCapability(t *testing.T) {
 		t.Errorf("terminalCapability() = %+v, want %s READY", c, capTerminal)
 	}
 }
+
+// TestOwnFork: sharesJob passes over a fork of cordon's before its exec
+// (it runs cordon's own program: the capability check's bwrap --version
+// between its fork and its setpgid), and no other process: a pager the
+// shell forked for a process substitution is cordon's child too.
+func TestOwnFork(t *testing.T) {
+	if !ownFork(os.Getpid()) {
+		t.Error("this process is not taken for one running its own program")
+	}
+	other := exec.Command("/bin/sleep", "10")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { other.Process.Kill(); other.Wait() }()
+	// Start returns once the child has exec'd.
+	if ownFork(other.Process.Pid) {
+		t.Error("a child running another program is taken for a fork of this one")
+	}
+}

@@ -2,6 +2,7 @@ package termtext
 
 import (
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -357,6 +358,9 @@ func (d *Writer) oscNum(b byte) {
 	switch {
 	case b >= '0' && b <= '9' && len(d.seq) < 8:
 		d.seq = append(d.seq, b)
+	case b >= '0' && b <= '9':
+		d.st = str
+		d.drop("OSC of over 6 digits")
 	case b == ';' && d.fore && string(d.seq[2:]) == "8":
 		d.st, d.seq, d.linkAt = linkHead, append(d.seq, b), 0
 	case b == ';':
@@ -490,8 +494,20 @@ func (d *Writer) endOSC(ok bool) bool {
 		d.out = append(d.out, d.seq...)
 		return true
 	}
-	d.drop(strings.TrimSpace("OSC " + num))
+	d.drop(oscName(num))
 	return false
+}
+
+// oscName names a dropped OSC by its number's value, as a terminal reads
+// it (OSC 052 is OSC 52).
+func oscName(num string) string {
+	if num == "" {
+		return "OSC"
+	}
+	if v := strings.TrimLeft(num, "0"); v != "" {
+		return "OSC " + v
+	}
+	return "OSC 0"
 }
 
 // oscText takes b in the text of an OSC or DCS Foreground passes: printable
@@ -610,30 +626,42 @@ func (d *Writer) csi(b byte) {
 }
 
 // foregroundSequence says whether Foreground passes the control sequence
-// with parameters params and final byte final: all but media copy (CSI
-// i), which has the terminal print or save the screen, and the window
-// title and icon label reports (XTWINOPS 20 and 21), which answer with
-// text the command set (OSC 0, 1, 2): an answer that comes once the run
-// is over reaches the user's shell as typed, a line of the command's
-// choosing.
+// with parameters (and intermediates) params and final byte final: all
+// but those droppedSequence names.
 func foregroundSequence(params []byte, final byte) bool {
-	switch final {
-	case 'i':
-		return false
-	case 't':
-		first, _, _ := strings.Cut(string(params), ";")
-		return first != "20" && first != "21"
-	}
-	return true
+	return droppedSequence(params, final) == ""
 }
 
-// droppedSequence names a control sequence Foreground drops.
+// droppedSequence names a control sequence Foreground drops, "" for one it
+// passes: media copy (CSI i), which has the terminal print or save the
+// screen; the window title and icon label reports (XTWINOPS 20 and 21,
+// however written: 021 is 21), which answer with text the command set
+// (OSC 0, 1, 2), and an answer that came once the run was over reached
+// the user's shell as typed, a line of the command's choosing; VT52 mode
+// (DECANM reset, CSI ? 2 l), in which the terminal takes none of what
+// cordon writes to put its input modes back (inputDefaults); and DECSCL
+// (CSI … " p), which has it answer with 8-bit controls.
 func droppedSequence(params []byte, final byte) string {
-	if final == 'i' {
+	p := string(params)
+	switch {
+	case final == 'i':
 		return "CSI i"
+	case final == 't' && !strings.ContainsAny(p, "<=>?"):
+		first, _, _ := strings.Cut(p, ";")
+		first, _, _ = strings.Cut(first, ":")
+		if n, err := strconv.Atoi(first); err == nil && (n == 20 || n == 21) {
+			return "CSI " + strconv.Itoa(n) + " t"
+		}
+	case final == 'l' && strings.HasPrefix(p, "?"):
+		for v := range strings.SplitSeq(p[1:], ";") {
+			if n, err := strconv.Atoi(v); err == nil && n == 2 {
+				return "CSI ?2 l"
+			}
+		}
+	case final == 'p' && strings.HasSuffix(p, `"`):
+		return `CSI " p`
 	}
-	first, _, _ := strings.Cut(string(params), ";")
-	return "CSI " + first + " t"
+	return ""
 }
 
 // shownSequence says whether the control sequence with parameters params

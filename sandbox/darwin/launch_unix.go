@@ -29,7 +29,11 @@ const waitDelay = time.Second
 func runProbe(ctx context.Context, exe, profile string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, exe, "-p", profile, "--", "/usr/bin/true").CombinedOutput()
+	cmd := exec.CommandContext(ctx, exe, "-p", profile, "--", "/usr/bin/true")
+	// In a process group of its own, as the sandbox's: a program in
+	// cordon's is one the user's shell runs beside it (sharesJob).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -37,7 +38,8 @@ type orphan struct {
 	// args is the command line, argv[0] left out.
 	args []string
 	// waiting: the process is blocked in read(2) on an eventfd, where
-	// bwrap's init waits for bwrap to let it build the box.
+	// bwrap's init waits for bwrap to let it build the box, and has no
+	// child (a built box's init has forked the command).
 	waiting bool
 }
 
@@ -52,10 +54,17 @@ func (p orphan) left(uid int) bool {
 // readSyscallNr is read(2)'s number, as /proc/PID/syscall gives it.
 var readSyscallNr = map[string]string{"amd64": "0", "arm64": "63"}
 
+// orphanEnd bounds the wait for the inits a sweep killed to end.
+const orphanEnd = 30 * time.Second
+
 // sweepOrphans kills the orphans (see orphan) of the user uid, whom bwrap
 // runs as, among the processes in proc, each through a pidfd opened
 // before it is looked at, so that a pid taken over meanwhile is never
-// signalled.
+// signalled, and waits for them to end: an init ends only once every
+// process of its namespace has (its command may have made it fill
+// gigabytes, which take it a while to free), and until then the box
+// runs on; a run's aftercare after the sweep saw a repository the box
+// planted in that while, taken for the user's own.
 func sweepOrphans(proc, goarch string, uid int) []sandbox.LeftBox {
 	d, err := os.Open(proc)
 	if err != nil {
@@ -64,6 +73,12 @@ func sweepOrphans(proc, goarch string, uid int) []sandbox.LeftBox {
 	names, _ := d.Readdirnames(-1)
 	d.Close()
 	var killed []sandbox.LeftBox
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
 		if err != nil || pid <= 1 {
@@ -81,8 +96,23 @@ func sweepOrphans(proc, goarch string, uid int) []sandbox.LeftBox {
 		}
 		if p := readOrphan(dir, proc, goarch); p.left(uid) && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
 			killed = append(killed, sandbox.LeftBox{Pid: pid, Waiting: p.waiting})
+			fds = append(fds, fd)
+			continue
 		}
 		unix.Close(fd)
+	}
+	deadline := time.Now().Add(orphanEnd)
+	for i, fd := range fds {
+		// A pidfd polls readable once its process has ended.
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			left := time.Until(deadline)
+			n, err := unix.Poll(pfd, int(max(left, 0).Milliseconds()))
+			if n > 0 || left <= 0 || err != nil && err != unix.EINTR {
+				killed[i].Lingers = n <= 0
+				break
+			}
+		}
 	}
 	return killed
 }
@@ -126,7 +156,8 @@ func readOrphan(dir, proc, goarch string) orphan {
 	if f := bytes.Fields(sc); err == nil && len(f) >= 2 && string(f[0]) == readSyscallNr[goarch] {
 		if fdn, err := strconv.ParseInt(string(f[1]), 0, 64); err == nil {
 			link, err := os.Readlink(filepath.Join(dir, "fd", strconv.FormatInt(fdn, 10)))
-			p.waiting = err == nil && link == "anon_inode:[eventfd]"
+			kids, kerr := os.ReadFile(filepath.Join(dir, "task", filepath.Base(dir), "children"))
+			p.waiting = err == nil && link == "anon_inode:[eventfd]" && kerr == nil && len(bytes.TrimSpace(kids)) == 0
 		}
 	}
 	return p

@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,11 +121,28 @@ func TestSweepOrphans(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
+	// A process of the running stand-in's namespace whose parent is this
+	// test: the stand-in, killed, ends only once this test has reaped it,
+	// 300 ms on, as a box's init ends only once its command has freed
+	// what it held.
+	reaped := inNamespaceOf(t, running.Process.Pid, 300*time.Millisecond)
 	killed := sweepOrphans("/proc", runtime.GOARCH, os.Getuid())
+	<-reaped
 	for _, want := range []sandbox.LeftBox{{Pid: stuck.Process.Pid, Waiting: true}, {Pid: running.Process.Pid}} {
 		if !slices.Contains(killed, want) {
 			t.Errorf("%+v not among those killed: %v", want, killed)
 		}
+	}
+	// Ended by the time the sweep returns: zombies, waiting for this test
+	// to reap them (the one with memory to free first).
+	for _, c := range []*exec.Cmd{running, stuck} {
+		stat, _ := os.ReadFile("/proc/" + strconv.Itoa(c.Process.Pid) + "/stat")
+		if i := strings.LastIndexByte(string(stat), ')'); i < 0 || !strings.HasPrefix(string(stat[i:]), ") Z") {
+			t.Errorf("%d had not ended when the sweep returned: %q", c.Process.Pid, stat)
+		}
+	}
+	if slices.ContainsFunc(killed, func(l sandbox.LeftBox) bool { return l.Lingers }) {
+		t.Errorf("a stand-in was told to linger: %+v", killed)
 	}
 	for _, c := range []*exec.Cmd{stuck, running} {
 		if err := c.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
@@ -166,4 +184,52 @@ func TestOrphanLeft(t *testing.T) {
 			t.Errorf("%s: %+v taken for left", name, p)
 		}
 	}
+}
+
+// inNamespaceOf starts a process in the pid namespace of process pid, a
+// child of this test's, which it reaps after delay once that process has
+// ended, as the returned channel then says.
+func inNamespaceOf(t *testing.T, pid int, delay time.Duration) <-chan struct{} {
+	t.Helper()
+	started := make(chan *exec.Cmd)
+	go func() {
+		// setns(CLONE_NEWPID) takes effect for the calling thread's next
+		// children: the thread forks the process, and is then let go.
+		runtime.LockOSThread()
+		ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/pid", pid))
+		if err == nil {
+			err = unix.Setns(int(ns.Fd()), unix.CLONE_NEWPID)
+			ns.Close()
+		}
+		cmd := exec.Command("/bin/sleep", "60")
+		if err == nil {
+			err = cmd.Start()
+		}
+		if err != nil {
+			t.Error(err)
+			cmd = nil
+		}
+		started <- cmd
+		// The thread is left locked, and ends with this goroutine: its
+		// pid namespace is no longer this process's.
+	}()
+	cmd := <-started
+	reaped := make(chan struct{})
+	if cmd == nil {
+		close(reaped)
+		return reaped
+	}
+	go func() {
+		defer close(reaped)
+		for range 100 { // until it has ended (a zombie), 10 s at most
+			if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)); err != nil || strings.Contains(string(stat), ") Z") {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(delay)
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	return reaped
 }

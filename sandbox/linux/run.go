@@ -545,7 +545,10 @@ func release(s *sandbox.Spec, h hostInfo, l *launch, st *statusReader, fds *laun
 	if !fds.awaitBuilt() {
 		return nil // bwrap ended before it built the box (or the launch did), and Run says why
 	}
-	if err := fds.giveGoAhead(); err != nil {
+	switch err := fds.giveGoAhead(); {
+	case errors.Is(err, syscall.EPIPE):
+		return nil // bwrap ended before it read the program, and Run says why
+	case err != nil:
 		return &StartError{Code: ExitLaunchFailed, Reason: fmt.Sprintf("let the sandbox start the command: %v", err)}
 	}
 	l.wentAhead = true // read by Run once it has this call's result

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -377,5 +378,38 @@ func TestProjectDroppedCredentialSourcesStayHidden(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProjectMountsBounded: a project file, which a cloned repository
+// chooses, may name at most maxProjectMounts deny_read and read_only
+// paths: each is a mount, and 1,400 made every run's box take 25 s to
+// build. One more is refused, naming the file, the count and the fix; the
+// bound itself is taken, and the global config is not bounded.
+func TestProjectMountsBounded(t *testing.T) {
+	global := string(readTestdata(t, "global.yaml"))
+	list := func(key string, n int) string {
+		var b strings.Builder
+		b.WriteString(key + ":\n")
+		for i := range n {
+			if key == "read_only" { // relative to the workspace
+				fmt.Fprintf(&b, "  - d%d/kept\n", i)
+			} else {
+				fmt.Fprintf(&b, "  - /w/d%d/secret\n", i)
+			}
+		}
+		return b.String()
+	}
+	if _, err := layered(global, list("deny_read", maxProjectMounts-1)+list("read_only", 1), Overrides{}); err != nil {
+		t.Fatalf("%d paths refused: %v", maxProjectMounts, err)
+	}
+	_, err := layered(global, list("deny_read", maxProjectMounts)+list("read_only", 1), Overrides{})
+	for _, want := range []string{"/w/.cordon.yaml", fmt.Sprintf("name %d paths, more than the %d", maxProjectMounts+1, maxProjectMounts), "directories that hold them", "global config"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%d paths: err = %v, want it to say %q", maxProjectMounts+1, err, want)
+		}
+	}
+	if _, err := layered(withKeys(t, global, list("deny_read", 2*maxProjectMounts)), "", Overrides{}); err != nil {
+		t.Errorf("a global config of %d deny_read paths refused: %v", 2*maxProjectMounts, err)
 	}
 }

@@ -50,9 +50,9 @@ func Display(w io.Writer, dropped func(what string)) *Writer {
 // colours, hyperlinks to web pages, files and mail, the pointer's shape
 // and prompt marks (OSC 52, the clipboard; notifications; iTerm2's and
 // kitty's file transfers; the working directory new tabs open in; a link
-// to another scheme, which opens whatever handles it). So are media copy
-// (CSI i), the title reports (foregroundSequence) and the escape sequences
-// that change how the terminal decodes or answers
+// to another scheme, which opens whatever handles it). So are media copy,
+// the title reports, VT52 mode and DECSCL (droppedSequence), and the
+// escape sequences that change how the terminal decodes or answers
 // (foregroundIntermediates).
 // C1 controls and bytes that are not UTF-8 are as Display has them.
 // dropped, if not nil, is called with what was dropped ("OSC 52", "DCS")
@@ -602,10 +602,14 @@ func (d *Writer) escInter(b byte) {
 func (d *Writer) csi(b byte) {
 	switch {
 	case b >= 0x40 && b < 0x7f:
+		var dropped string
+		if d.fore {
+			dropped = droppedSequence(d.seq[2:], b)
+		}
 		switch {
 		case d.st != csi:
-		case d.fore && !foregroundSequence(d.seq[2:], b):
-			d.drop(droppedSequence(d.seq[2:], b))
+		case dropped != "":
+			d.drop(dropped)
 		case d.fore || shownSequence(d.seq[2:], b):
 			d.out = append(d.out, d.seq...)
 			d.out = append(d.out, b)
@@ -625,15 +629,9 @@ func (d *Writer) csi(b byte) {
 	}
 }
 
-// foregroundSequence says whether Foreground passes the control sequence
-// with parameters (and intermediates) params and final byte final: all
-// but those droppedSequence names.
-func foregroundSequence(params []byte, final byte) bool {
-	return droppedSequence(params, final) == ""
-}
-
-// droppedSequence names a control sequence Foreground drops, "" for one it
-// passes: media copy (CSI i), which has the terminal print or save the
+// droppedSequence names the control sequence with parameters (and
+// intermediates) params and final byte final if Foreground drops it, ""
+// if it passes it: media copy (CSI i), which has the terminal print or save the
 // screen; the window title and icon label reports (XTWINOPS 20 and 21,
 // however written: 021 is 21), which answer with text the command set
 // (OSC 0, 1, 2), and an answer that came once the run was over reached

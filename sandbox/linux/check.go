@@ -269,7 +269,7 @@ func (b *Backend) checkBox(ctx context.Context, p *policy.Policy, add func(sandb
 	}
 	// Beside the probe, the boxes killed checks and runs left behind.
 	swept := make(chan []sandbox.LeftBox, 1)
-	go func() { swept <- sweepOrphans("/proc", h.goarch, h.uid) }()
+	go func() { swept <- sweepOrphans(h.goarch, h.uid) }()
 	var found []probeResult
 	_, err = b.launch(ctx, s, h, l, &found)
 	msg := strings.TrimSpace(stderr.String())

@@ -5,7 +5,6 @@ package linux
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,8 +23,9 @@ import (
 // waiting for ever on the eventfd through which bwrap would have let it
 // start, or, given the go-ahead just before, running the command with no
 // cordon. A killed capability check, which the next run makes again,
-// left one each time. The check (so every doctor, and every run that
-// probes anew) ends them: sweepOrphans.
+// left one each time. sweepOrphans ends them: the capability check does
+// (every doctor, and every run that probes anew), and so does a run that
+// finds a killed run's debt in its workspace, before it pays it.
 
 // orphan is what the sweep reads of one process.
 type orphan struct {
@@ -58,15 +58,15 @@ var readSyscallNr = map[string]string{"amd64": "0", "arm64": "63"}
 const orphanEnd = 30 * time.Second
 
 // sweepOrphans kills the orphans (see orphan) of the user uid, whom bwrap
-// runs as, among the processes in proc, each through a pidfd opened
+// runs as, each through a pidfd opened
 // before it is looked at, so that a pid taken over meanwhile is never
 // signalled, and waits for them to end: an init ends only once every
 // process of its namespace has (its command may have made it fill
 // gigabytes, which take it a while to free), and until then the box
 // runs on; a run's aftercare after the sweep saw a repository the box
 // planted in that while, taken for the user's own.
-func sweepOrphans(proc, goarch string, uid int) []sandbox.LeftBox {
-	d, err := os.Open(proc)
+func sweepOrphans(goarch string, uid int) []sandbox.LeftBox {
+	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
 	}
@@ -84,17 +84,16 @@ func sweepOrphans(proc, goarch string, uid int) []sandbox.LeftBox {
 		if err != nil || pid <= 1 {
 			continue
 		}
-		dir := filepath.Join(proc, n)
 		// The owner first, one stat: most processes are others'.
 		var st syscall.Stat_t
-		if syscall.Stat(dir, &st) != nil || int(st.Uid) != uid {
+		if syscall.Stat("/proc/"+n, &st) != nil || int(st.Uid) != uid {
 			continue
 		}
 		fd, err := unix.PidfdOpen(pid, 0)
 		if err != nil {
 			continue
 		}
-		if p := readOrphan(dir, proc, goarch); p.left(uid) && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
+		if p := readOrphan(n, goarch); p.left(uid) && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
 			killed = append(killed, sandbox.LeftBox{Pid: pid, Waiting: p.waiting})
 			fds = append(fds, fd)
 			continue
@@ -117,46 +116,30 @@ func sweepOrphans(proc, goarch string, uid int) []sandbox.LeftBox {
 	return killed
 }
 
-// readOrphan reads what left looks at of the process whose /proc
-// directory is dir; what cannot be read is left empty, which left
-// refuses.
-func readOrphan(dir, proc, goarch string) orphan {
-	var p orphan
-	status, err := os.ReadFile(filepath.Join(dir, "status"))
-	if err != nil {
-		return p
-	}
-	ppid := ""
-	for line := range strings.Lines(string(status)) {
-		k, v, _ := strings.Cut(strings.TrimSuffix(line, "\n"), ":")
-		f := strings.Fields(v)
-		switch {
-		case k == "Name" && len(f) == 1:
-			p.comm = f[0]
-		case k == "PPid" && len(f) == 1:
-			ppid = f[0]
-		case k == "Uid" && len(f) >= 2:
-			p.uid, _ = strconv.Atoi(f[1])
-		case k == "NSpid":
-			p.nsInit = len(f) >= 2 && f[len(f)-1] == "1"
-		}
-	}
+// readOrphan reads what left looks at of process pid; what cannot be
+// read is left empty, which left refuses.
+func readOrphan(pid, goarch string) orphan {
+	status := procStatus(pid)
+	ns := strings.Fields(status["NSpid"])
+	p := orphan{comm: status["Name"], nsInit: len(ns) >= 2 && ns[len(ns)-1] == "1"}
 	if p.comm != "bwrap" || !p.nsInit {
 		return p
 	}
-	if c, err := os.ReadFile(filepath.Join(proc, ppid, "comm")); err == nil {
-		p.parentComm = strings.TrimSuffix(string(c), "\n")
+	if uid := strings.Fields(status["Uid"]); len(uid) >= 2 {
+		p.uid, _ = strconv.Atoi(uid[1])
 	}
-	if cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
+	p.parentComm = procStatus(status["PPid"])["Name"]
+	dir := "/proc/" + pid
+	if cmdline, err := os.ReadFile(dir + "/cmdline"); err == nil {
 		if args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00"); len(args) > 1 {
 			p.args = args[1:]
 		}
 	}
-	sc, err := os.ReadFile(filepath.Join(dir, "syscall"))
+	sc, err := os.ReadFile(dir + "/syscall")
 	if f := bytes.Fields(sc); err == nil && len(f) >= 2 && string(f[0]) == readSyscallNr[goarch] {
 		if fdn, err := strconv.ParseInt(string(f[1]), 0, 64); err == nil {
-			link, err := os.Readlink(filepath.Join(dir, "fd", strconv.FormatInt(fdn, 10)))
-			kids, kerr := os.ReadFile(filepath.Join(dir, "task", filepath.Base(dir), "children"))
+			link, err := os.Readlink(dir + "/fd/" + strconv.FormatInt(fdn, 10))
+			kids, kerr := os.ReadFile(dir + "/task/" + pid + "/children")
 			p.waiting = err == nil && link == "anon_inode:[eventfd]" && kerr == nil && len(bytes.TrimSpace(kids)) == 0
 		}
 	}

@@ -126,7 +126,7 @@ func TestSweepOrphans(t *testing.T) {
 	// 300 ms on, as a box's init ends only once its command has freed
 	// what it held.
 	reaped := inNamespaceOf(t, running.Process.Pid, 300*time.Millisecond)
-	killed := sweepOrphans("/proc", runtime.GOARCH, os.Getuid())
+	killed := sweepOrphans(runtime.GOARCH, os.Getuid())
 	<-reaped
 	for _, want := range []sandbox.LeftBox{{Pid: stuck.Process.Pid, Waiting: true}, {Pid: running.Process.Pid}} {
 		if !slices.Contains(killed, want) {

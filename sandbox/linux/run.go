@@ -102,7 +102,7 @@ func (b *Backend) run(ctx context.Context, s *sandbox.Spec, h hostInfo) (sandbox
 	var owed sandbox.Result
 	if ws, err := realPath(s.Workspace); err == nil {
 		owed.Care = sandbox.Collect(ws, func() sandbox.Care {
-			return sandbox.Care{Boxes: sweepOrphans("/proc", h.goarch, h.uid)}
+			return sandbox.Care{Boxes: sweepOrphans(h.goarch, h.uid)}
 		})
 	}
 	l, err := build(s, h, scratchName(), nil)

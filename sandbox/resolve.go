@@ -18,6 +18,17 @@ import (
 type Resolver struct {
 	mu    sync.Mutex
 	names map[string]name
+	// paths are whole walks (Resolve), by the path walked: the checks
+	// before a launch resolve each deny_read entry several times.
+	paths map[string]walk
+}
+
+// walk is what Resolve found for a path: its result, and the links it
+// crossed on the way, in order.
+type walk struct {
+	real  string
+	whole bool
+	links []string
 }
 
 // name is what lstat(2), and readlink(2) for a link, said of a path.
@@ -68,6 +79,42 @@ func (r *Resolver) Lstat(p string) (fs.FileInfo, error) {
 // the first that does not (or a link that cannot be followed) are kept as
 // they are.
 func (r *Resolver) Resolve(p string, link func(path string) error) (real string, whole bool, err error) {
+	if r != nil {
+		r.mu.Lock()
+		w, ok := r.paths[p]
+		r.mu.Unlock()
+		if ok {
+			if link != nil {
+				for _, l := range w.links {
+					if err := link(l); err != nil {
+						return "", false, err
+					}
+				}
+			}
+			return w.real, w.whole, nil
+		}
+	}
+	var w walk
+	w.real, w.whole, err = r.walk(p, func(l string) error {
+		w.links = append(w.links, l)
+		if link != nil {
+			return link(l)
+		}
+		return nil
+	})
+	if err == nil && r != nil {
+		r.mu.Lock()
+		if r.paths == nil {
+			r.paths = map[string]walk{}
+		}
+		r.paths[p] = w
+		r.mu.Unlock()
+	}
+	return w.real, w.whole, err
+}
+
+// walk is Resolve, every name looked up.
+func (r *Resolver) walk(p string, link func(path string) error) (real string, whole bool, err error) {
 	const maxLinks = 40 // the kernel's own bound
 	cur, rest := "/", strings.Split(p, "/")
 	for links := 0; len(rest) > 0; {
@@ -80,7 +127,11 @@ func (r *Resolver) Resolve(p string, link func(path string) error) (real string,
 			cur = filepath.Dir(cur)
 			continue
 		}
-		next := filepath.Join(cur, elem)
+		// cur is clean and elem one name: no Join (which cleans) needed.
+		next := cur + "/" + elem
+		if cur == "/" {
+			next = "/" + elem
+		}
 		n := r.lookup(next)
 		if n.err != nil {
 			return filepath.Join(append([]string{next}, rest...)...), false, nil
@@ -89,10 +140,8 @@ func (r *Resolver) Resolve(p string, link func(path string) error) (real string,
 			cur = next
 			continue
 		}
-		if link != nil {
-			if err := link(next); err != nil {
-				return "", false, err
-			}
+		if err := link(next); err != nil {
+			return "", false, err
 		}
 		if links++; n.linkErr != nil || links > maxLinks {
 			return filepath.Join(append([]string{next}, rest...)...), false, nil

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -76,5 +77,46 @@ func TestResolverAgreesWithTheKernel(t *testing.T) {
 	}
 	if len(memo.names) != n || n == 0 {
 		t.Errorf("a third round looked up new names: %d remembered before, %d after", n, len(memo.names))
+	}
+}
+
+// TestResolverLinkRefusalRemembered: a link the caller refuses stops the
+// walk with its error, walked afresh or remembered (a refused walk is not
+// remembered: the third round is from the first walk's memory still).
+func TestResolverLinkRefusalRemembered(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "home/user"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("home/user", filepath.Join(root, "rel")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("rel", filepath.Join(root, "chain")); err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("refused")
+	var memo Resolver
+	p := filepath.Join(root, "chain/.ssh")
+	if _, _, err := memo.Resolve(p, nil); err != nil {
+		t.Fatal(err)
+	}
+	for round, r := range []*Resolver{nil, &memo, &memo} {
+		var seen []string
+		real, whole, err := r.Resolve(p, func(l string) error {
+			seen = append(seen, l)
+			if l == filepath.Join(root, "rel") {
+				return refused
+			}
+			return nil
+		})
+		if err != refused || real != "" || whole {
+			t.Errorf("round %d: Resolve = %q, %v, %v; want the refusal", round, real, whole, err)
+		}
+		if want := []string{filepath.Join(root, "chain"), filepath.Join(root, "rel")}; !slices.Equal(seen, want) {
+			t.Errorf("round %d: links offered %q; want %q", round, seen, want)
+		}
 	}
 }

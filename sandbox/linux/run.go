@@ -303,15 +303,26 @@ func (b *Backend) launch(ctx context.Context, s *sandbox.Spec, h hostInfo, l *la
 		defer t.Stop()
 		deadline = t.C
 	}
+	// boxInit is the init once held (inits); kill holds it itself if it
+	// comes first.
+	var boxInit *process
 	kill := func() {
-		if pid := st.initPid(); pid > 0 {
-			_ = unix.Kill(pid, unix.SIGKILL)
+		// Through a pidfd, as every signal here: the init is bwrap's
+		// child, and once bwrap has reaped it its pid may be another's.
+		if init := boxInit; init != nil {
+			init.signal(unix.SIGKILL)
+		} else if init := initOf(st.initPid(), c.pid); init != nil {
+			init.signal(unix.SIGKILL)
+			init.close()
 		}
 		// bwrap leads its own process group, and its sandbox child stays
 		// in it until the go-ahead. That child has no parent-death signal
 		// yet (bwrap's init sets one only once it runs), so a box killed
 		// before it reports its pid is ended through the group, at once,
 		// rather than when cordon's end of the seccomp pipe closes.
+		// The group's number, bwrap's pid, is not another's while bwrap
+		// is unreaped or the group has a process in it, and the loop
+		// ends once bwrap is reaped.
 		_ = unix.Kill(-c.pid, unix.SIGKILL)
 		c.signal(unix.SIGKILL)
 		if cg != nil {
@@ -371,6 +382,8 @@ loop:
 					go func() { defer close(recorded); s.Exited(res) }()
 				}
 			}
+		case boxInit = <-inits:
+			inits = nil
 		case err := <-released:
 			released = nil
 			if err != nil {
@@ -445,7 +458,10 @@ loop:
 		}
 	}
 	// bwrap is gone, but the rest of the box may not be yet.
-	waitBoxGone(<-inits)
+	if inits != nil {
+		boxInit = <-inits
+	}
+	waitBoxGone(boxInit)
 	// The sandbox is gone; the copies of its output, waited for on
 	// return, may need the terminal it shared put back first.
 	if s.Ended != nil {

@@ -61,12 +61,14 @@ const (
 	maxRestrictedMS = 40
 )
 
-// runRatios writes each cordon run's wall time over bare bwrap's from the
-// same round, and restricted's median against its target.
-func runRatios(w io.Writer, bwrap, off, restricted *launch) {
+// runRatios writes the floor's and each cordon run's wall time over bare
+// bwrap's from the same round, and restricted's median against its
+// target.
+func runRatios(w io.Writer, bwrap, floor, off, restricted *launch) {
 	fmt.Fprintf(w, "\n")
 	row(w, "ratio to bare bwrap, same round", "median [range]")
 	row(w, separator(2)...)
+	row(w, floor.name, formatRatio(floor.cell(), bwrap.cell(), 0))
 	row(w, off.name, formatRatioAtMost(off.cell(), bwrap.cell(), maxOffOverBwrap))
 	row(w, restricted.name, formatRatio(restricted.cell(), bwrap.cell(), 0))
 	verdict := "no figure"

@@ -48,17 +48,19 @@ func cordonRunSection(w io.Writer, bin string, n int, progress io.Writer) {
 		return &launch{name: "cordon run --net " + mode + " -- true",
 			argv: []string{bin, "run", "--net", mode, "--audit", filepath.Join(auditDir, mode+".jsonl"), "--", "true"}}
 	}
-	ls := []*launch{
-		{name: "bwrap --ro-bind / / --unshare-all --die-with-parent true",
-			argv: []string{"bwrap", "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"}},
-		cordon("off"),
-		cordon("restricted"),
+	bare := []string{"bwrap", "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"}
+	bwrap, floor := &launch{name: strings.Join(bare, " "), argv: bare}, &launch{name: "floor: a Go program that starts that bwrap and waits"}
+	off, restricted := cordon("off"), cordon("restricted")
+	ls := []*launch{bwrap, floor, off, restricted,
 		{name: "true", argv: []string{"true"}}, // the runner's own share of every figure
 	}
 	if err := ensureBinary(bin); err != nil {
-		for _, l := range ls[1:3] {
-			l.unavailable = err.Error()
-		}
+		off.unavailable, restricted.unavailable = err.Error(), err.Error()
+	}
+	if argv, err := floorArgv(filepath.Join(base, "floor"), bare); err != nil {
+		floor.unavailable = err.Error()
+	} else {
+		floor.argv = argv
 	}
 	r, who, err := newRunner(base, home, ws, auditDir)
 	if err == nil {
@@ -72,7 +74,7 @@ func cordonRunSection(w io.Writer, bin string, n int, progress io.Writer) {
 			l.unavailable = err.Error()
 		}
 	}
-	fmt.Fprintf(w, "Each command ran %d times after one warm-up, the four interleaved (the first rotates), as %s, with a fresh HOME and an empty workspace directory; the cordon runs write their audit log outside it (--audit). Wall time is from starting the command to reaping it. Peak RSS is the wait4 ru_maxrss of the command's process, which also covers the descendants it reaped (the largest one counts). It is read by GNU time (%s), whose fork starts from a 1 MiB process: a child forked straight from this benchmark inherits the benchmark's own RSS high-water mark at exec and would report that instead. GNU time's own start and exit count in every wall time alike: the last row, plain `true`, is that share.\n\n", n, who, timeBin)
+	fmt.Fprintf(w, "Each command ran %d times after one warm-up, the five interleaved (the first rotates), as %s, with a fresh HOME and an empty workspace directory; the cordon runs write their audit log outside it (--audit). Wall time is from starting the command to reaping it. Peak RSS is the wait4 ru_maxrss of the command's process, which also covers the descendants it reaped (the largest one counts). It is read by GNU time (%s), whose fork starts from a 1 MiB process: a child forked straight from this benchmark inherits the benchmark's own RSS high-water mark at exec and would report that instead. GNU time's own start and exit count in every wall time alike: the last row, plain `true`, is that share. The floor row is bench/floor, a Go program of some twenty lines that forks bwrap with the bare argv above and waits for it: what any launcher written in Go pays before doing anything of its own.\n\n", n, who, timeBin)
 	for _, l := range ls {
 		if l.unavailable != "" {
 			continue
@@ -99,7 +101,25 @@ func cordonRunSection(w io.Writer, bin string, n int, progress io.Writer) {
 		}
 	}
 	runTable(w, ls)
-	runRatios(w, ls[0], ls[1], ls[2])
+	runRatios(w, bwrap, floor, off, restricted)
+}
+
+// floorArgv builds bench/floor at path and returns its command line for
+// bare: bwrap found on PATH, by its absolute path, then bare's arguments.
+func floorArgv(path string, bare []string) ([]string, error) {
+	bwrap, err := exec.LookPath(bare[0])
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", path, "./bench/floor")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build %s: %s", path, firstLine(string(out)+"\n"+err.Error()))
+	}
+	if err := os.Chmod(path, 0o755); err != nil {
+		return nil, fmt.Errorf("build %s: %w", path, err)
+	}
+	return append([]string{path, bwrap}, bare[1:]...), nil
 }
 
 // ensureBinary builds cordon at bin if nothing is there.

@@ -756,18 +756,32 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	// too (Sync): a command that spent it (a flood of denied questions)
 	// kept the repositories it planted out of the log. So that it cannot
 	// grow the log without bound instead (a .git link costs it an inode),
-	// at most maxAfterRecords are written, and then how many more there
-	// were. They are written before they are told: stderr may be a pipe
-	// nobody reads.
+	// at most maxAfterRecords of each kind are written, and then how many
+	// more there were: a bound shared by every kind let a flood of one
+	// (harmless named pipes) keep another (a directory that could not be
+	// checked) out of the log. What could not be checked comes first, on
+	// stderr too. They are written before they are told: stderr may be a
+	// pipe nobody reads.
 	var afterRecs []audit.Record
 	var told []string
-	after := func(t audit.Type, p, what, detail string) {
-		afterRecs = append(afterRecs, audit.Record{Type: t, Path: p, Detail: detail})
+	var kinds []afterKind
+	after := func(kind string, t audit.Type, p, what, detail string) {
 		// The path, and a reason's, are the box's to name.
 		told = append(told, fmt.Sprintf("cordon: %s%s: %s\n", what, termtext.Printable(p, 0), termtext.Printable(detail, 0)))
+		if len(kinds) == 0 || kinds[len(kinds)-1].name != kind {
+			kinds = append(kinds, afterKind{name: kind, t: t})
+		}
+		k := &kinds[len(kinds)-1]
+		if k.n++; k.n > maxAfterRecords {
+			return
+		}
+		afterRecs = append(afterRecs, audit.Record{Type: t, Path: p, Detail: detail})
+	}
+	for _, u := range res.Unchecked {
+		after("paths not checked", audit.TypeSetAside, u.Path, "could not check ", "after the run, for repositories the sandboxed command made or changed ("+u.Reason.Error()+"); git, run there on the host, may run config or hooks the command wrote: look before you run git there")
 	}
 	for _, p := range res.Removed {
-		after(audit.TypeRemoved, p, "removed ", "the sandboxed command made it, and git, run on the host, would have taken config and hooks from it, or run it (a git directory's commondir, a file the repository's config includes, a hooks directory or program the config names)")
+		after("paths removed", audit.TypeRemoved, p, "removed ", "the sandboxed command made it, and git, run on the host, would have taken config and hooks from it, or run it (a git directory's commondir, a file the repository's config includes, a hooks directory or program the config names)")
 	}
 	for _, p := range res.SetAside {
 		why := "a repository the sandboxed command made or changed (its .git, or the HEAD of a directory git takes for a git directory), or a submodule checkout it filled or registered: its config and hooks were the command's to write, and git run on the host (a plain git status, a shell prompt that shows the branch) would run them; look at them before you rename it back"
@@ -778,34 +792,33 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 		} else if strings.HasPrefix(filepath.Base(p), policy.ProjectFile+".") {
 			why = "a project file the sandboxed command made at the root of a read-write path: a later run from a directory below it without a marker of its own would have taken the whole path for its workspace; look at it before you rename it back"
 		}
-		after(audit.TypeSetAside, p, "set aside as ", why)
-	}
-	for _, p := range res.Pipes {
-		after(audit.TypeSetAside, p, "set aside as ", "a named pipe (FIFO) the sandboxed command made or used in the workspace, or in a read-write allow path: git (a plain git status, a shell prompt that shows the branch) waits for ever on one named .gitignore, as other programs that open it do; look at it before you rename it back")
+		after("paths set aside", audit.TypeSetAside, p, "set aside as ", why)
 	}
 	for _, p := range res.GitPipes {
-		after(audit.TypeRemoved, p, "removed ", "a named pipe (FIFO), a socket, or a symbolic link, that the sandboxed command made or used in a git directory, where git reads and writes its files (HEAD, the index, a ref, a pack's index, a loose object, a ref's log, a rebase's state, a submodule's git directory): git run there on the host (a plain git status, a shell prompt that shows the branch, git log, git commit) would wait for ever on a pipe, and write through a link to wherever it leads (a ref's log appended to, the commit message replaced, in a file of yours), and has no use for any of them")
-	}
-	for _, p := range res.Closed {
-		after(audit.TypeClosed, p, "closed ", "the sandboxed command made it writable by other local users (by others, or by your group where your umask keeps the group from writing), who could have replaced or changed it: that permission is taken off it; look at what is in it before you run or build it")
+		after("traps removed from git directories", audit.TypeRemoved, p, "removed ", "a named pipe (FIFO), a socket, or a symbolic link, that the sandboxed command made or used in a git directory, where git reads and writes its files (HEAD, the index, a ref, a pack's index, a loose object, a ref's log, a rebase's state, a submodule's git directory): git run there on the host (a plain git status, a shell prompt that shows the branch, git log, git commit) would wait for ever on a pipe, and write through a link to wherever it leads (a ref's log appended to, the commit message replaced, in a file of yours), and has no use for any of them")
 	}
 	for _, h := range res.Hidden {
-		after(audit.TypeHidden, h.Path, "hidden from git status: ", hiddenWhy[h.Kind])
+		after("paths hidden from git status", audit.TypeHidden, h.Path, "hidden from git status: ", hiddenWhy[h.Kind])
 	}
-	for _, u := range res.Unchecked {
-		after(audit.TypeSetAside, u.Path, "could not check ", "after the run, for repositories the sandboxed command made or changed ("+u.Reason.Error()+"); git, run there on the host, may run config or hooks the command wrote: look before you run git there")
+	for _, p := range res.Closed {
+		after("paths closed", audit.TypeClosed, p, "closed ", "the sandboxed command made it writable by other local users (by others, or by your group where your umask keeps the group from writing), who could have replaced or changed it: that permission is taken off it; look at what is in it before you run or build it")
+	}
+	for _, p := range res.Pipes {
+		after("named pipes set aside", audit.TypeSetAside, p, "set aside as ", "a named pipe (FIFO) the sandboxed command made or used in the workspace, or in a read-write allow path: git (a plain git status, a shell prompt that shows the branch) waits for ever on one named .gitignore, as other programs that open it do; look at it before you rename it back")
 	}
 	for _, l := range res.Cgroups {
 		what, why := l.Told()
-		after(audit.TypeRemoved, l.Path, what, why)
+		after("cgroups removed", audit.TypeRemoved, l.Path, what, why)
 	}
 	for _, l := range res.Boxes {
 		what, why := l.Told()
-		after(audit.TypeRemoved, l.Name(), what, why)
+		after("box inits ended", audit.TypeRemoved, l.Name(), what, why)
 	}
-	if n := len(afterRecs); n > maxAfterRecords {
-		afterRecs = append(afterRecs[:maxAfterRecords], audit.Record{Type: audit.TypeSetAside,
-			Detail: fmt.Sprintf("and %d more paths removed, set aside, closed, hidden from git status or not checked after the run, each named on cordon's stderr: a run's log holds the first %d", n-maxAfterRecords, maxAfterRecords)})
+	for _, k := range kinds {
+		if n := k.n - maxAfterRecords; n > 0 {
+			afterRecs = append(afterRecs, audit.Record{Type: k.t,
+				Detail: fmt.Sprintf("and %d more %s after the run, each named on cordon's stderr: a run's log holds the first %d of each kind", n, k.name, maxAfterRecords)})
+		}
 	}
 	if len(afterRecs) > 0 {
 		if err := r.w.Sync(afterRecs...); err != nil {
@@ -847,10 +860,19 @@ var hiddenWhy = map[sandbox.HiddenKind]string{
 	sandbox.HiddenUnverified:     "the sandboxed command rewrote this index entry (for a worktree: more entries than cordon reads again) and the file is not the object the entry names, which this repository's attributes (a filter, an end-of-line conversion) may explain, or not: cordon did not check, and git status takes the file for unchanged without reading it: touch the file (each of them: git ls-files -z | xargs -0 touch --), and git status and git diff read it again",
 }
 
-// maxAfterRecords bounds the audit lines of what was done after a run:
-// they are written whatever the session's audit budget (a line holds
-// 4KiB of path and as much of detail at most).
-const maxAfterRecords = 64
+// maxAfterRecords bounds the audit lines of each kind of what was done
+// after a run (afterKind): they are written whatever the session's audit
+// budget (a line holds 4KiB of path and as much of detail at most).
+const maxAfterRecords = 16
+
+// afterKind is one kind of what was done after a run, as the audit
+// counts it: its name in the line saying how many more there were, its
+// lines' type, and how many there were.
+type afterKind struct {
+	name string
+	t    audit.Type
+	n    int
+}
 
 // signalMessage says, as a shell would, that the command was ended by
 // signal sig (as bwrap reports it: exit status 128+N); nothing for none,

@@ -185,7 +185,7 @@ func walkCare(g GuardedPath, bound walkBound, guarded map[string]bool, began tim
 		}
 	}
 	for _, p := range w.gitFifos {
-		if err := onDir(p, began, "removed", removeTrap); err != nil {
+		if err := removeTrap(p, began); err != nil {
 			c.Unchecked = append(c.Unchecked, Unchecked{Path: p, Reason: err})
 		} else {
 			c.GitPipes = append(c.GitPipes, p)
@@ -319,7 +319,7 @@ type linkedWorktree struct{ root, dir string }
 // One counts only where its .git file names its git directory back, as
 // git requires.
 func linkedWorktrees(dir, top string) []linkedWorktree {
-	entries, _ := os.ReadDir(filepath.Join(dir, "worktrees"))
+	entries, _ := readDirLent(filepath.Join(dir, "worktrees"))
 	var out []linkedWorktree
 	for _, e := range entries {
 		wdir := filepath.Join(dir, "worktrees", e.Name())
@@ -416,9 +416,22 @@ func setAside(p string, began time.Time) (string, error) {
 }
 
 // removeTrap removes the pipe, socket or symbolic link gitPipes found at
-// at, never a directory: another box in the workspace may have swapped
-// one in for it since.
-func removeTrap(at string) error {
+// p, never a directory: another box in the workspace may have swapped one
+// in for it since. Where the box took the permission to do so away (mode
+// 111 on its directory), it is given back for as long as the removal
+// takes (openedUp). Nothing is removed through a symbolic link on the way
+// to p made or changed since began (onDir).
+func removeTrap(p string, began time.Time) error {
+	remove := func() error { return onDir(p, began, "removed", unlinkTrap) }
+	err := remove()
+	if errors.Is(err, fs.ErrPermission) {
+		err = openedUp(p, false, began, remove)
+	}
+	return err
+}
+
+// unlinkTrap removes what is at at, unless it is a directory.
+func unlinkTrap(at string) error {
 	err := syscall.Unlink(at)
 	if err == nil {
 		return nil

@@ -184,7 +184,7 @@ func sequencersSince(dir string, began time.Time) ([]string, error) {
 	var errs error
 	// A linked worktree's git directory (worktrees/NAME) keeps its own:
 	// git rebase --continue there reads them.
-	linked, err := os.ReadDir(filepath.Join(dir, "worktrees"))
+	linked, err := readDirLent(filepath.Join(dir, "worktrees"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 		errs = err
 	}

@@ -334,7 +334,7 @@ func configChangedSince(p string, since time.Time) (bool, error) {
 		check = append(check, g.Path)
 	}
 	for _, d := range slices.Clone(check) {
-		if entries, err := os.ReadDir(d); err == nil { // a hooks directory
+		if entries, err := readDirLent(d); err == nil { // a hooks directory
 			for _, e := range entries {
 				check = append(check, filepath.Join(d, e.Name()))
 			}
@@ -402,7 +402,7 @@ func innerGitDirs(dir string) ([]string, error) {
 	var out []string
 	entries := maxRepoModuleEntries
 	list := func(d string) ([]fs.DirEntry, error) {
-		es, err := os.ReadDir(d)
+		es, err := readDirLent(d)
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return nil, nil
 		}
@@ -557,7 +557,7 @@ func objectStore(objects string, since time.Time) (dirs, traps, opened []string,
 	// Each directory's status is taken relative to the store's, opened
 	// once: for all 256, 0.7 ms here, where a path walk for each cost 1.0
 	// (BenchmarkGitPipes).
-	fd, err := unix.Open(objects, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := openDirLent(objects)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 		return nil, nil, nil, nil
 	}

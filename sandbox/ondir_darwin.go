@@ -74,3 +74,9 @@ func dirHandle(d string, began time.Time) (handle string, release func(), err er
 	}
 	return d, func() {}, nil
 }
+
+// openDirLent opens the directory dir to read it. Unlike Linux's, it
+// lends no permission: one this user may search but not read fails.
+func openDirLent(dir string) (int, error) {
+	return unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+}

@@ -148,3 +148,37 @@ func openedDir(d string, began time.Time, what string) (name string, release fun
 	}
 	return "/proc/self/fd/" + strconv.Itoa(fd), func() { unix.Close(fd) }, nil
 }
+
+// openDirLent opens the directory dir to read it. One of this user's that
+// this user may search but not read (mode 111: a box leaves one so to
+// hide what is below it from the walk after the run, while git, which
+// needs only to search it, still finds a repository there) is given the
+// read permission for as long as the open takes, through a descriptor of
+// it that stays that directory, and then its mode back: a directory
+// opened lists its entries whatever its mode becomes. Anything else is
+// opened as unix.Open would, and fails as it would.
+func openDirLent(dir string) (int, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != unix.EACCES {
+		return fd, err
+	}
+	at, err2 := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err2 != nil {
+		return -1, err
+	}
+	defer unix.Close(at)
+	var st unix.Stat_t
+	if unix.Fstat(at, &st) != nil || int(st.Uid) != os.Geteuid() || st.Mode&0o500 != 0o100 {
+		return -1, err
+	}
+	name := "/proc/self/fd/" + strconv.Itoa(at)
+	if unix.Chmod(name, st.Mode&0o7777|0o400) != nil {
+		return -1, err
+	}
+	fd, err = unix.Open(name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err2 := unix.Chmod(name, st.Mode&0o7777); err2 != nil && err == nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s: its mode (%o) could not be put back after it was read: %w", dir, st.Mode&0o7777, err2)
+	}
+	return fd, err
+}

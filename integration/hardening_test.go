@@ -847,6 +847,79 @@ func TestRunKeepsWhatItSetAside(t *testing.T) {
 	}
 }
 
+// TestRunSetsAsideARepositoryStagedAcrossRuns: a box stages a repository
+// in one run, every piece of it born then under names git does not use (a
+// bare git directory named dotgit, its HEAD named HEAD.x, with a
+// core.fsmonitor), and the next run only renames them into place: a
+// rename keeps every birth time and changes no file inside the directory
+// it moves, so the walk after the second run took nest/.git for the
+// user's own, and the host's git status in nest ran the command (red
+// team, round 6). Now each walk remembers the git directories it left in
+// place, and one that became a git directory at its path during a run is
+// set aside. The same holds for one the workspace held before cordon ever
+// ran there (a repository's own content, as cloned), renamed into place
+// by the first run.
+func TestRunSetsAsideARepositoryStagedAcrossRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name, host, stage, place string
+	}{
+		{name: "staged in one run, placed in the next",
+			stage: `mkdir -p nest && git init -q --bare nest/dotgit && mv nest/dotgit/HEAD nest/dotgit/HEAD.x && git config -f nest/dotgit/config core.bare false && git config -f nest/dotgit/config core.fsmonitor "touch $HOME_PWNED; false" && echo STAGED`,
+			place: `mv nest/dotgit nest/.git && mv nest/.git/HEAD.x nest/.git/HEAD && echo PLACED`},
+		{name: "in the workspace before the first run, placed by it",
+			host:  `mkdir -p nest && git init -q --bare nest/dotgit && git config -f nest/dotgit/config core.bare false && git config -f nest/dotgit/config core.fsmonitor "touch $HOME_PWNED; false"`,
+			place: `mv nest/dotgit nest/.git && echo PLACED`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBox(t)
+			pwned := filepath.Join(b.home, "pwned")
+			env := []string{"HOME_PWNED=" + pwned}
+			if r := runResult(t, runTimeout, asUser(t, nil, "/usr/bin/git", "init", "-q", b.ws)); r.code != 0 {
+				t.Fatalf("git init: %s%s", r.stdout, r.stderr)
+			}
+			if tc.host != "" {
+				host := asUser(t, env, "/bin/sh", "-c", tc.host)
+				host.Dir = b.ws
+				if r := runResult(t, runTimeout, host); r.code != 0 {
+					t.Fatalf("the workspace's content: %s%s", r.stdout, r.stderr)
+				}
+			}
+			if tc.stage != "" {
+				r := b.run("--net", "off", "--", "sh", "-c", strings.ReplaceAll(tc.stage, "$HOME_PWNED", pwned))
+				if expectCode(t, r, 0); !strings.Contains(r.stdout, "STAGED") {
+					t.Fatalf("the first run did not stage it:\n%s%s", r.stdout, r.stderr)
+				}
+				if aside, _ := filepath.Glob(filepath.Join(b.ws, "nest", "*.cordon-set-aside-*")); len(aside) != 0 {
+					t.Fatalf("the first run set aside %q: this test stages what no walk tells from the user's", aside)
+				}
+			}
+			// Past the slack the walk allows file times (50 ms): what was
+			// born just before a run began may be taken for the run's.
+			time.Sleep(200 * time.Millisecond)
+			r := b.run("--net", "off", "--", "sh", "-c", tc.place)
+			if expectCode(t, r, 0); !strings.Contains(r.stdout, "PLACED") {
+				t.Fatalf("the run did not rename it into place:\n%s%s", r.stdout, r.stderr)
+			}
+			status := asUser(t, nil, "/usr/bin/git", "status", "--short")
+			status.Dir = filepath.Join(b.ws, "nest")
+			runResult(t, runTimeout, status)
+			if _, err := os.Stat(pwned); err == nil {
+				t.Error("the host's git status ran the command of a repository renamed into place")
+			}
+			if aside, _ := filepath.Glob(filepath.Join(b.ws, "nest", ".git.cordon-set-aside-*")); len(aside) != 1 {
+				t.Errorf("set aside %q, want nest/.git", aside)
+			}
+			found := false
+			for _, rec := range b.records() {
+				found = found || rec.Type == audit.TypeSetAside && strings.HasPrefix(rec.Path, filepath.Join(b.ws, "nest", ".git.cordon-set-aside-"))
+			}
+			if !found {
+				t.Error("no set_aside line for nest/.git")
+			}
+		})
+	}
+}
+
 // TestRunKeepsWhatItSetAsideFromASubdirectory: what a run set aside is
 // kept by a later run whose workspace, or read-write allow path, is a
 // directory above or below the first run's workspace (cd a && cordon

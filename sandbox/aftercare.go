@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -61,21 +62,12 @@ import (
 // (replacedCare). It returns what it did.
 func Aftercare(guards []GuardedPath) Care {
 	var c Care
-	guarded := map[string]bool{}
-	for _, g := range guards {
-		if g.Guard == Pinned || g.Guard == ReadOnly {
-			guarded[g.Path] = true
-		}
-	}
+	guarded, roots := walkedRoots(guards)
 	// The run began no later than its walked guards were taken.
 	var began time.Time
-	roots := map[string]bool{}
 	for _, g := range guards {
-		if walked(g.Guard) {
-			roots[g.Path] = true
-			if began.IsZero() || g.Since.Before(began) {
-				began = g.Since
-			}
+		if walked(g.Guard) && (began.IsZero() || g.Since.Before(began)) {
+			began = g.Since
 		}
 	}
 	for _, g := range guards {
@@ -160,9 +152,35 @@ func maxEntries(k Guard) int {
 // place, whose paused operations Aftercare sees to last.
 func walkCare(g GuardedPath, bound walkBound, guarded map[string]bool, began time.Time) (Care, []string) {
 	var c Care
+	record, remembered := readGitDirs(g.Path)
+	walkedAt := time.Now()
 	w, err := nestedChanges(g.Path, g.Since, guarded, bound)
-	more, err2 := innerGitDirsChangedSince(filepath.Join(g.Path, ".git"), g.Since, guarded)
+	more, left, err2 := innerGitDirsChangedSince(filepath.Join(g.Path, ".git"), g.Since, guarded)
 	err = errors.Join(err, err2)
+	// A git directory renamed into place during the run is set aside as
+	// one made during it (see gitdirs.go): a .git or a submodule's or
+	// worktree's git directory whole, a directory git takes for one by
+	// its layout by its HEAD.
+	renamed := func(d string) bool { return remembered && record.renamedInto(d, g.Since) }
+	var inPlace []string
+	for _, d := range w.gitDirs {
+		switch {
+		case !renamed(d):
+			inPlace = append(inPlace, d)
+		case filepath.Base(d) == ".git":
+			more = append(more, d)
+		default:
+			more = append(more, filepath.Join(d, "HEAD"))
+		}
+	}
+	w.gitDirs = slices.Clone(inPlace)
+	for _, d := range append(w.innerLeft, left...) {
+		if renamed(d) {
+			more = append(more, d)
+		} else {
+			inPlace = append(inPlace, d)
+		}
+	}
 	// First, as what is set aside below moves what is under it; never
 	// through a link made during the run (onDir), where the mode the
 	// box chose would be taken off a host file of the same name.
@@ -174,8 +192,28 @@ func walkCare(g GuardedPath, bound walkBound, guarded map[string]bool, began tim
 			c.Closed = append(c.Closed, p)
 		}
 	}
+	// The next walk's record: the git directories left in place, and
+	// those set aside, by the paths they had (a user who renames one back
+	// has it taken for theirs again).
+	var ids []gitDirID
 	for _, p := range append(w.found, more...) {
+		id, isDir := gitDirIdentity(gitDirOf(p))
+		n := len(c.SetAside)
 		c.putAside(p, began)
+		if isDir && len(c.SetAside) > n {
+			ids = append(ids, id)
+		}
+	}
+	for _, d := range inPlace {
+		if id, ok := gitDirIdentity(d); ok {
+			ids = append(ids, id)
+		}
+	}
+	// Written even after a walk that did not read everything: a record
+	// kept from before would take what this run's box made for what was
+	// made between the runs.
+	if err := writeGitDirs(g.Path, walkedAt, ids); err != nil {
+		c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("remembering its git directories for the next run: %w", err)})
 	}
 	for _, p := range w.pipes {
 		if to, err := setAside(p, began); err != nil {

@@ -121,8 +121,14 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 		}
 		if gitDirLayout(entries) {
 			changed := false
-			if !skip[dir] {
+			if !skip[dir] && !bound.listOnly {
 				changed, err = gitDirChangedSince(dir, since)
+			}
+			if bound.listOnly {
+				mu.Lock()
+				w.gitDirs = append(w.gitDirs, dir)
+				mu.Unlock()
+				return
 			}
 			if err == nil && !changed {
 				// A git directory by another name (one a .git file
@@ -153,11 +159,15 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 		for _, d := range entries {
 			p := filepath.Join(dir, d.Name())
 			switch {
+			case bound.listOnly && d.Name() != ".git":
+				if d.IsDir() && !bound.Roots[p] {
+					queue(p)
+				}
 			case d.Name() == ".git":
 				if dir == root {
 					// The workspace's own (pinned): its config and
 					// hooks are guarded, but not what else git reads.
-					if d.IsDir() {
+					if d.IsDir() && !bound.listOnly {
 						fifos, open, err := gitPipes(p, since)
 						mu.Lock()
 						w.gitFifos = append(w.gitFifos, fifos...)
@@ -170,13 +180,19 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 				if skip[p] {
 					continue // a guarded checkout's
 				}
-				changed, err := repoChangedSince(p, d, since)
-				var inner, fifos, open []string
+				var changed bool
+				var err error
+				if !bound.listOnly {
+					changed, err = repoChangedSince(p, d, since)
+				}
+				var inner, left, fifos, open []string
 				if err == nil && !changed && d.IsDir() {
-					inner, err = innerGitDirsChangedSince(p, since, skip)
-					var err2 error
-					fifos, open, err2 = gitPipes(p, since)
-					err = errors.Join(err, err2)
+					inner, left, err = innerGitDirsChangedSince(p, since, skip)
+					if !bound.listOnly {
+						var err2 error
+						fifos, open, err2 = gitPipes(p, since)
+						err = errors.Join(err, err2)
+					}
 				}
 				mu.Lock()
 				switch {
@@ -184,6 +200,7 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 					w.found = append(w.found, p)
 				default:
 					w.found = append(w.found, inner...)
+					w.innerLeft = append(w.innerLeft, left...)
 					w.gitFifos = append(w.gitFifos, fifos...)
 					w.opened = append(w.opened, open...)
 					if d.IsDir() {
@@ -210,7 +227,7 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 	visit(root)
 	pending.Wait()
 	close(dirs)
-	for _, l := range [][]string{w.found, w.pipes, w.gitFifos, w.opened, w.ignores, w.gitDirs} {
+	for _, l := range [][]string{w.found, w.pipes, w.gitFifos, w.opened, w.ignores, w.gitDirs, w.innerLeft} {
 		slices.Sort(l)
 	}
 	return w, errs
@@ -234,6 +251,10 @@ type walkFound struct {
 	// the directories git takes for one by their layout, where a paused
 	// operation's state may be (sequencersSince).
 	gitDirs []string
+	// innerLeft are the git directories of the submodules and linked
+	// worktrees of those nested repositories, left in place
+	// (innerGitDirsChangedSince).
+	innerLeft []string
 }
 
 // walkBound is how far one walk of nestedChanges goes.
@@ -247,6 +268,10 @@ type walkBound struct {
 	// no bound. The git directories it looks through (gitPipes) each
 	// have their own bound, maxGitPipeEntries.
 	MaxEntries int
+	// listOnly has the walk list the git directories there (gitDirs,
+	// innerLeft: all of them, as if none was made or changed) and look at
+	// nothing else (rememberGitDirs).
+	listOnly bool
 }
 
 // maxWatchedEntries bounds the walk of a read-write allow_path (Watched),
@@ -376,9 +401,10 @@ func configChangedSince(p string, since time.Time) (bool, error) {
 // adds in the workspace has its checkout's .git set aside too (Nested,
 // Checkouts). Those of the workspace's own repository present when the
 // run began are guarded, and pinned.
-func innerGitDirsChangedSince(dir string, since time.Time, skip map[string]bool) ([]string, error) {
+//
+// It returns, too, those it left: neither made nor changed since.
+func innerGitDirsChangedSince(dir string, since time.Time, skip map[string]bool) (found, left []string, err error) {
 	dirs, err := innerGitDirs(dir)
-	var found []string
 	for _, d := range dirs {
 		if skip[d] {
 			continue
@@ -389,9 +415,11 @@ func innerGitDirsChangedSince(dir string, since time.Time, skip map[string]bool)
 			err = errors.Join(err, err2)
 		case changed:
 			found = append(found, d)
+		default:
+			left = append(left, d)
 		}
 	}
-	return found, err
+	return found, left, err
 }
 
 // innerGitDirs lists the linked worktrees' and the submodules' git

@@ -31,7 +31,12 @@ const owedHeader = "cordon aftercare owed v1\n"
 // owes their Aftercare; paid removes the record, once Aftercare is done.
 // Where nothing could be recorded, the run goes on: it pays its own debt
 // when it ends, and only a cordon killed before then leaves it unpaid.
+//
+// First, the git directories in the walked guards' roots are remembered
+// for the walk after the run, where no earlier walk did (rememberGitDirs);
+// where they cannot be, that walk goes by times alone.
 func Owe(workspace string, guards []GuardedPath) (paid func(), err error) {
+	_ = rememberGitDirs(guards)
 	dir := owedDir()
 	if dir == "" {
 		return func() {}, errors.New("no cache directory to record the run's aftercare in")

@@ -1,0 +1,179 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAftercareSetsAsideGitDirsRenamedIntoPlace plays two runs in a row in
+// one workspace (the record of git directories made before the first
+// run's command, as Owe makes it, and each run's Aftercare): a git
+// directory staged in one run, every piece born then under names git does
+// not use, and renamed into place in the next, is set aside after that
+// next run, and the host's git status there runs nothing of the box's
+// (red team, round 6: it ran the core.fsmonitor staged the run before);
+// so is one a repository's own content held, renamed into place by the
+// first run. The user's own repositories, used in both runs, made
+// between them, or renamed back by the user once set aside, are left.
+func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
+	mv := func(t *testing.T, from, to string) {
+		t.Helper()
+		if err := os.Rename(from, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkdir := func(t *testing.T, p string) {
+		t.Helper()
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(t *testing.T, p, data string) {
+		t.Helper()
+		mkdir(t, filepath.Dir(p))
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// staged is a bare git directory at dir with HEAD named HEAD.x, a
+	// worktree one level up and a core.fsmonitor: no git directory yet.
+	staged := func(t *testing.T, dir, marker string) {
+		t.Helper()
+		mkdir(t, filepath.Dir(dir))
+		git(t, filepath.Dir(dir), "init", "-q", "--bare", filepath.Base(dir))
+		git(t, dir, "config", "core.bare", "false")
+		git(t, dir, "config", "core.fsmonitor", "touch "+marker+"; false")
+		mv(t, filepath.Join(dir, "HEAD"), filepath.Join(dir, "HEAD.x"))
+	}
+	for _, c := range []struct {
+		name          string
+		before, run1  func(t *testing.T, ws, marker string) // the user's; the first run's box
+		between, run2 func(t *testing.T, ws, marker string) // the user's; the second run's box
+		want1, want2  []string                              // set aside after each run, relative to ws
+		gitIn         string                                // where the host's git status ran the box's command
+	}{
+		{name: "a .git staged in one run, renamed into place in the next",
+			run1: func(t *testing.T, ws, marker string) { staged(t, filepath.Join(ws, "nest/dotgit"), marker) },
+			run2: func(t *testing.T, ws, marker string) {
+				mv(t, filepath.Join(ws, "nest/dotgit"), filepath.Join(ws, "nest/.git"))
+				mv(t, filepath.Join(ws, "nest/.git/HEAD.x"), filepath.Join(ws, "nest/.git/HEAD"))
+			},
+			want2: []string{"nest/.git"}, gitIn: "nest"},
+		{name: "a layout staged in one run, its HEAD renamed into place in the next",
+			before: func(t *testing.T, ws, marker string) {
+				write(t, filepath.Join(ws, "src/pkg/main.go"), "package main\n")
+			},
+			run1: func(t *testing.T, ws, marker string) {
+				mkdir(t, filepath.Join(ws, "src/objects"))
+				mkdir(t, filepath.Join(ws, "src/refs/heads"))
+				write(t, filepath.Join(ws, "src/HEAD.x"), "ref: refs/heads/main\n")
+				write(t, filepath.Join(ws, "src/config"), "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n\tfsmonitor = \"touch "+marker+"; false\"\n")
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				mv(t, filepath.Join(ws, "src/HEAD.x"), filepath.Join(ws, "src/HEAD"))
+			},
+			want2: []string{"src/HEAD"}, gitIn: "src/pkg"},
+		{name: "a submodule's git directory staged in one run, renamed into place in the next",
+			run1: func(t *testing.T, ws, marker string) { staged(t, filepath.Join(ws, ".git/modules/evil.x"), marker) },
+			run2: func(t *testing.T, ws, marker string) {
+				mv(t, filepath.Join(ws, ".git/modules/evil.x"), filepath.Join(ws, ".git/modules/evil"))
+				mv(t, filepath.Join(ws, ".git/modules/evil/HEAD.x"), filepath.Join(ws, ".git/modules/evil/HEAD"))
+			},
+			want2: []string{".git/modules/evil"}},
+		{name: "a repository's own content renamed into place by the first run",
+			before: func(t *testing.T, ws, marker string) {
+				staged(t, filepath.Join(ws, "nest/dotgit"), marker)
+				mv(t, filepath.Join(ws, "nest/dotgit/HEAD.x"), filepath.Join(ws, "nest/dotgit/HEAD"))
+			},
+			run1: func(t *testing.T, ws, marker string) {
+				mv(t, filepath.Join(ws, "nest/dotgit"), filepath.Join(ws, "nest/.git"))
+			},
+			want1: []string{"nest/.git"}, gitIn: "nest"},
+		{name: "the user's nested repository, used in both runs",
+			before: func(t *testing.T, ws, marker string) {
+				mkdir(t, filepath.Join(ws, "lib"))
+				git(t, filepath.Join(ws, "lib"), "init", "-q")
+			},
+			run1: func(t *testing.T, ws, marker string) {
+				git(t, filepath.Join(ws, "lib"), "commit", "-q", "--allow-empty", "-m", "one")
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				git(t, filepath.Join(ws, "lib"), "commit", "-q", "--allow-empty", "-m", "two")
+				git(t, filepath.Join(ws, "lib"), "status")
+			}},
+		{name: "a repository the user cloned between the runs, used in the second",
+			between: func(t *testing.T, ws, marker string) {
+				mkdir(t, filepath.Join(ws, "dep"))
+				git(t, filepath.Join(ws, "dep"), "init", "-q")
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				git(t, filepath.Join(ws, "dep"), "commit", "-q", "--allow-empty", "-m", "one")
+			}},
+		{name: "a repository the box made, set aside, renamed back by the user and used again",
+			run1: func(t *testing.T, ws, marker string) {
+				mkdir(t, filepath.Join(ws, "made"))
+				git(t, filepath.Join(ws, "made"), "init", "-q")
+			},
+			want1: []string{"made/.git"},
+			between: func(t *testing.T, ws, marker string) {
+				m, _ := filepath.Glob(filepath.Join(ws, "made", ".git.cordon-set-aside-*"))
+				if len(m) != 1 {
+					t.Fatalf("set aside: %q", m)
+				}
+				mv(t, m[0], filepath.Join(ws, "made/.git"))
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				git(t, filepath.Join(ws, "made"), "commit", "-q", "--allow-empty", "-m", "one")
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("XDG_CACHE_HOME", t.TempDir())
+			base := realTempDir(t)
+			ws, marker := filepath.Join(base, "ws"), filepath.Join(base, "ran")
+			mkdir(t, ws)
+			git(t, ws, "init", "-q")
+			run := func(n int, box func(t *testing.T, ws, marker string), want []string) {
+				t.Helper()
+				guards := guardRun(t, ws)
+				if err := rememberGitDirs(guards); err != nil {
+					t.Fatal(err)
+				}
+				if box != nil {
+					box(t, ws, marker)
+				}
+				if c.gitIn != "" && want != nil && !statusRuns(filepath.Join(ws, c.gitIn), marker) {
+					t.Fatal("the host's git status did not run the box's command, so this test shows nothing")
+				}
+				got := Aftercare(guards)
+				if got.Unchecked != nil || got.Removed != nil {
+					t.Errorf("run %d: unchecked %v, removed %q", n, got.Unchecked, got.Removed)
+				}
+				var aside []string
+				for _, a := range got.SetAside {
+					rel, _ := filepath.Rel(ws, a[:max(0, strings.LastIndex(a, ".cordon-set-aside-"))])
+					aside = append(aside, rel)
+				}
+				slices.Sort(aside)
+				if !slices.Equal(aside, want) {
+					t.Errorf("run %d set aside %q, want %q", n, aside, want)
+				}
+			}
+			if c.before != nil {
+				c.before(t, ws, marker)
+			}
+			run(1, c.run1, c.want1)
+			time.Sleep(2 * clockSlack)
+			if c.between != nil {
+				c.between(t, ws, marker)
+			}
+			run(2, c.run2, c.want2)
+			if c.gitIn != "" && statusRuns(filepath.Join(ws, c.gitIn), marker) {
+				t.Error("after Aftercare, the host's git status ran the box's command")
+			}
+		})
+	}
+}

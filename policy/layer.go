@@ -223,14 +223,39 @@ var projectKeys = []string{
 	"expose", "allow_paths", "deny_read", "read_only", "deny_commands", "env", "run_as", "limits", "credentials",
 }
 
-// maxProjectMounts bounds the deny_read and read_only entries of a project
-// file, which a repository cloned with one chooses: each is a mount, and
-// a box's build grows with the square of its mounts (bwrap reads all of
-// them for each one it makes).
+// maxProjectMounts bounds the paths the project files of a workspace name
+// together in deny_read, read_only, expose and allow_paths, which a
+// repository cloned with them chooses: each is a mount, and a box's build
+// grows with the square of its mounts (bwrap reads all of them for each
+// one it makes). An expose or allow_paths entry narrows when it names a
+// directory below one of the global config's, and each is a mount all the
+// same; and a workspace may have a project file in each directory from
+// its root down to where cordon runs, so the bound is on them all.
 const maxProjectMounts = 256
 
+// projectMounts is how many paths a project file names to mount.
+func (l *layer) projectMounts() int {
+	return len(l.p.DenyRead) + len(l.p.ReadOnly) + len(l.p.Expose) + len(l.p.AllowPaths)
+}
+
+// tooManyMounts refuses project files that name n paths to mount: file,
+// and those above it (above, outermost first).
+func tooManyMounts(file string, above []string, n int) error {
+	with := ""
+	if len(above) > 0 {
+		with = fmt.Sprintf(" with the project files above it (%s)", strings.Join(above, ", "))
+	}
+	return fmt.Errorf("%s: deny_read, read_only, expose and allow_paths name %d paths%s, more than the %d project files may: each is a mount of the box, and bubblewrap takes a time that grows with the square of the box's mounts to build it (400 took 3 s here, 1,400 about 25 s, on every run); name the directories that hold them instead, or put the entries in the global config, which cordon init writes, if you need them all", file, n, with, maxProjectMounts)
+}
+
+// maxProjectEntries bounds each other list of a project file: every entry
+// is checked, and some looked up, on every run (a deny_commands entry on
+// each directory of PATH: 100,000 of them, which fit in the file's 1 MiB,
+// took every run 7 s).
+const maxProjectEntries = 1024
+
 // narrowWith applies a project file, refusing any key that would widen p,
-// and one that names more paths to mount than maxProjectMounts.
+// and a list longer than maxProjectEntries.
 func (p *Policy) narrowWith(l *layer) error {
 	refuse := func(key, value, reason string) error {
 		return &WidenError{File: l.file, Key: key, Value: value, Reason: reason}
@@ -241,8 +266,14 @@ func (p *Policy) narrowWith(l *layer) error {
 			return refuse(k, "(any value)", "cordon does not know how to narrow this key")
 		}
 	}
-	if n := len(l.p.DenyRead) + len(l.p.ReadOnly); n > maxProjectMounts {
-		return fmt.Errorf("%s: deny_read and read_only name %d paths, more than the %d a project file may: each is a mount of the box, and bubblewrap takes a time that grows with the square of the box's mounts to build it (400 took 3 s here, 1,400 about 25 s, on every run); name the directories that hold them instead, or put the entries in the global config, which cordon init writes, if you need them all", l.file, n, maxProjectMounts)
+	for _, list := range []struct {
+		key string
+		n   int
+	}{{"allow", len(l.p.Allow)}, {"deny", len(l.p.Deny)}, {"exclude", len(l.p.Exclude)}, {"resolve", len(l.p.Resolve)},
+		{"extra_ca", len(l.p.ExtraCA)}, {"deny_commands", len(l.p.DenyCommands)}, {"env", len(l.p.Env)}, {"credentials", len(l.p.Credentials)}} {
+		if list.n > maxProjectEntries {
+			return fmt.Errorf("%s: %s names %d entries, more than the %d a project file may: each is checked, and some looked up, on every run; keep the list short, or put it in the global config, which cordon init writes, if you need it all", l.file, list.key, list.n, maxProjectEntries)
+		}
 	}
 	if l.has("network") && l.p.Network.rank() > p.Network.rank() {
 		return refuse("network", string(l.p.Network), fmt.Sprintf("it is wider than the global mode %s (off < restricted < open)", p.Network))

@@ -412,4 +412,94 @@ func TestProjectMountsBounded(t *testing.T) {
 	if _, err := layered(withKeys(t, global, list("deny_read", 2*maxProjectMounts)), "", Overrides{}); err != nil {
 		t.Errorf("a global config of %d deny_read paths refused: %v", 2*maxProjectMounts, err)
 	}
+	// Directories below the global config's expose and allow_paths
+	// narrow them, and each is a mount too (red team, round 6: 1,400
+	// expose entries made every run 13 s).
+	below := func(key, dir string, n int) string {
+		var b strings.Builder
+		b.WriteString(key + ":\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  - %s/d%d\n", dir, i)
+		}
+		return b.String()
+	}
+	if _, err := layered(global, below("expose", "/opt/tools", maxProjectMounts/2)+below("allow_paths", "/data", maxProjectMounts/2), Overrides{}); err != nil {
+		t.Fatalf("%d expose and allow_paths entries refused: %v", maxProjectMounts, err)
+	}
+	_, err = layered(global, below("expose", "/opt/tools", maxProjectMounts/2)+below("allow_paths", "/data", maxProjectMounts/2+1), Overrides{})
+	if want := fmt.Sprintf("name %d paths, more than the %d", maxProjectMounts+1, maxProjectMounts); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%d expose and allow_paths entries: err = %v, want it to say %q", maxProjectMounts+1, err, want)
+	}
+	// The bound is on a workspace's project files together (red team,
+	// round 6: six files of 250 deny_read entries each, one per level,
+	// made every run 9 s).
+	projects := []*configFile{
+		{path: "/w/.cordon.yaml", data: []byte(list("deny_read", maxProjectMounts/2))},
+		{path: "/w/src/.cordon.yaml", data: []byte(list("deny_read", maxProjectMounts/2))},
+	}
+	g := &configFile{path: "global.yaml", data: []byte(global)}
+	if _, err := buildLayers(testHome, "/w/src", "/w/src", g, projects, Overrides{}); err != nil {
+		t.Fatalf("two project files of %d paths together refused: %v", maxProjectMounts, err)
+	}
+	projects[1].data = []byte(list("deny_read", maxProjectMounts/2+1))
+	_, err = buildLayers(testHome, "/w/src", "/w/src", g, projects, Overrides{})
+	for _, want := range []string{"/w/src/.cordon.yaml", fmt.Sprintf("name %d paths with the project files above it (/w/.cordon.yaml), more than the %d", maxProjectMounts+1, maxProjectMounts)} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("two project files of %d paths together: err = %v, want it to say %q", maxProjectMounts+1, err, want)
+		}
+	}
+}
+
+// TestProjectListsBounded: a project file's other lists hold at most
+// maxProjectEntries entries each (red team, round 6: 100,000
+// deny_commands took every run 7 s, each looked up on PATH).
+func TestProjectListsBounded(t *testing.T) {
+	global := string(readTestdata(t, "global.yaml"))
+	list := func(key string, n int) string {
+		var b strings.Builder
+		b.WriteString(key + ":\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  - c%d\n", i)
+		}
+		return b.String()
+	}
+	if _, err := layered(global, list("deny_commands", maxProjectEntries), Overrides{}); err != nil {
+		t.Fatalf("%d deny_commands refused: %v", maxProjectEntries, err)
+	}
+	_, err := layered(global, list("deny_commands", maxProjectEntries+1), Overrides{})
+	for _, want := range []string{"/w/.cordon.yaml", fmt.Sprintf("deny_commands names %d entries, more than the %d", maxProjectEntries+1, maxProjectEntries), "global config"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%d deny_commands: err = %v, want it to say %q", maxProjectEntries+1, err, want)
+		}
+	}
+	if _, err := layered(global, list("deny", maxProjectEntries+1), Overrides{}); err == nil || !strings.Contains(err.Error(), "deny names") {
+		t.Errorf("%d deny entries: err = %v", maxProjectEntries+1, err)
+	}
+}
+
+// TestAppendUnique: entries already in the list, or earlier in add, are
+// not appended again, and the order is kept. It merges by a set, not by a
+// search of the list for each entry, which took every run, proxy and
+// doctor 30 to 50 s with a project file's 100,000 deny_commands (red
+// team, round 6; BenchmarkAppendUnique).
+func TestAppendUnique(t *testing.T) {
+	var add []string
+	for i := range 100_000 {
+		add = append(add, fmt.Sprintf("c%x", i%50_000))
+	}
+	got := appendUnique([]string{"c0", "kept"}, add...)
+	if len(got) != 50_001 || got[0] != "c0" || got[1] != "kept" || got[2] != "c1" {
+		t.Fatalf("appendUnique kept %d entries, starting %q; want 50,001, the list's first", len(got), got[:3])
+	}
+}
+
+// BenchmarkAppendUnique merges a project file's 100,000 entries.
+func BenchmarkAppendUnique(b *testing.B) {
+	var add []string
+	for i := range 100_000 {
+		add = append(add, fmt.Sprintf("c%x", i))
+	}
+	for b.Loop() {
+		appendUnique([]string{"kept"}, add...)
+	}
 }

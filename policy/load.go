@@ -148,10 +148,14 @@ func buildLayers(home, wd, ws string, global *configFile, projects []*configFile
 		p.widenWith(l)
 	}
 	var above []string
+	mounts := 0
 	for _, project := range projects {
 		l, err := parseLayer(project.path, project.data, home)
 		if err != nil {
 			return nil, err
+		}
+		if mounts += l.projectMounts(); mounts > maxProjectMounts {
+			return nil, tooManyMounts(project.path, above, mounts)
 		}
 		if dir := filepath.Dir(project.path); dir != ws {
 			if l.p.ReadOnly, err = rebaseReadOnly(l.p.ReadOnly, dir, ws); err != nil {
@@ -508,8 +512,15 @@ func expandPaths(p *Policy, home string) error {
 
 // appendUnique appends the entries of add not already in list.
 func appendUnique(list []string, add ...string) []string {
+	// A set, not a search of list for each: a project file may name
+	// 100,000 entries, and a search each took every run 30 s and more.
+	seen := make(map[string]bool, len(list)+len(add))
+	for _, s := range list {
+		seen[s] = true
+	}
 	for _, s := range add {
-		if !slices.Contains(list, s) {
+		if !seen[s] {
+			seen[s] = true
 			list = append(list, s)
 		}
 	}

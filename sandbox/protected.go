@@ -17,13 +17,13 @@ import (
 // os.UserCacheDir has it, but under homedir.Dir's home: a relative
 // $HOME, which os.UserCacheDir takes as it is, would put the cache in
 // whatever directory cordon starts in, the repository's, where the box
-// writes records that later runs act on); "" when there is none, as for
-// a relative $XDG_CACHE_HOME.
+// writes records that later runs act on); "" when there is none. A
+// relative $XDG_CACHE_HOME is ignored, as the XDG specification says
+// and as cordon ignores a relative $XDG_CONFIG_HOME or $XDG_STATE_HOME:
+// it used to leave cordon with no cache directory, and cordon proxy
+// then asked for $XDG_CACHE_HOME to be set, which it was.
 func CacheDir() string {
-	if x := os.Getenv("XDG_CACHE_HOME"); x != "" && runtime.GOOS != "darwin" {
-		if !filepath.IsAbs(x) {
-			return ""
-		}
+	if x := os.Getenv("XDG_CACHE_HOME"); filepath.IsAbs(x) && runtime.GOOS != "darwin" {
 		return filepath.Join(x, "cordon")
 	}
 	home, err := homedir.Dir()

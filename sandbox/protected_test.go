@@ -116,7 +116,9 @@ func TestWithin(t *testing.T) {
 // directory, and a relative $HOME, which put it in the directory cordon
 // started in (a run's workspace, where its box planted records the next
 // run acted on) and which no check of where it lies saw, counts for
-// none: the password database's home is used.
+// none: the password database's home is used. A relative $XDG_CACHE_HOME
+// is ignored (red team, round 6: it left cordon with no cache, and cordon
+// proxy asked for the variable to be set).
 func TestCacheDir(t *testing.T) {
 	u, err := user.Current()
 	if err != nil {
@@ -125,7 +127,7 @@ func TestCacheDir(t *testing.T) {
 	for _, c := range []struct{ name, xdg, home, want string }{
 		{"home", "", "/h", DefaultCacheDir("/h")},
 		{"xdg", "/x/cache", "/h", "/x/cache/cordon"},
-		{"relative xdg", "cache", "/h", ""},
+		{"relative xdg, ignored as the XDG specification says", "cache", "/h", DefaultCacheDir("/h")},
 		{"relative home", "", "rel", DefaultCacheDir(u.HomeDir)},
 		{"dot home", "", ".", DefaultCacheDir(u.HomeDir)},
 	} {

@@ -157,7 +157,7 @@ func StartProxy(ctx context.Context, o Options) (*Proxy, error) {
 		if listen == "" {
 			listen = "127.0.0.1:0"
 		}
-		if ln, err = net.Listen("tcp", listen); err != nil {
+		if ln, err = net.Listen(listenNetwork(listen), listen); err != nil {
 			closeAudit()
 			return nil, fmt.Errorf("listen on %s: %w (choose another address with --listen 127.0.0.1:PORT)", listen, err)
 		}
@@ -459,4 +459,24 @@ func terminatePredicate(p *policy.Policy) (func(string, int) bool, error) {
 	return func(host string, port int) bool {
 		return !excl.DecideNormalized(host, port).Allow
 	}, nil
+}
+
+// listenNetwork is the network to listen on addr with: tcp4 for an IPv4
+// address (0.0.0.0 among them, and one written IPv4-mapped), tcp6 for an
+// IPv6 one, tcp for no address (all of the machine's, both families).
+// Go listens on 0.0.0.0 with "tcp" on every IPv6 address as well (a
+// dual-stack socket), which --listen 0.0.0.0:PORT did not ask for.
+func listenNetwork(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "tcp"
+	}
+	a, err := netip.ParseAddr(host)
+	switch {
+	case err != nil:
+		return "tcp"
+	case a.Unmap().Is4():
+		return "tcp4"
+	}
+	return "tcp6"
 }

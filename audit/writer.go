@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/homedir"
+	"github.com/cordon-sandbox/cordon/internal/owner"
 	"github.com/cordon-sandbox/cordon/internal/regular"
 )
 
@@ -188,12 +190,24 @@ func Fix(path string) string {
 // under another --audit) could have planted either; both are refused, as
 // is a file another user owns, or one whose mode lets another user write
 // it (cordon makes its logs 0600; such a mode is one set by hand).
+//
+// Its directory must be beyond other users' reach too (owner.
+// OthersMayReplace): one they may write in let them move the log aside
+// and put one of theirs in its place, which cordon audit then read.
 func openLog(path string) (*os.File, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open audit log %s: %w", path, err)
 	}
-	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+	if di, err := os.Stat(dir); err == nil && owner.OthersMayReplace(di) {
+		return nil, fmt.Errorf("audit log %s lies in %s, which another user owns or may write in (mode %04o), so they could move the log aside and put lines of their own in its place; keep it in a directory of yours that only you may write (cordon's default, ~/.local/state/cordon, is), or one with the sticky bit, as /tmp has", path, dir, di.Mode().Perm())
+	}
+	fi, err := os.Lstat(path)
+	if err == nil && !fi.Mode().IsRegular() {
 		return nil, notRegular(path, fi.Mode().Type())
+	}
+	if err == nil && !owner.Mine(fi) {
+		return nil, notYours(path, fi)
 	}
 	// A FIFO put there after the check fails the open instead of
 	// holding it until a reader comes; a link put there fails it too
@@ -216,13 +230,24 @@ func openLog(path string) (*os.File, error) {
 			return nil, fmt.Errorf("audit log %s has %d names (hard links), and another name could be where a sandboxed command reads and rewrites it: cordon appends only to a log with no other name; move it aside (cordon starts a new one) or point --audit or CORDON_AUDIT at another file", path, st.Nlink)
 		case int(st.Uid) != os.Geteuid():
 			f.Close()
-			return nil, fmt.Errorf("audit log %s belongs to uid %d, not to you (uid %d): cordon appends only to a log of your own; move it aside (cordon starts a new one) or point --audit or CORDON_AUDIT at another file", path, st.Uid, os.Geteuid())
+			return nil, notYours(path, fi)
 		case fi.Mode().Perm()&0o022 != 0:
 			f.Close()
 			return nil, fmt.Errorf("audit log %s has mode %04o, so other users may rewrite it (erase a session's lines, or add lines of their own): cordon appends only to a log no one else may write; fix with `chmod 600 %s`", path, fi.Mode().Perm(), path)
 		}
 	}
 	return f, nil
+}
+
+// notYours is the error for an audit log (described by fi) that another
+// user owns: checked before the open too, where their mode would refuse
+// it as "permission denied", which says nothing of whose it is.
+func notYours(path string, fi fs.FileInfo) error {
+	uid := -1
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		uid = int(st.Uid)
+	}
+	return fmt.Errorf("audit log %s belongs to uid %d, not to you (uid %d): cordon appends only to a log of your own; move it aside (cordon starts a new one) or point --audit or CORDON_AUDIT at another file", path, uid, os.Geteuid())
 }
 
 // notRegular is the error for an audit log that is not a regular file: a

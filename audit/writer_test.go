@@ -555,3 +555,38 @@ func TestDefaultPath(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenRefusesADirectoryOthersMayWrite: a log in a directory other
+// users may write in (without the sticky bit) is refused, naming the
+// directory: they could move the log aside and put lines of their own in
+// its place, which cordon audit read (red team, round 6). One with the
+// sticky bit, as /tmp has, keeps them from the log, and is taken.
+func TestOpenRefusesADirectoryOthersMayWrite(t *testing.T) {
+	for _, c := range []struct {
+		mode os.FileMode
+		want string // in the refusal; "" to open
+	}{
+		{0o777, "which another user owns or may write in (mode 0777)"},
+		{0o770, "(mode 0770)"},
+		{0o777 | os.ModeSticky, ""},
+		{0o755, ""},
+	} {
+		dir := filepath.Join(t.TempDir(), "logs")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		w, err := Open(filepath.Join(dir, "audit.jsonl"), "s")
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("mode %v: %v", c.mode, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), dir)):
+			t.Errorf("mode %v: err = %v, want a refusal naming %s and saying %q", c.mode, err, dir, c.want)
+		}
+		if w != nil {
+			w.Close()
+		}
+	}
+}

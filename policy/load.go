@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/cordon-sandbox/cordon/internal/homedir"
+	"github.com/cordon-sandbox/cordon/internal/owner"
 	"github.com/cordon-sandbox/cordon/internal/regular"
 )
 
@@ -273,7 +274,7 @@ func othersCannotWrite(path string, fi fs.FileInfo) error {
 	if real != path {
 		name = fmt.Sprintf("%s (%s)", path, real)
 	}
-	if !OwnedByUserOrRoot(fi) {
+	if !owner.Mine(fi) {
 		return fmt.Errorf("config %s belongs to another user (uid %d), who could widen your sandbox by editing it; %s", name, fi.Sys().(*syscall.Stat_t).Uid, fix)
 	}
 	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
@@ -284,11 +285,11 @@ func othersCannotWrite(path string, fi fs.FileInfo) error {
 	if err != nil {
 		return fmt.Errorf("config %s: check its directory: %w", name, err)
 	}
-	switch perm := di.Mode().Perm(); {
-	case !OwnedByUserOrRoot(di):
+	switch {
+	case !owner.Mine(di):
 		return fmt.Errorf("config %s lies in %s, which belongs to another user (uid %d), who could replace it and so widen your sandbox; %s", name, dir, di.Sys().(*syscall.Stat_t).Uid, fix)
-	case perm&0o022 != 0 && di.Mode()&os.ModeSticky == 0:
-		return fmt.Errorf("config %s lies in %s, which other users may write in (mode %04o), so they could replace it and widen your sandbox; run chmod go-w %s", name, dir, perm, dir)
+	case owner.OthersMayReplace(di):
+		return fmt.Errorf("config %s lies in %s, which other users may write in (mode %04o), so they could replace it and widen your sandbox; run chmod go-w %s", name, dir, di.Mode().Perm(), dir)
 	}
 	return nil
 }
@@ -337,7 +338,7 @@ func readProjectFiles(ws, home string) ([]*configFile, error) {
 	for _, d := range slices.Backward(dirs) {
 		path := filepath.Join(d, ProjectFile)
 		fi, err := os.Lstat(path)
-		if err != nil || !OwnedByUserOrRoot(fi) {
+		if err != nil || !owner.Mine(fi) {
 			continue
 		}
 		f, err := readConfig(path, false, d)
@@ -376,13 +377,6 @@ func rebaseReadOnly(entries []string, dir, ws string) ([]string, error) {
 	return out, nil
 }
 
-// OwnedByUserOrRoot says whether fi is owned by the effective user or by
-// root.
-func OwnedByUserOrRoot(fi fs.FileInfo) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return !ok || st.Uid == 0 || int(st.Uid) == os.Geteuid()
-}
-
 // findWorkspace returns the project root holding cwd (Sources.Workspace):
 // the nearest directory at or above cwd, below home, holding .cordon.yaml
 // or .git, else cwd itself; above cwd, not in a shared temporary
@@ -410,7 +404,7 @@ func findWorkspace(cwd, home string) (string, error) {
 		}
 		for _, marker := range []string{ProjectFile, ".git"} {
 			if fi, err := os.Lstat(filepath.Join(d, marker)); err == nil {
-				if d != dir && !OwnedByUserOrRoot(fi) {
+				if d != dir && !owner.Mine(fi) {
 					return dir, nil
 				}
 				return d, nil

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/owner"
 	"github.com/cordon-sandbox/cordon/internal/regular"
 	"github.com/cordon-sandbox/cordon/policy"
 )
@@ -1128,7 +1129,7 @@ func (g *repoWalk) includes(p string) ([]GuardedPath, error) {
 func enclosingRepo(root string) (dir, worktree string, ok bool) {
 	found := func(marker, dir, worktree string) (string, string, bool) {
 		for _, p := range []string{marker, dir} {
-			if fi, err := os.Lstat(p); err != nil || !policy.OwnedByUserOrRoot(fi) {
+			if fi, err := os.Lstat(p); err != nil || !owner.Mine(fi) {
 				return "", "", false
 			}
 		}

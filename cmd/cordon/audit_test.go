@@ -467,3 +467,42 @@ func TestAuditTableNamesWhatWasSetAside(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditWarnsOfALogOthersMayHaveWritten: cordon audit reads a log
+// other users may have written, or put in place, saying so: another user
+// could move a log aside in a directory they may write in and plant one
+// of theirs, which was shown without a word (red team, round 6).
+func TestAuditWarnsOfALogOthersMayHaveWritten(t *testing.T) {
+	recs := []audit.Record{{Time: auditT0, Session: "s", Type: audit.TypeDecision, Kind: audit.KindHTTP, Host: "example.com", Decision: audit.Allow, Reason: "allowlisted"}}
+	for _, c := range []struct {
+		name      string
+		file, dir os.FileMode
+		warning   string
+	}{
+		{"the user's own", 0o600, 0o700, ""},
+		{"writable by others", 0o666, 0o700, "has mode 0666: other users may have written lines into it"},
+		{"in a directory others may write in", 0o600, 0o777, "which another user owns or may write in"},
+		{"in a sticky directory", 0o600, 0o777 | os.ModeSticky, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log := writeLog(t, recs)
+			if err := os.Chmod(log, c.file); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Dir(log), c.dir); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Chmod(filepath.Dir(log), 0o700)
+			out, stderr, err := runAuditCmd(t, "--file", log)
+			if err != nil || !strings.Contains(out, "example.com") {
+				t.Fatalf("the log was not read: %v\n%s%s", err, out, stderr)
+			}
+			switch {
+			case c.warning == "" && stderr != "":
+				t.Errorf("a warning for a log of the user's own: %q", stderr)
+			case c.warning != "" && !strings.Contains(stderr, c.warning):
+				t.Errorf("stderr %q, want a warning saying %q", stderr, c.warning)
+			}
+		})
+	}
+}

@@ -264,6 +264,27 @@ func TestProxyEndsWhenItsExportsCannotBePrinted(t *testing.T) {
 	}
 }
 
+// TestProxyRefusesAStdoutThatLosesItsExports: a proxy whose standard
+// output is /dev/null, or was closed (Go's runtime opens /dev/null in
+// its place), wrote its export lines there and served on for no one (red
+// team, round 6); it now refuses at once, starting nothing.
+func TestProxyRefusesAStdoutThatLosesItsExports(t *testing.T) {
+	tmp := userDir(t, "cordon-it-tmp-")
+	for _, redirect := range []string{">/dev/null", ">&-"} {
+		cmd := asUser(t, []string{"TMPDIR=" + tmp}, "/bin/sh", "-c", cordonBin(t)+" proxy --audit "+filepath.Join(tmp, "audit.jsonl")+" --allow allowed.cordon.test "+redirect)
+		r := runResult(t, 30*time.Second, cmd)
+		if r.code == 0 || !strings.Contains(r.stderr, "standard output is /dev/null") {
+			t.Errorf("cordon proxy %s: exit %d, want a refusal saying why:\n%s", redirect, r.code, r.stderr)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "cordon-session-*")); len(left) > 0 {
+		t.Errorf("a session's trust bundle was made: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "audit.jsonl")); err == nil {
+		t.Error("the refused proxy opened its audit log")
+	}
+}
+
 func TestProxyPlainHTTPDropsProxyHeaders(t *testing.T) {
 	testOrigin(t)
 	p := startProxy(t, "--allow", originName+":8080", resolveOrigin)

@@ -45,6 +45,9 @@ Every connection is judged against the allowlist and logged to the audit log.`,
 			if err != nil {
 				return err
 			}
+			if err := exportsLost(cmd.OutOrStdout()); err != nil {
+				return err
+			}
 			p, _, err := pf.loadFrom(policy.LoadOptions{OptionalWorkspace: true})
 			if err != nil {
 				return err
@@ -125,6 +128,25 @@ func releaseStdout(w io.Writer) error {
 	defer null.Close()
 	if err := unix.Dup2(int(null.Fd()), int(os.Stdout.Fd())); err != nil {
 		return fmt.Errorf("close standard output: %w", err)
+	}
+	return nil
+}
+
+// exportsLost refuses a standard output that is /dev/null: the export
+// lines, which alone carry the session's token, would be written and
+// lost, and no client could use the proxy, which served on for no one.
+// A standard output that was closed when cordon started is /dev/null too:
+// Go's runtime opens it there.
+func exportsLost(w io.Writer) error {
+	if w != io.Writer(os.Stdout) {
+		return nil
+	}
+	var out, null unix.Stat_t
+	if unix.Fstat(int(os.Stdout.Fd()), &out) != nil || unix.Stat(os.DevNull, &null) != nil {
+		return nil
+	}
+	if out.Mode&unix.S_IFMT == unix.S_IFCHR && out.Rdev == null.Rdev {
+		return errors.New("standard output is /dev/null (or was closed, which leaves it /dev/null), where the export lines, the only place the session's token is given, would be lost and no client could use the proxy; read them, as eval \"$(cordon proxy &)\" does")
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ type tail struct {
 	path string
 	f    *os.File
 	off  int64
+	last byte // the last byte read, at off-1
 	warn func(string)
 }
 
@@ -32,21 +33,29 @@ func (t *tail) Read(p []byte) (int, error) {
 	for {
 		n, err := t.f.Read(p)
 		t.off += int64(n)
+		if n > 0 {
+			t.last = p[n-1]
+		}
 		if n > 0 || err != nil && err != io.EOF {
 			return n, err
-		}
-		if err := t.check(); err != nil {
-			return 0, err
 		}
 		select {
 		case <-t.ctx.Done():
 			return 0, io.EOF
 		case <-time.After(tailPoll):
 		}
+		// After the wait, before the next read: a log truncated and
+		// written again meanwhile was read on from the old offset,
+		// mid-line, and the first new record lost.
+		if err := t.check(); err != nil {
+			return 0, err
+		}
 	}
 }
 
-// check looks, at the log's end, whether it was truncated or replaced.
+// check looks, at the log's end, whether it was truncated (shorter than
+// what was read, or holding another byte where the last one read was:
+// written again since) or replaced.
 func (t *tail) check() error {
 	cur, err := t.f.Stat()
 	if err != nil {
@@ -62,7 +71,12 @@ func (t *tail) check() error {
 		t.warn(fmt.Sprintf("%s was replaced (moved aside?): following the new file from its start; what sessions that began before append to the old one is not shown", t.path))
 		return nil
 	}
-	if cur.Size() < t.off {
+	var at [1]byte
+	rewritten := t.off > 0 && cur.Size() >= t.off && (func() bool {
+		n, _ := t.f.ReadAt(at[:], t.off-1)
+		return n == 1 && at[0] != t.last
+	})()
+	if cur.Size() < t.off || rewritten {
 		if _, err := t.f.Seek(0, io.SeekStart); err != nil {
 			return fmt.Errorf("audit log %s: %w", t.path, err)
 		}

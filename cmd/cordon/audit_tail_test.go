@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -115,6 +116,42 @@ func TestAuditFollow(t *testing.T) {
 		if !strings.HasPrefix(l[col:], "deny ") {
 			t.Errorf("row not aligned to the header's DECISION at column %d: %q", col, l)
 		}
+	}
+}
+
+// TestAuditFollowTruncatedAndWrittenAgain: a log truncated and written
+// past where the follower had read, between two of its looks, is read
+// again from its start: it was read on from the old offset, mid-line, the
+// first new record lost as a line that is no JSON object (red team,
+// round 6).
+func TestAuditFollowTruncatedAndWrittenAgain(t *testing.T) {
+	path := writeLog(t, nil)
+	appendDeny(t, path, "first.example")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out, errOut syncbuf.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runAudit(ctx, &out, &errOut, auditFlags{file: path, decision: audit.Deny, follow: true}, time.Now())
+	}()
+	waitFor(t, &out, "first.example:443")
+	time.Sleep(2 * tailPoll) // the follower is at the log's end
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 { // written past the old end before the next look
+		appendDeny(t, path, fmt.Sprintf("again-%d.example", i))
+	}
+	for i := range 3 {
+		waitFor(t, &out, fmt.Sprintf("again-%d.example:443", i))
+	}
+	waitFor(t, &errOut, "was truncated")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(errOut.String(), "skipped") {
+		t.Errorf("a record was skipped: %s", errOut.String())
 	}
 }
 

@@ -200,8 +200,16 @@ func runAudit(ctx context.Context, stdout, stderr io.Writer, f auditFlags, now t
 		defer bw.Flush() // what was read before an error
 		stdout = bw
 	}
+	// Each skipped line is named up to maxSkipWarnings, then counted: a
+	// log of 100,000 lines that are not cordon's wrote 100,000 warnings.
+	skipped := 0
 	rd := audit.NewReader(src, func(line int, err error) {
-		fmt.Fprintf(stderr, "cordon: warning: %s:%d: skipped: %v\n", path, line, err)
+		if skipped++; skipped <= maxSkipWarnings {
+			fmt.Fprintf(stderr, "cordon: warning: %s:%d: skipped: %v\n", path, line, err)
+		}
+		if skipped == maxSkipWarnings {
+			fmt.Fprintf(stderr, "cordon: warning: %s: further lines skipped are counted, not named\n", path)
+		}
 	})
 	var out recordSink
 	switch {
@@ -235,6 +243,9 @@ func runAudit(ctx context.Context, stdout, stderr io.Writer, f auditFlags, now t
 	}
 	return nil
 }
+
+// maxSkipWarnings bounds the skipped lines of a log cordon audit names.
+const maxSkipWarnings = 20
 
 // recordSink is one output format.
 type recordSink interface {

@@ -506,3 +506,23 @@ func TestAuditWarnsOfALogOthersMayHaveWritten(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditSkippedLinesBounded: the lines of a log that are not cordon's
+// are named up to maxSkipWarnings, then counted: a log of 100,000 such
+// lines wrote as many warnings (red team, round 6).
+func TestAuditSkippedLinesBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Repeat("not json\n", 1000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := runAuditCmd(t, "--file", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(stderr, "\n"); n != maxSkipWarnings+2 {
+		t.Errorf("%d lines of warnings for 1,000 skipped lines, want %d named, one saying the rest are counted, and the count:\n%s", n, maxSkipWarnings, stderr)
+	}
+	if !strings.Contains(stderr, "skipped 1000 malformed") {
+		t.Errorf("the count is missing: %s", stderr)
+	}
+}

@@ -186,8 +186,17 @@ func SetNetworkMode(path string, mode NetMode) error {
 
 // setNetworkLine replaces the value of the top-level network key on its
 // line, keeping the key as written and its comment, or appends the key
-// when there is none.
+// when there is none. A UTF-8 byte order mark that starts the file (an
+// editor's, which YAML skips) is kept, and not taken for part of the
+// first line.
 func setNetworkLine(data []byte, mode NetMode) ([]byte, error) {
+	if rest, ok := bytes.CutPrefix(data, []byte(utf8BOM)); ok {
+		out, err := setNetworkLine(rest, mode)
+		if err != nil {
+			return nil, err
+		}
+		return append([]byte(utf8BOM), out...), nil
+	}
 	n, err := networkKeyLine(data)
 	if err != nil {
 		return nil, err
@@ -209,6 +218,9 @@ func setNetworkLine(data []byte, mode NetMode) ([]byte, error) {
 	lines[n-1] = []byte(line)
 	return bytes.Join(lines, nil), nil
 }
+
+// utf8BOM is the UTF-8 byte order mark.
+const utf8BOM = "\ufeff"
 
 // networkKeyLine returns the line (from 1) of the top-level network key
 // of a YAML mapping, as parseLayer names keys (any case); 0 when there is

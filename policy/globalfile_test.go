@@ -111,6 +111,11 @@ func TestSetNetworkMode(t *testing.T) {
 		{"key in capitals", "Network: open\n", NetOff, "Network: off\n"},
 		{"quoted key", "\"network\": open # ops\n", NetOff, "\"network\": off # ops\n"},
 		{"crlf", "allow: []\r\nnetwork: open\r\ndeny: []\r\n", NetOff, "allow: []\r\nnetwork: off\r\ndeny: []\r\n"},
+		// An editor's byte order mark, which YAML skips, is kept (red
+		// team, round 6: the key on the first line was said not to be
+		// written as network: MODE).
+		{"byte order mark", "\ufeffnetwork: open\nallow: []\n", NetOff, "\ufeffnetwork: off\nallow: []\n"},
+		{"byte order mark, no key", "\ufeffallow: []\n", NetOff, "\ufeffallow: []\nnetwork: off\n"},
 		// A line in a quoted string that looks like the key is no key:
 		// the string (a deny entry) stays as it was.
 		{"key inside a string", "deny_commands: [\"sudo\nnetwork: x #y\"]\nnetwork: off\n", NetOff,

@@ -285,7 +285,7 @@ func (p *Policy) narrowWith(l *layer) error {
 		return refuse("terminate", TerminateNone, "the global config terminates TLS on every connection")
 	}
 	if l.has("run_as") && l.p.RunAs != p.RunAs {
-		return refuse("run_as", strconv.Quote(l.p.RunAs), fmt.Sprintf("only the global config chooses the user (it says %q)", p.RunAs))
+		return refuse("run_as", strconv.Quote(l.p.RunAs), fmt.Sprintf("only the global config chooses the user (%q, its run_as or the default)", p.RunAs))
 	}
 	lists := []struct {
 		key    string

@@ -35,6 +35,13 @@ type Overrides struct {
 	TmpSize *int64
 }
 
+// FlagError is a one-shot flag's value (Overrides) written in a way the
+// policy cannot take: a usage error, not a refusal of what it would allow.
+type FlagError struct{ Err error }
+
+func (e *FlagError) Error() string { return e.Err.Error() }
+func (e *FlagError) Unwrap() error { return e.Err }
+
 // WidenError is a project file's attempt to widen the operator's policy.
 type WidenError struct {
 	// File is the project file, Key the YAML key, Value the offending entry.

@@ -174,7 +174,7 @@ func buildLayers(home, wd, ws string, global *configFile, projects []*configFile
 	}
 	ol := o.layer(wd)
 	if err := ol.check(home); err != nil {
-		return nil, err
+		return nil, &FlagError{Err: err}
 	}
 	p.widenWith(ol)
 	if err := p.Validate(); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -564,7 +565,13 @@ func (f *runFlags) run(ctx context.Context, stdout, stderr io.Writer, argv []str
 	}
 
 	s, src, err := f.spec(argv)
-	if err != nil {
+	var fe *policy.FlagError
+	switch {
+	case errors.As(err, &fe):
+		// A flag written wrong is a usage error, as one its own parser
+		// refuses (--timeout 5): exit 2, no block line in the log.
+		return err
+	case err != nil:
 		return r.refuse("policy", err.Error(), "")
 	}
 	if err := r.loadCredentials(s, src.Granted); err != nil {

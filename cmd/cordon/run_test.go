@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -156,6 +157,34 @@ func TestUnsetEnv(t *testing.T) {
 	} {
 		if got := unsetEnv(tt.names, lookup); !slices.Equal(got, tt.want) {
 			t.Errorf("unsetEnv(%q) = %q, want %q", tt.names, got, tt.want)
+		}
+	}
+}
+
+// TestRunFlagWrittenWrongIsAUsageError: a one-shot flag the policy cannot
+// take as written (--env A=B, --allow-path PATH:rx) exits 2, as one its
+// own parser refuses (--timeout 5) does, and writes nothing to the audit
+// log: it exited 125, the launch failure's code, with a block line (red
+// team, round 6).
+func TestRunFlagWrittenWrongIsAUsageError(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "xdg"))
+	t.Setenv("CORDON_CONFIG", "")
+	ws := filepath.Join(home, "ws")
+	if err := os.MkdirAll(filepath.Join(ws, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(ws)
+	log := filepath.Join(home, "audit.jsonl")
+	for _, flag := range [][]string{{"--env", "A=B"}, {"--env", ""}, {"--allow-path", "/etc:rx"}} {
+		var out bytes.Buffer
+		err := execute(&out, &out, append(append([]string{"run", "--net", "off", "--audit", log}, flag...), "--", "true")...)
+		if code := printError(io.Discard, err); code != 2 {
+			t.Errorf("%q: exit %d (%v), want 2", flag, code, err)
+		}
+		if data, _ := os.ReadFile(log); len(data) > 0 {
+			t.Errorf("%q: the audit log holds %q", flag, data)
 		}
 	}
 }

@@ -45,7 +45,7 @@ func Owe(workspace string, guards []GuardedPath) (paid func(), err error) {
 		return func() {}, fmt.Errorf("record the run's aftercare: %w", err)
 	}
 	b := []byte(owedHeader)
-	b = fmt.Appendf(b, "workspace %q\npid %d\n", workspace, os.Getpid())
+	b = fmt.Appendf(b, "workspace %q\npid %d %q\n", workspace, os.Getpid(), processStart(os.Getpid()))
 	for _, g := range guards {
 		since := int64(0)
 		if !g.Since.IsZero() {
@@ -105,13 +105,13 @@ func Collect(workspace string, before func() Care) Care {
 			continue
 		}
 		pid, err := strconv.Atoi(strings.TrimSuffix(pidText, ".owed"))
-		if err != nil || (pid != os.Getpid() && alive(pid)) {
+		p := filepath.Join(dir, name)
+		if err != nil || (pid != os.Getpid() && alive(pid) && !reused(p, pid)) {
 			continue // a run still going pays its own
 		}
 		if before != nil {
 			c, before = c.Add(before()), nil
 		}
-		p := filepath.Join(dir, name)
 		release, ok := claimOwed(p)
 		if !ok {
 			continue // paid by another run meanwhile
@@ -184,6 +184,28 @@ func alive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
+// reused says whether the live process pid is not the run whose owed
+// record is at p: the record names when its process started, and pid's
+// started at another time. A cordon killed long ago left its record, and
+// while another process held its pid, every later run in the workspace
+// took the debt for a running run's and built without paying it. A
+// record that names no start (an older cordon's), or a start that
+// cannot be read, leaves the pid taken for the run's.
+func reused(p string, pid int) bool {
+	data, ok := ReadPrivate(p)
+	if !ok {
+		return false
+	}
+	for line := range strings.Lines(string(data)) {
+		kind, f, ok := LineFields(strings.TrimSuffix(line, "\n"))
+		if ok && kind == "pid" && len(f) == 2 && f[1] != "" {
+			now := processStart(pid)
+			return now != "" && now != f[1]
+		}
+	}
+	return false
+}
+
 // readOwed reads a record Owe wrote for workspace; false if it is not one,
 // or is not private (ReadPrivate).
 func readOwed(p, workspace string) ([]GuardedPath, bool) {
@@ -213,7 +235,7 @@ func readOwed(p, workspace string) ([]GuardedPath, bool) {
 			if f[0] != workspace {
 				return nil, false
 			}
-		case kind == "pid" && len(f) == 1:
+		case kind == "pid" && (len(f) == 1 || len(f) == 2):
 		case kind == "guard" && len(f) == 4:
 			g, err1 := strconv.Atoi(f[0])
 			since, err2 := strconv.ParseInt(f[1], 10, 64)

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -39,6 +40,7 @@ func TestOweAndCollect(t *testing.T) {
 	if err := os.Rename(records[0], running); err != nil {
 		t.Fatal(err)
 	}
+	asRunOf(t, running, 1, processStart(1))
 	if aside := Collect(ws, nil).SetAside; aside != nil {
 		t.Fatalf("a running cordon's aftercare was taken: %q", aside)
 	}
@@ -167,4 +169,76 @@ func sameHidden(a, b *Hidden) bool {
 		return a == b
 	}
 	return a.Count == b.Count && a.Digest == b.Digest && slices.Equal(a.Paths, b.Paths) && a.Untracked == b.Untracked
+}
+
+// TestCollectPaysADebtWhosePidIsAnothers: a killed run's debt is skipped
+// while its process runs, and paid once its pid is another process's:
+// the record names when its process started. A pid alone kept every later
+// run from paying the debt while another process held it (red team,
+// round 6), and they built on what the killed run's box left.
+func TestCollectPaysADebtWhosePidIsAnothers(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	pid := sleeper.Process.Pid
+	start := processStart(pid)
+	if start == "" {
+		t.Fatalf("no start time for pid %d", pid)
+	}
+	for _, c := range []struct {
+		name, start string
+		paid        bool
+	}{
+		{"its own process, still running", start, false},
+		{"another process with its pid", start + "1", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws := realTempDir(t)
+			guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+			if err != nil {
+				t.Fatal(err)
+			}
+			paid, err := Owe(ws, guards)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The record as the run in process pid would have written it.
+			theirs := filepath.Join(owedDir(), owedName(ws, pid))
+			if err := os.Rename(filepath.Join(owedDir(), owedName(ws, os.Getpid())), theirs); err != nil {
+				t.Fatal(err)
+			}
+			asRunOf(t, theirs, pid, c.start)
+			paid()
+			sub := filepath.Join(ws, "sub")
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			git(t, sub, "init", "-q")
+			got := Collect(ws, nil)
+			if (len(got.SetAside) == 1) != c.paid || got.Unchecked != nil {
+				t.Errorf("set aside %q, unchecked %v; want the debt paid: %v", got.SetAside, got.Unchecked, c.paid)
+			}
+		})
+	}
+}
+
+// asRunOf rewrites the owed record at p as the run in process pid, which
+// started at start, would have written it.
+func asRunOf(t *testing.T, p string, pid int, start string) {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := fmt.Sprintf("pid %d %q", os.Getpid(), processStart(os.Getpid()))
+	if !strings.Contains(string(data), mine) {
+		t.Fatalf("no line %q in %s", mine, data)
+	}
+	data = []byte(strings.Replace(string(data), mine, fmt.Sprintf("pid %d %q", pid, start), 1))
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -33,3 +33,7 @@ func takeWrite(p string, bits fs.FileMode) error {
 	}
 	return nil
 }
+
+// fileClockNow is the earliest time a file made from now on may say it
+// was born: now, less clockSlack.
+func fileClockNow() time.Time { return time.Now().Add(-clockSlack) }

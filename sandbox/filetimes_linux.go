@@ -44,3 +44,16 @@ func takeWrite(p string, bits fs.FileMode) error {
 	}
 	return nil
 }
+
+// fileClockNow is the earliest time the kernel may stamp a file made from
+// now on with: its coarse clock (CLOCK_REALTIME_COARSE), which file times
+// come from (or later ones, with multigrain timestamps, never earlier).
+// A run's start taken as time.Now less clockSlack took what the user made
+// in the 50 ms before it (git init && cordon run) for the run's.
+func fileClockNow() time.Time {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts) != nil {
+		return time.Now().Add(-clockSlack)
+	}
+	return time.Unix(ts.Unix())
+}

@@ -177,3 +177,33 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestAftercareTakesNothingMadeJustBeforeTheRun: what the user made just
+// before a run (git init && cordon run) is not taken for the run's, and
+// what the run makes at once still is: a run's start is the kernel's
+// coarse clock, which file times come from, not the time less 50 ms,
+// which reported the user's fresh .git/info/exclude as one the box had
+// made to hide files from git status (red team, round 6).
+func TestAftercareTakesNothingMadeJustBeforeTheRun(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for range 5 {
+		ws := realTempDir(t)
+		git(t, ws, "init", "-q")
+		guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub := filepath.Join(ws, "sub")
+		if err := os.Mkdir(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		git(t, sub, "init", "-q") // the run's, made at once
+		c := Aftercare(guards)
+		if c.Hidden != nil || c.Unchecked != nil {
+			t.Errorf("hidden %v, unchecked %v: the user's repository, made just before the run, taken for the run's", c.Hidden, c.Unchecked)
+		}
+		if len(c.SetAside) != 1 || !strings.HasPrefix(c.SetAside[0], filepath.Join(sub, ".git.cordon-set-aside-")) {
+			t.Errorf("set aside %q, want sub/.git, made by the run at once", c.SetAside)
+		}
+	}
+}

@@ -270,7 +270,7 @@ func GuardWorkspace(g GuardSpec) ([]GuardedPath, error) {
 		return nil, err
 	}
 	out = append(out, aside...)
-	since := time.Now().Add(-clockSlack)
+	since := fileClockNow()
 	out = append(out, GuardedPath{Path: ws, Guard: Nested, Dir: true, Since: since})
 	for _, w := range g.Writable {
 		if fi, err := os.Stat(w); err == nil && fi.IsDir() && !Within(w, ws) {

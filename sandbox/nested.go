@@ -18,7 +18,8 @@ import (
 )
 
 // clockSlack is how far before a run's start a file the run made may say
-// it was born: file times come from the kernel's coarse clock.
+// it was born, where the clock file times come from cannot be read
+// (fileClockNow): they come from the kernel's coarse clock.
 const clockSlack = 50 * time.Millisecond
 
 // nestedChanges walks root (a Nested guard's) for the repositories nested

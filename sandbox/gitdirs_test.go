@@ -35,9 +35,7 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 	write := func(t *testing.T, p, data string) {
 		t.Helper()
 		mkdir(t, filepath.Dir(p))
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, p, data)
 	}
 	// staged is a bare git directory at dir with HEAD named HEAD.x, a
 	// worktree one level up and a core.fsmonitor: no git directory yet.

@@ -191,16 +191,17 @@ func Fix(path string) string {
 // is a file another user owns, or one whose mode lets another user write
 // it (cordon makes its logs 0600; such a mode is one set by hand).
 //
-// Its directory must be beyond other users' reach too (owner.
-// OthersMayReplace): one they may write in let them move the log aside
-// and put one of theirs in its place, which cordon audit then read.
+// Its directory, and each above it, must be beyond other users' reach
+// too (owner.ReplaceableAt): one they may write in let them move the
+// log, or a directory above it, aside and put one of theirs in its
+// place, which cordon audit then read.
 func openLog(path string) (*os.File, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open audit log %s: %w", path, err)
 	}
-	if di, err := os.Stat(dir); err == nil && owner.OthersMayReplace(di) {
-		return nil, fmt.Errorf("audit log %s lies in %s, which another user owns or may write in (mode %04o), so they could move the log aside and put lines of their own in its place; keep it in a directory of yours that only you may write (cordon's default, ~/.local/state/cordon, is), or one with the sticky bit, as /tmp has", path, dir, di.Mode().Perm())
+	if d, di := owner.ReplaceableAt(dir); d != "" {
+		return nil, fmt.Errorf("audit log %s lies under %s, which another user owns or may write in (mode %04o), so they could move the log, or a directory above it, aside and put lines of their own in its place; keep it in a directory of yours that only you may write, with none above it that others may (cordon's default, ~/.local/state/cordon, is so), or under one with the sticky bit, as /tmp has", path, d, di.Mode().Perm())
 	}
 	fi, err := os.Lstat(path)
 	if err == nil && !fi.Mode().IsRegular() {

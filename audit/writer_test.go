@@ -589,4 +589,17 @@ func TestOpenRefusesADirectoryOthersMayWrite(t *testing.T) {
 			w.Close()
 		}
 	}
+	// A directory of the user's own below one others may write in is no
+	// better: they could move it aside, log and all (red team, round 6).
+	shared := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(shared, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(filepath.Join(shared, "logs", "audit.jsonl"), "s")
+	if err == nil || !strings.Contains(err.Error(), "lies under "+shared) {
+		t.Errorf("a log below a directory others may write in: err = %v, want a refusal naming %s", err, shared)
+	}
 }

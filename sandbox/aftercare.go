@@ -157,11 +157,15 @@ func walkCare(g GuardedPath, bound walkBound, guarded map[string]bool, began tim
 	w, err := nestedChanges(g.Path, g.Since, guarded, bound)
 	more, left, err2 := innerGitDirsChangedSince(filepath.Join(g.Path, ".git"), g.Since, guarded)
 	err = errors.Join(err, err2)
-	// A git directory renamed into place during the run is set aside as
+	// A git directory moved into place during the run is set aside as
 	// one made during it (see gitdirs.go): a .git or a submodule's or
 	// worktree's git directory whole, a directory git takes for one by
 	// its layout by its HEAD.
-	renamed := func(d string) bool { return remembered && record.renamedInto(d, g.Since) }
+	trust := trustFrom(g.Path)
+	if record.made.After(trust) {
+		trust = record.made
+	}
+	renamed := func(d string) bool { return remembered && record.movedInto(g.Path, d, g.Since, trust) }
 	var inPlace []string
 	for _, d := range w.gitDirs {
 		switch {
@@ -212,7 +216,7 @@ func walkCare(g GuardedPath, bound walkBound, guarded map[string]bool, began tim
 	// Written even after a walk that did not read everything: a record
 	// kept from before would take what this run's box made for what was
 	// made between the runs.
-	if err := writeGitDirs(g.Path, walkedAt, ids); err != nil {
+	if err := errors.Join(writeGitDirs(g.Path, walkedAt, ids), noteWalk(g.Path, walkedAt)); err != nil {
 		c.Unchecked = append(c.Unchecked, Unchecked{Path: g.Path, Reason: fmt.Errorf("remembering its git directories for the next run: %w", err)})
 	}
 	for _, p := range w.pipes {

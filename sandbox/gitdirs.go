@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,25 +21,30 @@ import (
 // its layout that did not become one during the run (gitDirChangedSince):
 // it goes by birth and change times. A box could stage one across runs,
 // every piece born in one run under names git does not use (a .git
-// named dotgit, its HEAD named HEAD.x), and rename them into place in
-// the next (a rename keeps every birth time, and changes no file inside
-// a renamed directory): the walk after the second run took it for the
-// user's own, and the host's git status there ran the core.fsmonitor
-// planted the run before (red team, round 6).
+// named dotgit, its HEAD named HEAD.x), or whole where the walk does not
+// look (inside a git directory it leaves in place), and rename it, or a
+// directory above it, into place in a later run (a rename keeps every
+// birth time, and changes no file inside the directory it moves): the
+// walk after that run took it for the user's own, and the host's git
+// status there ran the core.fsmonitor planted the run before (red team,
+// round 6).
 //
 // So each walk records the git directories it leaves in place, and those
-// it sets aside, under the paths they had (by device and inode too), in
-// cordon's cache directory (which no box can reach), and the next walk
-// of the same root sets aside a git directory the record does not name
-// that changed during its run and was born before the record was made:
-// it became a git directory, at that path, during the run (renamedInto).
-// One born since the record was made was made between the runs, by the
-// user (a clone). One the record names is the user's as much as it was
-// before: a set-aside one the user renamed back among them. The first
-// run in a root makes the record before its command starts
+// it sets aside, by device and inode, in cordon's cache directory (which
+// no box can reach), and the next walk of the same root sets aside a git
+// directory the record does not name, born before any box could last
+// write there (trustFrom), where it, or a directory between the root and
+// it, changed during its run: it was moved into place during the run
+// (movedInto). One born since is the user's, made between the runs (a
+// clone); one the record names is the user's as much as before, where
+// the user moves it or renames it back once set aside. The last time a
+// box could write in a root is the latest walk after a run of any root
+// that overlaps it (one above or below it: a workspace inside another,
+// a read-write allow path), kept in one index (walksIndex): a box of a
+// root below could stage what a run of the root above moved into place.
+// The first run in a root makes the record before its command starts
 // (rememberGitDirs in Owe), so a repository's own content, staged when
-// it was cloned and renamed into place by the first run, is no
-// exception.
+// it was cloned and moved into place by the first run, is no exception.
 
 // gitDirsHeader starts a record of git directories.
 const gitDirsHeader = "cordon git directories v1"
@@ -47,17 +54,31 @@ const gitDirsHeader = "cordon git directories v1"
 // record (as before it was kept), and told.
 const maxGitDirsRecord = 8 << 20
 
-// gitDirID names a git directory at a path.
+// gitDirID names a git directory: its device and inode, which a move
+// keeps, and whether it is a .git; its path, for whoever reads the
+// record, is not compared. A git directory by another name (a bare
+// repository in the workspace, as a test's fixture, whose config came
+// with the clone) moved to be a worktree's .git is another thing to git
+// run there: it is not the one the record names.
 type gitDirID struct {
 	dev, ino uint64
 	path     string
 }
 
+// key is what a record compares: device, inode, and 1 for a .git.
+func (id gitDirID) key() [3]uint64 {
+	dotGit := uint64(0)
+	if filepath.Base(id.path) == ".git" {
+		dotGit = 1
+	}
+	return [3]uint64{id.dev, id.ino, dotGit}
+}
+
 // gitDirs is a record of the git directories a walk of a root left in
-// place or set aside (their paths before), and when that walk began.
+// place or set aside, and when that walk began.
 type gitDirs struct {
 	made time.Time
-	ids  map[gitDirID]bool
+	ids  map[[3]uint64]bool
 }
 
 // gitDirsRecord is the file that records the git directories of root,
@@ -94,7 +115,7 @@ func readGitDirs(root string) (r gitDirs, ok bool) {
 	if err != nil {
 		return r, false
 	}
-	r = gitDirs{made: time.Unix(0, ns), ids: map[gitDirID]bool{}}
+	r = gitDirs{made: time.Unix(0, ns), ids: map[[3]uint64]bool{}}
 	for s.Scan() {
 		dev, rest, _ := strings.Cut(s.Text(), " ")
 		ino, quoted, _ := strings.Cut(rest, " ")
@@ -106,7 +127,7 @@ func readGitDirs(root string) (r gitDirs, ok bool) {
 		if err1 != nil || err2 != nil || err3 != nil {
 			return gitDirs{}, false
 		}
-		r.ids[id] = true
+		r.ids[id.key()] = true
 	}
 	return r, s.Err() == nil
 }
@@ -127,6 +148,12 @@ func writeGitDirs(root string, made time.Time, ids []gitDirID) error {
 		os.Remove(p)
 		return fmt.Errorf("%s: more than %d MiB of git directories to remember; a repository the sandboxed command renames into place there is not told from yours", root, maxGitDirsRecord>>20)
 	}
+	return replacePrivate(p, b)
+}
+
+// replacePrivate replaces the file at p, in cordon's cache directory,
+// with data, whole (a rename), mode 0600.
+func replacePrivate(p string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return err
 	}
@@ -135,7 +162,7 @@ func writeGitDirs(root string, made time.Time, ids []gitDirID) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(b)
+	_, err = f.Write(data)
 	if err = errors.Join(err, f.Close()); err != nil {
 		os.Remove(next)
 		return err
@@ -157,17 +184,25 @@ func gitDirIdentity(p string) (id gitDirID, ok bool) {
 	return gitDirID{dev: uint64(st.Dev), ino: uint64(st.Ino), path: p}, true
 }
 
-// renamedInto says whether the git directory dir, which the walk would
-// leave in place, became one at its path during the run that began at
-// since: r does not name it, it changed since, and it was born before r
-// was made.
-func (r gitDirs) renamedInto(dir string, since time.Time) bool {
+// movedInto says whether the git directory dir, which the walk of root
+// would leave in place, was moved into place during the run that began at
+// since: r does not name it, it was born before trustFrom (when a box
+// could last write in root), and it, or a directory between root and it,
+// changed since (a rename changes what it moves).
+func (r gitDirs) movedInto(root, dir string, since, trustFrom time.Time) bool {
 	id, ok := gitDirIdentity(dir)
-	if !ok || r.ids[id] {
+	if !ok || r.ids[id.key()] {
 		return false
 	}
-	born, changed, err := fileTimes(dir)
-	return err == nil && !changed.Before(since) && born.Before(r.made)
+	if born, _, err := fileTimes(dir); err != nil || !born.Before(trustFrom) {
+		return false
+	}
+	for d := dir; d != root && Within(d, root); d = filepath.Dir(d) {
+		if _, changed, err := fileTimes(d); err == nil && !changed.Before(since) {
+			return true
+		}
+	}
+	return false
 }
 
 // gitDirOf is the git directory what the walk sets aside at p belongs
@@ -224,4 +259,82 @@ func walkedRoots(guards []GuardedPath) (skip, roots map[string]bool) {
 		}
 	}
 	return skip, roots
+}
+
+// maxWalks bounds the roots the walks index names; the oldest past it
+// are folded into its floor, a time taken as a walk of every root.
+const maxWalks = 4096
+
+// walksIndex is the file that says when each root was last walked after
+// a run, in cordon's cache directory; "" for nowhere.
+func walksIndex() string {
+	c := CacheDir()
+	if c == "" {
+		return ""
+	}
+	return filepath.Join(c, "git-dirs", "walks")
+}
+
+// readWalks reads the walks index: the last walk of each root, and the
+// floor.
+func readWalks() (walks map[string]time.Time, floor time.Time) {
+	walks = map[string]time.Time{}
+	p := walksIndex()
+	if p == "" {
+		return walks, floor
+	}
+	data, _ := ReadPrivate(p)
+	for line := range strings.Lines(string(data)) {
+		kind, f, ok := LineFields(strings.TrimSuffix(line, "\n"))
+		if !ok || len(f) < 1 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		switch {
+		case err != nil:
+		case kind == "floor" && len(f) == 1:
+			floor = time.Unix(0, ns)
+		case kind == "walk" && len(f) == 2:
+			walks[f[1]] = time.Unix(0, ns)
+		}
+	}
+	return walks, floor
+}
+
+// trustFrom is when a box could last have written in root: the latest
+// walk after a run of root, or of a root above or below it, or the
+// index's floor; the zero time where there is none.
+func trustFrom(root string) time.Time {
+	walks, t := readWalks()
+	for r, at := range walks {
+		if (Within(r, root) || Within(root, r)) && at.After(t) {
+			t = at
+		}
+	}
+	return t
+}
+
+// noteWalk records in the walks index that root was walked after a run
+// at at. Two runs that note at once may lose one's line; the next walk
+// of that root writes it again.
+func noteWalk(root string, at time.Time) error {
+	p := walksIndex()
+	if p == "" {
+		return nil
+	}
+	walks, floor := readWalks()
+	walks[root] = at
+	roots := slices.Collect(maps.Keys(walks))
+	slices.SortFunc(roots, func(a, b string) int { return walks[b].Compare(walks[a]) })
+	for _, r := range roots[min(len(roots), maxWalks):] {
+		if walks[r].After(floor) {
+			floor = walks[r]
+		}
+		delete(walks, r)
+	}
+	b := fmt.Appendf(nil, "floor %d\n", floor.UnixNano())
+	for _, r := range roots[:min(len(roots), maxWalks)] {
+		b = fmt.Appendf(b, "walk %d %q\n", walks[r].UnixNano(), r)
+	}
+	return replacePrivate(p, b)
 }

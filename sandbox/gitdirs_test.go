@@ -91,6 +91,48 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 				mv(t, filepath.Join(ws, "nest/dotgit"), filepath.Join(ws, "nest/.git"))
 			},
 			want1: []string{"nest/.git"}, gitIn: "nest"},
+		{name: "a repository made inside a git directory left in place, moved out in the next run",
+			before: func(t *testing.T, ws, marker string) {
+				mkdir(t, filepath.Join(ws, "lib"))
+				git(t, filepath.Join(ws, "lib"), "init", "-q")
+			},
+			run1: func(t *testing.T, ws, marker string) {
+				hidden := filepath.Join(ws, "lib/.git/x/nest")
+				mkdir(t, hidden)
+				git(t, hidden, "init", "-q")
+				git(t, hidden, "config", "core.fsmonitor", "touch "+marker+"; false")
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				mv(t, filepath.Join(ws, "lib/.git/x/nest"), filepath.Join(ws, "nest"))
+			},
+			want2: []string{"nest/.git"}, gitIn: "nest"},
+		{name: "a repository made inside a bare repository, moved out in the next run by a directory above it",
+			before: func(t *testing.T, ws, marker string) {
+				mkdir(t, filepath.Join(ws, "testdata"))
+				git(t, filepath.Join(ws, "testdata"), "init", "-q", "--bare", "repo.git")
+			},
+			run1: func(t *testing.T, ws, marker string) {
+				hidden := filepath.Join(ws, "testdata/repo.git/x/nest")
+				mkdir(t, hidden)
+				git(t, hidden, "init", "-q")
+				git(t, hidden, "config", "core.fsmonitor", "touch "+marker+"; false")
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				mv(t, filepath.Join(ws, "testdata/repo.git/x"), filepath.Join(ws, "x"))
+			},
+			want2: []string{"x/nest/.git"}, gitIn: "x/nest"},
+		{name: "the user's nested repository, moved by the user between the runs and used in the second",
+			before: func(t *testing.T, ws, marker string) {
+				mkdir(t, filepath.Join(ws, "lib"))
+				git(t, filepath.Join(ws, "lib"), "init", "-q")
+			},
+			between: func(t *testing.T, ws, marker string) {
+				mkdir(t, filepath.Join(ws, "vendor"))
+				mv(t, filepath.Join(ws, "lib"), filepath.Join(ws, "vendor/lib"))
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				git(t, filepath.Join(ws, "vendor/lib"), "commit", "-q", "--allow-empty", "-m", "one")
+			}},
 		{name: "the user's nested repository, used in both runs",
 			before: func(t *testing.T, ws, marker string) {
 				mkdir(t, filepath.Join(ws, "lib"))
@@ -203,5 +245,66 @@ func TestAftercareTakesNothingMadeJustBeforeTheRun(t *testing.T) {
 		if len(c.SetAside) != 1 || !strings.HasPrefix(c.SetAside[0], filepath.Join(sub, ".git.cordon-set-aside-")) {
 			t.Errorf("set aside %q, want sub/.git, made by the run at once", c.SetAside)
 		}
+	}
+}
+
+// TestAftercareSetsAsideWhatAnotherRootStaged: a repository staged by a
+// run in a workspace inside another (a directory with a .cordon.yaml of
+// its own), and moved into place by a run of the outer workspace, was
+// born after the outer root's record was made, so the outer walk took it
+// for one the user made between its runs (red team, round 6). When a box
+// last wrote in a root is the latest walk of any root that overlaps it.
+func TestAftercareSetsAsideWhatAnotherRootStaged(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	base := realTempDir(t)
+	outer, marker := filepath.Join(base, "p1"), filepath.Join(base, "ran")
+	inner := filepath.Join(outer, "sub")
+	if err := os.MkdirAll(inner, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, outer, "init", "-q")
+	writeFile(t, filepath.Join(inner, ".cordon.yaml"), "network: off\n")
+	run := func(ws string, box func()) Care {
+		t.Helper()
+		guards := guardRun(t, ws)
+		if err := rememberGitDirs(guards); err != nil {
+			t.Fatal(err)
+		}
+		box()
+		return Aftercare(guards)
+	}
+	run(outer, func() {})
+	staged := filepath.Join(inner, "dotgit")
+	c := run(inner, func() {
+		git(t, inner, "init", "-q", "--bare", "dotgit")
+		git(t, staged, "config", "core.bare", "false")
+		git(t, staged, "config", "core.fsmonitor", "touch "+marker+"; false")
+		if err := os.Rename(filepath.Join(staged, "HEAD"), filepath.Join(staged, "HEAD.x")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if c.SetAside != nil {
+		t.Fatalf("the staging run set aside %q: this test stages what no walk tells from the user's", c.SetAside)
+	}
+	nest := filepath.Join(outer, "nest")
+	c = run(outer, func() {
+		if err := os.Mkdir(nest, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(staged, filepath.Join(nest, ".git")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(nest, ".git/HEAD.x"), filepath.Join(nest, ".git/HEAD")); err != nil {
+			t.Fatal(err)
+		}
+		if !statusRuns(nest, marker) {
+			t.Fatal("the host's git status did not run the box's command, so this test shows nothing")
+		}
+	})
+	if len(c.SetAside) != 1 || !strings.HasPrefix(c.SetAside[0], filepath.Join(nest, ".git.cordon-set-aside-")) {
+		t.Errorf("set aside %q, want nest/.git", c.SetAside)
+	}
+	if statusRuns(nest, marker) {
+		t.Error("after Aftercare, the host's git status ran the box's command")
 	}
 }

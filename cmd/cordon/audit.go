@@ -148,8 +148,8 @@ func othersLog(path string, f *os.File) string {
 	if fi.Mode().Perm()&0o022 != 0 {
 		return fmt.Sprintf("audit log %s has mode %04o: other users may have written lines into it", path, fi.Mode().Perm())
 	}
-	if di, err := os.Stat(filepath.Dir(path)); err == nil && owner.OthersMayReplace(di) {
-		return fmt.Sprintf("audit log %s lies in %s, which another user owns or may write in: they could have put this file in place of cordon's", path, filepath.Dir(path))
+	if d, _ := owner.ReplaceableAt(filepath.Dir(path)); d != "" {
+		return fmt.Sprintf("audit log %s lies under %s, which another user owns or may write in: they could have put this file in place of cordon's", path, d)
 	}
 	return ""
 }

@@ -5,6 +5,7 @@ package owner
 import (
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -21,4 +22,19 @@ func Mine(fi fs.FileInfo) bool {
 // renaming or removing a file that is not theirs.
 func OthersMayReplace(di fs.FileInfo) bool {
 	return !Mine(di) || di.Mode().Perm()&0o022 != 0 && di.Mode()&os.ModeSticky == 0
+}
+
+// ReplaceableAt is the first of dir and the directories above it (to the
+// root) that OthersMayReplace says another user could replace what lies
+// in, with what Stat says of it; "" when none is. One that cannot be
+// looked at is passed over.
+func ReplaceableAt(dir string) (string, fs.FileInfo) {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if di, err := os.Stat(d); err == nil && OthersMayReplace(di) {
+			return d, di
+		}
+		if d == filepath.Dir(d) {
+			return "", nil
+		}
+	}
 }

@@ -621,6 +621,22 @@ func TestRunKilledWhileTheBoxIsBuiltStartsNothing(t *testing.T) {
 	if !eventually(60*time.Second, launched) {
 		t.Fatal("no launch line within 60 s")
 	}
+	// And the box has begun its mounts: killed before (bwrap's child
+	// still waiting for its uid map, on a busy machine), the child is
+	// left waiting for ever, a gap of bubblewrap's own that the sweep
+	// of a later run ends (TestRunEndsTheBoxAKilledRunLeft), not this
+	// test's case.
+	building := func() bool {
+		for _, pid := range left() {
+			if info, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid)); err == nil && bytes.Contains(info, []byte("/secret ")) {
+				return true
+			}
+		}
+		return false
+	}
+	if !eventually(60*time.Second, building) {
+		t.Fatal("the box made none of its masks within 60 s")
+	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the command ran before cordon was killed: the box was built too soon for this test")
 	}

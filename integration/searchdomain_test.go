@@ -106,3 +106,26 @@ func serveTestDNS(t *testing.T, table map[string]string) *testDNS {
 	}
 	return d
 }
+
+// TestAuditLogInAUserNamespace: in a user namespace that does not map
+// root (a container, a sandbox around cordon), root's directories (/tmp
+// among them) belong to the overflow user; cordon counts them as root's
+// there, as nothing tells them apart, and neither refuses a log in /tmp
+// nor warns of it as another user's (cordon run's and proxy's check of a
+// log's directory, added this round, did both).
+func TestAuditLogInAUserNamespace(t *testing.T) {
+	log := filepath.Join(os.TempDir(), fmt.Sprintf("cordon-it-userns-%d.jsonl", os.Getpid()))
+	rec := `{"time":"2026-01-02T03:04:05Z","session":"s","type":"decision","kind":"connect","host":"userns.example","port":443,"decision":"deny","reason":"not_allowlisted"}` + "\n"
+	writeUserFile(t, log, []byte(rec))
+	if err := os.Chmod(log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(log)
+	for _, wrap := range [][]string{nil, {"unshare", "--user", "--map-root-user"}} {
+		argv := append(wrap, cordonBin(t), "audit", "--file", log)
+		r := runResult(t, runTimeout, asUser(t, nil, argv[0], argv[1:]...))
+		if r.code != 0 || !strings.Contains(r.stdout, "userns.example") || strings.Contains(r.stderr, "another user") {
+			t.Errorf("cordon audit %v: exit %d\n%s%s", wrap, r.code, r.stdout, r.stderr)
+		}
+	}
+}

@@ -37,6 +37,18 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 		mkdir(t, filepath.Dir(p))
 		writeFile(t, p, data)
 	}
+	// repo is a repository made at dir; planted, one with a
+	// core.fsmonitor that makes marker.
+	repo := func(t *testing.T, dir string) {
+		t.Helper()
+		mkdir(t, dir)
+		git(t, dir, "init", "-q")
+	}
+	planted := func(t *testing.T, dir, marker string) {
+		t.Helper()
+		repo(t, dir)
+		git(t, dir, "config", "core.fsmonitor", "touch "+marker+"; false")
+	}
 	// staged is a bare git directory at dir with HEAD named HEAD.x, a
 	// worktree one level up and a core.fsmonitor: no git directory yet.
 	staged := func(t *testing.T, dir, marker string) {
@@ -92,16 +104,8 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 			},
 			want1: []string{"nest/.git"}, gitIn: "nest"},
 		{name: "a repository made inside a git directory left in place, moved out in the next run",
-			before: func(t *testing.T, ws, marker string) {
-				mkdir(t, filepath.Join(ws, "lib"))
-				git(t, filepath.Join(ws, "lib"), "init", "-q")
-			},
-			run1: func(t *testing.T, ws, marker string) {
-				hidden := filepath.Join(ws, "lib/.git/x/nest")
-				mkdir(t, hidden)
-				git(t, hidden, "init", "-q")
-				git(t, hidden, "config", "core.fsmonitor", "touch "+marker+"; false")
-			},
+			before: func(t *testing.T, ws, marker string) { repo(t, filepath.Join(ws, "lib")) },
+			run1:   func(t *testing.T, ws, marker string) { planted(t, filepath.Join(ws, "lib/.git/x/nest"), marker) },
 			run2: func(t *testing.T, ws, marker string) {
 				mv(t, filepath.Join(ws, "lib/.git/x/nest"), filepath.Join(ws, "nest"))
 			},
@@ -112,20 +116,14 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 				git(t, filepath.Join(ws, "testdata"), "init", "-q", "--bare", "repo.git")
 			},
 			run1: func(t *testing.T, ws, marker string) {
-				hidden := filepath.Join(ws, "testdata/repo.git/x/nest")
-				mkdir(t, hidden)
-				git(t, hidden, "init", "-q")
-				git(t, hidden, "config", "core.fsmonitor", "touch "+marker+"; false")
+				planted(t, filepath.Join(ws, "testdata/repo.git/x/nest"), marker)
 			},
 			run2: func(t *testing.T, ws, marker string) {
 				mv(t, filepath.Join(ws, "testdata/repo.git/x"), filepath.Join(ws, "x"))
 			},
 			want2: []string{"x/nest/.git"}, gitIn: "x/nest"},
 		{name: "the user's nested repository, moved by the user between the runs and used in the second",
-			before: func(t *testing.T, ws, marker string) {
-				mkdir(t, filepath.Join(ws, "lib"))
-				git(t, filepath.Join(ws, "lib"), "init", "-q")
-			},
+			before: func(t *testing.T, ws, marker string) { repo(t, filepath.Join(ws, "lib")) },
 			between: func(t *testing.T, ws, marker string) {
 				mkdir(t, filepath.Join(ws, "vendor"))
 				mv(t, filepath.Join(ws, "lib"), filepath.Join(ws, "vendor/lib"))
@@ -134,10 +132,7 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 				git(t, filepath.Join(ws, "vendor/lib"), "commit", "-q", "--allow-empty", "-m", "one")
 			}},
 		{name: "the user's nested repository, used in both runs",
-			before: func(t *testing.T, ws, marker string) {
-				mkdir(t, filepath.Join(ws, "lib"))
-				git(t, filepath.Join(ws, "lib"), "init", "-q")
-			},
+			before: func(t *testing.T, ws, marker string) { repo(t, filepath.Join(ws, "lib")) },
 			run1: func(t *testing.T, ws, marker string) {
 				git(t, filepath.Join(ws, "lib"), "commit", "-q", "--allow-empty", "-m", "one")
 			},
@@ -146,18 +141,12 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 				git(t, filepath.Join(ws, "lib"), "status")
 			}},
 		{name: "a repository the user cloned between the runs, used in the second",
-			between: func(t *testing.T, ws, marker string) {
-				mkdir(t, filepath.Join(ws, "dep"))
-				git(t, filepath.Join(ws, "dep"), "init", "-q")
-			},
+			between: func(t *testing.T, ws, marker string) { repo(t, filepath.Join(ws, "dep")) },
 			run2: func(t *testing.T, ws, marker string) {
 				git(t, filepath.Join(ws, "dep"), "commit", "-q", "--allow-empty", "-m", "one")
 			}},
 		{name: "a repository the box made, set aside, renamed back by the user and used again",
-			run1: func(t *testing.T, ws, marker string) {
-				mkdir(t, filepath.Join(ws, "made"))
-				git(t, filepath.Join(ws, "made"), "init", "-q")
-			},
+			run1:  func(t *testing.T, ws, marker string) { repo(t, filepath.Join(ws, "made")) },
 			want1: []string{"made/.git"},
 			between: func(t *testing.T, ws, marker string) {
 				m, _ := filepath.Glob(filepath.Join(ws, "made", ".git.cordon-set-aside-*"))

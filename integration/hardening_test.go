@@ -776,6 +776,12 @@ done`)
 		return // stopped before it could write: nothing to set aside
 	}
 	aside, _ := filepath.Glob(filepath.Join(b.ws, ".git", "config.cordon-set-aside-*"))
+	if config, _ := os.ReadFile(filepath.Join(b.ws, ".git", "config")); len(aside) == 0 && !bytes.Contains(config, []byte("pwned")) {
+		// The box's append went to the file the host's git replaced, as
+		// the host's rename raced it (on a busy machine): the config git
+		// reads never held it, and there is nothing to set aside.
+		return
+	}
 	if len(aside) != 1 {
 		t.Fatalf("the replaced config was not set aside: %v\n%s", aside, r.stderr)
 	}

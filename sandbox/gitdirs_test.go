@@ -212,12 +212,15 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 // what the run makes at once still is: a run's start is the kernel's
 // coarse clock, which file times come from, not the time less 50 ms,
 // which reported the user's fresh .git/info/exclude as one the box had
-// made to hide files from git status (red team, round 6).
+// made to hide files from git status (red team, round 6). Within a tick
+// of that clock (10 ms at most here; a file's time may be finer than the
+// clock's) the two cannot be told apart, hence the 25 ms between.
 func TestAftercareTakesNothingMadeJustBeforeTheRun(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	for range 5 {
 		ws := realTempDir(t)
 		git(t, ws, "init", "-q")
+		time.Sleep(25 * time.Millisecond)
 		guards, err := GuardWorkspace(GuardSpec{Workspace: ws})
 		if err != nil {
 			t.Fatal(err)

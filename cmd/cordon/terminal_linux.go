@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/procstat"
 )
 
 const (
@@ -68,17 +68,9 @@ func ownFork(pid int) bool {
 }
 
 // parentOf is the parent of process pid, from /proc/PID/stat (its fourth
-// field, after the name in parentheses); 0 when it cannot be read.
+// field); 0 when it cannot be read.
 func parentOf(pid int) int {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0
-	}
-	fields := strings.Fields(string(stat[i+1:]))
+	fields := procstat.Fields(pid)
 	if len(fields) < 2 {
 		return 0
 	}

@@ -162,17 +162,7 @@ func rewriteSetAside(workspace string, paths []string) error {
 	for _, p := range paths {
 		b = appendAsideLine(b, p)
 	}
-	next := record + ".next" // the lock's holder alone writes it
-	f, err := os.OpenFile(next, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err = errors.Join(err, f.Sync(), f.Close()); err != nil {
-		os.Remove(next)
-		return err
-	}
-	return os.Rename(next, record)
+	return replacePrivate(record, b, true)
 }
 
 // appendAside appends paths to record, in one write.

@@ -148,26 +148,7 @@ func writeGitDirs(root string, made time.Time, ids []gitDirID) error {
 		os.Remove(p)
 		return fmt.Errorf("%s: more than %d MiB of git directories to remember; a repository the sandboxed command renames into place there is not told from yours", root, maxGitDirsRecord>>20)
 	}
-	return replacePrivate(p, b)
-}
-
-// replacePrivate replaces the file at p, in cordon's cache directory,
-// with data, whole (a rename), mode 0600.
-func replacePrivate(p string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
-	}
-	next := fmt.Sprintf("%s.next.%d", p, os.Getpid())
-	f, err := os.OpenFile(next, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err = errors.Join(err, f.Close()); err != nil {
-		os.Remove(next)
-		return err
-	}
-	return os.Rename(next, p)
+	return replacePrivate(p, b, false)
 }
 
 // gitDirIdentity names the directory at p; ok is false when p is no
@@ -336,5 +317,5 @@ func noteWalk(root string, at time.Time) error {
 	for _, r := range roots[:min(len(roots), maxWalks)] {
 		b = fmt.Appendf(b, "walk %d %q\n", walks[r].UnixNano(), r)
 	}
-	return replacePrivate(p, b)
+	return replacePrivate(p, b, false)
 }

@@ -275,6 +275,30 @@ func readOwed(p, workspace string) ([]GuardedPath, bool) {
 	return guards, true
 }
 
+// replacePrivate replaces the file at p, a record cordon keeps for the
+// user in its cache directory, with data, whole (a file written beside it
+// and renamed over it), mode 0600; durable, it is synced before the
+// rename.
+func replacePrivate(p string, data []byte, durable bool) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	next := fmt.Sprintf("%s.next.%d", p, os.Getpid())
+	f, err := os.OpenFile(next, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if durable && err == nil {
+		err = f.Sync()
+	}
+	if err = errors.Join(err, f.Close()); err != nil {
+		os.Remove(next)
+		return err
+	}
+	return os.Rename(next, p)
+}
+
 // ReadPrivate reads the file at p, a record cordon keeps for the user (the
 // probe memo, the aftercare owed), trusting only a regular file of the
 // user's own that no one else can write.

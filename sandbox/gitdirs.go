@@ -1,8 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -99,37 +97,35 @@ func readGitDirs(root string) (r gitDirs, ok bool) {
 		return r, false
 	}
 	data, ok := ReadPrivate(p)
-	if !ok || len(data) > maxGitDirsRecord {
+	rest, isRecord := strings.CutPrefix(string(data), gitDirsHeader+"\n")
+	if !ok || !isRecord || len(data) > maxGitDirsRecord {
 		return r, false
 	}
-	s := bufio.NewScanner(bytes.NewReader(data))
-	s.Buffer(nil, maxGitDirsRecord)
-	if !s.Scan() {
-		return r, false
-	}
-	made, ok := strings.CutPrefix(s.Text(), gitDirsHeader+" ")
-	if !ok {
-		return r, false
-	}
-	ns, err := strconv.ParseInt(made, 10, 64)
-	if err != nil {
-		return r, false
-	}
-	r = gitDirs{made: time.Unix(0, ns), ids: map[[3]uint64]bool{}}
-	for s.Scan() {
-		dev, rest, _ := strings.Cut(s.Text(), " ")
-		ino, quoted, _ := strings.Cut(rest, " ")
-		var id gitDirID
-		var err1, err2, err3 error
-		id.dev, err1 = strconv.ParseUint(dev, 10, 64)
-		id.ino, err2 = strconv.ParseUint(ino, 10, 64)
-		id.path, err3 = strconv.Unquote(quoted)
-		if err1 != nil || err2 != nil || err3 != nil {
+	r.ids = map[[3]uint64]bool{}
+	for line := range strings.Lines(rest) {
+		kind, f, ok := LineFields(strings.TrimSuffix(line, "\n"))
+		if !ok {
 			return gitDirs{}, false
 		}
-		r.ids[id.key()] = true
+		switch {
+		case kind == "made" && len(f) == 1:
+			ns, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				return gitDirs{}, false
+			}
+			r.made = time.Unix(0, ns)
+		case kind == "dir" && len(f) == 3:
+			dev, err1 := strconv.ParseUint(f[0], 10, 64)
+			ino, err2 := strconv.ParseUint(f[1], 10, 64)
+			if err1 != nil || err2 != nil {
+				return gitDirs{}, false
+			}
+			r.ids[gitDirID{dev: dev, ino: ino, path: f[2]}.key()] = true
+		default:
+			return gitDirs{}, false
+		}
 	}
-	return r, s.Err() == nil
+	return r, !r.made.IsZero()
 }
 
 // writeGitDirs replaces root's record with ids, made at made. A record
@@ -140,9 +136,9 @@ func writeGitDirs(root string, made time.Time, ids []gitDirID) error {
 	if p == "" {
 		return nil
 	}
-	b := fmt.Appendf(nil, "%s %d\n", gitDirsHeader, made.UnixNano())
+	b := fmt.Appendf(nil, "%s\nmade %d\n", gitDirsHeader, made.UnixNano())
 	for _, id := range ids {
-		b = fmt.Appendf(b, "%d %d %s\n", id.dev, id.ino, strconv.Quote(id.path))
+		b = fmt.Appendf(b, "dir %d %d %q\n", id.dev, id.ino, id.path)
 	}
 	if len(b) > maxGitDirsRecord {
 		os.Remove(p)

@@ -196,19 +196,23 @@ func Fix(path string) string {
 // log, or a directory above it, aside and put one of theirs in its
 // place, which cordon audit then read.
 func openLog(path string) (*os.File, error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open audit log %s: %w", path, err)
 	}
-	if d, di := owner.ReplaceableAt(dir); d != "" {
-		return nil, fmt.Errorf("audit log %s lies under %s, which another user owns or may write in (mode %04o), so they could move the log, or a directory above it, aside and put lines of their own in its place; keep it in a directory of yours that only you may write, with none above it that others may (cordon's default, ~/.local/state/cordon, is so), or under one with the sticky bit, as /tmp has", path, d, di.Mode().Perm())
-	}
 	fi, err := os.Lstat(path)
-	if err == nil && !fi.Mode().IsRegular() {
+	switch {
+	case err != nil:
+		if err := dirShared(path); err != nil {
+			return nil, err
+		}
+	case !fi.Mode().IsRegular():
 		return nil, notRegular(path, fi.Mode().Type())
-	}
-	if err == nil && !owner.Mine(fi) {
-		return nil, notYours(path, fi)
+	default:
+		// Before the open too: another user's mode would refuse it as
+		// "permission denied", which says nothing of whose it is.
+		if err := Unshared(path, fi); err != nil {
+			return nil, err
+		}
 	}
 	// A FIFO put there after the check fails the open instead of
 	// holding it until a reader comes; a link put there fails it too
@@ -224,31 +228,41 @@ func openLog(path string) (*os.File, error) {
 	case err != nil:
 		return nil, fmt.Errorf("open audit log %s: %w", path, err)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		switch {
-		case uint64(st.Nlink) > 1:
-			f.Close()
-			return nil, fmt.Errorf("audit log %s has %d names (hard links), and another name could be where a sandboxed command reads and rewrites it: cordon appends only to a log with no other name; move it aside (cordon starts a new one) or point --audit or CORDON_AUDIT at another file", path, st.Nlink)
-		case int(st.Uid) != os.Geteuid():
-			f.Close()
-			return nil, notYours(path, fi)
-		case fi.Mode().Perm()&0o022 != 0:
-			f.Close()
-			return nil, fmt.Errorf("audit log %s has mode %04o, so other users may rewrite it (erase a session's lines, or add lines of their own): cordon appends only to a log no one else may write; fix with `chmod 600 %s`", path, fi.Mode().Perm(), path)
-		}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && uint64(st.Nlink) > 1 {
+		f.Close()
+		return nil, fmt.Errorf("audit log %s has %d names (hard links), and another name could be where a sandboxed command reads and rewrites it: cordon appends only to a log with no other name; move it aside (cordon starts a new one) or point --audit or CORDON_AUDIT at another file", path, st.Nlink)
+	}
+	if err := Unshared(path, fi); err != nil {
+		f.Close()
+		return nil, err
 	}
 	return f, nil
 }
 
-// notYours is the error for an audit log (described by fi) that another
-// user owns: checked before the open too, where their mode would refuse
-// it as "permission denied", which says nothing of whose it is.
-func notYours(path string, fi fs.FileInfo) error {
-	uid := -1
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		uid = int(st.Uid)
+// Unshared says why the log at path, which fi describes, may hold lines
+// that are not cordon's: another user owns it, may write it, or may
+// replace it or a directory above it (dirShared); nil when none may.
+// cordon appends to no such log, and cordon audit reads one with this as
+// a warning.
+func Unshared(path string, fi fs.FileInfo) error {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("audit log %s belongs to uid %d, not to you (uid %d): cordon appends only to a log of your own; move it aside (cordon starts a new one) or point --audit or CORDON_AUDIT at another file", path, st.Uid, os.Geteuid())
 	}
-	return fmt.Errorf("audit log %s belongs to uid %d, not to you (uid %d): cordon appends only to a log of your own; move it aside (cordon starts a new one) or point --audit or CORDON_AUDIT at another file", path, uid, os.Geteuid())
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("audit log %s has mode %04o, so other users may rewrite it (erase a session's lines, or add lines of their own): cordon appends only to a log no one else may write; fix with `chmod 600 %s`", path, fi.Mode().Perm(), path)
+	}
+	return dirShared(path)
+}
+
+// dirShared says why another user could put a log of their own at path:
+// they own, or may write in, its directory or one above it
+// (owner.ReplaceableAt), and could move the log, or a directory above it,
+// aside; nil when none.
+func dirShared(path string) error {
+	if d, di := owner.ReplaceableAt(filepath.Dir(path)); d != "" {
+		return fmt.Errorf("audit log %s lies under %s, which another user owns or may write in (mode %04o), so they could move the log, or a directory above it, aside and put lines of their own in its place; keep it in a directory of yours that only you may write, with none above it that others may (cordon's default, ~/.local/state/cordon, is so), or under one with the sticky bit, as /tmp has", path, d, di.Mode().Perm())
+	}
+	return nil
 }
 
 // notRegular is the error for an audit log that is not a regular file: a

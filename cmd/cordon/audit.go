@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,7 +19,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cordon-sandbox/cordon/audit"
-	"github.com/cordon-sandbox/cordon/internal/owner"
 	"github.com/cordon-sandbox/cordon/internal/regular"
 	"github.com/cordon-sandbox/cordon/internal/termtext"
 	"github.com/cordon-sandbox/cordon/policy"
@@ -133,27 +131,6 @@ func openLog(path string) (*os.File, error) {
 	return f, err
 }
 
-// othersLog says why the log at path, opened as f, may hold lines that
-// are not cordon's: another user owns it, may write it, or may replace it
-// in its directory (cordon writes no log so; one a user has been given,
-// or found, is read all the same, with this said); "" when nothing does.
-func othersLog(path string, f *os.File) string {
-	fi, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return fmt.Sprintf("audit log %s belongs to uid %d, not to you: its lines may be anyone's, not cordon's", path, st.Uid)
-	}
-	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Sprintf("audit log %s has mode %04o: other users may have written lines into it", path, fi.Mode().Perm())
-	}
-	if d, _ := owner.ReplaceableAt(filepath.Dir(path)); d != "" {
-		return fmt.Sprintf("audit log %s lies under %s, which another user owns or may write in: they could have put this file in place of cordon's", path, d)
-	}
-	return ""
-}
-
 // runAudit prints the records of the log f names that match f's filters;
 // with f.follow, it then prints each new one as it is written, until ctx
 // ends.
@@ -179,8 +156,12 @@ func runAudit(ctx context.Context, stdout, stderr io.Writer, f auditFlags, now t
 	if err != nil {
 		return fmt.Errorf("open audit log: %w", err)
 	}
-	if msg := othersLog(path, file); msg != "" {
-		warn(msg)
+	// A log others may have written, or put in place, is read all the
+	// same (one a user was given, or found), with that said.
+	if fi, err := file.Stat(); err == nil {
+		if err := audit.Unshared(path, fi); err != nil {
+			warn(err.Error())
+		}
 	}
 	var src io.Reader = file
 	if f.follow {

@@ -480,7 +480,7 @@ func TestAuditWarnsOfALogOthersMayHaveWritten(t *testing.T) {
 		warning   string
 	}{
 		{"the user's own", 0o600, 0o700, ""},
-		{"writable by others", 0o666, 0o700, "has mode 0666: other users may have written lines into it"},
+		{"writable by others", 0o666, 0o700, "has mode 0666, so other users may rewrite it"},
 		{"in a directory others may write in", 0o600, 0o777, "which another user owns or may write in"},
 		{"in a sticky directory", 0o600, 0o777 | os.ModeSticky, ""},
 	} {

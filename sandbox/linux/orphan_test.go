@@ -47,59 +47,20 @@ func init() {
 		cmd := exec.Command(os.Args[0])
 		cmd.Args = os.Args
 		cmd.Env = []string{stuckEnv + "=eventfd"}
-		cmd.SysProcAttr = newPidNS(os.Getuid(), os.Getgid())
+		cmd.SysProcAttr = newPidNS()
 		_ = cmd.Run()
 	}
 	os.Exit(1)
 }
 
-// newPidNS starts a child as pid 1 of new user and pid namespaces, as
-// host user uid (and group gid), its root there.
-func newPidNS(uid, gid int) *syscall.SysProcAttr {
+// newPidNS starts a child as pid 1 of new user and pid namespaces.
+func newPidNS() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
-		Credential:  &syscall.Credential{Uid: 0, Gid: 0},
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
 		Pdeathsig:   syscall.SIGKILL,
 	}
-}
-
-// openTempDir is a t.TempDir that every user may search and read, and the
-// directory it is in.
-func openTempDir(t *testing.T) string {
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
-// standIns is the user the stand-ins run as, and the program they run: as
-// root (the unit tests in CI), another user, nobody, so that a sweep run
-// by another test process at the same moment (a doctor test's, which
-// sweeps root's processes) does not end them first; that user needs the
-// test binary where it can run it.
-func standIns(t *testing.T) (uid, gid int, self string) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if os.Getuid() != 0 {
-		return os.Getuid(), os.Getgid(), self
-	}
-	dir := openTempDir(t)
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copied := filepath.Join(dir, "orphan.test")
-	if err := os.WriteFile(copied, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return 65534, 65534, copied
 }
 
 // TestSweepOrphans: the sweep kills a process that looks, to every check,
@@ -109,8 +70,11 @@ func standIns(t *testing.T) (uid, gid int, self string) {
 // The stand-ins are this test binary run under the name bwrap; the sweep
 // reads the real /proc.
 func TestSweepOrphans(t *testing.T) {
-	uid, gid, self := standIns(t)
-	bwrap := filepath.Join(openTempDir(t), "bwrap")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bwrap := filepath.Join(t.TempDir(), "bwrap")
 	if err := os.Symlink(self, bwrap); err != nil {
 		t.Fatal(err)
 	}
@@ -118,9 +82,8 @@ func TestSweepOrphans(t *testing.T) {
 	start := func(mode string, args []string) *exec.Cmd {
 		cmd := exec.Command(bwrap, args...)
 		cmd.Env = []string{stuckEnv + "=" + mode}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, Pdeathsig: syscall.SIGKILL}
 		if mode != "parent" {
-			cmd.SysProcAttr = newPidNS(uid, gid)
+			cmd.SysProcAttr = newPidNS()
 		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -163,7 +126,7 @@ func TestSweepOrphans(t *testing.T) {
 	// 300 ms on, as a box's init ends only once its command has freed
 	// what it held.
 	reaped := inNamespaceOf(t, running.Process.Pid, 300*time.Millisecond)
-	killed := sweepOrphans(runtime.GOARCH, uid)
+	killed := sweepOrphans(runtime.GOARCH, os.Getuid())
 	<-reaped
 	for _, want := range []sandbox.LeftBox{{Pid: stuck.Process.Pid, Waiting: true}, {Pid: running.Process.Pid}} {
 		if !slices.Contains(killed, want) {

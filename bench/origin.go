@@ -43,7 +43,9 @@ type origin struct {
 	// BulkSize is the length of /bulk.
 	BulkSize int64
 	// H2 says whether the HTTPS server offers HTTP/2.
-	H2      bool
+	H2 bool
+	// Leaf is the HTTPS server's certificate and key.
+	Leaf    tls.Certificate
 	servers []*http.Server
 }
 
@@ -54,7 +56,7 @@ func startOrigin(dir string, bulkSize int64, h2 bool) (*origin, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &origin{CAFile: filepath.Join(dir, "origin-ca.pem"), Roots: x509.NewCertPool(), BulkSize: bulkSize, H2: h2}
+	o := &origin{CAFile: filepath.Join(dir, "origin-ca.pem"), Roots: x509.NewCertPool(), BulkSize: bulkSize, H2: h2, Leaf: leaf}
 	if err := os.WriteFile(o.CAFile, caPEM, 0o644); err != nil {
 		return nil, fmt.Errorf("write origin CA: %w", err)
 	}

@@ -28,6 +28,7 @@ const (
 	pCordonTunnel  = "cordon tunnel"
 	pCordonMITM    = "cordon MITM"
 	pGoproxyMITM   = "goproxy MITM"
+	pTLSRelay      = "TLS relay"
 	pDirectPlain   = "direct (http)"
 	pGoproxyPlain  = "goproxy (http)"
 	pCordonPlain   = "cordon (http)"
@@ -111,6 +112,11 @@ func newEnv(ctx context.Context, dir string, bulkSize int64, originH2 bool) (*en
 		return fail(fmt.Errorf("cordon's trust bundle %s holds no certificate", term.Bundle))
 	}
 
+	relayURL, err := e.startRelay(o.Leaf, o.Roots)
+	if err != nil {
+		return fail(err)
+	}
+
 	// goproxy's MITM offers only HTTP/1.1 to clients unless AllowHTTP2
 	// is set, which its defaults leave off.
 	for _, a := range []struct {
@@ -123,6 +129,7 @@ func newEnv(ctx context.Context, dir string, bulkSize int64, originH2 bool) (*en
 		{pCordonTunnel, tlsURL, tunnel.URL(), o.Roots, true},
 		{pCordonMITM, tlsURL, term.URL(), cordonRoots, true},
 		{pGoproxyMITM, tlsURL, mitmURL, goproxyRoots, false},
+		{pTLSRelay, tlsURL, relayURL, o.Roots, false},
 		{pDirectPlain, plainURL, "", nil, false},
 		{pGoproxyPlain, plainURL, bareURL, nil, false},
 		{pCordonPlain, plainURL, tunnel.URL(), nil, false},

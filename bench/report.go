@@ -23,6 +23,8 @@ type ratio struct {
 var ratios = []ratio{
 	{pCordonTunnel, pGoproxyTunnel, map[string]float64{fKeep: 0.9, fFresh: 0.9, fBulk: 0.9, fWide: 0.9, fH2: 0.9}},
 	{pCordonMITM, pCordonTunnel, map[string]float64{fKeep: 0.8, fFresh: 0.5, fBulk: 0.8}},
+	{pTLSRelay, pCordonTunnel, nil},
+	{pCordonMITM, pTLSRelay, nil},
 	{pCordonMITM, pGoproxyMITM, nil},
 	{pCordonPlain, pGoproxyPlain, nil},
 }

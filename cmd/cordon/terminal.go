@@ -260,14 +260,59 @@ func keepFromTheBox(s *sandbox.Spec, f *os.File, dropped func(what string)) *ter
 // ownFork, is not counted), and the command cannot join it (it runs in a
 // session of its own).
 func sharesJob() bool {
-	self := os.Getpid()
+	return theProcesses.sharesJob(os.Getpid(), os.Getppid(), unix.Getpgrp())
+}
+
+// processes is what sharesJob reads of the machine's processes; its test
+// gives it processes of its own.
+type processes struct {
+	// members lists the processes in a process group; look says what one
+	// is now (false: it is gone); ownFork says whether it still runs
+	// cordon's own program.
+	members func(pgrp int) []int
+	look    func(pid int) (process, bool)
+	ownFork func(pid int) bool
+}
+
+// process is what sharesJob needs to know of one.
+type process struct {
+	parent, group int
+	// ended: it has exited and waits for its parent to reap it.
+	ended bool
+}
+
+// theProcesses are this machine's.
+var theProcesses = processes{members: groupMembers, look: lookProcess, ownFork: ownFork}
+
+// sharesJob is sharesJob's judgement of process group pgrp, cordon's
+// (self, whose parent is parent). A member is looked at after it was
+// listed, and may have changed since, or be changing: the capability
+// check's bwrap --version, listed between its fork and its setpgid, has
+// left the group once it runs bwrap; the fork with which Go's runtime
+// first checks that clone(CLONE_PIDFD) works exits at once, and waits to
+// be reaped in cordon's group (under load, a run took either for a
+// program beside cordon and kept the terminal from the box). So a member
+// counts only if, once it was found not to be running cordon's program,
+// it is still in the group and has not ended: a process that has exited
+// uses no terminal.
+func (ps processes) sharesJob(self, parent, pgrp int) bool {
 	waiting := map[int]bool{self: true}
-	for pid := os.Getppid(); pid > 1 && !waiting[pid]; pid = parentOf(pid) {
+	for pid := parent; pid > 1 && !waiting[pid]; {
 		waiting[pid] = true
+		p, ok := ps.look(pid)
+		if !ok {
+			break
+		}
+		pid = p.parent
 	}
-	for _, pid := range groupMembers(unix.Getpgrp()) {
-		// One whose parent cannot be read is gone.
-		if parent := parentOf(pid); !waiting[pid] && parent != 0 && (parent != self || !ownFork(pid)) {
+	for _, pid := range ps.members(pgrp) {
+		if waiting[pid] {
+			continue
+		}
+		if p, ok := ps.look(pid); !ok || p.parent == self && ps.ownFork(pid) {
+			continue
+		}
+		if p, ok := ps.look(pid); ok && p.group == pgrp && !p.ended {
 			return true
 		}
 	}

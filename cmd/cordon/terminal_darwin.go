@@ -47,14 +47,19 @@ func groupMembers(pgrp int) []int {
 // yet exec'd; macOS has no /proc to tell, and it says no.
 func ownFork(int) bool { return false }
 
-// parentOf is the parent of process pid; 0 when it cannot be read.
-func parentOf(pid int) int {
+// lookProcess reads process pid's parent, process group and state from
+// the kernel; false when it is gone.
+func lookProcess(pid int) (process, bool) {
 	p, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
-	if err != nil {
-		return 0
+	if err != nil || p.Proc.P_pid != int32(pid) {
+		return process{}, false
 	}
-	return int(p.Eproc.Ppid)
+	return process{parent: int(p.Eproc.Ppid), group: int(p.Eproc.Pgid), ended: p.Proc.P_stat == szomb}, true
 }
+
+// szomb is SZOMB of <sys/proc.h>: a process that has exited and waits to
+// be reaped.
+const szomb = 5
 
 // controllingDevice would name the terminal behind /dev/tty: macOS has no
 // TIOCGDEV, so it says 0, and /dev/tty and the terminal's own name count

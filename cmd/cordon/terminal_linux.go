@@ -67,15 +67,19 @@ func ownFork(pid int) bool {
 	return err == nil && os.SameFile(self, exe)
 }
 
-// parentOf is the parent of process pid, from /proc/PID/stat (its fourth
-// field); 0 when it cannot be read.
-func parentOf(pid int) int {
+// lookProcess reads process pid's state, parent and process group from
+// /proc/PID/stat (its third to fifth fields); false when it is gone.
+func lookProcess(pid int) (process, bool) {
 	fields := procstat.Fields(pid)
-	if len(fields) < 2 {
-		return 0
+	if len(fields) < 3 {
+		return process{}, false
 	}
-	ppid, _ := strconv.Atoi(fields[1])
-	return ppid
+	parent, err1 := strconv.Atoi(fields[1])
+	group, err2 := strconv.Atoi(fields[2])
+	if err1 != nil || err2 != nil {
+		return process{}, false
+	}
+	return process{parent: parent, group: group, ended: fields[0] == "Z"}, true
 }
 
 // ttyDevice is the device number of /dev/tty, major 5, minor 0.

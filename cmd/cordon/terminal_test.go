@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -221,4 +222,83 @@ func TestOwnFork(t *testing.T) {
 	if ownFork(other.Process.Pid) {
 		t.Error("a child running another program is taken for a fork of this one")
 	}
+}
+
+// TestSharesJob: cordon shares its job with a program its shell runs
+// beside it in its process group (a pager), not with the processes it
+// runs under, nor with a fork of its own: before the exec, which runs
+// cordon's program, or after it, when the fork has left the group, nor
+// with one that has exited. Under load, a run kept its terminal from the
+// box for the capability check's bwrap --version, listed between its
+// fork and its setpgid and looked at once it ran bwrap, and for the fork
+// with which Go's runtime checks clone(CLONE_PIDFD), found exited and not
+// yet reaped.
+func TestSharesJob(t *testing.T) {
+	const self, shell, pgrp, other = 10, 5, 10, 20
+	for _, c := range []struct {
+		name  string
+		procs map[int]fakeProcess
+		want  bool
+	}{
+		{"cordon alone", nil, false},
+		{"a pager beside it", map[int]fakeProcess{other: {process: process{parent: shell, group: pgrp}}}, true},
+		{"a pager it forked before it was cordon", map[int]fakeProcess{other: {process: process{parent: self, group: pgrp}}}, true},
+		{"a fork of cordon's before its exec", map[int]fakeProcess{other: {process: process{parent: self, group: pgrp}, ownFork: true}}, false},
+		{"a fork of cordon's that left the group since it was listed", map[int]fakeProcess{other: {process: process{parent: self, group: other}}}, false},
+		{"a fork of cordon's that exited", map[int]fakeProcess{other: {process: process{parent: self, group: pgrp, ended: true}}}, false},
+		{"a pager that exited", map[int]fakeProcess{other: {process: process{parent: shell, group: pgrp, ended: true}}}, false},
+		{"one gone since it was listed", map[int]fakeProcess{other: {gone: true}}, false},
+		{"the script it runs under", map[int]fakeProcess{shell: {process: process{parent: 1, group: pgrp}}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			procs := map[int]fakeProcess{self: {process: process{parent: shell, group: pgrp}}}
+			members := []int{self}
+			for pid, p := range c.procs {
+				procs[pid] = p
+				members = append(members, pid)
+			}
+			ps := processes{
+				members: func(g int) []int {
+					if g != pgrp {
+						t.Fatalf("members of group %d, want %d", g, pgrp)
+					}
+					return members
+				},
+				look: func(pid int) (process, bool) {
+					p, ok := procs[pid]
+					return p.process, ok && !p.gone
+				},
+				ownFork: func(pid int) bool { return procs[pid].ownFork },
+			}
+			if got := ps.sharesJob(self, shell, pgrp); got != c.want {
+				t.Errorf("sharesJob = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// fakeProcess is what TestSharesJob's processes say of one.
+type fakeProcess struct {
+	process
+	ownFork, gone bool
+}
+
+// TestLookProcess: this process's parent and group, as /proc has them,
+// and a child that has exited and is not yet reaped is seen as ended.
+func TestLookProcess(t *testing.T) {
+	if p, ok := lookProcess(os.Getpid()); !ok || p.parent != os.Getppid() || p.group != unix.Getpgrp() || p.ended {
+		t.Errorf("lookProcess(self) = %+v, %v; want parent %d, group %d, running", p, ok, os.Getppid(), unix.Getpgrp())
+	}
+	child := exec.Command("/bin/true")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Wait()
+	for range 200 {
+		if p, ok := lookProcess(child.Process.Pid); ok && p.ended {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Error("an exited child was not seen as ended within 2 s")
 }

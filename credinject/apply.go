@@ -207,7 +207,7 @@ func (c *cred) placed(t text) bool {
 	case placeHop:
 		return true
 	case placeHeader:
-		return c.takesHeader(t.name) && (t.basic || c.header != "")
+		return c.takesHeader(t.name) && (t.basic || c.header != "" && c.whole(t.s, c.placeholder))
 	case placePath:
 		return c.pathBefore != "" && strings.HasPrefix(t.s, c.pathBefore+c.placeholder+c.pathAfter) &&
 			strings.Count(t.s, c.placeholder) == 1
@@ -217,6 +217,29 @@ func (c *cred) placed(t text) bool {
 		return c.query != "" && t.name == c.query && t.s == c.placeholder
 	}
 	return false
+}
+
+// whole reports whether header value v holds key (the placeholder, or the
+// secret) as a client sends a key: as the whole value, as the credential's
+// header template spells it, or as the whole credentials after a scheme
+// other than Basic ("Bearer KEY", "token KEY"). Anywhere else the box
+// would choose the bytes around the key, and a server that decodes the
+// value could be made to answer with a spelling of the key that masking
+// does not know: "Basic PLACEHOLDER" followed by "Ong=" reached the
+// server as Basic credentials whose user, quoted back by its 401, was the
+// key decoded from base64.
+func (c *cred) whole(v, key string) bool {
+	if v == key || v == strings.Replace(c.headerValue, "{}", key, 1) {
+		return true
+	}
+	scheme, rest, ok := strings.Cut(v, " ")
+	return ok && rest == key && scheme != "" && !strings.ContainsFunc(scheme, isNotTokenChar) && !strings.EqualFold(scheme, "Basic")
+}
+
+// isNotTokenChar says whether r may not be in an HTTP token (RFC 9110's
+// tchar), such as an authentication scheme's name.
+func isNotTokenChar(r rune) bool {
+	return r > 0x7e || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
 }
 
 // takesHeader reports whether c's secret may go in the header name, in
@@ -229,9 +252,9 @@ func (c *cred) takesHeader(name string) bool {
 func (c *cred) form() string {
 	switch {
 	case c.header == "Authorization":
-		return "header Authorization"
+		return "header Authorization, as its whole value or after a scheme other than Basic (Bearer {})"
 	case c.header != "":
-		return "header " + c.header + " or Authorization"
+		return "header " + c.header + " or Authorization, as its whole value or after a scheme other than Basic (Bearer {})"
 	case c.basicUser != "":
 		return "Basic credentials in Authorization, as user " + c.basicUser + " with the placeholder as the password"
 	case c.query != "":

@@ -186,6 +186,26 @@ func applyCases(t testing.TB) []applyCase {
 			}},
 		{name: "header credential in Authorization", rawURL: "https://api.anthropic.com/v1", headers: map[string]string{"Authorization": "token {anthropic}"},
 			host: "api.anthropic.com", port: 443, secure: true, wantInjected: []string{"anthropic"}, check: wantHeader("Authorization", "token "+anthropicSecret)},
+		// The placeholder is filled in only as a client sends a key: the
+		// whole value, or what follows a scheme other than Basic. Amid
+		// bytes of the box's, a server decoding the value could answer
+		// with a spelling of the key masking does not know (red team,
+		// round 7: "Basic PLACEHOLDER" and "Ong=", whose decoded user a
+		// 401 quoted back).
+		{name: "placeholder as base64 Basic credentials, with a suffix of the client's", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "Basic {openai}Ong="},
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "openai"},
+		{name: "placeholder as base64 Basic credentials", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "Basic {openai}"},
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "openai"},
+		{name: "placeholder with a suffix after its scheme", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "Bearer {openai}x"},
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "openai"},
+		{name: "placeholder with a prefix after its scheme", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "Bearer A{openai}"},
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "openai"},
+		{name: "placeholder after two words", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "Bearer x {openai}"},
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "openai"},
+		{name: "custom header with more than the placeholder", rawURL: "https://api.anthropic.com/v1", headers: map[string]string{"X-Api-Key": "k={anthropic}"},
+			host: "api.anthropic.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "anthropic"},
+		{name: "placeholder as the whole Authorization value", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "{openai}"},
+			host: "api.openai.com", port: 443, secure: true, wantInjected: []string{"openai"}, check: wantHeader("Authorization", openaiSecret)},
 		{name: "custom header added", rawURL: "https://api.anthropic.com/v1/messages",
 			host: "api.anthropic.com", port: 443, secure: true, wantInjected: []string{"anthropic"}, check: wantHeader("X-Api-Key", anthropicSecret)},
 		{name: "custom header replaced", rawURL: "https://api.anthropic.com/v1/messages", headers: map[string]string{"x-api-key": "{anthropic}"},
@@ -840,6 +860,11 @@ func misplaced(c *cred, req *http.Request) string {
 			has := strings.Contains(v, c.secret) || strings.Contains(raw, c.secret)
 			if strings.Contains(strings.ToLower(name), strings.ToLower(c.secret)) || has && !c.takesHeader(name) {
 				return "header " + name
+			}
+			// The secret is the value, or what follows its scheme, or
+			// the password of the credential's own Basic user.
+			if has && !c.whole(v, c.secret) && !(c.basicUser != "" && raw == c.basicUser+":"+c.secret) {
+				return "header " + name + ", amid bytes of the client's"
 			}
 		}
 	}

@@ -106,9 +106,11 @@ func (b *box) onTerminalAs(steps string, argv ...string) relayed {
 // terminal read files on its host. The box now has a pseudo-terminal of
 // cordon's, none of its descriptors is the user's terminal, and its
 // output reaches the terminal without them, with its text, colours and
-// title, and each kind dropped is logged.
+// title, and each kind dropped is logged. So is DECRQCRA, a checksum of
+// an area of the screen, whose answers rebuilt the user's earlier output
+// in the box a cell at a time (red team, round 7).
 func TestRunTerminalRelayDropsWhatActsBeyondTheScreen(t *testing.T) {
-	const script = `printf 'A\033]52;c;ZWNobyBwd25lZA==\007B\033Ptmux;\033\033]52;c;eA==\007\033\\C\033_Gf=100,t=f;L2V0Yy9wYXNzd2Q=\033\\D\033]0;title\007E\033[31mred\033[0m\n'; stat -L -c %t:%T /proc/self/fd/0 /proc/self/fd/1 /proc/self/fd/2 /dev/stdout`
+	const script = `printf 'A\033]52;c;ZWNobyBwd25lZA==\007B\033Ptmux;\033\033]52;c;eA==\007\033\\C\033_Gf=100,t=f;L2V0Yy9wYXNzd2Q=\033\\D\033]0;title\007E\033[31mred\033[0m\033[1;1;1;1;1;1*y\n'; stat -L -c %t:%T /proc/self/fd/0 /proc/self/fd/1 /proc/self/fd/2 /dev/stdout`
 	for _, args := range [][]string{
 		{"--net", "off"},
 		{"--net", "restricted"},
@@ -123,7 +125,7 @@ func TestRunTerminalRelayDropsWhatActsBeyondTheScreen(t *testing.T) {
 				t.Errorf("%q: the terminal did not get %q: %q", args, want, got.Terminal)
 			}
 		}
-		for _, never := range []string{"\x1b]52", "\x1bP", "\x1b_", "ZWNobyBwd25lZA", "L2V0Yy9wYXNzd2Q"} {
+		for _, never := range []string{"\x1b]52", "\x1bP", "\x1b_", "ZWNobyBwd25lZA", "L2V0Yy9wYXNzd2Q", "*y"} {
 			if strings.Contains(got.Terminal, never) {
 				t.Errorf("%q: the terminal got %q: %q", args, never, got.Terminal)
 			}
@@ -131,8 +133,8 @@ func TestRunTerminalRelayDropsWhatActsBeyondTheScreen(t *testing.T) {
 		if strings.Count(got.Terminal, ":") < 4 || strings.Contains(got.Terminal, got.Device+"\r\n") {
 			t.Errorf("%q: the box holds the user's terminal (%s) or did not say what it holds: %q", args, got.Device, got.Terminal)
 		}
-		if logged := b.terminalDrops(); !logged["OSC 52"] || !logged["DCS"] || !logged["APC"] {
-			t.Errorf("%q: logged as dropped: %v, want OSC 52, DCS and APC", args, logged)
+		if logged := b.terminalDrops(); !logged["OSC 52"] || !logged["DCS"] || !logged["APC"] || !logged["CSI * y"] {
+			t.Errorf("%q: logged as dropped: %v, want OSC 52, DCS, APC and CSI * y", args, logged)
 		}
 	}
 }

@@ -571,4 +571,6 @@ var terminalWhy = map[string]string{
 	"ESC SP":   "it has the terminal send its answers with 8-bit controls, or changes its conformance level",
 	"CSI ?2 l": "it puts the terminal in VT52 mode, in which it takes none of the sequences that put its input modes back after the run (a locked keyboard stays locked)",
 	`CSI " p`:  "it sets the terminal's conformance level, and with it 8-bit controls in its answers",
+	"CSI * y":  "it asks for a checksum of an area of the screen, which, a cell at a time, reads what the terminal shows (output from before the run) into the box",
+	"CSI # |":  "it asks for the colours and attributes of an area of the screen, which shows output from before the run",
 }

@@ -637,13 +637,22 @@ func (d *Writer) csi(b byte) {
 // (OSC 0, 1, 2), and an answer that came once the run was over reached
 // the user's shell as typed, a line of the command's choosing; VT52 mode
 // (DECANM reset, CSI ? 2 l), in which the terminal takes none of what
-// cordon writes to put its input modes back (inputDefaults); and DECSCL
-// (CSI … " p), which has it answer with 8-bit controls.
+// cordon writes to put its input modes back (inputDefaults); DECSCL
+// (CSI … " p), which has it answer with 8-bit controls; and the reports
+// of what the screen shows, which would read the user's earlier output
+// (a token printed before the run) into the box: DECRQCRA (CSI … * y), a
+// checksum of an area, one cell's being its character (red team, round
+// 7, rebuilt a line of the screen a cell at a time), and XTREPORTSGR
+// (CSI … # |), an area's colours and attributes.
 func droppedSequence(params []byte, final byte) string {
 	p := string(params)
 	switch {
 	case final == 'i':
 		return "CSI i"
+	case final == 'y' && strings.HasSuffix(p, "*"):
+		return "CSI * y"
+	case final == '|' && strings.HasSuffix(p, "#"):
+		return "CSI # |"
 	case final == 't' && !strings.ContainsAny(p, "<=>?"):
 		first, _, _ := strings.Cut(p, ";")
 		first, _, _ = strings.Cut(first, ":")

@@ -338,3 +338,44 @@ func TestRunTerminalRelayKeysTheBoxChose(t *testing.T) {
 		}
 	}
 }
+
+// TestRunTerminalEightBitLocale: under a locale whose character set is
+// not UTF-8, the user's terminal decodes bytes and reads one from 0x80 to
+// 0x9F as a C1 control, and a character cordon passed as UTF-8 carried
+// one: U+011D (C4 9D) then "52;c;…" set the clipboard of an xterm run
+// with LANG=C (red team, round 7). Such a character now reaches the
+// terminal as "?", and the run's log says so (é, C3 A9, holds no such
+// byte and passes); a UTF-8 locale's run passes it.
+func TestRunTerminalEightBitLocale(t *testing.T) {
+	const script = `printf 'A\304\23552;c;OGJpdA==\007B\303\251C\n'`
+	for _, c := range []struct {
+		lang, want string
+		logged     bool
+	}{
+		{"C", "A?52;c;OGJpdA==\aB\u00e9C", true},
+		{"en_US.ISO-8859-1", "A?52;c;OGJpdA==\aB\u00e9C", true},
+		{"C.UTF-8", "A\u011d52;c;OGJpdA==\aB\u00e9C", false},
+	} {
+		b := newBox(t)
+		got := b.onTerminalAs(`[]`, "/usr/bin/env", "LC_ALL=", "LC_CTYPE=", "LANG="+c.lang, cordonBin(t), "run", "--audit", b.audit, "--net", "off", "--", "sh", "-c", script)
+		if got.Exit != float64(0) {
+			t.Errorf("LANG=%s: exit %v\n%q", c.lang, got.Exit, got.Terminal)
+		}
+		if !strings.Contains(got.Terminal, latin1(c.want)) {
+			t.Errorf("LANG=%s: the terminal did not get %q: %q", c.lang, c.want, got.Terminal)
+		}
+		if logged := b.terminalDrops(); logged["C1 byte in a character"] != c.logged {
+			t.Errorf("LANG=%s: logged as dropped: %v, want the C1 byte logged: %v", c.lang, logged, c.logged)
+		}
+	}
+}
+
+// latin1 is s's bytes as ttyRelay reports a terminal's: one character
+// each.
+func latin1(s string) string {
+	runes := make([]rune, len(s))
+	for i := range len(s) {
+		runes[i] = rune(s[i])
+	}
+	return string(runes)
+}

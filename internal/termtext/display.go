@@ -2,6 +2,7 @@ package termtext
 
 import (
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,9 +35,34 @@ import (
 //
 // dropped, if not nil, is called with each control string dropped
 // ("OSC 52", "DCS"), as Foreground's is.
+//
+// Where the locale names a character set other than UTF-8 (LC_ALL,
+// LC_CTYPE or LANG set to C, POSIX, ISO-8859-1, …), the terminal decodes
+// bytes, not UTF-8, and reads a byte from 0x80 to 0x9F as a C1 control:
+// the second byte of U+011D (C4 9D) as OSC. A character whose UTF-8
+// holds such a byte is then written as "?", and dropped is told
+// ("C1 byte in a character") once a write.
 func Display(w io.Writer, dropped func(what string)) *Writer {
-	return &Writer{w: w, dropped: dropped}
+	return &Writer{w: w, dropped: dropped, eightBit: eightBitLocale(os.Getenv)}
 }
+
+// eightBitLocale says whether the locale, as getenv reads LC_ALL, LC_CTYPE
+// and LANG (the first that is set decides), names a character set other
+// than UTF-8. An unset locale is taken for UTF-8, as terminals now are:
+// a container without LANG runs its programs under a UTF-8 terminal far
+// more often than not, and their box-drawing characters would all be "?".
+func eightBitLocale(getenv func(string) string) bool {
+	for _, name := range []string{"LC_ALL", "LC_CTYPE", "LANG"} {
+		if v := strings.ToLower(getenv(name)); v != "" {
+			return !strings.Contains(v, "utf-8") && !strings.Contains(v, "utf8")
+		}
+	}
+	return false
+}
+
+// c1Byte is what dropped is told of a character written as "?" in an
+// 8-bit locale.
+const c1Byte = "C1 byte in a character"
 
 // Foreground returns a writer that passes to w, a terminal, the output of
 // a command that runs on a pseudo-terminal of cordon's, whose input is
@@ -58,7 +84,9 @@ func Display(w io.Writer, dropped func(what string)) *Writer {
 // dropped, if not nil, is called with what was dropped ("OSC 52", "DCS")
 // as each is.
 func Foreground(w io.Writer, dropped func(what string)) *Writer {
-	return &Writer{w: w, fore: true, dropped: dropped}
+	d := Display(w, dropped)
+	d.fore = true
+	return d
 }
 
 // shownOSC are the OSC commands Foreground passes: the window and icon
@@ -89,6 +117,8 @@ type Writer struct {
 	// fore is Foreground's policy; dropped is its callback.
 	fore    bool
 	dropped func(what string)
+	// eightBit: the locale's character set is not UTF-8 (eightBitLocale).
+	eightBit bool
 	// linkAt is where a hyperlink's URI starts in seq, 0 before its
 	// parameters have ended (linkHead).
 	linkAt int
@@ -155,6 +185,7 @@ func (d *Writer) Write(p []byte) (int, error) {
 	defer d.mu.Unlock()
 	d.start()
 	in := p
+	c1 := false
 	if len(d.part) > 0 {
 		in = append(d.part, p...)
 		d.part = nil
@@ -190,10 +221,16 @@ func (d *Writer) Write(p []byte) (int, error) {
 			d.byte(c - 0x40)
 		case r == utf8.RuneError && size == 1:
 			d.char([]byte(string(utf8.RuneError)))
+		case d.eightBit && hasC1Byte(in[:size]):
+			d.char([]byte{'?'})
+			c1 = true
 		default:
 			d.char(in[:size])
 		}
 		in = in[size:]
+	}
+	if c1 {
+		d.drop(c1Byte)
 	}
 	if len(d.out) == 0 {
 		return len(p), nil
@@ -202,6 +239,17 @@ func (d *Writer) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// hasC1Byte says whether c, a UTF-8 character, holds a byte from 0x80 to
+// 0x9F, which a terminal decoding bytes reads as a C1 control.
+func hasC1Byte(c []byte) bool {
+	for _, b := range c {
+		if b >= 0x80 && b <= 0x9f {
+			return true
+		}
+	}
+	return false
 }
 
 // plainRun is the length of the run of printable ASCII, DEL, LF, CR and HT

@@ -4,11 +4,20 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"unicode/utf8"
 )
+
+// TestMain runs the tests under a UTF-8 locale, whatever the caller's:
+// the writers read it (eightBitLocale), and every test but
+// TestEightBitLocale, which sets its own, has characters passed whole.
+func TestMain(m *testing.M) {
+	os.Setenv("LC_ALL", "C.UTF-8")
+	os.Exit(m.Run())
+}
 
 // displayed is what Display passes of the writes in order.
 func displayed(t testing.TB, writes ...string) string {
@@ -384,5 +393,37 @@ func BenchmarkForeground(b *testing.B) {
 	b.SetBytes(int64(len(buf)))
 	for b.Loop() {
 		d.Write(buf)
+	}
+}
+
+// TestEightBitLocale: under a locale whose character set is not UTF-8, a
+// character whose UTF-8 holds a byte a terminal decoding bytes reads as a
+// C1 control (U+011D, C4 9D: OSC) is written as "?", and dropped is told
+// once a write; other characters pass, and under UTF-8, or no locale
+// set, every character does.
+func TestEightBitLocale(t *testing.T) {
+	const in = "a\u011d52;c;eA==\ab\u00e9\u2500c"
+	for _, c := range []struct {
+		env     map[string]string
+		want    string
+		dropped string
+	}{
+		{map[string]string{"LANG": "C"}, "a?52;c;eA==\ab\u00e9?c", "C1 byte in a character"},
+		{map[string]string{"LC_CTYPE": "en_US.ISO-8859-1", "LANG": "en_US.UTF-8"}, "a?52;c;eA==\ab\u00e9?c", "C1 byte in a character"},
+		{map[string]string{"LC_ALL": "POSIX", "LC_CTYPE": "C.UTF-8"}, "a?52;c;eA==\ab\u00e9?c", "C1 byte in a character"},
+		{map[string]string{"LC_ALL": "en_US.utf8", "LANG": "C"}, in, ""},
+		{map[string]string{"LANG": "C.UTF-8"}, in, ""},
+		{nil, in, ""},
+	} {
+		env := func(name string) string { return c.env[name] }
+		for _, fore := range []bool{false, true} {
+			var b bytes.Buffer
+			var dropped []string
+			d := &Writer{w: &b, fore: fore, dropped: func(what string) { dropped = append(dropped, what) }, eightBit: eightBitLocale(env)}
+			d.Write([]byte(in))
+			if b.String() != c.want || strings.Join(dropped, ",") != c.dropped {
+				t.Errorf("%v (foreground %v): %q became %q, dropped %q; want %q, dropped %q", c.env, fore, in, b.String(), dropped, c.want, c.dropped)
+			}
+		}
 	}
 }

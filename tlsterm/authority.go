@@ -104,13 +104,17 @@ func CheckRequest(r *http.Request, host string, port, defaultPort int) policy.De
 		d.Detail = fmt.Sprintf("an opaque request URI (a scheme without \"//\") names no authority to check against the tunnel's %s, and would go upstream as written; one connection speaks to one authority", policy.JoinHostPort(host, port))
 		return d
 	}
-	if strings.Contains(r.URL.RawQuery, " ") {
-		// An HTTP/2 :path may hold one, which goes upstream raw: into an
-		// HTTP/1.1 request line, which a server splits at its spaces
-		// ("GET /x?a HTTP/1.0 b HTTP/1.1"). An HTTP/1.x request line
-		// cannot carry one. Not quoted: its query is never logged.
+	if strings.ContainsFunc(r.URL.RawQuery, func(c rune) bool { return c <= ' ' || c >= 0x7f }) {
+		// An HTTP/2 :path may hold a space, which goes upstream raw: into
+		// an HTTP/1.1 request line, which a server splits at its spaces
+		// ("GET /x?a HTTP/1.0 b HTTP/1.1"). So may either protocol's hold
+		// a byte no URI holds unescaped, 0xA0 (no-break space) or 0x85
+		// (next line) among them, at which a server that splits on any
+		// white space (Python's str.split) split the line, acting on
+		// another target than the one forwarded (red team, round 7). Not
+		// quoted: its query is never logged.
 		d.Reason = ReasonBadRequest
-		d.Detail = "the request's query holds a space, which would split the request line it goes upstream in; percent-encode it (%20)"
+		d.Detail = "the request's query holds a space, a control or a byte that is not ASCII, which a server may split the request line it goes upstream in at; percent-encode it (%20, %C3%A9)"
 		return d
 	}
 	if d2 := CheckAuthority(r.Host, host, port, defaultPort); !d2.Allow {

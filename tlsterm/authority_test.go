@@ -114,6 +114,12 @@ func TestCheckRequest(t *testing.T) {
 		// request line upstream.
 		{"space in query", req("a.test", "/x?a HTTP/1.0 b", nil), ReasonBadRequest},
 		{"space in path", req("a.test", "/x y", nil), policy.ReasonAllowed}, // sent escaped
+		// Nor may any byte no URI holds unescaped, at which a server
+		// splitting on any white space split it (red team, round 7).
+		{"no-break space in query", req("a.test", "/x?a\xa0b", nil), ReasonBadRequest},
+		{"next line in query", req("a.test", "/x?a\x85b", nil), ReasonBadRequest},
+		{"UTF-8 in query", req("a.test", "/x?q=caf\xc3\xa9", nil), ReasonBadRequest},
+		{"percent-encoded query", req("a.test", "/x?q=caf%C3%A9&b=%A0", nil), policy.ReasonAllowed},
 		// A server that ignores the body reads it as a request.
 		{"GET with a body", withBody(req("a.test", "/x", nil), "GET", 5), ReasonBadFraming},
 		{"HEAD with a body", withBody(req("a.test", "/x", nil), "HEAD", 5), ReasonBadFraming},

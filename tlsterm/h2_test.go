@@ -189,9 +189,14 @@ func TestHTTP2OpaqueURIRefused(t *testing.T) {
 // TestHTTP2SpaceInQueryRefused: an HTTP/2 :path whose query holds spaces
 // is refused and logged. It went to an HTTP/1.1 upstream raw, in the
 // request line, which the server split at them: "GET /x?a HTTP/1.0 b
-// HTTP/1.1" (the path is sent escaped; the query was sent as written).
+// HTTP/1.1" (the path is sent escaped; the query was sent as written). So
+// are other bytes no URI holds unescaped: a server splitting at any white
+// space split "GET /x?a\xa0b HTTP/1.1" at the no-break space (red team,
+// round 7).
 func TestHTTP2SpaceInQueryRefused(t *testing.T) {
-	expectH2PathRefused(t, "/x?a HTTP/1.0 b", http.StatusBadRequest, ReasonBadRequest)
+	for _, path := range []string{"/x?a HTTP/1.0 b", "/x?a\xa0b", "/x?a\x85b", "/x?a\xa0", "/x?caf\xc3\xa9"} {
+		expectH2PathRefused(t, path, http.StatusBadRequest, ReasonBadRequest)
+	}
 }
 
 // expectH2PathRefused sends an HTTP/2 GET for path through a rig whose

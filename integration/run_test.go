@@ -2368,14 +2368,14 @@ func TestRunTerminalInputModesPutBack(t *testing.T) {
 	for _, under := range [][]string{nil, {"sh", "-c", `"$@"; :`, "sh"}} { // run by a script: one process group with it
 		b := newBox(t)
 		argv := append(append([]string{"-c", ttyAnswers, b.ws, "fg"}, under...), cordonBin(t), "run", "--audit", b.audit, "--net", "off", "--",
-			"printf", `\033[?1000h\033[?1006h\033[?1004h\033[12l\033[2h\033[20h\033[?25l\033[?1h\033=\033[>4;2m\033[>1u`)
+			"printf", `\033[?1000h\033[?1006h\033[?1004h\033[?2048h\033[?2031h\033[12l\033[2h\033[20h\033[?25l\033[?1h\033=\033[>4;2m\033[>1u`)
 		r := runResult(t, runTimeout, asUser(t, b.env("TERM=xterm"), "/usr/bin/python3", argv...))
 		_, got, _ := strings.Cut(r.stdout, "the terminal got ")
 		i := strings.LastIndex(got, last)
 		if i < 0 {
 			t.Fatalf("%q: the command's modes did not reach the terminal:\n%s%s", under, r.stdout, r.stderr)
 		}
-		for _, reset := range []string{"^[<", "^[ F", "^[[?1000l", "^[[?1006l", "^[[?1004l", "^[[12h", "^[[2l", "^[[20l", "^[[?25h", "^[[?1l", "^[>", "^[[>4m", "^[[<99u"} {
+		for _, reset := range []string{"^[<", "^[ F", "^[[?1000l", "^[[?1006l", "^[[?1004l", "^[[?2048l", "^[[?2031l", "^[[12h", "^[[2l", "^[[20l", "^[[?25h", "^[[?1l", "^[>", "^[[>4m", "^[[<99u"} {
 			if !strings.Contains(got[i+len(last):], reset) {
 				t.Errorf("%q: %q not written after the command's modes: %q", under, reset, got)
 			}

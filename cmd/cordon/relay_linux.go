@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -33,6 +34,7 @@ type relay struct {
 	found         *unix.Termios // the terminal's settings as cordon found them: the user's keys
 	rebound       func(key string, sig unix.Signal)
 	outDone       chan struct{} // closed when the copy of the box's output ends
+	copied        atomic.Int64  // bytes of the box's output written to the terminal
 	inDone        chan struct{} // closed when the copy of what is typed ends (raw only)
 	winch         chan os.Signal
 	winchDone     chan struct{}
@@ -40,10 +42,16 @@ type relay struct {
 	stopOnce      sync.Once
 }
 
-// drainWait bounds how long stop waits for the box's last output once the
-// box is gone: the pseudo-terminal hangs up when the last of its slave's
-// descriptors closes, which is the box's end.
-const drainWait = 2 * time.Second
+// Once the box is gone, stop waits for its last output to reach the
+// terminal (the pseudo-terminal hangs up when the last of its slave's
+// descriptors closes, which is the box's end) while the terminal takes
+// some of it every drainWait, drainMost at most. A fixed 2 s for it all
+// lost the end of a run's output on a terminal that drains slowly (an ssh
+// link at 10 KB/s), and the run said nothing of it (red team, round 7).
+const (
+	drainWait = 2 * time.Second
+	drainMost = 30 * time.Second
+)
 
 // relayTerminal gives s a pseudo-terminal in place of each of its stdin,
 // stdout and stderr that is cordon's controlling terminal with cordon's
@@ -151,6 +159,7 @@ func (r *relay) copyOut() {
 		n, err := r.master.Read(buf)
 		if n > 0 {
 			r.out.Write(buf[:n])
+			r.copied.Add(int64(n))
 		}
 		if err != nil {
 			return
@@ -265,14 +274,42 @@ func (r *relay) stop() {
 	r.boxGone()
 	r.stopOnce.Do(func() {
 		r.slave.Close()
-		select {
-		case <-r.outDone:
-		case <-time.After(drainWait):
+		if !drained(r.outDone, r.copied.Load, time.After) {
+			var left int
+			control(r.master, func(fd int) { left, _ = unix.IoctlGetInt(fd, unix.TIOCINQ) })
+			// The copy may wait to read, or to write to a terminal
+			// that takes nothing.
+			r.tty.SetWriteDeadline(time.Now())
 			r.master.Close()
 			<-r.outDone
+			if left > 0 {
+				r.tty.SetWriteDeadline(time.Now().Add(drainWait))
+				fmt.Fprintf(r.says(), "cordon: the last %d bytes of the command's output were not shown: the terminal took too long to take them\n", left)
+			}
 		}
 		r.close()
 	})
+}
+
+// drained waits for done while copied (bytes written so far) grows at
+// least every drainWait, drainMost at most, and says whether done came;
+// after is time.After, or a test's clock.
+func drained(done <-chan struct{}, copied func() int64, after func(time.Duration) <-chan time.Time) bool {
+	most := after(drainMost)
+	for last := copied(); ; {
+		select {
+		case <-done:
+			return true
+		case <-most:
+			return false
+		case <-after(drainWait):
+		}
+		now := copied()
+		if now == last {
+			return false
+		}
+		last = now
+	}
 }
 
 // close closes what relayTerminal opened.

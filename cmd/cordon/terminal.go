@@ -328,8 +328,10 @@ const answerWait = 50 * time.Millisecond
 // --timeout) or on purpose: ANSI mode (out of VT52's, where the terminal
 // takes none of the rest) and 7-bit controls in its answers (S7C1T);
 // mouse reports (X10, normal, button, any
-// event; UTF-8, SGR and urxvt encodings) and focus reports, which then
-// reach the shell as input at each click or change of window; local echo
+// event, highlight tracking; UTF-8, SGR and urxvt encodings), focus
+// reports, in-band window resize reports and colour-scheme reports (all
+// off unless asked for), which then reach the shell as input at each
+// click, change of window, resize or change of theme; local echo
 // off again (SRM set: xterm's SRM reset echoes what is typed, a password
 // at a prompt with echo off among it, on the screen); the keyboard
 // unlocked (KAM reset: set, the terminal ignores every key); Enter
@@ -339,7 +341,7 @@ const answerWait = 50 * time.Millisecond
 // reach the shell as escape sequences it cannot read); and the cursor
 // shown, which a command that hid it and ended cleanly left hidden.
 // Bracketed paste is the shell's own, which sets it at each prompt.
-const inputDefaults = "\x1b<\x1b F\x1b[?9l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1004l" +
+const inputDefaults = "\x1b<\x1b F\x1b[?9l\x1b[?1000l\x1b[?1001l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1004l\x1b[?2048l\x1b[?2031l" +
 	"\x1b[12h\x1b[2l\x1b[20l\x1b[?1l\x1b>\x1b[>4m\x1b[<99u\x1b[?25h"
 
 // settleInput, once the box is gone, on a terminal on stdin, stdout or

@@ -302,3 +302,54 @@ func TestLookProcess(t *testing.T) {
 	}
 	t.Error("an exited child was not seen as ended within 2 s")
 }
+
+// TestDrained: once the box is gone, cordon waits for its last output as
+// long as the terminal takes some of it every drainWait, drainMost at
+// most; a fixed 2 s lost the end of a run's output on a terminal that
+// drained slowly (red team, round 7). The clock is the test's: each
+// drainWait passes at once, and drainMost once the copy has been looked
+// at mostAfter times.
+func TestDrained(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		grows, doneAfter int // looks at the copy that find it grown; the look after which it is done
+		mostAfter        int
+		want             bool
+	}{
+		{"done at once", 0, 0, 100, true},
+		{"slow but steady", 50, 50, 100, true},
+		{"stalled", 3, 100, 100, false},
+		{"steady past drainMost", 1000, 1000, 20, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			done, most := make(chan struct{}), make(chan time.Time)
+			looks := 0
+			copied := func() int64 {
+				looks++
+				if looks == c.doneAfter+1 {
+					close(done)
+				}
+				if looks == c.mostAfter+1 {
+					close(most)
+				}
+				return int64(min(looks, c.grows+1))
+			}
+			after := func(d time.Duration) <-chan time.Time {
+				if d == drainMost {
+					return most
+				}
+				tick := make(chan time.Time, 1)
+				select {
+				case <-done:
+				case <-most:
+				default:
+					tick <- time.Time{}
+				}
+				return tick
+			}
+			if got := drained(done, copied, after); got != c.want {
+				t.Errorf("drained = %v after %d looks, want %v", got, looks, c.want)
+			}
+		})
+	}
+}

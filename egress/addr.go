@@ -87,9 +87,13 @@ func classify(a netip.Addr) addrClass {
 	case discardPrefix.Contains(a):
 		return classReserved
 	}
-	if v4, ok := embedded4(a); ok {
-		if c := classify4(v4); c != "" {
-			return c
+	if v4s, ok := embedded4(a); ok {
+		for i, v4 := range v4s {
+			// 0.0.0.0/8 in a layout other than the first is what a /96
+			// layout's zeros read as in the others: not counted.
+			if c := classify4(v4); c != "" && (i == 0 || c != classUnspecified) {
+				return c
+			}
 		}
 		return ""
 	}
@@ -125,25 +129,34 @@ func classify4(a netip.Addr) addrClass {
 
 func isMetadata(a netip.Addr) bool { return slices.Contains(metadataAddrs, a) }
 
-// embedded4 extracts the IPv4 address carried inside an IPv6 address by the
-// transition mechanisms that route to it.
-func embedded4(a netip.Addr) (netip.Addr, bool) {
+// embedded4 extracts the IPv4 addresses carried inside an IPv6 address by
+// the transition mechanisms that route to it: one, but for the local-use
+// NAT64 prefix 64:ff9b:1::/48 (RFC 8215), within which the operator picks
+// the prefix length, and with it where the IPv4 address sits (RFC 6052's
+// layouts for 48 to 96 bits); each layout's is given, /96's first, as any
+// of them may be the one a translator there reads (64:ff9b:1:7f00:0:100:808:808 is
+// 127.0.0.1 under a /48 layout, 8.8.8.8 under /96).
+func embedded4(a netip.Addr) ([]netip.Addr, bool) {
 	b := a.As16()
+	at := func(i ...int) netip.Addr { return netip.AddrFrom4([4]byte{b[i[0]], b[i[1]], b[i[2]], b[i[3]]}) }
 	switch {
-	case ipv4Compat.Contains(a):
-		return netip.AddrFrom4([4]byte(b[12:16])), true
-	case nat64.Contains(a), nat64Local.Contains(a):
-		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case ipv4Compat.Contains(a), nat64.Contains(a):
+		return []netip.Addr{at(12, 13, 14, 15)}, true
+	case nat64Local.Contains(a):
+		// The /96 layout first; then /64, /56 and /48 (a prefix within
+		// 64:ff9b:1::/48 is no shorter); byte 8 (the "u" octet) is never
+		// part of the address.
+		return []netip.Addr{at(12, 13, 14, 15), at(9, 10, 11, 12), at(7, 9, 10, 11), at(6, 7, 9, 10)}, true
 	case sixToFour.Contains(a):
-		return netip.AddrFrom4([4]byte(b[2:6])), true
+		return []netip.Addr{at(2, 3, 4, 5)}, true
 	case teredo.Contains(a):
 		// The client address is the last 32 bits, inverted.
 		v := binary.BigEndian.Uint32(b[12:16]) ^ 0xffffffff
 		var c [4]byte
 		binary.BigEndian.PutUint32(c[:], v)
-		return netip.AddrFrom4(c), true
+		return []netip.Addr{netip.AddrFrom4(c)}, true
 	}
-	return netip.Addr{}, false
+	return nil, false
 }
 
 // classRange is the range an address's class occupies: an allow entry
@@ -182,9 +195,9 @@ var specialRanges = []netip.Prefix{
 func reaches(a netip.Addr) []netip.Addr {
 	a = a.Unmap()
 	out := []netip.Addr{a}
-	if v4, ok := embedded4(a); ok && a.Is6() {
-		out = append(out, v4)
-		a = v4
+	if v4s, ok := embedded4(a); ok && a.Is6() {
+		out = append(out, v4s...)
+		a = v4s[0]
 	}
 	if a.IsUnspecified() || (a.Is4() && thisNetwork.Contains(a)) {
 		out = append(out, netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback())

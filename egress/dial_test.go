@@ -63,6 +63,16 @@ func TestClassify(t *testing.T) {
 		{"2002:a9fe:a9fe::1", classMetadata},
 		{"2001:0:4136:e378:8000:63bf:80ff:fffe", classLoopback}, // Teredo client 127.0.0.1
 		{"64:ff9b::5db8:d822", ""},
+		// Within 64:ff9b:1::/48 the operator chooses where the IPv4
+		// address sits: each of RFC 6052's layouts is judged, so that a
+		// name made to resolve to 127.0.0.1 under a /48 layout, and to a
+		// public address under /96, is not dialled (red team, round 7,
+		// from the code).
+		{"64:ff9b:1:7f00:0:100:808:808", classLoopback}, // /48: 127.0.0.1
+		{"64:ff9b:1:a:1:203:808:808", classPrivate},     // /56: 10.1.2.3
+		{"64:ff9b:1::a:0:100:0", classPrivate},          // /64: 10.0.0.1
+		{"64:ff9b:1::808:808", ""},                      // /96: 8.8.8.8, zeros elsewhere
+		{"64:ff9b:1:abcd:ef01:2345:5db8:d822", ""},      // /96, a prefix of the operator's
 	} {
 		if got := classify(netip.MustParseAddr(tc.addr)); got != tc.want {
 			t.Errorf("classify(%s) = %q, want %q", tc.addr, got, tc.want)

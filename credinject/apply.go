@@ -172,6 +172,10 @@ type text struct {
 	// name is the header's name, for placeHeader, or the query
 	// parameter's, for placeQueryValue.
 	name string
+	// several marks a value of a header sent more than once, which a
+	// server may join with the others ("Basic QUFB,KEY"), so that a value
+	// of the box's would choose how the key is decoded.
+	several bool
 }
 
 // place is a part of a request, as far as where a secret may go.
@@ -207,7 +211,7 @@ func (c *cred) placed(t text) bool {
 	case placeHop:
 		return true
 	case placeHeader:
-		return c.takesHeader(t.name) && (t.basic || c.header != "" && c.whole(t.s, c.placeholder))
+		return c.takesHeader(t.name) && !t.several && (t.basic || c.header != "" && c.whole(t.s, c.placeholder))
 	case placePath:
 		return c.pathBefore != "" && strings.HasPrefix(t.s, c.pathBefore+c.placeholder+c.pathAfter) &&
 			strings.Count(t.s, c.placeholder) == 1
@@ -229,6 +233,11 @@ func (c *cred) placed(t text) bool {
 // server as Basic credentials whose user, quoted back by its 401, was the
 // key decoded from base64.
 func (c *cred) whole(v, key string) bool {
+	if strings.Count(v, key) != 1 {
+		// "xKEYy KEY": the scheme's copy amid the box's bytes, which a
+		// server may quote back in another case (red team, round 7).
+		return false
+	}
 	if v == key || v == strings.Replace(c.headerValue, "{}", key, 1) {
 		return true
 	}
@@ -339,10 +348,11 @@ func requestTexts(req *http.Request, host string) []text {
 		if hopHeaders[textproto.CanonicalMIMEHeaderKey(name)] {
 			value = placeHop
 		}
+		several := len(req.Header[name]) > 1
 		for _, v := range req.Header[name] {
-			texts = append(texts, text{where: "header " + name, s: v, place: value, name: name})
+			texts = append(texts, text{where: "header " + name, s: v, place: value, name: name, several: several})
 			if raw, ok := decodeBasic(v); ok {
-				texts = append(texts, text{where: "header " + name + " (Basic credentials)", s: raw, basic: true, place: placeHeader, name: name})
+				texts = append(texts, text{where: "header " + name + " (Basic credentials)", s: raw, basic: true, place: placeHeader, name: name, several: several})
 			}
 		}
 	}

@@ -204,6 +204,10 @@ func applyCases(t testing.TB) []applyCase {
 			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "openai"},
 		{name: "custom header with more than the placeholder", rawURL: "https://api.anthropic.com/v1", headers: map[string]string{"X-Api-Key": "k={anthropic}"},
 			host: "api.anthropic.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "anthropic"},
+		{name: "placeholder in the scheme too", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "x{openai}y {openai}"},
+			host: "api.openai.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "openai"},
+		{name: "placeholder as the scheme and the credentials", rawURL: "https://api.anthropic.com/v1", headers: map[string]string{"X-Api-Key": "{anthropic}Ong {anthropic}"},
+			host: "api.anthropic.com", port: 443, secure: true, wantReason: ReasonPlacement, wantCred: "anthropic"},
 		{name: "placeholder as the whole Authorization value", rawURL: "https://api.openai.com/v1", headers: map[string]string{"Authorization": "{openai}"},
 			host: "api.openai.com", port: 443, secure: true, wantInjected: []string{"openai"}, check: wantHeader("Authorization", openaiSecret)},
 		{name: "custom header added", rawURL: "https://api.anthropic.com/v1/messages",
@@ -862,8 +866,9 @@ func misplaced(c *cred, req *http.Request) string {
 				return "header " + name
 			}
 			// The secret is the value, or what follows its scheme, or
-			// the password of the credential's own Basic user.
-			if has && !c.whole(v, c.secret) && !(c.basicUser != "" && raw == c.basicUser+":"+c.secret) {
+			// the password of the credential's own Basic user, in a
+			// header sent once.
+			if has && (len(values) > 1 || !c.whole(v, c.secret) && !(c.basicUser != "" && raw == c.basicUser+":"+c.secret)) {
 				return "header " + name + ", amid bytes of the client's"
 			}
 		}
@@ -886,4 +891,29 @@ func misplaced(c *cred, req *http.Request) string {
 		}
 	}
 	return ""
+}
+
+// TestApplyHeaderSentTwice: a placeholder in a header sent more than once
+// is refused, whatever the other value: a server that joins a header's
+// values (WSGI servers do) saw "Basic QUFB,KEY", and decoded the key in
+// an alignment the box chose (red team, round 7).
+func TestApplyHeaderSentTwice(t *testing.T) {
+	s := applySet(t)
+	for _, values := range [][]string{{"Basic QUFB", "{openai}"}, {"Bearer {openai}", "Bearer {openai}"}} {
+		req, err := http.NewRequest(http.MethodGet, "https://api.openai.com/v1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range values {
+			req.Header.Add("Authorization", expand(s, v))
+		}
+		_, err = s.Apply(req, "api.openai.com", 443, true)
+		var e *Error
+		if !errors.As(err, &e) || e.Reason != ReasonPlacement || e.Credential != "openai" {
+			t.Errorf("Authorization %q: err = %v, want a credential_placement refusal", values, err)
+		}
+		if strings.Contains(strings.Join(req.Header.Values("Authorization"), ","), openaiSecret) {
+			t.Errorf("Authorization %q: the secret went in", values)
+		}
+	}
 }

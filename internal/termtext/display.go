@@ -2,7 +2,6 @@ package termtext
 
 import (
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,7 +42,7 @@ import (
 // holds such a byte is then written as "?", and dropped is told
 // ("C1 byte in a character") once a write.
 func Display(w io.Writer, dropped func(what string)) *Writer {
-	return &Writer{w: w, dropped: dropped, eightBit: eightBitLocale(os.Getenv)}
+	return &Writer{w: w, dropped: dropped, eightBit: eightBit()}
 }
 
 // eightBitLocale says whether the locale, as getenv reads LC_ALL, LC_CTYPE
@@ -691,7 +690,9 @@ func (d *Writer) csi(b byte) {
 // (a token printed before the run) into the box: DECRQCRA (CSI … * y), a
 // checksum of an area, one cell's being its character (red team, round
 // 7, rebuilt a line of the screen a cell at a time), and XTREPORTSGR
-// (CSI … # |), an area's colours and attributes.
+// (CSI … # |), an area's colours and attributes, and Contour's buffer
+// capture (CSI > … t), lines of it as text, with every t sequence that
+// has a private marker.
 func droppedSequence(params []byte, final byte) string {
 	p := string(params)
 	switch {
@@ -701,7 +702,12 @@ func droppedSequence(params []byte, final byte) string {
 		return "CSI * y"
 	case final == '|' && strings.HasSuffix(p, "#"):
 		return "CSI # |"
-	case final == 't' && !strings.ContainsAny(p, "<=>?"):
+	case final == 't' && strings.ContainsAny(p, "<=>?"):
+		// Contour's buffer capture (CSI > Pl ; Pr t) answers with lines
+		// of the screen as text (red team, round 7); xterm's title modes
+		// (CSI > … t) and the rest are nothing a command needs.
+		return "CSI " + p[:1] + " t"
+	case final == 't':
 		first, _, _ := strings.Cut(p, ";")
 		first, _, _ = strings.Cut(first, ":")
 		if n, err := strconv.Atoi(first); err == nil && (n == 20 || n == 21) {

@@ -262,7 +262,7 @@ func TestForeground(t *testing.T) {
 		{"questions and modes pass: the answers reach the command",
 			"\x1b[c\x1b[>c\x1b[6n\x1b[?1000h\x1b[?1006h\x1b[?1004h\x1b[?2004h\x1b[?1049h\x1b[>1u\x1b[?u\x1b[18t\x1b[?2026h\x1b=\x1bc\x1b#8\x1b-A\x1b(0",
 			"\x1b[c\x1b[>c\x1b[6n\x1b[?1000h\x1b[?1006h\x1b[?1004h\x1b[?2004h\x1b[?1049h\x1b[>1u\x1b[?u\x1b[18t\x1b[?2026h\x1b=\x1bc\x1b#8\x1b-A\x1b(0", ""},
-		{"title reports: the answer is the command's text", "\x1b]2;;touch x\a\x1b[21t\x1b[20;1ta\x1b[021t\x1b[0021:1t\x1b[22;0t\x1b[?21t", "\x1b]2;;touch x\aa\x1b[22;0t\x1b[?21t", "CSI 21 t,CSI 20 t,CSI 21 t,CSI 21 t"},
+		{"title reports: the answer is the command's text", "\x1b]2;;touch x\a\x1b[21t\x1b[20;1ta\x1b[021t\x1b[0021:1t\x1b[22;0t\x1b[?21t", "\x1b]2;;touch x\aa\x1b[22;0t", "CSI 21 t,CSI 20 t,CSI 21 t,CSI 21 t,CSI ? t"},
 		{"VT52 mode and DECSCL", "\x1b[?2l\x1b[?1;02la\x1b[?2h\x1b[?25l\x1b[62;0\"pb\x1b[!p", "a\x1b[?2h\x1b[?25lb\x1b[!p", "CSI ?2 l,CSI ?2 l,CSI \" p"},
 		{"the encoding and 8-bit answers", "\x1b%@\u011dx\x1b%G\x1b G\x1b Fy", "\u011dxy", "ESC %,ESC %,ESC SP,ESC SP"},
 		{"title, colours, hyperlink, prompt marks",
@@ -288,7 +288,7 @@ func TestForeground(t *testing.T) {
 		{"links to other schemes, or none", "\x1b]8;;vscode://x/y\a1\x1b]8;;\a\x1b]8;;x-man-page://ls\a2\x1b]8;;java script:x\a3\x1b]8;;relative\a4\x1b]8;x\a5\x1b]8;;http\u00e9:\a6",
 			"1\x1b]8;;\a23456", "OSC 8 to vscode:,OSC 8 to x-man-page:,OSC 8,OSC 8,OSC 8,OSC 8"},
 		{"media copy", "\x1b[5i\x1b[?5ix", "x", "CSI i,CSI i"},
-		{"reports of what the screen shows", "\x1b[1001;1;2;3;2;3*ya\x1b[1;1;24;80#|b\x1b[1*yc\x1b[2#yd", "abc\x1b[2#yd", "CSI * y,CSI # |,CSI * y"},
+		{"reports of what the screen shows", "\x1b[1001;1;2;3;2;3*ya\x1b[1;1;24;80#|b\x1b[1*yc\x1b[2#yd\x1b[>0;50te", "abc\x1b[2#yde", "CSI * y,CSI # |,CSI * y,CSI > t"},
 		{"too long", "\x1b[" + strings.Repeat("1;", maxSeq) + "mx\x1b" + strings.Repeat(" ", maxSeq) + "Fy", "xy", "ESC SP"},
 	} {
 		for _, split := range []bool{false, true} {

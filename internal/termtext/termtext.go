@@ -6,9 +6,12 @@
 package termtext
 
 import (
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Printable escapes the characters of s a terminal would not just show
@@ -40,9 +43,26 @@ func Printable(s string, limit int) string {
 // variation selector: default-ignorable code points), with which a name a
 // sandboxed command chose would look like another (github.com with a
 // Hangul filler after it, denied, like github.com).
+//
+// Under a locale whose character set is not UTF-8 (eightBitLocale), a
+// character whose UTF-8 holds a byte from 0x80 to 0x9F does not show
+// either: such a terminal reads that byte as a C1 control (U+011D's
+// C4 9D as OSC), and a file name the box chose, printed by cordon after
+// the run, set the title and had the terminal answer to the shell (red
+// team, round 7).
 func Shows(r rune) bool {
-	return unicode.IsPrint(r) && !unicode.In(r, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector)
+	if !unicode.IsPrint(r) || unicode.In(r, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector) {
+		return false
+	}
+	if r < utf8.RuneSelf || !eightBit() {
+		return true
+	}
+	var b [utf8.UTFMax]byte
+	return !hasC1Byte(b[:utf8.EncodeRune(b[:], r)])
 }
+
+// eightBit is eightBitLocale of this process's locale, read once.
+var eightBit = sync.OnceValue(func() bool { return eightBitLocale(os.Getenv) })
 
 // Lines is msg, a message of several lines, with each line Printable:
 // its newlines are kept. Only for a message whose every line its writer

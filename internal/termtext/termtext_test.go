@@ -33,3 +33,26 @@ func TestPrintable(t *testing.T) {
 		t.Errorf("Lines = %q, want %q", got, want)
 	}
 }
+
+// TestPrintableEightBitLocale: under a locale whose character set is not
+// UTF-8, a character whose UTF-8 holds a byte from 0x80 to 0x9F is
+// escaped: cordon printed a file name the box chose after the run, and
+// "x\u011d0;t\u011c" set an 8-bit terminal's title (red team, round 7).
+func TestPrintableEightBitLocale(t *testing.T) {
+	const in = "x\u011d0;pwned\u011c\u011b6n caf\u00e9 \u2500"
+	for _, c := range []struct {
+		eightBit bool
+		want     string
+	}{
+		{false, in},
+		{true, `x\u011d0;pwned\u011c\u011b6n café \u2500`},
+	} {
+		was := eightBit
+		eightBit = func() bool { return c.eightBit }
+		got := Printable(in, 0)
+		eightBit = was
+		if got != c.want {
+			t.Errorf("8-bit locale %v: Printable(%q) = %q, want %q", c.eightBit, in, got, c.want)
+		}
+	}
+}

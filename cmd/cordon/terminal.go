@@ -575,5 +575,7 @@ var terminalWhy = map[string]string{
 	`CSI " p`:                "it sets the terminal's conformance level, and with it 8-bit controls in its answers",
 	"CSI * y":                "it asks for a checksum of an area of the screen, which, a cell at a time, reads what the terminal shows (output from before the run) into the box",
 	"CSI # |":                "it asks for the colours and attributes of an area of the screen, which shows output from before the run",
+	"CSI > t":                "Contour's buffer capture: it asks for lines of the screen, which shows output from before the run, as text",
+	"ESC }":                  "Terminology's commands in it show media from a file or URL of the command's choosing",
 	"C1 byte in a character": "the locale's character set is not UTF-8, and the terminal would read a byte of the character as a C1 control (OSC, CSI, DCS); it was written as \"?\" (set LC_CTYPE to a UTF-8 locale if the terminal decodes UTF-8)",
 }

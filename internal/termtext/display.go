@@ -608,6 +608,11 @@ func (d *Writer) escape(b byte) {
 		d.drop(stringNames[b])
 	case b >= 0x20 && b < 0x30:
 		d.st, d.seq = escInter, append(d.seq[:0], esc, b)
+	case b == '}' && d.fore:
+		// Terminology's commands (ESC } … NUL) show media from a file or
+		// URL of the command's choosing; LS2R, what ESC } is elsewhere,
+		// no program of today needs (red team, round 7).
+		d.drop("ESC }")
 	case b >= 0x30 && b < 0x7f:
 		// ST outside a string ends nothing, and is dropped.
 		if d.fore && b != '\\' || strings.IndexByte(shownESC, b) >= 0 {

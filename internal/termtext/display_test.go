@@ -288,6 +288,7 @@ func TestForeground(t *testing.T) {
 		{"links to other schemes, or none", "\x1b]8;;vscode://x/y\a1\x1b]8;;\a\x1b]8;;x-man-page://ls\a2\x1b]8;;java script:x\a3\x1b]8;;relative\a4\x1b]8;x\a5\x1b]8;;http\u00e9:\a6",
 			"1\x1b]8;;\a23456", "OSC 8 to vscode:,OSC 8 to x-man-page:,OSC 8,OSC 8,OSC 8,OSC 8"},
 		{"media copy", "\x1b[5i\x1b[?5ix", "x", "CSI i,CSI i"},
+		{"Terminology's commands", "a\x1b}pn/etc/passwd\x00b", "apn/etc/passwd\x00b", "ESC }"},
 		{"reports of what the screen shows", "\x1b[1001;1;2;3;2;3*ya\x1b[1;1;24;80#|b\x1b[1*yc\x1b[2#yd\x1b[>0;50te", "abc\x1b[2#yde", "CSI * y,CSI # |,CSI * y,CSI > t"},
 		{"too long", "\x1b[" + strings.Repeat("1;", maxSeq) + "mx\x1b" + strings.Repeat(" ", maxSeq) + "Fy", "xy", "ESC SP"},
 	} {

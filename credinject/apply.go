@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/cordon-sandbox/cordon/policy"
 )
 
@@ -242,13 +244,8 @@ func (c *cred) whole(v, key string) bool {
 		return true
 	}
 	scheme, rest, ok := strings.Cut(v, " ")
-	return ok && rest == key && scheme != "" && !strings.ContainsFunc(scheme, isNotTokenChar) && !strings.EqualFold(scheme, "Basic")
-}
-
-// isNotTokenChar says whether r may not be in an HTTP token (RFC 9110's
-// tchar), such as an authentication scheme's name.
-func isNotTokenChar(r rune) bool {
-	return r > 0x7e || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
+	// A scheme's name is a token, as a header's name is.
+	return ok && rest == key && httpguts.ValidHeaderFieldName(scheme) && !strings.EqualFold(scheme, "Basic")
 }
 
 // takesHeader reports whether c's secret may go in the header name, in

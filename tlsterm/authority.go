@@ -104,7 +104,7 @@ func CheckRequest(r *http.Request, host string, port, defaultPort int) policy.De
 		d.Detail = fmt.Sprintf("an opaque request URI (a scheme without \"//\") names no authority to check against the tunnel's %s, and would go upstream as written; one connection speaks to one authority", policy.JoinHostPort(host, port))
 		return d
 	}
-	if strings.ContainsFunc(r.URL.RawQuery, func(c rune) bool { return c <= ' ' || c >= 0x7f }) {
+	if q := r.URL.RawQuery; !isPrint(q) || strings.Contains(q, " ") {
 		// An HTTP/2 :path may hold a space, which goes upstream raw: into
 		// an HTTP/1.1 request line, which a server splits at its spaces
 		// ("GET /x?a HTTP/1.0 b HTTP/1.1"). So may either protocol's hold

@@ -748,24 +748,15 @@ func TestOpenedUp(t *testing.T) {
 // the host then runs nothing of the run's. A repository the run made
 // under a name of cordon's set-aside ones is found like any other.
 func TestAftercareSetsAsideGitDirectories(t *testing.T) {
-	write := func(t *testing.T, p, data string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	layout := func(t *testing.T, dir, config string) {
 		t.Helper()
-		write(t, filepath.Join(dir, "HEAD"), "ref: refs/heads/main\n")
+		writeUnder(t, filepath.Join(dir, "HEAD"), "ref: refs/heads/main\n")
 		for _, d := range []string{"objects", "refs/heads"} {
 			if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 				t.Fatal(err)
 			}
 		}
-		write(t, filepath.Join(dir, "config"), config)
+		writeUnder(t, filepath.Join(dir, "config"), config)
 	}
 	for _, c := range []struct {
 		name   string
@@ -775,7 +766,7 @@ func TestAftercareSetsAsideGitDirectories(t *testing.T) {
 		gitIn  string   // where the host's git status ran the run's command, and runs nothing after
 	}{
 		{name: "an old directory made a git directory",
-			before: func(t *testing.T, ws string) { write(t, filepath.Join(ws, "src/pkg/main.go"), "package main\n") },
+			before: func(t *testing.T, ws string) { writeUnder(t, filepath.Join(ws, "src/pkg/main.go"), "package main\n") },
 			run: func(t *testing.T, ws, marker string) {
 				layout(t, filepath.Join(ws, "src"), "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n\tfsmonitor = \"touch "+marker+"; false\"\n")
 			},
@@ -785,8 +776,8 @@ func TestAftercareSetsAsideGitDirectories(t *testing.T) {
 			want: []string{"made.git/HEAD"}},
 		{name: "a HEAD and a commondir",
 			run: func(t *testing.T, ws, marker string) {
-				write(t, filepath.Join(ws, "wt/HEAD"), "ref: refs/heads/main\n")
-				write(t, filepath.Join(ws, "wt/commondir"), "../made.git\n")
+				writeUnder(t, filepath.Join(ws, "wt/HEAD"), "ref: refs/heads/main\n")
+				writeUnder(t, filepath.Join(ws, "wt/commondir"), "../made.git\n")
 			},
 			want: []string{"wt/HEAD"}},
 		{name: "an old bare repository, untouched or pushed to",
@@ -806,9 +797,9 @@ func TestAftercareSetsAsideGitDirectories(t *testing.T) {
 			},
 			want: []string{"old.git/HEAD"}},
 		{name: "no refs, so no git directory",
-			before: func(t *testing.T, ws string) { write(t, filepath.Join(ws, "build/objects/a.o"), "") },
+			before: func(t *testing.T, ws string) { writeUnder(t, filepath.Join(ws, "build/objects/a.o"), "") },
 			run: func(t *testing.T, ws, marker string) {
-				write(t, filepath.Join(ws, "build/HEAD"), "ref: refs/heads/main\n")
+				writeUnder(t, filepath.Join(ws, "build/HEAD"), "ref: refs/heads/main\n")
 			}},
 		{name: "a repository under a set-aside name",
 			run: func(t *testing.T, ws, marker string) {

@@ -26,22 +26,11 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mkdir := func(t *testing.T, p string) {
-		t.Helper()
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write := func(t *testing.T, p, data string) {
-		t.Helper()
-		mkdir(t, filepath.Dir(p))
-		writeFile(t, p, data)
-	}
 	// repo is a repository made at dir; planted, one with a
 	// core.fsmonitor that makes marker.
 	repo := func(t *testing.T, dir string) {
 		t.Helper()
-		mkdir(t, dir)
+		mkdirs(t, dir)
 		git(t, dir, "init", "-q")
 	}
 	planted := func(t *testing.T, dir, marker string) {
@@ -53,7 +42,7 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 	// worktree one level up and a core.fsmonitor: no git directory yet.
 	staged := func(t *testing.T, dir, marker string) {
 		t.Helper()
-		mkdir(t, filepath.Dir(dir))
+		mkdirs(t, filepath.Dir(dir))
 		git(t, filepath.Dir(dir), "init", "-q", "--bare", filepath.Base(dir))
 		git(t, dir, "config", "core.bare", "false")
 		git(t, dir, "config", "core.fsmonitor", "touch "+marker+"; false")
@@ -75,13 +64,13 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 			want2: []string{"nest/.git"}, gitIn: "nest"},
 		{name: "a layout staged in one run, its HEAD renamed into place in the next",
 			before: func(t *testing.T, ws, marker string) {
-				write(t, filepath.Join(ws, "src/pkg/main.go"), "package main\n")
+				writeUnder(t, filepath.Join(ws, "src/pkg/main.go"), "package main\n")
 			},
 			run1: func(t *testing.T, ws, marker string) {
-				mkdir(t, filepath.Join(ws, "src/objects"))
-				mkdir(t, filepath.Join(ws, "src/refs/heads"))
-				write(t, filepath.Join(ws, "src/HEAD.x"), "ref: refs/heads/main\n")
-				write(t, filepath.Join(ws, "src/config"), "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n\tfsmonitor = \"touch "+marker+"; false\"\n")
+				mkdirs(t, filepath.Join(ws, "src/objects"))
+				mkdirs(t, filepath.Join(ws, "src/refs/heads"))
+				writeUnder(t, filepath.Join(ws, "src/HEAD.x"), "ref: refs/heads/main\n")
+				writeUnder(t, filepath.Join(ws, "src/config"), "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n\tfsmonitor = \"touch "+marker+"; false\"\n")
 			},
 			run2: func(t *testing.T, ws, marker string) {
 				mv(t, filepath.Join(ws, "src/HEAD.x"), filepath.Join(ws, "src/HEAD"))
@@ -112,7 +101,7 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 			want2: []string{"nest/.git"}, gitIn: "nest"},
 		{name: "a repository made inside a bare repository, moved out in the next run by a directory above it",
 			before: func(t *testing.T, ws, marker string) {
-				mkdir(t, filepath.Join(ws, "testdata"))
+				mkdirs(t, filepath.Join(ws, "testdata"))
 				git(t, filepath.Join(ws, "testdata"), "init", "-q", "--bare", "repo.git")
 			},
 			run1: func(t *testing.T, ws, marker string) {
@@ -125,7 +114,7 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 		{name: "the user's nested repository, moved by the user between the runs and used in the second",
 			before: func(t *testing.T, ws, marker string) { repo(t, filepath.Join(ws, "lib")) },
 			between: func(t *testing.T, ws, marker string) {
-				mkdir(t, filepath.Join(ws, "vendor"))
+				mkdirs(t, filepath.Join(ws, "vendor"))
 				mv(t, filepath.Join(ws, "lib"), filepath.Join(ws, "vendor/lib"))
 			},
 			run2: func(t *testing.T, ws, marker string) {
@@ -163,7 +152,7 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 			t.Setenv("XDG_CACHE_HOME", t.TempDir())
 			base := realTempDir(t)
 			ws, marker := filepath.Join(base, "ws"), filepath.Join(base, "ran")
-			mkdir(t, ws)
+			mkdirs(t, ws)
 			git(t, ws, "init", "-q")
 			run := func(n int, box func(t *testing.T, ws, marker string), want []string) {
 				t.Helper()

@@ -415,6 +415,21 @@ func writeFile(t *testing.T, p, data string) {
 	}
 }
 
+// mkdirs makes directory p and those above it.
+func mkdirs(t *testing.T, p string) {
+	t.Helper()
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeUnder writes data to p, making the directories above it.
+func writeUnder(t *testing.T, p, data string) {
+	t.Helper()
+	mkdirs(t, filepath.Dir(p))
+	writeFile(t, p, data)
+}
+
 // An untracked cache (the index's UNTR extension) the run added or
 // rewrote is reported: git status takes the untracked files from it,
 // and the box could have written one that leaves out a file it added.

@@ -312,6 +312,8 @@ func (ps processes) sharesJob(self, parent, pgrp int) bool {
 		if p, ok := ps.look(pid); !ok || p.parent == self && ps.ownFork(pid) {
 			continue
 		}
+		// Looked at again, after ownFork: it may have left the group, or
+		// ended, since it was listed.
 		if p, ok := ps.look(pid); ok && p.group == pgrp && !p.ended {
 			return true
 		}

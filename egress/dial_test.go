@@ -121,6 +121,7 @@ func TestDialerCheck(t *testing.T) {
 		{"mixed answer", []string{"bench.test"}, fixed{netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("169.254.169.254")}, 443, false, false, policy.ReasonBlockedAddr},
 		{"Tailscale's host service by name", []string{"bench.test"}, fixed{netip.MustParseAddr("100.100.100.100")}, 8080, false, false, policy.ReasonBlockedAddr},
 		{"nat64 metadata", []string{"bench.test"}, fixed{netip.MustParseAddr("64:ff9b::a9fe:a9fe")}, 443, false, false, policy.ReasonBlockedAddr},
+		{"local nat64 loopback under a /48 layout", []string{"bench.test"}, fixed{netip.MustParseAddr("64:ff9b:1:7f00:0:100:808:808")}, 443, false, false, policy.ReasonBlockedAddr},
 		{"private allowed", []string{"bench.test"}, fixed{netip.MustParseAddr("10.1.2.3")}, 443, false, true, policy.ReasonAllowed},
 		{"private denied", []string{"bench.test"}, fixed{netip.MustParseAddr("10.1.2.3")}, 443, true, false, policy.ReasonPrivateAddr},
 		{"mixed public and private, private denied", []string{"bench.test"}, fixed{netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("10.1.2.3")}, 443, true, false, policy.ReasonPrivateAddr},

@@ -140,11 +140,11 @@ func appendString(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
+		if plain[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != 0x7f && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '"', '\\':
@@ -184,6 +184,18 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// plain holds the bytes appendString copies as they are: printable ASCII
+// but for '"', '\\', '<', '>' and '&'.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = true
+	}
+	for _, c := range "\"\\<>&" {
+		t[c] = false
+	}
+	return t
+}()
 
 // unprintable says whether a terminal could take r, outside ASCII, for
 // something other than a character to show (termtext.Shows): a C1 control

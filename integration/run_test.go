@@ -20,6 +20,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/internal/syncbuf"
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 // runTimeout bounds one cordon run in these tests.
@@ -535,14 +536,16 @@ func TestRunKilledCordonEndsTheTree(t *testing.T) {
 	b.file(filepath.Join(b.ws, "secrets", "db.txt"), "secret-dir")
 	cfg := b.config(fmt.Sprintf("network: off\ndeny_read:\n  - %s\n  - %s\n", filepath.Join(b.ws, ".env"), filepath.Join(b.ws, "secrets")))
 	args := []string{"run", "--audit", b.audit, "--config", cfg, "--", "sh", "-c", daemonScript(marker)}
+	scratch := sandbox.ScratchParent(b.home)
 	plan, err := cordonIn(t, b.ws, b.env("TMPDIR="+tmp), append([]string{args[0], "--dry-run"}, args[1:]...)...).CombinedOutput()
-	if err != nil || !strings.Contains(string(plan), "== "+tmp+"/cordon-scratch-") {
-		t.Fatalf("the plan has no scratch files under %s (%v):\n%s", tmp, err, plan)
+	if err != nil || !strings.Contains(string(plan), "== "+scratch+"/cordon-scratch-") {
+		t.Fatalf("the plan has no scratch files under %s (%v):\n%s", scratch, err, plan)
 	}
 	cmd := cordonIn(t, b.ws, b.env("TMPDIR="+tmp), args...)
 	scratchLeft := func() bool {
 		left, _ := filepath.Glob(filepath.Join(tmp, "cordon-*"))
-		return len(left) > 0
+		inCache, _ := filepath.Glob(filepath.Join(scratch, "cordon-*"))
+		return len(left)+len(inCache) > 0
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -565,6 +568,72 @@ func TestRunKilledCordonEndsTheTree(t *testing.T) {
 	<-done
 	if !eventually(10*time.Second, func() bool { return len(procsRunning("sleep", marker)) == 0 }) {
 		t.Fatalf("processes outlived a killed cordon: %v", procsRunning("sleep", marker))
+	}
+}
+
+// TestRunScratchOutOfAnotherBoxsReach: the files bwrap mounts over a
+// denied path (an empty file) or a masked credential file are written by
+// cordon and then mounted by name, links followed. Written in $TMPDIR,
+// they were in the reach of any box that could write there (here $TMPDIR
+// lies in the workspace, as a project's .envrc may put it): a box that
+// watched for another run's scratch directory swapped its empty file for
+// a link to the denied file, and that run's box read the secret where
+// the mask should have been (red team, round 8). The scratch directory is
+// now made in cordon's cache, which every run's guard keeps from its box.
+func TestRunScratchOutOfAnotherBoxsReach(t *testing.T) {
+	b := newBox(t)
+	secret := filepath.Join(b.ws, ".env")
+	b.file(secret, "API_KEY=secret-env")
+	tmp := filepath.Join(b.ws, ".tmp")
+	b.file(filepath.Join(tmp, ".keep"), "")
+	stop, ready := filepath.Join(b.ws, "stop"), filepath.Join(b.ws, "ready")
+	b.file(filepath.Join(b.ws, "swap.py"), `import os, sys, time
+tmp, target, stop, ready = sys.argv[1:5]
+open(ready, "w").close()
+end = time.time() + 60
+while time.time() < end and not os.path.exists(stop):
+    for n in os.listdir(tmp):
+        p = os.path.join(tmp, n, "empty")
+        if n.startswith("cordon-scratch-") and not os.path.islink(p):
+            try:
+                os.symlink(target, p + ".x")
+                os.rename(p + ".x", p)
+                print("swapped", p, flush=True)
+            except OSError:
+                pass
+    time.sleep(0.0005)
+`)
+	cfg := b.config(fmt.Sprintf("network: off\ndeny_read:\n  - %s\n", secret))
+	env := b.env("TMPDIR=" + tmp)
+	var out syncbuf.Buffer
+	swapper := cordonIn(t, b.ws, env, "run", "--audit", b.audit, "--config", cfg, "--", "python3", "swap.py", tmp, secret, stop, ready)
+	swapper.Stdout, swapper.Stderr = &out, &out
+	if err := swapper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { swapper.Wait(); close(done) }()
+	defer func() {
+		syscall.Kill(-swapper.Process.Pid, syscall.SIGKILL)
+		<-done
+	}()
+	if !eventually(30*time.Second, func() bool { _, err := os.Stat(ready); return err == nil }) {
+		t.Fatalf("the swapping box did not start:\n%s", out.String())
+	}
+	for i := range 3 {
+		r := runResult(t, runTimeout, cordonIn(t, b.ws, env, "run", "--audit", b.audit, "--config", cfg, "--", "cat", secret))
+		if r.code != 0 || r.stdout != "" {
+			t.Errorf("run %d: the denied file read %q (exit %d), want it empty; the other box said:\n%s\nstderr: %s", i, r.stdout, r.code, out.String(), r.stderr)
+		}
+	}
+	b.file(stop, "")
+	select {
+	case <-done:
+	case <-time.After(runTimeout):
+		t.Fatal("the swapping box did not end")
+	}
+	if strings.Contains(out.String(), "swapped") {
+		t.Errorf("a run's scratch files lay in another box's reach:\n%s", out.String())
 	}
 }
 
@@ -654,41 +723,49 @@ func TestRunKilledWhileTheBoxIsBuiltStartsNothing(t *testing.T) {
 
 // TestRunSweepsStaleScratch: a cordon killed (SIGKILL, or SIGTERM in
 // the moment before it handles signals) after it wrote its scratch
-// files and before bwrap bound them leaves their directory in TMPDIR.
-// A later run with scratch files of its own removes it once it is stale,
-// and leaves alone a directory another run still holds (here the test
-// holds it, as a live run's cordon does: a flock), and a link of that
-// name.
+// files and before bwrap bound them leaves their directory in cordon's
+// cache (sandbox.ScratchParent; TMPDIR, for an older cordon). A later
+// run with scratch files of its own removes it once it is stale, and
+// leaves alone a directory another run still holds (here the test holds
+// it, as a live run's cordon does: a flock), and a link of that name.
 func TestRunSweepsStaleScratch(t *testing.T) {
 	b := newBox(t)
 	tmp := userDir(t, "cordon-it-tmp-")
+	scratch := sandbox.ScratchParent(b.home)
+	b.file(filepath.Join(scratch, ".keep"), "")
 	uid, gid, _ := testUser(t)
 	old := time.Now().Add(-2 * time.Minute)
-	mk := func(name string) string {
-		d := filepath.Join(tmp, name)
-		b.file(filepath.Join(d, "file-0"), "127.0.0.1 localhost\n")
-		for _, p := range []string{d, filepath.Join(d, "file-0")} {
-			os.Chown(p, int(uid), int(gid))
+	type dirs struct{ left, held, target, link string }
+	var all []dirs
+	for _, parent := range []string{tmp, scratch} {
+		mk := func(name string) string {
+			d := filepath.Join(parent, name)
+			b.file(filepath.Join(d, "file-0"), "127.0.0.1 localhost\n")
+			for _, p := range []string{d, filepath.Join(d, "file-0")} {
+				os.Chown(p, int(uid), int(gid))
+			}
+			if err := os.Chtimes(d, old, old); err != nil {
+				t.Fatal(err)
+			}
+			return d
 		}
-		if err := os.Chtimes(d, old, old); err != nil {
+		d := dirs{mk("cordon-scratch-left"), mk("cordon-scratch-held"), mk("elsewhere"), filepath.Join(parent, "cordon-scratch-link")}
+		if err := os.Symlink(d.target, d.link); err != nil {
 			t.Fatal(err)
 		}
-		return d
+		holdLocked(t, d.held)
+		all = append(all, d)
 	}
-	left, held, target := mk("cordon-scratch-left"), mk("cordon-scratch-held"), mk("elsewhere")
-	link := filepath.Join(tmp, "cordon-scratch-link")
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-	holdLocked(t, held)
 
 	defer runWithScratch(t, b, tmp)()
-	if !eventually(10*time.Second, func() bool { _, err := os.Lstat(left); return os.IsNotExist(err) }) {
-		t.Errorf("the stale scratch directory %s outlived a later run's start", left)
-	}
-	for _, p := range []string{held, link, filepath.Join(target, "file-0")} {
-		if _, err := os.Lstat(p); err != nil {
-			t.Errorf("the sweep removed %s, which is no stale scratch directory: %v", p, err)
+	for _, d := range all {
+		if !eventually(10*time.Second, func() bool { _, err := os.Lstat(d.left); return os.IsNotExist(err) }) {
+			t.Errorf("the stale scratch directory %s outlived a later run's start", d.left)
+		}
+		for _, p := range []string{d.held, d.link, filepath.Join(d.target, "file-0")} {
+			if _, err := os.Lstat(p); err != nil {
+				t.Errorf("the sweep removed %s, which is no stale scratch directory: %v", p, err)
+			}
 		}
 	}
 }

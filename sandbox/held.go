@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/homedir"
 )
 
 // StaleAfter is how long a directory must have gone unmodified before
@@ -60,9 +62,27 @@ func MkdirHeld(parent, prefix string) (dir string, release func(), err error) {
 }
 
 // SweepTemp sweeps (SweepStale) the temporary directory of the
-// directories cordon makes there.
+// directories cordon makes there, and ScratchParent of the scratch
+// directories made there.
 func SweepTemp() {
 	SweepStale(os.TempDir(), ScratchPrefix, ProbePrefix, NetProbePrefix, DoctorPrefix)
+	if home, err := homedir.Dir(); err == nil {
+		SweepStale(ScratchParent(home), ScratchPrefix)
+	}
+}
+
+// ScratchParent is where a run of a user whose home is home makes its
+// scratch directory (Linux: the files bwrap mounts by name, links
+// followed, after cordon writes them): in cordon's cache at its default
+// place, which every run's guard keeps from its box whatever that run's
+// workspace, allow_paths or environment. Made in the temporary directory,
+// the scratch lay in any box that could write there ($TMPDIR in a
+// workspace, or in a read-write allow_paths directory): such a box, the
+// same user as the next run's cordon, swapped that run's empty file or
+// masked credential file for a link to a secret, and that run's box read
+// the secret where the mask should have been.
+func ScratchParent(home string) string {
+	return filepath.Join(DefaultCacheDir(home), "scratch")
 }
 
 // SweepStale removes the directories in parent whose names begin with

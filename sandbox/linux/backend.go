@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 
 	"github.com/cordon-sandbox/cordon/audit"
 	"github.com/cordon-sandbox/cordon/internal/homedir"
@@ -105,7 +106,7 @@ func (b *Backend) Plan(s *sandbox.Spec) (*sandbox.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := build(s, h, scratchName(), nil)
+	l, err := build(s, h, scratchName(h), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -251,9 +252,44 @@ func runAs(name string) (account, error) {
 	return account{name: u.Username, uid: uid, gid: gid}, nil
 }
 
-// scratchName is a fresh scratch directory path under the temp directory.
-func scratchName() string {
-	return filepath.Join(os.TempDir(), sandbox.RandomName(sandbox.ScratchPrefix))
+// scratchName is a fresh scratch directory path in a directory no box
+// can write in: sandbox.ScratchParent for a run as oneself; for root,
+// whose home the account it runs the command as cannot reach into, the
+// temporary directory, which writeScratch checks (makeScratchParent).
+func scratchName(h hostInfo) string {
+	parent := os.TempDir()
+	if h.uid == os.Getuid() {
+		parent = sandbox.ScratchParent(h.home)
+	}
+	return filepath.Join(parent, sandbox.RandomName(sandbox.ScratchPrefix))
+}
+
+// makeScratchParent makes parent, the directory scratch directories are
+// made in, when it is cordon's own (asOther false), and checks that no
+// other account can make or remove names in it: bwrap mounts the scratch
+// files by name, links followed. Run as root, the command runs as run_as,
+// which could otherwise rename root's scratch directory away and put one
+// of its own, with links to any file, in its place; so the temporary
+// directory must be root's, and writable by no one else or sticky, as
+// /tmp is.
+func makeScratchParent(parent string, asOther bool) error {
+	if !asOther {
+		if err := os.MkdirAll(parent, 0o700); err != nil {
+			return fmt.Errorf("create the scratch directories' directory %s: %w", parent, err)
+		}
+	}
+	fi, err := os.Stat(parent)
+	if err != nil {
+		return fmt.Errorf("scratch directories' directory: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if ok && fi.IsDir() && int(st.Uid) == os.Geteuid() && (fi.Mode().Perm()&0o022 == 0 || fi.Mode()&os.ModeSticky != 0) {
+		return nil
+	}
+	if asOther {
+		return fmt.Errorf("the temporary directory %s is not root's own, writable by root alone or sticky as /tmp is: the command, run as another account, could replace the files the sandbox is built from there; set TMPDIR to /tmp", parent)
+	}
+	return fmt.Errorf("%s, where cordon writes the files a sandbox is built from, is not a directory of yours that only you can write in: remove it, and cordon makes it anew", parent)
 }
 
 // writeScratch creates the launch's scratch directory and files, readable
@@ -271,6 +307,9 @@ func scratchName() string {
 func writeScratch(l *launch, uid, gid int) (release func(), err error) {
 	if l.scratch == "" {
 		return func() {}, nil
+	}
+	if err := makeScratchParent(filepath.Dir(l.scratch), uid != os.Getuid()); err != nil {
+		return nil, err
 	}
 	if err := os.Mkdir(l.scratch, 0o700); err != nil {
 		return nil, fmt.Errorf("create scratch directory: %w", err)

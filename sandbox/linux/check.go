@@ -257,7 +257,7 @@ func (b *Backend) checkBox(ctx context.Context, p *policy.Policy, add func(sandb
 	h.holderNet = false
 	var stderr bytes.Buffer
 	s := &sandbox.Spec{Policy: &pp, Workspace: ws, Workdir: ws, Stderr: &stderr, Timeout: probeTimeout}
-	l, err := build(s, h, scratchName(), &probeMode{outside: outside})
+	l, err := build(s, h, scratchName(h), &probeMode{outside: outside})
 	if err != nil {
 		fix := "edit the policy entry named; paths that hold credentials or contain your home are never exposed"
 		var fe interface{ Fix() string }

@@ -105,7 +105,7 @@ func (b *Backend) run(ctx context.Context, s *sandbox.Spec, h hostInfo) (sandbox
 			return sandbox.Care{Boxes: sweepOrphans(h.goarch, h.uid)}
 		})
 	}
-	l, err := build(s, h, scratchName(), nil)
+	l, err := build(s, h, scratchName(h), nil)
 	if err != nil {
 		owed.ExitCode = ExitLaunchFailed
 		return owed, &StartError{Code: ExitLaunchFailed, Reason: err.Error()}

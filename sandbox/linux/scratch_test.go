@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 // nobody is run_as's default account, which other processes on the
@@ -138,5 +140,71 @@ func TestScratchNotRunAsOwn(t *testing.T) {
 	}
 	if got, err := os.ReadFile(file); err != nil || string(got) != "127.0.0.1 localhost\n" {
 		t.Fatalf("the scratch file now holds %q (%v)", got, err)
+	}
+}
+
+// TestScratchOutOfEveryBox: a run as oneself makes its scratch directory
+// in cordon's cache (sandbox.ScratchParent), whatever $TMPDIR says, and
+// no run's guard lets a box have that directory. In $TMPDIR (here in a
+// workspace) it lay in the reach of any box that could write there,
+// which swapped another run's mask for a link to a secret.
+func TestScratchOutOfEveryBox(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	tmp := filepath.Join(ws, ".tmp")
+	t.Setenv("TMPDIR", tmp)
+	name := scratchName(hostInfo{uid: os.Getuid(), home: home})
+	parent := sandbox.ScratchParent(home)
+	if filepath.Dir(name) != parent || sandbox.Within(name, tmp) {
+		t.Fatalf("scratch directory %s, want one in %s, not in $TMPDIR %s", name, parent, tmp)
+	}
+	g := newGuard([]string{home}, "", "")
+	for _, p := range []string{parent, filepath.Dir(parent)} {
+		if err := g.check("allow_paths", p); err == nil {
+			t.Errorf("the guard lets a box have %s", p)
+		}
+	}
+}
+
+// TestMakeScratchParent: the directory scratch directories are made in
+// is one no other account can make or remove names in (a box's account,
+// for root's runs), or the launch fails saying so.
+func TestMakeScratchParent(t *testing.T) {
+	base := scratchBase(t)
+	for i, tt := range []struct {
+		name    string
+		mode    os.FileMode
+		owner   int
+		asOther bool
+		ok      bool
+	}{
+		{"own, private", 0o700, -1, false, true},
+		{"own, group-writable", 0o770, -1, false, false},
+		{"own, sticky and world-writable (/tmp)", 0o777 | os.ModeSticky, -1, true, true},
+		{"own, world-writable, not sticky", 0o777, -1, true, false},
+		{"another account's", 0o755, nobody, true, false},
+	} {
+		dir := filepath.Join(base, strconv.Itoa(i), "p")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, tt.mode); err != nil {
+			t.Fatal(err)
+		}
+		if tt.owner >= 0 {
+			if err := os.Chown(dir, tt.owner, tt.owner); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := makeScratchParent(dir, tt.asOther)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: makeScratchParent = %v, want ok %v", tt.name, err, tt.ok)
+		}
+	}
+	made := filepath.Join(base, "made", "scratch")
+	if err := makeScratchParent(made, false); err != nil {
+		t.Fatalf("a missing directory of one's own: %v", err)
+	}
+	if fi, err := os.Stat(made); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("made %s: %v, %v; want a directory of mode 0700", made, fi, err)
 	}
 }

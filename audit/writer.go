@@ -44,8 +44,8 @@ type Writer struct {
 	// unsynced says lines were written since the last fsync, under mu.
 	unsynced bool
 	fsync    func(*os.File) error
-	// budget bounds the bytes written (0: no bound), written counts them,
-	// and spent says the budget is spent: from then on only Sync records
+	// budget bounds the bytes written (0: no bound), written counts them
+	// (but WriteApart's), and spent says the budget is spent: from then on only Sync records
 	// are written. Under mu.
 	budget, written int64
 	spent           bool
@@ -317,14 +317,21 @@ func (w *Writer) RealPath() string {
 // Write stamps time and session on each record and appends them, a line
 // each, in one write(2): a decision and what it led to (the credentials
 // put on a request) reach the log together.
-func (w *Writer) Write(rs ...Record) error { return w.write(rs, false) }
+func (w *Writer) Write(rs ...Record) error { return w.write(rs, false, true) }
+
+// WriteApart is Write for lines the budget does not count, whose number
+// the caller bounds itself: the refusals of clients outside the session
+// (any local user can connect to a proxy), which would otherwise spend
+// the budget the session's own client needs. Once the budget is spent
+// they are dropped, as every other line but Sync's is.
+func (w *Writer) WriteApart(rs ...Record) error { return w.write(rs, false, false) }
 
 // Sync is Write followed by fsync, past the budget too: for launch lines
 // that must be durable before anything starts, and for cordon's own
 // records of a run, which a sandboxed command cannot multiply without
 // spending as much of the disk itself (its exit, what was removed or set
 // aside after it).
-func (w *Writer) Sync(rs ...Record) error { return w.write(rs, true) }
+func (w *Writer) Sync(rs ...Record) error { return w.write(rs, true, true) }
 
 // Later queues r to be appended just before the next Write's record, in
 // the same write(2), or on its own within laterDelay: for a record of what
@@ -442,7 +449,9 @@ func (w *Writer) syncLocked() error {
 	return nil
 }
 
-func (w *Writer) write(rs []Record, sync bool) error {
+// write writes rs, fsyncs them if sync, and counts them against the
+// budget if charged.
+func (w *Writer) write(rs []Record, sync, charged bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
@@ -463,11 +472,14 @@ func (w *Writer) write(rs []Record, sync bool) error {
 	if cap(lines) <= maxKeptLine {
 		w.buf = lines
 	}
-	if !sync && w.budget > 0 && w.written+int64(len(w.later)+len(lines)) > w.budget {
+	if !sync && charged && w.budget > 0 && w.written+int64(len(w.later)+len(lines)) > w.budget {
 		return w.spendLocked()
 	}
 	if err := w.flushLocked(lines); err != nil {
 		return err
+	}
+	if !charged {
+		w.written -= int64(len(lines))
 	}
 	if sync {
 		if err := w.syncLocked(); err != nil {

@@ -603,3 +603,32 @@ func TestOpenRefusesADirectoryOthersMayWrite(t *testing.T) {
 		t.Errorf("a log below a directory others may write in: err = %v, want a refusal naming %s", err, shared)
 	}
 }
+
+// TestWriterWriteApart: lines written with WriteApart are not charged to
+// the budget (their writer bounds them), and, once the budget is spent
+// by charged lines, are dropped like them.
+func TestWriterWriteApart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	w, err := Open(path, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.SetBudget(1000)
+	for i := range 50 {
+		if err := w.WriteApart(Record{Type: TypeDecision, Decision: Deny, Host: "stranger.example", Reason: "auth_required"}); err != nil {
+			t.Fatalf("apart line %d: %v", i, err)
+		}
+	}
+	if err := w.Write(Record{Type: TypeDecision, Decision: Allow, Host: "own.example"}); err != nil {
+		t.Fatalf("a charged line after 50 apart, within its budget: %v", err)
+	}
+	for i := 0; w.Write(Record{Type: TypeDecision, Decision: Allow, Host: "own.example"}) == nil; i++ {
+		if i == 100 {
+			t.Fatal("100 charged lines did not spend a budget of 1000 bytes")
+		}
+	}
+	if err := w.WriteApart(Record{Type: TypeDecision, Host: "stranger.example"}); err != ErrBudgetSpent {
+		t.Errorf("an apart line after the budget: %v, want ErrBudgetSpent", err)
+	}
+}

@@ -221,7 +221,12 @@ func decisionRecord(kind audit.Kind, client string, d policy.Decision) audit.Rec
 // record writes audit lines, in one write(2); the error is returned for
 // callers that must fail closed, and the first one also logged.
 func (s *Server) record(rs ...audit.Record) error {
-	err := s.cfg.Audit.Write(rs...)
+	return s.reported(s.cfg.Audit.Write(rs...))
+}
+
+// reported tells the operator err, a write's, if it is the log's first
+// failure, and returns it.
+func (s *Server) reported(err error) error {
 	if s.cfg.Audit.Report(err) {
 		s.cfg.ErrorLog.Printf("cordon: %v", err)
 	}

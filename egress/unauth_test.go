@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"encoding/base64"
 	"net"
 	"net/http"
 	"os"
@@ -16,31 +17,50 @@ func TestUnauthLimiter(t *testing.T) {
 	var l unauthLimiter
 	now := time.Unix(1000, 0)
 	for i := range unauthBurst {
-		if ok, dropped := l.allow(now); !ok || dropped != 0 {
+		if ok, dropped, _ := l.allow(now); !ok || dropped != 0 {
 			t.Fatalf("line %d of the burst: %v, %d", i, ok, dropped)
 		}
 	}
 	for range 7 {
-		if ok, _ := l.allow(now); ok {
+		if ok, _, _ := l.allow(now); ok {
 			t.Fatal("a line past the burst, at once, was allowed")
 		}
 	}
 	// A tenth of a second later, one more line: it carries the count.
-	if ok, dropped := l.allow(now.Add(time.Second / unauthRate)); !ok || dropped != 7 {
+	if ok, dropped, _ := l.allow(now.Add(time.Second / unauthRate)); !ok || dropped != 7 {
 		t.Fatalf("after the refill: %v, %d; want true, 7", ok, dropped)
 	}
-	if ok, _ := l.allow(now.Add(time.Second / unauthRate)); ok {
+	if ok, _, _ := l.allow(now.Add(time.Second / unauthRate)); ok {
 		t.Fatal("the refill allowed two lines")
 	}
 	// Quiet for long, the bucket is full again, and no more.
 	later := now.Add(time.Hour)
 	for i := range unauthBurst {
-		if ok, _ := l.allow(later); !ok {
+		if ok, _, _ := l.allow(later); !ok {
 			t.Fatalf("after an hour, line %d refused", i)
 		}
 	}
-	if ok, _ := l.allow(later); ok {
+	if ok, _, _ := l.allow(later); ok {
 		t.Fatal("the bucket held more than its burst")
+	}
+	// Over a session, unauthMax lines at most, the last one saying so.
+	var m unauthLimiter
+	at, finals := now, 0
+	for i := range unauthMax + 50 {
+		at = at.Add(time.Second)
+		ok, _, final := m.allow(at)
+		if ok != (i < unauthMax) {
+			t.Fatalf("line %d of a session: allowed %v", i, ok)
+		}
+		if final {
+			finals++
+			if i != unauthMax-1 {
+				t.Fatalf("line %d said it was the last", i)
+			}
+		}
+	}
+	if finals != 1 {
+		t.Fatalf("%d lines said they were the session's last, want 1", finals)
 	}
 }
 
@@ -100,5 +120,58 @@ func TestUnauthenticatedFloodBounded(t *testing.T) {
 	if unauth+counted > bound || counted < 1 || own != 1 {
 		t.Fatalf("%d refusals sent: %d logged one by one, %d lines with a count, %d of the session's own; log:\n%s",
 			flood+1, unauth, counted, own, data)
+	}
+}
+
+// TestUnauthenticatedLinesSpendNoBudget: the refusals of clients without
+// the token are not charged to the session's audit budget. They were: a
+// local user connecting and closing spent a session's budget (here 8 KiB,
+// a 100-line burst is some 30), after which the session's own client was
+// refused (red team, round 8).
+func TestUnauthenticatedLinesSpendNoBudget(t *testing.T) {
+	s, aw, token, logPath := newTestServer(t, "allowed.test", 0)
+	aw.SetBudget(8 << 10)
+	proxy := serveOnLoopback(t, s, aw)
+	auth := base64.StdEncoding.EncodeToString([]byte("cordon:" + token))
+	send := func(req string) int {
+		c, err := net.Dial("tcp", proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.Write([]byte(req))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode
+	}
+	for i := range unauthBurst {
+		if code := send("CONNECT flood.test:443 HTTP/1.1\r\nHost: flood.test:443\r\n\r\n"); code != http.StatusProxyAuthRequired {
+			t.Fatalf("request %d: %d", i, code)
+		}
+	}
+	if code := send("CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\nProxy-Authorization: Basic " + auth + "\r\n\r\n"); code != http.StatusForbidden {
+		t.Errorf("the session's own client, after the strangers' refusals: %d, want 403", code)
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := audit.NewReader(strings.NewReader(string(data)), nil)
+	var strangers, own, budget int
+	for rd.Next() {
+		switch r := rd.Record(); {
+		case r.Type == audit.TypeBudget:
+			budget++
+		case r.Reason == string(ReasonAuthMissing):
+			strangers++
+		case r.Host == "denied.test":
+			own++
+		}
+	}
+	if strangers != unauthBurst || own != 1 || budget != 0 {
+		t.Fatalf("%d strangers' lines (want %d), %d of the session's own (want 1), %d budget lines (want 0); log:\n%s", strangers, unauthBurst, own, budget, data)
 	}
 }

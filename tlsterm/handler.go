@@ -100,7 +100,7 @@ func (st *stream) refuseBusy(w http.ResponseWriter, r *http.Request) {
 		Detail: fmt.Sprintf("this session already has %d HTTP/2 requests in flight, its most at once; one must end first", cap(st.t.requests))}
 	st.record(audit.Record{Type: audit.TypeDecision, Method: r.Method, Path: r.URL.Path,
 		Decision: audit.Deny, Reason: string(d.Reason), Detail: d.Detail})
-	WriteRefusal(w, d, http.StatusServiceUnavailable)
+	refuseH2(w, r, d, http.StatusServiceUnavailable)
 }
 
 // refuseFields answers an HTTP/2 request of more than MaxHeaderFields
@@ -111,7 +111,24 @@ func (st *stream) refuseFields(w http.ResponseWriter, r *http.Request) {
 	d := policy.Decision{Reason: ReasonBadRequest, Detail: ErrHeaderFields.Error()}
 	st.record(audit.Record{Type: audit.TypeDecision, Method: r.Method, Path: r.URL.Path,
 		Decision: audit.Deny, Reason: string(d.Reason), Detail: d.Detail})
-	WriteRefusal(w, d, http.StatusRequestHeaderFieldsTooLarge)
+	refuseH2(w, r, d, http.StatusRequestHeaderFieldsTooLarge)
+}
+
+// h2WriteWait bounds each write of an HTTP/2 response, a refusal's
+// included, to a client that does not open its flow-control window: the
+// server then resets the stream, and the handler returns. A handler
+// waiting holds its request: a client that set its streams' window to 0
+// and opened 100 streams a connection, each refused for its 1,800 header
+// fields, had each hold some 300 KB, for ever: 20 connections took
+// cordon to 580 MB (red team, round 8). A variable for tests.
+var h2WriteWait = 30 * time.Second
+
+// refuseH2 answers r, an HTTP/2 request, with a refusal (WriteRefusal),
+// after letting its header and trailer go, within h2WriteWait.
+func refuseH2(w http.ResponseWriter, r *http.Request, d policy.Decision, status int) {
+	r.Header, r.Trailer = nil, nil
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h2WriteWait))
+	WriteRefusal(w, d, status)
 }
 
 // headerFields counts a header's fields, a field per value.
@@ -138,7 +155,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	out, ref := h.st.admit(r, "")
 	if ref != nil {
-		WriteRefusal(w, ref.d, ref.status)
+		refuseH2(w, r, ref.d, ref.status)
 		return
 	}
 	rs := &reqState{}
@@ -147,7 +164,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, n: &up}
 	}
-	cw := &countingWriter{ResponseWriter: w}
+	cw := &countingWriter{ResponseWriter: w, rc: http.NewResponseController(w)}
 	defer func() {
 		// A response cut short in its body (by either side) ends in
 		// ReverseProxy's panic with http.ErrAbortHandler, which resets
@@ -168,6 +185,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.st.record(audit.Record{Type: audit.TypeClose, Method: r.Method, Path: r.URL.Path,
 			Status: cw.status, BytesUp: up.Load(), BytesDown: cw.n, Reason: rs.reason, Detail: rs.detail,
 			DurationMS: time.Since(start).Milliseconds()})
+		// What is left of the response goes once the handler has
+		// returned, within the bound its writes had.
+		cw.rc.SetWriteDeadline(time.Now().Add(h2WriteWait))
 		if p != nil {
 			panic(p)
 		}
@@ -189,10 +209,14 @@ func (b *countingBody) Read(p []byte) (n int, err error) {
 	return n, err
 }
 
-// countingWriter records the status and counts body bytes; Unwrap lets
-// http.ResponseController reach the HTTP/2 writer underneath.
+// countingWriter records the status and counts body bytes, and bounds
+// each write and flush by h2WriteWait (a deadline set for it and cleared
+// after it: one left set would end a stream whose upstream is slow, not
+// its client); Unwrap lets http.ResponseController reach the HTTP/2
+// writer underneath.
 type countingWriter struct {
 	http.ResponseWriter
+	rc     *http.ResponseController
 	status int
 	n      int64
 }
@@ -208,7 +232,9 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 	if c.status == 0 {
 		c.status = http.StatusOK
 	}
+	c.rc.SetWriteDeadline(time.Now().Add(h2WriteWait))
 	n, err := c.ResponseWriter.Write(b)
+	c.rc.SetWriteDeadline(time.Time{})
 	c.n += int64(n)
 	return n, err
 }
@@ -216,7 +242,9 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 func (c *countingWriter) Flush() {
-	http.NewResponseController(c.ResponseWriter).Flush()
+	c.rc.SetWriteDeadline(time.Now().Add(h2WriteWait))
+	c.rc.Flush()
+	c.rc.SetWriteDeadline(time.Time{})
 }
 
 // defaultPort is the port an authority without one means on this stream.

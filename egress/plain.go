@@ -112,6 +112,10 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 		}
 		host = name
 	}
+	if d, ok := s.unloggable(host, port); ok {
+		refuse(d, http.StatusServiceUnavailable)
+		return
+	}
 	t, d := s.Judge(r.Context(), host, port)
 	if !d.Allow {
 		refuse(d, http.StatusForbidden)

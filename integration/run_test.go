@@ -536,7 +536,8 @@ func TestRunKilledCordonEndsTheTree(t *testing.T) {
 	b.file(filepath.Join(b.ws, "secrets", "db.txt"), "secret-dir")
 	cfg := b.config(fmt.Sprintf("network: off\ndeny_read:\n  - %s\n  - %s\n", filepath.Join(b.ws, ".env"), filepath.Join(b.ws, "secrets")))
 	args := []string{"run", "--audit", b.audit, "--config", cfg, "--", "sh", "-c", daemonScript(marker)}
-	scratch := sandbox.ScratchParent(b.home)
+	_, _, dbHome := testUser(t)
+	scratch := sandbox.ScratchParent(dbHome)
 	plan, err := cordonIn(t, b.ws, b.env("TMPDIR="+tmp), append([]string{args[0], "--dry-run"}, args[1:]...)...).CombinedOutput()
 	if err != nil || !strings.Contains(string(plan), "== "+scratch+"/cordon-scratch-") {
 		t.Fatalf("the plan has no scratch files under %s (%v):\n%s", scratch, err, plan)
@@ -575,38 +576,43 @@ func TestRunKilledCordonEndsTheTree(t *testing.T) {
 // denied path (an empty file) or a masked credential file are written by
 // cordon and then mounted by name, links followed. Written in $TMPDIR,
 // they were in the reach of any box that could write there (here $TMPDIR
-// lies in the workspace, as a project's .envrc may put it): a box that
-// watched for another run's scratch directory swapped its empty file for
-// a link to the denied file, and that run's box read the secret where
-// the mask should have been (red team, round 8). The scratch directory is
-// now made in cordon's cache, which every run's guard keeps from its box.
+// lies in another run's workspace, as a project's .envrc may put it): a
+// box that watched for another run's scratch directory swapped its empty
+// file for a link to the denied file, and that run's box read the secret
+// where the mask should have been (red team, round 8). They are now made
+// in cordon's cache under the home the user database gives, which every
+// run's guard keeps from its box: in the cache under $HOME, a run whose
+// $HOME lay in another's workspace was open to the same swap (the round's
+// second look).
 func TestRunScratchOutOfAnotherBoxsReach(t *testing.T) {
 	b := newBox(t)
-	secret := filepath.Join(b.ws, ".env")
+	victim := userDir(t, "cordon-it-ws-")
+	secret := filepath.Join(victim, ".env")
 	b.file(secret, "API_KEY=secret-env")
-	tmp := filepath.Join(b.ws, ".tmp")
+	tmp, home := filepath.Join(b.ws, ".tmp"), filepath.Join(b.ws, ".home")
+	watched := filepath.Join(home, ".cache", "cordon", "scratch")
 	b.file(filepath.Join(tmp, ".keep"), "")
+	b.file(filepath.Join(watched, ".keep"), "")
 	stop, ready := filepath.Join(b.ws, "stop"), filepath.Join(b.ws, "ready")
 	b.file(filepath.Join(b.ws, "swap.py"), `import os, sys, time
-tmp, target, stop, ready = sys.argv[1:5]
+target, stop, ready, dirs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 open(ready, "w").close()
 end = time.time() + 60
 while time.time() < end and not os.path.exists(stop):
-    for n in os.listdir(tmp):
-        p = os.path.join(tmp, n, "empty")
-        if n.startswith("cordon-scratch-") and not os.path.islink(p):
-            try:
-                os.symlink(target, p + ".x")
-                os.rename(p + ".x", p)
-                print("swapped", p, flush=True)
-            except OSError:
-                pass
+    for d in dirs:
+        for n in os.listdir(d):
+            p = os.path.join(d, n, "empty")
+            if n.startswith("cordon-scratch-") and not os.path.islink(p):
+                try:
+                    os.symlink(target, p + ".x")
+                    os.rename(p + ".x", p)
+                    print("swapped", p, flush=True)
+                except OSError:
+                    pass
     time.sleep(0.0005)
 `)
-	cfg := b.config(fmt.Sprintf("network: off\ndeny_read:\n  - %s\n", secret))
-	env := b.env("TMPDIR=" + tmp)
 	var out syncbuf.Buffer
-	swapper := cordonIn(t, b.ws, env, "run", "--audit", b.audit, "--config", cfg, "--", "python3", "swap.py", tmp, secret, stop, ready)
+	swapper := cordonIn(t, b.ws, b.env(), "run", "--audit", b.audit, "--net", "off", "--", "python3", "swap.py", secret, stop, ready, tmp, watched)
 	swapper.Stdout, swapper.Stderr = &out, &out
 	if err := swapper.Start(); err != nil {
 		t.Fatal(err)
@@ -620,8 +626,12 @@ while time.time() < end and not os.path.exists(stop):
 	if !eventually(30*time.Second, func() bool { _, err := os.Stat(ready); return err == nil }) {
 		t.Fatalf("the swapping box did not start:\n%s", out.String())
 	}
+	// The other run: its $TMPDIR and $HOME in the swapping box's
+	// workspace, its config, state and cache elsewhere.
+	cfg := b.config(fmt.Sprintf("network: off\ndeny_read:\n  - %s\n", secret))
+	env := append(b.env("TMPDIR="+tmp, "XDG_CACHE_HOME="+filepath.Join(b.home, ".cache")), "HOME="+home)
 	for i := range 3 {
-		r := runResult(t, runTimeout, cordonIn(t, b.ws, env, "run", "--audit", b.audit, "--config", cfg, "--", "cat", secret))
+		r := runResult(t, runTimeout, cordonIn(t, victim, env, "run", "--audit", b.audit, "--config", cfg, "--", "cat", secret))
 		if r.code != 0 || r.stdout != "" {
 			t.Errorf("run %d: the denied file read %q (exit %d), want it empty; the other box said:\n%s\nstderr: %s", i, r.stdout, r.code, out.String(), r.stderr)
 		}
@@ -731,9 +741,11 @@ func TestRunKilledWhileTheBoxIsBuiltStartsNothing(t *testing.T) {
 func TestRunSweepsStaleScratch(t *testing.T) {
 	b := newBox(t)
 	tmp := userDir(t, "cordon-it-tmp-")
-	scratch := sandbox.ScratchParent(b.home)
-	b.file(filepath.Join(scratch, ".keep"), "")
-	uid, gid, _ := testUser(t)
+	uid, gid, dbHome := testUser(t)
+	// The test user's own cache, shared by every test: these directories'
+	// names are this test's alone (the temporary directory's).
+	scratch := sandbox.ScratchParent(dbHome)
+	tag := filepath.Base(tmp)
 	old := time.Now().Add(-2 * time.Minute)
 	type dirs struct{ left, held, target, link string }
 	var all []dirs
@@ -749,10 +761,15 @@ func TestRunSweepsStaleScratch(t *testing.T) {
 			}
 			return d
 		}
-		d := dirs{mk("cordon-scratch-left"), mk("cordon-scratch-held"), mk("elsewhere"), filepath.Join(parent, "cordon-scratch-link")}
+		d := dirs{mk("cordon-scratch-left-" + tag), mk("cordon-scratch-held-" + tag), mk("elsewhere-" + tag), filepath.Join(parent, "cordon-scratch-link-"+tag)}
 		if err := os.Symlink(d.target, d.link); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() {
+			for _, p := range []string{d.left, d.held, d.target, d.link} {
+				os.RemoveAll(p)
+			}
+		})
 		holdLocked(t, d.held)
 		all = append(all, d)
 	}

@@ -2,13 +2,12 @@ package sandbox
 
 import (
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/cordon-sandbox/cordon/internal/homedir"
 )
 
 // StaleAfter is how long a directory must have gone unmodified before
@@ -66,16 +65,17 @@ func MkdirHeld(parent, prefix string) (dir string, release func(), err error) {
 // directories made there.
 func SweepTemp() {
 	SweepStale(os.TempDir(), ScratchPrefix, ProbePrefix, NetProbePrefix, DoctorPrefix)
-	if home, err := homedir.Dir(); err == nil {
-		SweepStale(ScratchParent(home), ScratchPrefix)
+	if u, err := user.Current(); err == nil && filepath.IsAbs(u.HomeDir) {
+		SweepStale(ScratchParent(u.HomeDir), ScratchPrefix)
 	}
 }
 
-// ScratchParent is where a run of a user whose home is home makes its
-// scratch directory (Linux: the files bwrap mounts by name, links
-// followed, after cordon writes them): in cordon's cache at its default
-// place, which every run's guard keeps from its box whatever that run's
-// workspace, allow_paths or environment. Made in the temporary directory,
+// ScratchParent is where a run of a user whose home (as the user
+// database gives it) is home makes its scratch directory (Linux: the
+// files bwrap mounts by name, links followed, after cordon writes them):
+// in cordon's cache at its default place, which every run's guard keeps
+// from its box whatever that run's workspace, allow_paths or environment
+// ($HOME included: one run's may lie in another's workspace). Made in the temporary directory,
 // the scratch lay in any box that could write there ($TMPDIR in a
 // workspace, or in a read-write allow_paths directory): such a box, the
 // same user as the next run's cordon, swapped that run's empty file or

@@ -73,6 +73,9 @@ type hostInfo struct {
 	env []string // the host environment
 	// home is the invoking user's home: an empty tmpfs in the sandbox.
 	home string
+	// dbHome is the invoking user's home as the user database gives it,
+	// whatever $HOME says.
+	dbHome string
 	// user names the account the command runs as (USER inside).
 	user     string
 	uid, gid int

@@ -168,6 +168,7 @@ func (b *Backend) gatherHost(p *policy.Policy) (hostInfo, error) {
 	if h.home, err = homedir.Dir(); err != nil {
 		return h, err
 	}
+	h.dbHome = me.HomeDir
 	h.guard = newGuard([]string{h.home, me.HomeDir}, b.opts.AuditPath, sandbox.CacheDir())
 	if def, err := audit.DefaultPath(); err == nil {
 		h.guard = h.guard.withDefaultAudit(def)
@@ -253,13 +254,16 @@ func runAs(name string) (account, error) {
 }
 
 // scratchName is a fresh scratch directory path in a directory no box
-// can write in: sandbox.ScratchParent for a run as oneself; for root,
-// whose home the account it runs the command as cannot reach into, the
+// can write in: for a run as oneself, sandbox.ScratchParent of the home
+// the user database gives, which every run's guard keeps from its box
+// whatever that run's $HOME (one run's $HOME may lie in another's
+// workspace, and a box there swapped that run's masks); for root, whose
+// home the account it runs the command as cannot reach into, the
 // temporary directory, which writeScratch checks (makeScratchParent).
 func scratchName(h hostInfo) string {
 	parent := os.TempDir()
 	if h.uid == os.Getuid() {
-		parent = sandbox.ScratchParent(h.home)
+		parent = sandbox.ScratchParent(h.dbHome)
 	}
 	return filepath.Join(parent, sandbox.RandomName(sandbox.ScratchPrefix))
 }
@@ -273,9 +277,12 @@ func scratchName(h hostInfo) string {
 // directory must be root's, and writable by no one else or sticky, as
 // /tmp is.
 func makeScratchParent(parent string, asOther bool) error {
+	if !filepath.IsAbs(parent) {
+		return errors.New("the user database gives you no home directory: cordon writes the files a sandbox is built from in its cache there, which every sandbox is kept from; give your account a home directory")
+	}
 	if !asOther {
 		if err := os.MkdirAll(parent, 0o700); err != nil {
-			return fmt.Errorf("create the scratch directories' directory %s: %w", parent, err)
+			return fmt.Errorf("create %s, where cordon writes the files a sandbox is built from (in its cache under your home directory as the user database gives it, which every sandbox is kept from): %w", parent, err)
 		}
 	}
 	fi, err := os.Stat(parent)

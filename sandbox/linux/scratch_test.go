@@ -144,7 +144,8 @@ func TestScratchNotRunAsOwn(t *testing.T) {
 }
 
 // TestScratchOutOfEveryBox: a run as oneself makes its scratch directory
-// in cordon's cache (sandbox.ScratchParent), whatever $TMPDIR says, and
+// in cordon's cache (sandbox.ScratchParent) under the home the user
+// database gives, whatever $TMPDIR and $HOME say, and
 // no run's guard lets a box have that directory. In $TMPDIR (here in a
 // workspace) it lay in the reach of any box that could write there,
 // which swapped another run's mask for a link to a secret.
@@ -152,10 +153,12 @@ func TestScratchOutOfEveryBox(t *testing.T) {
 	home, ws := t.TempDir(), t.TempDir()
 	tmp := filepath.Join(ws, ".tmp")
 	t.Setenv("TMPDIR", tmp)
-	name := scratchName(hostInfo{uid: os.Getuid(), home: home})
+	// $HOME in the workspace too: the home that counts is the user
+	// database's, which every run's guard keeps from its box.
+	name := scratchName(hostInfo{uid: os.Getuid(), home: filepath.Join(ws, ".home"), dbHome: home})
 	parent := sandbox.ScratchParent(home)
-	if filepath.Dir(name) != parent || sandbox.Within(name, tmp) {
-		t.Fatalf("scratch directory %s, want one in %s, not in $TMPDIR %s", name, parent, tmp)
+	if filepath.Dir(name) != parent || sandbox.Within(name, ws) {
+		t.Fatalf("scratch directory %s, want one in %s, not in the workspace %s", name, parent, ws)
 	}
 	g := newGuard([]string{home}, "", "")
 	for _, p := range []string{parent, filepath.Dir(parent)} {

@@ -99,18 +99,78 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 				mv(t, filepath.Join(ws, "lib/.git/x/nest"), filepath.Join(ws, "nest"))
 			},
 			want2: []string{"nest/.git"}, gitIn: "nest"},
-		{name: "a repository made inside a bare repository, moved out in the next run by a directory above it",
+		{name: "a repository made in a bare repository's object store, moved out in the next run by a directory above it",
 			before: func(t *testing.T, ws, marker string) {
 				mkdirs(t, filepath.Join(ws, "testdata"))
 				git(t, filepath.Join(ws, "testdata"), "init", "-q", "--bare", "repo.git")
 			},
 			run1: func(t *testing.T, ws, marker string) {
-				planted(t, filepath.Join(ws, "testdata/repo.git/x/nest"), marker)
+				planted(t, filepath.Join(ws, "testdata/repo.git/objects/x/nest"), marker)
 			},
 			run2: func(t *testing.T, ws, marker string) {
-				mv(t, filepath.Join(ws, "testdata/repo.git/x"), filepath.Join(ws, "x"))
+				mv(t, filepath.Join(ws, "testdata/repo.git/objects/x"), filepath.Join(ws, "x"))
 			},
 			want2: []string{"x/nest/.git"}, gitIn: "x/nest"},
+		// The walk goes on below a git directory by another name, but for
+		// its stores: it stopped there, and a repository planted below
+		// one (here a bare repository's) was left to the next run to
+		// catch if it was moved, and never if it was not.
+		// A directory made to look like a git directory, by pieces staged
+		// the run before and renamed into place, above a repository
+		// planted in the same run: the walk stopped at it (red team,
+		// round 8), at the workspace's root too.
+		{name: "a git directory's layout renamed into a directory above a repository planted then",
+			run1: func(t *testing.T, ws, marker string) {
+				mkdirs(t, filepath.Join(ws, "build/cache/o"), filepath.Join(ws, "build/cache/r"), filepath.Join(ws, "src/pkg"))
+				writeFile(t, filepath.Join(ws, "build/cache/h"), "ref: refs/heads/main\n")
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				for from, to := range map[string]string{"h": "HEAD", "o": "objects", "r": "refs"} {
+					mv(t, filepath.Join(ws, "build/cache", from), filepath.Join(ws, "src", to))
+				}
+				planted(t, filepath.Join(ws, "src/pkg/evil"), marker)
+			},
+			want2: []string{"src/HEAD", "src/pkg/evil/.git"}, gitIn: "src/pkg/evil"},
+		{name: "a git directory's layout renamed into the workspace's root, above a repository planted then",
+			run1: func(t *testing.T, ws, marker string) {
+				mkdirs(t, filepath.Join(ws, ".cache/x"), filepath.Join(ws, "src/pkg"))
+				for _, n := range []string{"h", "o", "r"} {
+					writeFile(t, filepath.Join(ws, ".cache/x", n), "")
+				}
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				for from, to := range map[string]string{"h": "HEAD", "o": "objects", "r": "refs"} {
+					mv(t, filepath.Join(ws, ".cache/x", from), filepath.Join(ws, to))
+				}
+				planted(t, filepath.Join(ws, "src/pkg/evil"), marker)
+			},
+			want2: []string{"src/pkg/evil/.git"}, gitIn: "src/pkg/evil"},
+		// Walked below, a git directory by another name is not walked
+		// in its stores: the worktrees/ of the user's bare repository,
+		// whose HEAD git makes anew at each checkout there, are left.
+		{name: "the user's bare repository and its linked worktree, used in both runs",
+			before: func(t *testing.T, ws, marker string) {
+				git(t, ws, "init", "-q", "--bare", "proj.git")
+				bare := filepath.Join(ws, "proj.git")
+				tree := git(t, bare, "mktree")
+				git(t, bare, "update-ref", "refs/heads/main", git(t, bare, "commit-tree", tree, "-m", "one"))
+				git(t, bare, "worktree", "add", "-q", "../wt", "main")
+			},
+			run1: func(t *testing.T, ws, marker string) {
+				git(t, filepath.Join(ws, "wt"), "checkout", "-q", "-b", "two")
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				git(t, filepath.Join(ws, "wt"), "checkout", "-q", "-b", "three")
+			}},
+		{name: "a repository made inside a bare repository",
+			before: func(t *testing.T, ws, marker string) {
+				mkdirs(t, filepath.Join(ws, "testdata"))
+				git(t, filepath.Join(ws, "testdata"), "init", "-q", "--bare", "repo.git")
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				planted(t, filepath.Join(ws, "testdata/repo.git/x/nest"), marker)
+			},
+			want2: []string{"testdata/repo.git/x/nest/.git"}, gitIn: "testdata/repo.git/x/nest"},
 		{name: "the user's nested repository, moved by the user between the runs and used in the second",
 			before: func(t *testing.T, ws, marker string) { repo(t, filepath.Join(ws, "lib")) },
 			between: func(t *testing.T, ws, marker string) {
@@ -286,6 +346,50 @@ func TestAftercareSetsAsideWhatAnotherRootStaged(t *testing.T) {
 		t.Errorf("set aside %q, want nest/.git", c.SetAside)
 	}
 	if statusRuns(nest, marker) {
+		t.Error("after Aftercare, the host's git status ran the box's command")
+	}
+}
+
+// TestAftercareWalksBelowAPinnedGitDirLayout: a directory the run pins
+// (here one above a read_only path), which the box made look like a git
+// directory (HEAD, objects and refs) in the run, is set aside (its HEAD)
+// and walked below: its change was never looked at, as a pinned
+// directory's, and the walk stopped there, so the repository planted
+// below it ran its core.fsmonitor at the host's git status (red team,
+// round 8).
+func TestAftercareWalksBelowAPinnedGitDirLayout(t *testing.T) {
+	base := realTempDir(t)
+	ws, marker := filepath.Join(base, "ws"), filepath.Join(base, "ran")
+	mkdirs(t, filepath.Join(ws, "src/pkg"))
+	git(t, ws, "init", "-q")
+	writeFile(t, filepath.Join(ws, "src/pkg/a.go"), "package a\n")
+	guards, err := GuardWorkspace(GuardSpec{Workspace: ws, ReadOnly: []string{"src/pkg/a.go"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(guards, func(g GuardedPath) bool { return g.Path == filepath.Join(ws, "src") && g.Guard == Pinned }) {
+		t.Fatalf("src is not pinned: %+v", guards)
+	}
+	time.Sleep(2 * clockSlack)
+	// The box.
+	mkdirs(t, filepath.Join(ws, "src/objects"), filepath.Join(ws, "src/refs"), filepath.Join(ws, "src/evil"))
+	writeFile(t, filepath.Join(ws, "src/HEAD"), "ref: refs/heads/main\n")
+	git(t, filepath.Join(ws, "src/evil"), "init", "-q")
+	git(t, filepath.Join(ws, "src/evil"), "config", "core.fsmonitor", "touch "+marker+"; false")
+	if !statusRuns(filepath.Join(ws, "src/evil"), marker) {
+		t.Fatal("the host's git status did not run the box's command, so this test shows nothing")
+	}
+	got := Aftercare(guards)
+	var aside []string
+	for _, a := range got.SetAside {
+		rel, _ := filepath.Rel(ws, a[:max(0, strings.LastIndex(a, ".cordon-set-aside-"))])
+		aside = append(aside, rel)
+	}
+	slices.Sort(aside)
+	if want := []string{"src/HEAD", "src/evil/.git"}; !slices.Equal(aside, want) {
+		t.Errorf("set aside %q, want %q (unchecked %v)", aside, want, got.Unchecked)
+	}
+	if statusRuns(filepath.Join(ws, "src/evil"), marker) {
 		t.Error("after Aftercare, the host's git status ran the box's command")
 	}
 }

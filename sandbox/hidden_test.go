@@ -415,11 +415,13 @@ func writeFile(t *testing.T, p, data string) {
 	}
 }
 
-// mkdirs makes directory p and those above it.
-func mkdirs(t *testing.T, p string) {
+// mkdirs makes each directory of ps and those above it.
+func mkdirs(t *testing.T, ps ...string) {
 	t.Helper()
-	if err := os.MkdirAll(p, 0o755); err != nil {
-		t.Fatal(err)
+	for _, p := range ps {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

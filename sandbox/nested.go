@@ -120,38 +120,48 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 			})
 			return
 		}
-		if gitDirLayout(entries) {
-			changed := false
-			if !skip[dir] && !bound.listOnly {
+		// layout says dir is one git takes for a git directory: its own
+		// stores (gitStores) are not walked, and the rest of it is, as
+		// any directory's: git run in a directory below it looks for
+		// that directory's .git first, and a box that made a directory
+		// look so (HEAD, objects and refs, made in an earlier run or in
+		// a directory the run pins) hid the repository it planted below
+		// from a walk that stopped there (red team, round 8).
+		layout := gitDirLayout(entries)
+		if layout && bound.listOnly {
+			mu.Lock()
+			w.gitDirs = append(w.gitDirs, dir)
+			mu.Unlock()
+		}
+		if layout && !bound.listOnly {
+			var changed bool
+			if skip[dir] {
+				// A directory the run pins: the workspace's own git
+				// directory by another name, whose HEAD git makes anew
+				// at a commit, or one above a guarded path, which the
+				// box can make look like one.
+				changed, err = bornSince(dir, since, "", "objects", "refs", "commondir")
+			} else {
 				changed, err = gitDirChangedSince(dir, since)
 			}
-			if bound.listOnly {
-				mu.Lock()
-				w.gitDirs = append(w.gitDirs, dir)
-				mu.Unlock()
-				return
-			}
+			var fifos, open []string
 			if err == nil && !changed {
 				// A git directory by another name (one a .git file
 				// names, the workspace's own among them, which is
 				// guarded; a bare repository): looked through as a .git
-				// is, and, as a .git, not walked.
-				fifos, open, err := gitPipes(dir, since)
-				mu.Lock()
-				w.gitFifos = append(w.gitFifos, fifos...)
-				w.opened = append(w.opened, open...)
-				w.gitDirs = append(w.gitDirs, dir)
-				errs = errors.Join(errs, err)
-				mu.Unlock()
-				return
+				// is.
+				fifos, open, err = gitPipes(dir, since)
 			}
 			mu.Lock()
 			switch {
-			case err != nil:
-				errs = errors.Join(errs, err)
 			case changed:
 				w.found = append(w.found, filepath.Join(dir, "HEAD"))
+			default:
+				w.gitFifos = append(w.gitFifos, fifos...)
+				w.opened = append(w.opened, open...)
+				w.gitDirs = append(w.gitDirs, dir)
 			}
+			errs = errors.Join(errs, err)
 			mu.Unlock()
 		}
 		mu.Lock()
@@ -215,6 +225,9 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 			case d.Name() == ".gitignore" && !d.IsDir():
 				addIfChanged(&w.ignores, p)
 			case !d.IsDir():
+			case layout && gitStores[d.Name()]:
+				// looked through by gitPipes, or git directories of
+				// its own (innerGitDirs)
 			case strings.HasPrefix(d.Name(), ".git.cordon-set-aside-") && skip[p]:
 				// a git directory set aside in this run
 			case bound.Roots[p]:
@@ -228,10 +241,39 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 	visit(root)
 	pending.Wait()
 	close(dirs)
-	for _, l := range [][]string{w.found, w.pipes, w.gitFifos, w.opened, w.ignores, w.gitDirs, w.innerLeft} {
-		slices.Sort(l)
+	// What lies in a git directory by another name is looked through as
+	// a git directory's (gitPipes) and walked too: a pipe there is
+	// removed, as in a git directory, not set aside.
+	w.pipes = slices.DeleteFunc(w.pipes, func(p string) bool { return slices.Contains(w.gitFifos, p) })
+	for _, l := range []*[]string{&w.found, &w.pipes, &w.gitFifos, &w.opened, &w.ignores, &w.gitDirs, &w.innerLeft} {
+		slices.Sort(*l)
+		*l = slices.Compact(*l)
 	}
 	return w, errs
+}
+
+// gitStores are the directories of a git directory that the walk of
+// nested repositories leaves to gitPipes and innerGitDirs in one by
+// another name: its objects, and the git directories of its submodules
+// and linked worktrees, whose HEAD git makes anew at a commit there.
+var gitStores = map[string]bool{"objects": true, "modules": true, "worktrees": true}
+
+// bornSince says whether any of names in dir ("" for dir itself) was
+// born at or after since.
+func bornSince(dir string, since time.Time, names ...string) (bool, error) {
+	for _, name := range names {
+		born, _, err := fileTimes(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if !born.Before(since) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // walkFound is what nestedChanges finds in a Nested workspace.
@@ -324,17 +366,8 @@ func gitDirLayout(entries []fs.DirEntry) bool {
 // directory, became one since (it, its HEAD, objects, refs or commondir
 // was born since), or its config or hooks changed since.
 func gitDirChangedSince(dir string, since time.Time) (bool, error) {
-	for _, name := range []string{"", "HEAD", "objects", "refs", "commondir"} {
-		born, _, err := fileTimes(filepath.Join(dir, name))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return false, err
-		}
-		if !born.Before(since) {
-			return true, nil
-		}
+	if born, err := bornSince(dir, since, "", "HEAD", "objects", "refs", "commondir"); err != nil || born {
+		return born, err
 	}
 	return configChangedSince(dir, since)
 }

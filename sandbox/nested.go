@@ -170,6 +170,9 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 		for _, d := range entries {
 			p := filepath.Join(dir, d.Name())
 			switch {
+			case layout && d.IsDir() && gitStores[d.Name()]:
+				// looked through by gitPipes, or git directories of
+				// its own (innerGitDirs)
 			case bound.listOnly && d.Name() != ".git":
 				if d.IsDir() && !bound.Roots[p] {
 					queue(p)
@@ -225,9 +228,6 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 			case d.Name() == ".gitignore" && !d.IsDir():
 				addIfChanged(&w.ignores, p)
 			case !d.IsDir():
-			case layout && gitStores[d.Name()]:
-				// looked through by gitPipes, or git directories of
-				// its own (innerGitDirs)
 			case strings.HasPrefix(d.Name(), ".git.cordon-set-aside-") && skip[p]:
 				// a git directory set aside in this run
 			case bound.Roots[p]:

@@ -118,13 +118,20 @@ func serverRefusal(p []byte) (status int, why string, ok bool) {
 
 // expectationFailed recognises the answer net/http writes, through a
 // response of its own, to a request with an Expect other than
-// 100-continue, before any handler sees the request: told apart from a
-// handler's 417 (an upstream's, forwarded) by the request's framing
-// verdict, which only a handler takes (FramingGuard.Pending). It was
-// answered unlogged (red team, round 8).
+// 100-continue, before any handler sees the request (it was answered
+// unlogged: red team, round 8): whole, in one piece, its headers exactly
+// these in this order. A handler's 417 (an upstream's, forwarded) has
+// the upstream's fields, and its Date among them in sorted order, and
+// comes while a request's framing verdict waits only when the client
+// pipelines (FramingGuard.Pending).
 func expectationFailed(p []byte) (status int, why string, ok bool) {
 	const answer = "417 Expectation Failed"
-	if !bytes.HasPrefix(p, []byte("HTTP/1.1 "+answer+"\r\n")) {
+	rest, found := bytes.CutPrefix(p, []byte("HTTP/1.1 "+answer+"\r\nConnection: close\r\nDate: "))
+	if !found {
+		return 0, "", false
+	}
+	date, end, found := bytes.Cut(rest, []byte("\r\n"))
+	if !found || len(date) == 0 || string(end) != "Content-Length: 0\r\n\r\n" {
 		return 0, "", false
 	}
 	return http.StatusExpectationFailed, answer, true

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"net"
 	"net/http"
 	"os"
@@ -48,6 +49,9 @@ func FuzzServerRefusal(f *testing.F) {
 		status, why, ok := serverRefusal(p)
 		if ok && (status < 400 || status > 599 || len(why) > maxAnswer) {
 			t.Fatalf("serverRefusal(%q) = %d %q", p, status, why)
+		}
+		if status, _, ok := expectationFailed(p); ok && (status != http.StatusExpectationFailed || !bytes.HasSuffix(p, []byte("\r\n\r\n"))) {
+			t.Fatalf("expectationFailed(%q) = %d", p, status)
 		}
 	})
 }
@@ -127,8 +131,12 @@ func TestExpectationFailed(t *testing.T) {
 		in string
 		ok bool
 	}{
-		{"HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: x\r\nContent-Length: 0\r\n\r\n", true},
+		{"HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: Tue, 01 Dec 2026 20:00:00 GMT\r\nContent-Length: 0\r\n\r\n", true},
 		{"HTTP/1.1 417 Expectation Failed", false}, // no line end yet
+		// An upstream's, forwarded by a handler: its fields sorted, a
+		// Date of its own among them.
+		{"HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nContent-Length: 0\r\nDate: Tue, 01 Dec 2026 20:00:00 GMT\r\n\r\n", false},
+		{"HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: Tue, 01 Dec 2026 20:00:00 GMT\r\nContent-Length: 0\r\nServer: x\r\n\r\n", false},
 		{"HTTP/1.1 417 Other\r\n\r\n", false},
 		{"HTTP/1.1 400 Bad Request\r\n\r\n", false},
 	} {

@@ -49,6 +49,8 @@ type Writer struct {
 	// are written. Under mu.
 	budget, written int64
 	spent           bool
+	// reserved is the room Reserve keeps for writes to come, under mu.
+	reserved int64
 	// told says a failure was reported to the operator (Report).
 	told bool
 	// midLine says the log ended part-way through a line when it was
@@ -328,21 +330,75 @@ func (w *Writer) RealPath() string {
 // Write stamps time and session on each record and appends them, a line
 // each, in one write(2): a decision and what it led to (the credentials
 // put on a request) reach the log together.
-func (w *Writer) Write(rs ...Record) error { return w.write(rs, false, true) }
+func (w *Writer) Write(rs ...Record) error { return w.write(rs, false, true, nil) }
 
 // WriteApart is Write for lines the budget does not count, whose number
 // the caller bounds itself: the refusals of clients outside the session
 // (any local user can connect to a proxy), which would otherwise spend
 // the budget the session's own client needs. Once the budget is spent
 // they are dropped, as every other line but Sync's is.
-func (w *Writer) WriteApart(rs ...Record) error { return w.write(rs, false, false) }
+func (w *Writer) WriteApart(rs ...Record) error { return w.write(rs, false, false, nil) }
+
+// Room is space in the budget kept for one write to come (Reserve).
+type Room struct {
+	w *Writer
+	n int64
+	// used says the room was written in or given back, under w.mu.
+	used bool
+}
+
+// Reserve keeps n bytes of the budget for one write to come (Room.Write),
+// and fails as a Write would where there is no such room, spending the
+// budget: for a line that must go out once something it names has
+// happened (a name looked up, which the line then names). Checked before
+// and written after, such a line could find the budget spent meanwhile by
+// other connections, and a box that held many lookups open as it spent
+// the budget had each name reach the resolver unlogged. Release gives
+// unused room back.
+func (w *Writer) Reserve(n int64) (*Room, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.err != nil:
+		return nil, w.err
+	case w.spent:
+		return nil, ErrBudgetSpent
+	case w.budget > 0 && w.written+int64(len(w.later))+w.reserved+n > w.budget:
+		return nil, w.spendLocked()
+	}
+	w.reserved += n
+	return &Room{w: w, n: n}, nil
+}
+
+// Write writes rs in the room the first time, whatever the budget (their
+// own size is charged, and the room given back); after that, as the
+// Writer's Write.
+func (r *Room) Write(rs ...Record) error { return r.w.write(rs, false, true, r) }
+
+// Release gives the room back unless it was written in.
+func (r *Room) Release() {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	r.w.useLocked(r)
+}
+
+// useLocked marks r used and gives its room back, and says whether it was
+// not used yet.
+func (w *Writer) useLocked(r *Room) bool {
+	if r == nil || r.used {
+		return false
+	}
+	r.used = true
+	w.reserved -= r.n
+	return true
+}
 
 // Sync is Write followed by fsync, past the budget too: for launch lines
 // that must be durable before anything starts, and for cordon's own
 // records of a run, which a sandboxed command cannot multiply without
 // spending as much of the disk itself (its exit, what was removed or set
 // aside after it).
-func (w *Writer) Sync(rs ...Record) error { return w.write(rs, true, true) }
+func (w *Writer) Sync(rs ...Record) error { return w.write(rs, true, true, nil) }
 
 // Later queues r to be appended just before the next Write's record, in
 // the same write(2), or on its own within laterDelay: for a record of what
@@ -461,14 +517,15 @@ func (w *Writer) syncLocked() error {
 }
 
 // write writes rs, fsyncs them if sync, and counts them against the
-// budget if charged.
-func (w *Writer) write(rs []Record, sync, charged bool) error {
+// budget if charged; in room, if not used yet, whatever the budget.
+func (w *Writer) write(rs []Record, sync, charged bool, room *Room) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	inRoom := w.useLocked(room)
 	switch {
 	case w.err != nil:
 		return w.err
-	case w.spent && !sync:
+	case w.spent && !sync && !inRoom:
 		return ErrBudgetSpent
 	}
 	lines := w.buf[:0]
@@ -483,7 +540,7 @@ func (w *Writer) write(rs []Record, sync, charged bool) error {
 	if cap(lines) <= maxKeptLine {
 		w.buf = lines
 	}
-	if !sync && charged && w.budget > 0 && w.written+int64(len(w.later)+len(lines)) > w.budget {
+	if !sync && charged && !inRoom && w.budget > 0 && w.written+int64(len(w.later)+len(lines))+w.reserved > w.budget {
 		return w.spendLocked()
 	}
 	if err := w.flushLocked(lines); err != nil {

@@ -3,6 +3,7 @@ package audit
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -630,5 +631,67 @@ func TestWriterWriteApart(t *testing.T) {
 	}
 	if err := w.WriteApart(Record{Type: TypeDecision, Host: "stranger.example"}); err != ErrBudgetSpent {
 		t.Errorf("an apart line after the budget: %v, want ErrBudgetSpent", err)
+	}
+}
+
+// TestWriterReserve: room Reserve keeps is not the other writes' to
+// take; a write in it goes out after the budget is spent by them; room
+// given back is theirs again; and Reserve fails, spending the budget,
+// where there is no room.
+func TestWriterReserve(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	w, err := Open(path, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.SetBudget(2000)
+	room, err := w.Reserve(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spare, err := w.Reserve(500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spare.Release()
+	spare.Release() // a second time gives nothing more back
+	n := 0
+	for ; n < 100 && w.Write(Record{Type: TypeDecision, Decision: Deny, Host: "other.example"}) == nil; n++ {
+	}
+	if w.Err() != ErrBudgetSpent {
+		t.Fatalf("100 lines did not spend the budget: %v", w.Err())
+	}
+	if err := room.Write(Record{Type: TypeDecision, Decision: Allow, Host: "kept.example"}); err != nil {
+		t.Errorf("a write in its room after the budget was spent: %v", err)
+	}
+	if err := room.Write(Record{Type: TypeDecision, Host: "again.example"}); err != ErrBudgetSpent {
+		t.Errorf("a second write through the room: %v, want ErrBudgetSpent", err)
+	}
+	if _, err := w.Reserve(10); err != ErrBudgetSpent {
+		t.Errorf("Reserve once spent: %v", err)
+	}
+	data, recs := readLog(t, path)
+	if !slices.ContainsFunc(recs, func(r Record) bool { return r.Host == "kept.example" }) {
+		t.Error("the line written in its room is not in the log")
+	}
+	others := 0
+	for line := range strings.Lines(string(data)) {
+		if strings.Contains(line, "other.example") {
+			others += len(line)
+		}
+	}
+	if others > 1000 {
+		t.Errorf("the other writes took %d bytes of a budget of 2000 with 1000 kept", others)
+	}
+	// No room at all: Reserve spends the budget.
+	w2, err := Open(filepath.Join(t.TempDir(), "audit.jsonl"), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	w2.SetBudget(100)
+	if _, err := w2.Reserve(1000); err != ErrBudgetSpent || w2.Err() != ErrBudgetSpent {
+		t.Errorf("Reserve past the budget: %v, then %v; want ErrBudgetSpent", err, w2.Err())
 	}
 }

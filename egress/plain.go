@@ -58,6 +58,9 @@ type plainVerdict struct {
 	d        policy.Decision
 	injected []string
 	start    time.Time
+	// room is the budget kept for the request's first decision line
+	// (Server.lineRoom).
+	room *audit.Room
 }
 
 // plainTransport is the forwarder's RoundTripper: the request's own
@@ -112,13 +115,16 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 		}
 		host = name
 	}
-	if d, ok := s.unloggable(host, port); ok {
-		refuse(d, http.StatusServiceUnavailable)
+	room, d, ok := s.lineRoom(host, port)
+	if !ok {
+		tlsterm.WriteRefusal(w, d, http.StatusServiceUnavailable)
 		return
 	}
+	defer room.Release()
 	t, d := s.Judge(r.Context(), host, port)
 	if !d.Allow {
-		refuse(d, http.StatusForbidden)
+		s.reported(room.Write(decisionRecord(audit.KindHTTP, r.RemoteAddr, d)))
+		tlsterm.WriteRefusal(w, d, http.StatusForbidden)
 		return
 	}
 	out, cerr := tlsterm.ApplyCredentials(s.cfg.Creds, r, host, port, false)
@@ -126,13 +132,13 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 		d.Allow, d.Reason, d.Detail = false, cerr.Reason, cerr.Error()
 		rec := decisionRecord(audit.KindHTTP, r.RemoteAddr, d)
 		rec.Credential = cerr.Credential
-		s.record(rec)
+		s.reported(room.Write(rec))
 		tlsterm.WriteRefusal(w, d, http.StatusForbidden)
 		return
 	}
 	RemoveHopHeaders(r.Header)
 	r.Header.Del("Proxy-Authorization")
-	v := &plainVerdict{t: t, d: d, injected: out.Injected, start: start}
+	v := &plainVerdict{t: t, d: d, injected: out.Injected, start: start, room: room}
 	tlsterm.ServeMasked(s.cfg.Creds, s.plain, w, r.WithContext(context.WithValue(r.Context(), plainKey{}, v)))
 }
 
@@ -152,7 +158,7 @@ func (s *Server) plainRoundTrip(req *http.Request, v *plainVerdict) (*http.Respo
 		for _, name := range injected {
 			recs = append(recs, audit.Record{Type: audit.TypeInject, Kind: audit.KindHTTP, ID: id, Host: host, Port: t.Port, Method: method, Path: path, Credential: name})
 		}
-		if err := s.record(recs...); err != nil {
+		if err := s.reported(v.room.Write(recs...)); err != nil {
 			return nil, &plainRefusal{d: tlsterm.AuditFailed(host, t.Port), status: http.StatusServiceUnavailable}
 		}
 		// status is what the client got: the upstream's, cordon's 502,

@@ -247,19 +247,27 @@ func (s *Server) Judge(ctx context.Context, rawHost string, port int) (Target, p
 	return t, d
 }
 
-// unloggable refuses a connection to host and port when no line can be
-// written for it (the log failed, or the session's budget is spent),
-// before its name is looked up: judged, an allowed name went to the
-// host's resolver, and on to its domain's servers, with no line naming
-// it, so that, the budget spent, names under an allowed wildcard carried
-// what a box chose to the domain's DNS servers unlogged (red team, round
-// 8).
-func (s *Server) unloggable(host string, port int) (policy.Decision, bool) {
-	if s.cfg.Audit.Err() == nil {
-		return policy.Decision{}, false
+// lineRoom keeps room in the audit budget for the line of a connection
+// to host and port (audit.Writer.Reserve), before its name is looked up,
+// or refuses it, unlogged, when there is none (the log failed, or the
+// budget is spent). Judged first, an allowed name went to the host's
+// resolver, and on to its domain's servers, with no line naming it once
+// the budget was spent, or spent meanwhile by other connections: names
+// under an allowed wildcard carried what a box chose to the domain's DNS
+// servers unlogged (red team, round 8).
+func (s *Server) lineRoom(host string, port int) (*audit.Room, policy.Decision, bool) {
+	room, err := s.cfg.Audit.Reserve(roomPerLine)
+	if err != nil {
+		s.reported(err)
+		return nil, tlsterm.AuditFailed(host, port), false
 	}
-	return tlsterm.AuditFailed(host, port), true
+	return room, policy.Decision{}, true
 }
+
+// roomPerLine is the budget a connection's decision line is given ahead
+// (lineRoom): most are some 400 bytes; a longer one is written whole all
+// the same.
+const roomPerLine = 1 << 10
 
 func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	kind := audit.KindConnect
@@ -316,8 +324,13 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 // status for the caller to answer with.
 func (s *Server) admit(ctx context.Context, kind audit.Kind, client, host string, port int) (*tunnel, policy.Decision, int) {
 	start := time.Now()
+	room, d, ok := s.lineRoom(host, port)
+	if !ok {
+		return nil, d, http.StatusServiceUnavailable
+	}
+	defer room.Release()
 	refuse := func(d policy.Decision, status int) (*tunnel, policy.Decision, int) {
-		s.record(decisionRecord(kind, client, d))
+		s.reported(room.Write(decisionRecord(kind, client, d)))
 		return nil, d, status
 	}
 	if name, d, ok := s.fakeName(host, port); ok {
@@ -325,9 +338,6 @@ func (s *Server) admit(ctx context.Context, kind audit.Kind, client, host string
 			return refuse(d, http.StatusForbidden)
 		}
 		host = name
-	}
-	if d, ok := s.unloggable(host, port); ok {
-		return refuse(d, http.StatusServiceUnavailable)
 	}
 	t, d := s.Judge(ctx, host, port)
 	if !d.Allow {
@@ -354,7 +364,7 @@ func (s *Server) admit(ctx context.Context, kind audit.Kind, client, host string
 		tn.id, tn.addr = s.ids.Add(1), netip.AddrPortFrom(a, uint16(t.Port))
 		rec := decisionRecord(kind, client, d)
 		rec.ID, rec.Addr = tn.id, tn.addr.String()
-		if err := s.record(rec); err != nil {
+		if err := s.reported(room.Write(rec)); err != nil {
 			tn.release()
 			// Unlogged, as the write failed: refuse says so on the way.
 			return refuse(tlsterm.AuditFailed(d.Host, d.Port), http.StatusServiceUnavailable)

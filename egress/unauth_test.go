@@ -2,11 +2,16 @@ package egress
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
+	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -220,5 +225,101 @@ func TestNoLookupWhenUnloggable(t *testing.T) {
 	}
 	if len(resolver.names) != 0 {
 		t.Errorf("names looked up with no line to name them: %v", resolver.names)
+	}
+}
+
+// heldResolver answers every name with 127.0.0.1 (which the dialer
+// refuses), once release is closed, and keeps the names it was asked.
+type heldResolver struct {
+	mu      sync.Mutex
+	names   []string
+	release chan struct{}
+}
+
+func (r *heldResolver) LookupNetIP(ctx context.Context, _, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	r.names = append(r.names, strings.TrimSuffix(host, "."))
+	r.mu.Unlock()
+	select {
+	case <-r.release:
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+	}
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+}
+
+func (r *heldResolver) asked() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.names)
+}
+
+// TestEveryLookupLogged: a name looked up is named in a line even when the
+// budget is spent while its lookup is under way: its line's room is kept
+// before the lookup (audit.Writer.Reserve). Checked before and written
+// after, the lines of lookups held open while the box spent the budget
+// were refused, and every such name had reached the resolver unlogged
+// (red team, round 8, second look: 100 names a crossing).
+func TestEveryLookupLogged(t *testing.T) {
+	s, aw, token, logPath := newTestServer(t, "*.exfil.test:*", 0)
+	resolver := &heldResolver{release: make(chan struct{})}
+	s.cfg.Dialer.Resolver = resolver
+	aw.SetBudget(64 << 10)
+	proxy := serveOnLoopback(t, s, aw)
+	auth := "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("cordon:"+token)) + "\r\n"
+	send := func(req string) int {
+		c, err := net.Dial("tcp", proxy)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(15 * time.Second))
+		c.Write([]byte(req))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		return resp.StatusCode
+	}
+	const held = 20
+	var wg sync.WaitGroup
+	for i := range held {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			host := fmt.Sprintf("n%02d.exfil.test:443", i)
+			send("CONNECT " + host + " HTTP/1.1\r\nHost: " + host + "\r\n" + auth + "\r\n")
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(resolver.asked()) < held && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(resolver.asked()); n != held {
+		t.Fatalf("%d lookups under way, want %d", n, held)
+	}
+	for i := 0; i < 1000 && aw.Err() == nil; i++ {
+		send("CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n" + auth + "\r\n")
+	}
+	if aw.Err() != audit.ErrBudgetSpent {
+		t.Fatalf("1,000 denied requests did not spend the budget: %v", aw.Err())
+	}
+	close(resolver.release)
+	wg.Wait()
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := map[string]bool{}
+	rd := audit.NewReader(strings.NewReader(string(data)), nil)
+	for rd.Next() {
+		logged[rd.Record().Host] = true
+	}
+	for _, name := range resolver.asked() {
+		if !logged[name] {
+			t.Errorf("%s was looked up and is named in no line", name)
+		}
 	}
 }

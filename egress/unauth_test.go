@@ -75,20 +75,7 @@ func TestUnauthLimiter(t *testing.T) {
 // client is logged as always.
 func TestUnauthenticatedFloodBounded(t *testing.T) {
 	proxy, auth, logPath := startProxy(t, "allowed.test", 0)
-	send := func(req string) int {
-		c, err := net.Dial("tcp", proxy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		c.Write([]byte(req))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode
-	}
+	send := func(req string) int { return statusOf(t, proxy, req) }
 	const flood = unauthBurst + 50
 	start := time.Now()
 	for i := range flood {
@@ -138,20 +125,7 @@ func TestUnauthenticatedLinesSpendNoBudget(t *testing.T) {
 	aw.SetBudget(8 << 10)
 	proxy := serveOnLoopback(t, s, aw)
 	auth := base64.StdEncoding.EncodeToString([]byte("cordon:" + token))
-	send := func(req string) int {
-		c, err := net.Dial("tcp", proxy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		c.Write([]byte(req))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode
-	}
+	send := func(req string) int { return statusOf(t, proxy, req) }
 	for i := range unauthBurst {
 		if code := send("CONNECT flood.test:443 HTTP/1.1\r\nHost: flood.test:443\r\n\r\n"); code != http.StatusProxyAuthRequired {
 			t.Fatalf("request %d: %d", i, code)
@@ -194,20 +168,7 @@ func TestNoLookupWhenUnloggable(t *testing.T) {
 	aw.SetBudget(4 << 10)
 	proxy := serveOnLoopback(t, s, aw)
 	auth := "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("cordon:"+token)) + "\r\n"
-	send := func(req string) int {
-		c, err := net.Dial("tcp", proxy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		c.Write([]byte(req))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode
-	}
+	send := func(req string) int { return statusOf(t, proxy, req) }
 	spent := false
 	for i := 0; i < 200 && !spent; i++ {
 		spent = send("CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n"+auth+"\r\n") != http.StatusForbidden
@@ -267,22 +228,7 @@ func TestEveryLookupLogged(t *testing.T) {
 	aw.SetBudget(64 << 10)
 	proxy := serveOnLoopback(t, s, aw)
 	auth := "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("cordon:"+token)) + "\r\n"
-	send := func(req string) int {
-		c, err := net.Dial("tcp", proxy)
-		if err != nil {
-			t.Error(err)
-			return 0
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(15 * time.Second))
-		c.Write([]byte(req))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Error(err)
-			return 0
-		}
-		return resp.StatusCode
-	}
+	send := func(req string) int { return statusOf(t, proxy, req) }
 	const held = 20
 	var wg sync.WaitGroup
 	for i := range held {
@@ -322,4 +268,25 @@ func TestEveryLookupLogged(t *testing.T) {
 			t.Errorf("%s was looked up and is named in no line", name)
 		}
 	}
+}
+
+// statusOf writes request to the proxy on a connection of its own, as it
+// is written, and returns the answer's status, or 0 (and the test fails)
+// for none; the connection is closed at once. It may be called from
+// goroutines of the test's.
+func statusOf(t *testing.T, proxy, request string) int {
+	c, err := net.Dial("tcp", proxy)
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(15 * time.Second))
+	c.Write([]byte(request))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	return resp.StatusCode
 }

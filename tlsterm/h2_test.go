@@ -29,19 +29,9 @@ import (
 // client's preface and reads the server's settings.
 func (r *rig) h2Conn(t *testing.T) (*tls.Conn, *http2.Framer, *http2.SettingsFrame) {
 	t.Helper()
-	c, err := tls.Dial("tcp", r.Addr, &tls.Config{RootCAs: r.ClientRoots, ServerName: r.Host, NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c, fr := h2Dial(t, r.Addr, r.ClientRoots, r.Host)
 	if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
 		t.Fatalf("negotiated %q, want h2", p)
-	}
-	c.Write([]byte(http2.ClientPreface))
-	fr := http2.NewFramer(c, c)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
 	}
 	f, err := fr.ReadFrame()
 	if err != nil {
@@ -52,6 +42,26 @@ func (r *rig) h2Conn(t *testing.T) (*tls.Conn, *http2.Framer, *http2.SettingsFra
 		t.Fatalf("first frame %v, want SETTINGS", f)
 	}
 	return c, fr, sf
+}
+
+// h2Dial opens a TLS connection to addr offering h2 alone, for name
+// under roots, and speaks the client's preface and settings; the
+// connection closes when the test ends, and fails its reads and writes
+// after 10 seconds.
+func h2Dial(t *testing.T, addr string, roots *x509.CertPool, name string, settings ...http2.Setting) (*tls.Conn, *http2.Framer) {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: name, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.Write([]byte(http2.ClientPreface))
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(settings...); err != nil {
+		t.Fatal(err)
+	}
+	return c, fr
 }
 
 // TestHTTP2FrameSizeBounded: a terminated HTTP/2 client may send frames
@@ -600,15 +610,7 @@ func TestHTTP2UploadWindowBounded(t *testing.T) {
 	}()
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Certificate())
-	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	c.Write([]byte(http2.ClientPreface))
-	fr := http2.NewFramer(c, c)
-	fr.WriteSettings()
+	_, fr := h2Dial(t, ln.Addr().String(), roots, "127.0.0.1")
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
 	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":authority", "127.0.0.1"}, {":path", "/"}} {
@@ -879,17 +881,7 @@ func TestHTTP2ClosedWindowNotHeld(t *testing.T) {
 	r := newRig(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Write(bytes.Repeat([]byte("x"), 1000))
 	}), rigOptions{})
-	c, err := tls.Dial("tcp", r.Addr, &tls.Config{RootCAs: r.ClientRoots, ServerName: r.Host, NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	c.Write([]byte(http2.ClientPreface))
-	fr := http2.NewFramer(c, c)
-	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
-		t.Fatal(err)
-	}
+	_, fr := h2Dial(t, r.Addr, r.ClientRoots, r.Host, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
 	refused := r.pseudo("GET", "/refused")
 	for i := range MaxHeaderFields + 1 {
 		refused = append(refused, [2]string{fmt.Sprintf("a%d", i), "b"})

@@ -154,6 +154,10 @@ func walkCare(g GuardedPath, bound walkBound, guarded map[string]bool, began tim
 	var c Care
 	record, remembered := readGitDirs(g.Path)
 	walkedAt := time.Now()
+	bound.Known = func(d string) bool {
+		id, ok := gitDirIdentity(d)
+		return remembered && ok && record.ids[id.key()]
+	}
 	w, err := nestedChanges(g.Path, g.Since, guarded, bound)
 	more, left, err2 := innerGitDirsChangedSince(filepath.Join(g.Path, ".git"), g.Since, guarded)
 	err = errors.Join(err, err2)

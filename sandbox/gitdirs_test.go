@@ -162,6 +162,29 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 			run2: func(t *testing.T, ws, marker string) {
 				git(t, filepath.Join(ws, "wt"), "checkout", "-q", "-b", "three")
 			}},
+		// Its stores are walked too unless an earlier walk left it in
+		// place as a git directory: a repository planted in a decoy's
+		// modules/ (a Terraform project's name) was left, its HEAD set
+		// aside and the walk gone past (the round's second look).
+		{name: "a git directory's layout made in a run, above a repository planted in its modules",
+			run2: func(t *testing.T, ws, marker string) {
+				mkdirs(t, filepath.Join(ws, "infra/objects"), filepath.Join(ws, "infra/refs"))
+				writeFile(t, filepath.Join(ws, "infra/HEAD"), "ref: refs/heads/main\n")
+				planted(t, filepath.Join(ws, "infra/modules/vpc"), marker)
+			},
+			want2: []string{"infra/HEAD", "infra/modules/vpc/.git"}, gitIn: "infra/modules/vpc"},
+		{name: "a git directory's layout renamed into the workspace's root, above a repository planted in its modules",
+			run1: func(t *testing.T, ws, marker string) {
+				mkdirs(t, filepath.Join(ws, ".cache/x/o"), filepath.Join(ws, ".cache/x/r"))
+				writeFile(t, filepath.Join(ws, ".cache/x/h"), "ref: refs/heads/main\n")
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				for from, to := range map[string]string{"h": "HEAD", "o": "objects", "r": "refs"} {
+					mv(t, filepath.Join(ws, ".cache/x", from), filepath.Join(ws, to))
+				}
+				planted(t, filepath.Join(ws, "modules/x"), marker)
+			},
+			want2: []string{"modules/x/.git"}, gitIn: "modules/x"},
 		{name: "a repository made inside a bare repository",
 			before: func(t *testing.T, ws, marker string) {
 				mkdirs(t, filepath.Join(ws, "testdata"))

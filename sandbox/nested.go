@@ -128,6 +128,13 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 		// a directory the run pins) hid the repository it planted below
 		// from a walk that stopped there (red team, round 8).
 		layout := gitDirLayout(entries)
+		// kept says dir is a git directory by its layout that an earlier
+		// walk left in place (bound.Known) and this run did not change:
+		// its stores are git's, not walked. Any other's are walked: a
+		// box made a directory look like one, and git run in its
+		// modules/x took the .git planted there (the round's second
+		// look).
+		kept := false
 		if layout && bound.listOnly {
 			mu.Lock()
 			w.gitDirs = append(w.gitDirs, dir)
@@ -163,6 +170,7 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 			}
 			errs = errors.Join(errs, err)
 			mu.Unlock()
+			kept = err == nil && !changed && bound.Known != nil && bound.Known(dir)
 		}
 		mu.Lock()
 		w.opened = append(w.opened, open...)
@@ -170,7 +178,7 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 		for _, d := range entries {
 			p := filepath.Join(dir, d.Name())
 			switch {
-			case layout && d.IsDir() && gitStores[d.Name()]:
+			case kept && d.IsDir() && gitStores[d.Name()]:
 				// looked through by gitPipes, or git directories of
 				// its own (innerGitDirs)
 			case bound.listOnly && d.Name() != ".git":
@@ -254,8 +262,9 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 
 // gitStores are the directories of a git directory that the walk of
 // nested repositories leaves to gitPipes and innerGitDirs in one by
-// another name: its objects, and the git directories of its submodules
-// and linked worktrees, whose HEAD git makes anew at a commit there.
+// another name that it keeps: its objects, and the git directories of its
+// submodules and linked worktrees, whose HEAD git makes anew at a
+// checkout there.
 var gitStores = map[string]bool{"objects": true, "modules": true, "worktrees": true}
 
 // bornSince says whether any of names in dir ("" for dir itself) was
@@ -315,6 +324,9 @@ type walkBound struct {
 	// innerLeft: all of them, as if none was made or changed) and look at
 	// nothing else (rememberGitDirs).
 	listOnly bool
+	// Known says whether a directory is one an earlier walk left in
+	// place as a git directory (the record of gitdirs.go); nil for none.
+	Known func(dir string) bool
 }
 
 // maxWatchedEntries bounds the walk of a read-write allow_path (Watched),

@@ -745,3 +745,28 @@ echo 'allow_paths: [%[1]s]' > .cordon.yaml && echo PLANTED`, tools, marker)
 		t.Fatalf("the credential's source command ran the program the box planted in a path the project file narrowed, on the host (%q)", got)
 	}
 }
+
+// TestProjectFileCannotShowWhatDenyReadHides: a project file may narrow
+// an expose or read-write allow_paths entry to a path inside it, and the
+// box writes the project file; one narrowed to a file in a deny_read
+// directory showed the file whole, read-write with :rw, at the next run
+// (red team, round 8). The file reads as empty, and cannot be written.
+func TestProjectFileCannotShowWhatDenyReadHides(t *testing.T) {
+	b := newBox(t)
+	tools := userDir(t, "cordon-it-tools-")
+	token := filepath.Join(tools, "vault", "token")
+	b.file(token, "VAULT-TOKEN-s.abcdef")
+	cfg := b.config(fmt.Sprintf("network: off\nexpose: [%[1]s]\nallow_paths: [%[1]s:rw]\ndeny_read: [%[1]s/vault]\n", tools))
+	r := b.run("--config", cfg, "--", "sh", "-c", fmt.Sprintf(`cat %s; printf 'expose: [%s]\nallow_paths: ["%s:rw"]\n' > .cordon.yaml`, token, token, token))
+	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, "VAULT") {
+		t.Fatalf("the first run read the denied file:\n%s", r.stdout)
+	}
+	r = b.run("--config", cfg, "--", "sh", "-c", fmt.Sprintf(`cat %[1]s; echo; echo OVERWRITTEN > %[1]s || echo UNWRITTEN`, token))
+	if strings.Contains(r.stdout, "VAULT") || !strings.Contains(r.stdout, "UNWRITTEN") {
+		t.Errorf("a project file narrowed into a deny_read directory showed its file (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if got, err := os.ReadFile(token); err != nil || string(got) != "VAULT-TOKEN-s.abcdef" {
+		t.Errorf("the denied file on the host holds %q (%v)", got, err)
+	}
+}

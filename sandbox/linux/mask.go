@@ -83,7 +83,24 @@ func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, sources []str
 			continue
 		}
 		real, err := names.EvalSymlinks(c)
-		if err != nil || seen[real] || !visible(real) {
+		if err != nil || seen[real] {
+			continue
+		}
+		if !visible(real) {
+			// What is shown inside a path the box does not see as a
+			// whole is hidden itself: an expose or allow_paths entry a
+			// project file narrowed to a file in a deny_read directory
+			// showed that file whole, read-write with :rw (red team,
+			// round 8). No layer removes a deny.
+			for _, b := range binds {
+				if b.path == ws || !sandbox.Within(b.path, real) || seen[b.path] {
+					continue
+				}
+				if fi, err := names.Lstat(b.path); err == nil {
+					seen[b.path] = true
+					out = append(out, mask{path: b.path, dir: fi.IsDir()})
+				}
+			}
 			continue
 		}
 		fi, err := names.Lstat(real) // real names no link

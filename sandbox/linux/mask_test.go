@@ -122,6 +122,35 @@ func TestBuildCredentialSources(t *testing.T) {
 			// The box cannot rename what it cannot write: no pin.
 			notWant: []string{"{root}/tools/keys"},
 		},
+		// A bind inside a deny_read directory, as a project file may
+		// narrow an expose or allow_paths entry to: hidden itself, where
+		// it showed the file whole (red team, round 8).
+		{
+			name: "a file exposed inside a deny_read directory",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) []string {
+				writeFile(t, filepath.Join(f.root, "tools", "vault", "token"), "secret-3", 0o600)
+				p.Expose = []string{filepath.Join(f.root, "tools", "vault", "token")}
+				p.DenyRead = []string{filepath.Join(f.root, "tools", "vault")}
+				return nil
+			},
+			want: [][]string{{"--ro-bind", "{scratch}/empty", "{root}/tools/vault/token"}},
+			before: [][2][]string{
+				{{"--ro-bind", "{root}/tools/vault/token", "{root}/tools/vault/token"}, {"--ro-bind", "{scratch}/empty", "{root}/tools/vault/token"}},
+			},
+		},
+		{
+			name: "a directory allowed read-write inside a deny_read directory",
+			setup: func(t *testing.T, f fixture, p *policy.Policy) []string {
+				writeFile(t, filepath.Join(f.root, "tools", "vault", "sub", "token"), "secret-4", 0o600)
+				p.AllowPaths = []string{filepath.Join(f.root, "tools", "vault", "sub") + ":rw"}
+				p.DenyRead = []string{filepath.Join(f.root, "tools", "vault")}
+				return nil
+			},
+			want: [][]string{{"--ro-bind", "{scratch}/empty.d", "{root}/tools/vault/sub"}},
+			before: [][2][]string{
+				{{"--bind", "{root}/tools/vault/sub", "{root}/tools/vault/sub"}, {"--ro-bind", "{scratch}/empty.d", "{root}/tools/vault/sub"}},
+			},
+		},
 		{
 			name: "a file deep in the workspace",
 			setup: func(t *testing.T, f fixture, p *policy.Policy) []string {

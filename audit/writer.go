@@ -375,6 +375,13 @@ func (w *Writer) Reserve(n int64) (*Room, error) {
 // Writer's Write.
 func (r *Room) Write(rs ...Record) error { return r.w.write(rs, false, true, r) }
 
+// Unused says the room was neither written in nor given back.
+func (r *Room) Unused() bool {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	return !r.used
+}
+
 // Release gives the room back unless it was written in.
 func (r *Room) Release() {
 	r.w.mu.Lock()

@@ -126,7 +126,11 @@ func serverRefusal(p []byte) (status int, why string, ok bool) {
 // pipelines (FramingGuard.Pending).
 func expectationFailed(p []byte) (status int, why string, ok bool) {
 	const answer = "417 Expectation Failed"
+	// The status line has the request's version: HTTP/1.0's too.
 	rest, found := bytes.CutPrefix(p, []byte("HTTP/1.1 "+answer+"\r\nConnection: close\r\nDate: "))
+	if !found {
+		rest, found = bytes.CutPrefix(p, []byte("HTTP/1.0 "+answer+"\r\nConnection: close\r\nDate: "))
+	}
 	if !found {
 		return 0, "", false
 	}

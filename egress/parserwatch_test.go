@@ -79,6 +79,8 @@ func TestParserRefusalLogsNoQuery(t *testing.T) {
 			http.StatusExpectationFailed, `"GET http://allowed.test/x HTTP/1.1"`},
 		{"unsupported expectation, CONNECT", "CONNECT evil.test:443 HTTP/1.1\r\nHost: evil.test:443\r\nExpect: x\r\n\r\n",
 			http.StatusExpectationFailed, `"CONNECT evil.test:443 HTTP/1.1"`},
+		{"unsupported expectation, HTTP/1.0", "GET http://allowed.test/x?api_key=QUERYSECRET HTTP/1.0\r\nHost: allowed.test\r\nExpect: x\r\n\r\n",
+			http.StatusExpectationFailed, `"GET http://allowed.test/x HTTP/1.0"`},
 		{"header in a later read", "POST http://allowed.test/x HTTP/1.1\r\nHost: allowed.test\r\n|Authorization: Bearer QUERYSECRET\r\nTransfer-Encoding: gzip\r\n\r\n",
 			http.StatusNotImplemented, `"POST http://allowed.test/x HTTP/1.1"`},
 	} {
@@ -132,6 +134,7 @@ func TestExpectationFailed(t *testing.T) {
 		ok bool
 	}{
 		{"HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: Tue, 01 Dec 2026 20:00:00 GMT\r\nContent-Length: 0\r\n\r\n", true},
+		{"HTTP/1.0 417 Expectation Failed\r\nConnection: close\r\nDate: Tue, 01 Dec 2026 20:00:00 GMT\r\nContent-Length: 0\r\n\r\n", true},
 		{"HTTP/1.1 417 Expectation Failed", false}, // no line end yet
 		// An upstream's, forwarded by a handler: its fields sorted, a
 		// Date of its own among them.

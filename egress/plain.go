@@ -43,6 +43,16 @@ func (s *Server) newPlainProxy() *httputil.ReverseProxy {
 			if !errors.As(err, &ref) {
 				ref = &plainRefusal{d: tlsterm.Failure(err, s.cfg.Creds), status: http.StatusBadGateway}
 			}
+			if v, ok := r.Context().Value(plainKey{}).(*plainVerdict); ok && v.room.Unused() {
+				// Refused before its transport saw it (an Upgrade that
+				// is no token): its name was looked up, and no line
+				// names it yet (red team, round 8).
+				d := ref.d
+				d.Host, d.Port = v.t.Host, v.t.Port
+				rec := decisionRecord(audit.KindHTTP, r.RemoteAddr, d)
+				rec.Method, rec.Path = r.Method, r.URL.Path
+				s.reported(v.room.Write(rec))
+			}
 			tlsterm.WriteRefusal(w, ref.d, ref.status)
 		},
 		ErrorLog: s.cfg.ErrorLog,

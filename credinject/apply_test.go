@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"html"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -747,6 +748,35 @@ func TestMaskJSONEscaped(t *testing.T) {
 			g := set.GuardBody(io.NopCloser(strings.NewReader(echo)), "api.example", 443)
 			if _, err := io.ReadAll(g); !errors.Is(err, g.Err()) || g.Err() == nil {
 				t.Errorf("a request body holding the key so escaped went out: %v", err)
+			}
+		})
+	}
+}
+
+// TestMaskHTMLEscaped: an upstream quoting the injected key in an HTML
+// page (an error page, an echo) escapes its '&', '<', '>', '"' and '\”
+// as its escaper does, and each common escaper's spelling is masked in
+// bodies and scrubbed from lines. Before, the box read the key one HTML
+// decoding away (red team, round 8).
+func TestMaskHTMLEscaped(t *testing.T) {
+	const secret = "k3y&q<b>\"t'-0123"
+	set := loadOne(t, policy.Credential{Name: "api", Source: policy.Source{Env: "API_REAL"}, Hosts: []string{"api.example"},
+		Header: "X-Api-Key: {}", Env: "API_KEY"}, secret)
+	p := ph(set, "api")
+	for _, tc := range []struct{ name, escaped string }{
+		{"Go's html.EscapeString", html.EscapeString(secret)},
+		{"Python's html.escape", "k3y&amp;q&lt;b&gt;&quot;t&#x27;-0123"},
+		{"PHP's htmlspecialchars", "k3y&amp;q&lt;b&gt;&quot;t&#039;-0123"},
+		{"Rails", "k3y&amp;q&lt;b&gt;&quot;t&#39;-0123"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			page := "<p>bad key " + tc.escaped + "</p>"
+			body, err := io.ReadAll(set.MaskBody(io.NopCloser(&chunkReader{data: []byte(page), sizes: []int{9, 4}})))
+			if err != nil || strings.Contains(string(body), "0123") || !strings.Contains(string(body), p) {
+				t.Errorf("MaskBody: %q, %v; want the placeholder", body, err)
+			}
+			if got := set.Scrub(page); got != "<p>bad key [masked:api]</p>" {
+				t.Errorf("Scrub: %q", got)
 			}
 		})
 	}

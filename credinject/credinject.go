@@ -144,7 +144,25 @@ func (c *cred) spellings() []func(string) string {
 			sp = append(sp, func(v string) string { return style.escape(spell(v)) })
 		}
 	}
+	// As an HTML page quotes it (an error page, an echo): only the key as
+	// written holds what HTML escapes.
+	for _, r := range htmlStyles {
+		sp = append(sp, r.Replace)
+	}
 	return sp
+}
+
+// htmlStyles are the ways common HTML escapers write '&', '<', '>', '"'
+// and '\'': Go's html.EscapeString and markupsafe (Jinja), Python's
+// html.escape and Django, PHP's htmlspecialchars, Rails. An upstream
+// whose error page quoted a key holding one of them gave the box the key
+// one HTML decoding away (red team, round 8). Each is at most six bytes
+// a character, as window allows for.
+var htmlStyles = []*strings.Replacer{
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;"),
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#x27;"),
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#039;"),
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;"),
 }
 
 // window is how many bytes a masking stream holds back: one less than a
@@ -409,7 +427,7 @@ func (s *Set) MaskedFiles() (map[string][]byte, error) {
 			}
 			masked := s.MaskBytes(b)
 			if o := s.heldEscaped(masked); o != nil {
-				return nil, fmt.Errorf("credential %q: files: %s holds the secret of %q escaped in a way masking does not follow (XML entities such as &amp;, JSON escapes such as \\u0026, or percent-encoding), so the box would read it; leave the file out of files:, or use a secret without the characters the file escapes",
+				return nil, fmt.Errorf("credential %q: files: %s holds the secret of %q escaped in a way masking does not follow (XML references such as &#38;, JSON escapes such as \\u0026, or percent-encoding), so the box would read it; leave the file out of files:, or use a secret without the characters the file escapes",
 					c.name, path, o.name)
 			}
 			out[path] = masked

@@ -153,7 +153,7 @@ func (c *cred) spellings() []func(string) string {
 }
 
 // htmlStyles are the ways common HTML escapers write '&', '<', '>', '"'
-// and '\'': Go's html.EscapeString and markupsafe (Jinja), Python's
+// and '\”: Go's html.EscapeString and markupsafe (Jinja), Python's
 // html.escape and Django, PHP's htmlspecialchars, Rails. An upstream
 // whose error page quoted a key holding one of them gave the box the key
 // one HTML decoding away (red team, round 8). Each is at most six bytes

@@ -152,8 +152,8 @@ func (c *cred) spellings() []func(string) string {
 	return sp
 }
 
-// htmlStyles are the ways common HTML escapers write '&', '<', '>', '"'
-// and '\”: Go's html.EscapeString and markupsafe (Jinja), Python's
+// htmlStyles are the ways common HTML escapers write the ampersand, the
+// angle brackets, the double quote and the apostrophe: Go's html.EscapeString and markupsafe (Jinja), Python's
 // html.escape and Django, PHP's htmlspecialchars, Rails. An upstream
 // whose error page quoted a key holding one of them gave the box the key
 // one HTML decoding away (red team, round 8). Each is at most six bytes

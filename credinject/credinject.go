@@ -153,8 +153,9 @@ func (c *cred) spellings() []func(string) string {
 }
 
 // htmlStyles are the ways common HTML escapers write the ampersand, the
-// angle brackets, the double quote and the apostrophe: Go's html.EscapeString and markupsafe (Jinja), Python's
-// html.escape and Django, PHP's htmlspecialchars, Rails. An upstream
+// angle brackets, the double quote and the apostrophe: Go's
+// html.EscapeString and markupsafe (Jinja), Python's html.escape and
+// Django, PHP's htmlspecialchars, Rails. An upstream
 // whose error page quoted a key holding one of them gave the box the key
 // one HTML decoding away (red team, round 8). Each is at most six bytes
 // a character, as window allows for.

@@ -39,7 +39,9 @@ const clockSlack = 50 * time.Millisecond
 // changed since: what is returned for it is its HEAD, which git cannot do
 // without; one that did not (a separate git directory a .git file names,
 // the workspace's own among them, or a bare repository) is looked through
-// as a .git is (gitPipes), and not walked further. It does not descend
+// as a .git is (gitPipes). Either is walked further, as any directory, but
+// for the stores (gitStores) of one an earlier walk left in place
+// (bound.Known) that did not change. It does not descend
 // into .git directories, and leaves out
 // skip (the guarded ones, and the .git.cordon-set-aside-* that cordon
 // set aside in this run; one the box named so is walked like any other
@@ -120,13 +122,13 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 			})
 			return
 		}
-		// layout says dir is one git takes for a git directory: its own
-		// stores (gitStores) are not walked, and the rest of it is, as
-		// any directory's: git run in a directory below it looks for
-		// that directory's .git first, and a box that made a directory
-		// look so (HEAD, objects and refs, made in an earlier run or in
-		// a directory the run pins) hid the repository it planted below
-		// from a walk that stopped there (red team, round 8).
+		// layout says dir is one git takes for a git directory: it is
+		// walked all the same (but for its stores, when it is kept):
+		// git run in a directory below it looks for that directory's
+		// .git first, and a box that made a directory look so (HEAD,
+		// objects and refs, made in an earlier run or in a directory
+		// the run pins) hid the repository it planted below from a walk
+		// that stopped there (red team, round 8).
 		layout := gitDirLayout(entries)
 		// kept says dir is a git directory by its layout that an earlier
 		// walk left in place (bound.Known) and this run did not change:
@@ -252,7 +254,11 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 	// What lies in a git directory by another name is looked through as
 	// a git directory's (gitPipes) and walked too: a pipe there is
 	// removed, as in a git directory, not set aside.
-	w.pipes = slices.DeleteFunc(w.pipes, func(p string) bool { return slices.Contains(w.gitFifos, p) })
+	inGitDirs := make(map[string]bool, len(w.gitFifos))
+	for _, p := range w.gitFifos {
+		inGitDirs[p] = true
+	}
+	w.pipes = slices.DeleteFunc(w.pipes, func(p string) bool { return inGitDirs[p] })
 	for _, l := range []*[]string{&w.found, &w.pipes, &w.gitFifos, &w.opened, &w.ignores, &w.gitDirs, &w.innerLeft} {
 		slices.Sort(*l)
 		*l = slices.Compact(*l)

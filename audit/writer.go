@@ -45,8 +45,9 @@ type Writer struct {
 	unsynced bool
 	fsync    func(*os.File) error
 	// budget bounds the bytes written (0: no bound), written counts them
-	// (but WriteApart's), and spent says the budget is spent: from then on only Sync records
-	// are written. Under mu.
+	// (but WriteApart's), and spent says the budget is spent: from then
+	// on only Sync records, and those written in a Room, are written.
+	// Under mu.
 	budget, written int64
 	spent           bool
 	// reserved is the room Reserve keeps for writes to come, under mu.

@@ -173,6 +173,35 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 				planted(t, filepath.Join(ws, "infra/modules/vpc"), marker)
 			},
 			want2: []string{"infra/HEAD", "infra/modules/vpc/.git"}, gitIn: "infra/modules/vpc"},
+		// A decoy set aside in one run is in the record (a set-aside
+		// git directory renamed back is the user's), and pinned in the
+		// next: a HEAD made anew there, and a repository planted in its
+		// modules, were passed by as a git directory's own (the round's
+		// third look).
+		{name: "a git directory's layout set aside in one run, made again in the next above a repository planted in its modules",
+			run1: func(t *testing.T, ws, marker string) {
+				mkdirs(t, filepath.Join(ws, "infra/objects"), filepath.Join(ws, "infra/refs"))
+				writeFile(t, filepath.Join(ws, "infra/HEAD"), "ref: refs/heads/main\n")
+			},
+			want1: []string{"infra/HEAD"},
+			run2: func(t *testing.T, ws, marker string) {
+				writeFile(t, filepath.Join(ws, "infra/HEAD"), "ref: refs/heads/main\n")
+				planted(t, filepath.Join(ws, "infra/modules/vpc"), marker)
+			},
+			want2: []string{"infra/modules/vpc/.git"}, gitIn: "infra/modules/vpc"},
+		// Its config written in the next run (a core.pager that git log
+		// there runs): the pinned layout is set aside.
+		{name: "a git directory's layout set aside in one run, given a config in the next",
+			run1: func(t *testing.T, ws, marker string) {
+				mkdirs(t, filepath.Join(ws, "infra/objects"), filepath.Join(ws, "infra/refs"))
+				writeFile(t, filepath.Join(ws, "infra/HEAD"), "ref: refs/heads/main\n")
+			},
+			want1: []string{"infra/HEAD"},
+			run2: func(t *testing.T, ws, marker string) {
+				writeFile(t, filepath.Join(ws, "infra/HEAD"), "ref: refs/heads/main\n")
+				writeFile(t, filepath.Join(ws, "infra/config"), "[core]\n\tpager = touch "+marker+"\n")
+			},
+			want2: []string{"infra/HEAD"}},
 		{name: "a git directory's layout renamed into the workspace's root, above a repository planted in its modules",
 			run1: func(t *testing.T, ws, marker string) {
 				mkdirs(t, filepath.Join(ws, ".cache/x/o"), filepath.Join(ws, ".cache/x/r"))
@@ -246,7 +275,9 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 				if box != nil {
 					box(t, ws, marker)
 				}
-				if c.gitIn != "" && want != nil && !statusRuns(filepath.Join(ws, c.gitIn), marker) {
+				// The run that planted the repository there shows it runs.
+				_, noGit := os.Stat(filepath.Join(ws, c.gitIn, ".git"))
+				if c.gitIn != "" && want != nil && noGit == nil && !statusRuns(filepath.Join(ws, c.gitIn), marker) {
 					t.Fatal("the host's git status did not run the box's command, so this test shows nothing")
 				}
 				got := Aftercare(guards)

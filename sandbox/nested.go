@@ -40,8 +40,9 @@ const clockSlack = 50 * time.Millisecond
 // without; one that did not (a separate git directory a .git file names,
 // the workspace's own among them, or a bare repository) is looked through
 // as a .git is (gitPipes). Either is walked further, as any directory, but
-// for the stores (gitStores) of one an earlier walk left in place
-// (bound.Known) that did not change. It does not descend
+// for the objects of one an earlier walk left in place (bound.Known) that
+// did not change, and a git directory by its layout below its modules/ or
+// worktrees/ (gitDirStores) is judged as a pinned one is. It does not descend
 // into .git directories, and leaves out
 // skip (the guarded ones, and the .git.cordon-set-aside-* that cordon
 // set aside in this run; one the box named so is walked like any other
@@ -86,6 +87,10 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 	// workspace with none below its root costs no thread.
 	dirs := make(chan string, 1024)
 	var startWorkers sync.Once
+	// inStores are the directories below a git directory's modules/ or
+	// worktrees/ (gitDirStores), where git makes the git directories of
+	// submodules and linked worktrees anew at a checkout; under mu.
+	inStores := map[string]bool{}
 	var visit func(dir string)
 	queue := func(dir string) {
 		pending.Add(1)
@@ -123,19 +128,19 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 			return
 		}
 		// layout says dir is one git takes for a git directory: it is
-		// walked all the same (but for its stores, when it is kept):
+		// walked all the same (but for its objects, when it is kept):
 		// git run in a directory below it looks for that directory's
 		// .git first, and a box that made a directory look so (HEAD,
 		// objects and refs, made in an earlier run or in a directory
 		// the run pins) hid the repository it planted below from a walk
 		// that stopped there (red team, round 8).
 		layout := gitDirLayout(entries)
+		mu.Lock()
+		inStore := inStores[dir]
+		mu.Unlock()
 		// kept says dir is a git directory by its layout that an earlier
 		// walk left in place (bound.Known) and this run did not change:
-		// its stores are git's, not walked. Any other's are walked: a
-		// box made a directory look like one, and git run in its
-		// modules/x took the .git planted there (the round's second
-		// look).
+		// its objects are git's, not walked. Any other's are walked.
 		kept := false
 		if layout && bound.listOnly {
 			mu.Lock()
@@ -144,12 +149,19 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 		}
 		if layout && !bound.listOnly {
 			var changed bool
-			if skip[dir] {
-				// A directory the run pins: the workspace's own git
-				// directory by another name, whose HEAD git makes anew
-				// at a commit, or one above a guarded path, which the
-				// box can make look like one.
+			if skip[dir] || inStore {
+				// A directory the run pins (the workspace's own git
+				// directory by another name, or one above a guarded
+				// path, which the box can make look like one) or a
+				// submodule's or linked worktree's git directory: git
+				// makes their HEAD anew at a checkout.
 				changed, err = bornSince(dir, since, "", "objects", "refs", "commondir")
+				if err == nil && !changed {
+					// Its config and hooks: the workspace's own are
+					// guarded read-only; a decoy's config, with a
+					// core.pager, ran at the host's git log there.
+					changed, err = changedSince(dir, since, "config", "config.worktree", "hooks")
+				}
 			} else {
 				changed, err = gitDirChangedSince(dir, since)
 			}
@@ -172,7 +184,22 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 			}
 			errs = errors.Join(errs, err)
 			mu.Unlock()
-			kept = err == nil && !changed && bound.Known != nil && bound.Known(dir)
+			// One whose HEAD cordon set aside before is a decoy's, which
+			// the record names all the same (a set-aside git directory
+			// the user renames back is theirs); its set-aside HEAD stays,
+			// read-only, for as long as it is set aside.
+			kept = err == nil && !changed && bound.Known != nil && bound.Known(dir) &&
+				!slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return strings.HasPrefix(e.Name(), "HEAD.cordon-set-aside-") })
+		}
+		// queueChild queues p, below a git directory's stores if dir is,
+		// or if dir is a git directory by its layout and p its store.
+		queueChild := func(p string, name string) {
+			if inStore || layout && gitDirStores[name] {
+				mu.Lock()
+				inStores[p] = true
+				mu.Unlock()
+			}
+			queue(p)
 		}
 		mu.Lock()
 		w.opened = append(w.opened, open...)
@@ -180,12 +207,11 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 		for _, d := range entries {
 			p := filepath.Join(dir, d.Name())
 			switch {
-			case kept && d.IsDir() && gitStores[d.Name()]:
-				// looked through by gitPipes, or git directories of
-				// its own (innerGitDirs)
+			case kept && d.IsDir() && d.Name() == "objects":
+				// its object store, looked through by gitPipes
 			case bound.listOnly && d.Name() != ".git":
 				if d.IsDir() && !bound.Roots[p] {
-					queue(p)
+					queueChild(p, d.Name())
 				}
 			case d.Name() == ".git":
 				if dir == root {
@@ -243,7 +269,7 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 			case bound.Roots[p]:
 				// walked from its own root
 			default:
-				queue(p)
+				queueChild(p, d.Name())
 			}
 		}
 	}
@@ -266,25 +292,41 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 	return w, errs
 }
 
-// gitStores are the directories of a git directory that the walk of
-// nested repositories leaves to gitPipes and innerGitDirs in one by
-// another name that it keeps: its objects, and the git directories of its
-// submodules and linked worktrees, whose HEAD git makes anew at a
-// checkout there.
-var gitStores = map[string]bool{"objects": true, "modules": true, "worktrees": true}
+// gitDirStores are the directories of a git directory where git keeps
+// the git directories of its submodules and linked worktrees, whose HEAD
+// it makes anew at a checkout there: a git directory by its layout found
+// below one is judged as a pinned one is, by the birth of its pieces but
+// HEAD. Walked as stores a decoy's were not (the round's second and third
+// looks: a repository planted in a decoy's modules/vpc survived, the
+// decoy set aside or taken for a git directory an earlier walk left).
+var gitDirStores = map[string]bool{"modules": true, "worktrees": true}
 
 // bornSince says whether any of names in dir ("" for dir itself) was
 // born at or after since.
 func bornSince(dir string, since time.Time, names ...string) (bool, error) {
+	return timeSince(dir, since, true, names)
+}
+
+// changedSince says whether any of names in dir changed (its status) at or
+// after since.
+func changedSince(dir string, since time.Time, names ...string) (bool, error) {
+	return timeSince(dir, since, false, names)
+}
+
+// timeSince is bornSince, or changedSince when born is false.
+func timeSince(dir string, since time.Time, born bool, names []string) (bool, error) {
 	for _, name := range names {
-		born, _, err := fileTimes(filepath.Join(dir, name))
+		b, c, err := fileTimes(filepath.Join(dir, name))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return false, err
 		}
-		if !born.Before(since) {
+		if !born {
+			b = c
+		}
+		if !b.Before(since) {
 			return true, nil
 		}
 	}

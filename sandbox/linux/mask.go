@@ -93,7 +93,9 @@ func maskPaths(p *policy.Policy, ws string, g guard, binds []bind, sources []str
 			// showed that file whole, read-write with :rw (red team,
 			// round 8). No layer removes a deny.
 			for _, b := range binds {
-				if b.path == ws || !sandbox.Within(b.path, real) || seen[b.path] {
+				// The workspace, and what lies in it, is shown whole
+				// wherever it is.
+				if sandbox.Within(b.path, ws) || !sandbox.Within(b.path, real) || seen[b.path] {
 					continue
 				}
 				if fi, err := names.Lstat(b.path); err == nil {

@@ -418,3 +418,26 @@ func TestListeningSockets(t *testing.T) {
 		t.Fatalf("found %q, want %q", got, want)
 	}
 }
+
+// TestBuildWorkspaceInADenyReadDirectory: a workspace inside a deny_read
+// directory is shown, and so is an allow_paths entry inside it: hiding
+// every bind inside a hidden path, as one a project file narrowed into a
+// deny_read directory now is, hid that entry too (red team, round 8,
+// third look).
+func TestBuildWorkspaceInADenyReadDirectory(t *testing.T) {
+	f := newFixture(t)
+	writeFile(t, filepath.Join(f.ws, "docs", "readme"), "hello", 0o644)
+	p := &policy.Policy{Network: policy.NetOff, Env: []string{"PATH"},
+		DenyRead: []string{filepath.Dir(f.ws)}, AllowPaths: []string{filepath.Join(f.ws, "docs")}}
+	l, err := build(f.spec(p, "true"), f.host(), f.scratch, nil)
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	for _, target := range []string{f.ws, filepath.Join(f.ws, "docs")} {
+		for _, src := range []string{filepath.Join(f.scratch, "empty"), filepath.Join(f.scratch, "empty.d")} {
+			if hasSeq(l.argv, "--ro-bind", src, target) {
+				t.Errorf("%s is hidden\nargv: %q", target, l.argv)
+			}
+		}
+	}
+}

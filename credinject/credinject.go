@@ -144,10 +144,14 @@ func (c *cred) spellings() []func(string) string {
 			sp = append(sp, func(v string) string { return style.escape(spell(v)) })
 		}
 	}
-	// As an HTML page quotes it (an error page, an echo): only the key as
-	// written holds what HTML escapes.
+	// As an HTML or XML page quotes it (an error page, an echo), and as a
+	// JSON string quotes that: only the key as written holds what they
+	// escape.
 	for _, r := range htmlStyles {
 		sp = append(sp, r.Replace)
+		for _, style := range jsonStyles {
+			sp = append(sp, func(v string) string { return style.escape(r.Replace(v)) })
+		}
 	}
 	return sp
 }
@@ -157,13 +161,28 @@ func (c *cred) spellings() []func(string) string {
 // html.EscapeString and markupsafe (Jinja), Python's html.escape and
 // Django, PHP's htmlspecialchars, Rails. An upstream
 // whose error page quoted a key holding one of them gave the box the key
-// one HTML decoding away (red team, round 8). Each is at most six bytes
-// a character, as window allows for.
+// one HTML decoding away (red team, round 8), and a key holding a '+'
+// through html/template (the round's third look). Each is at most six
+// bytes a character, ten once a JSON string quotes it (\u0026amp;), as
+// window allows for.
 var htmlStyles = []*strings.Replacer{
 	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;"),
 	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#x27;"),
 	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#039;"),
 	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;"),
+	// Go's html/template, which writes a '+' as &#43; too (an AWS-style
+	// key holds one).
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;", "+", "&#43;"),
+	// XML's escapers: the three it needs (Python's saxutils.escape,
+	// html.escape with quote=False), and the quotes too (&apos;); Java's
+	// escapeHtml4, the double quote alone.
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;"),
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;"),
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;"),
+	// Every one as a numeric reference, decimal and hexadecimal.
+	strings.NewReplacer("&", "&#38;", "<", "&#60;", ">", "&#62;", `"`, "&#34;", "'", "&#39;"),
+	strings.NewReplacer("&", "&#x26;", "<", "&#x3C;", ">", "&#x3E;", `"`, "&#x22;", "'", "&#x27;"),
+	strings.NewReplacer("&", "&#x26;", "<", "&#x3c;", ">", "&#x3e;", `"`, "&#x22;", "'", "&#x27;"),
 }
 
 // window is how many bytes a masking stream holds back: one less than a
@@ -176,9 +195,10 @@ var htmlStyles = []*strings.Replacer{
 // a run of letters came before a pause, how much longer than its key
 // that spelling is: how many of the key's bytes percent-encoding or JSON
 // escapes. A secret of letters, digits and -._~ is its every spelling
-// but Basic credentials; any other byte is at most six (an '&' as \u0026
-// in JSON; %XX is three, as a character beyond ASCII written \uXXXX is
-// at most). Basic credentials' base64 is at most twice as long in JSON
+// but Basic credentials; any other byte is at most ten (an '&' as
+// \u0026amp; in JSON quoting HTML; six as \u0026 in JSON or &quot; in
+// HTML; %XX is three, as a character beyond ASCII written \uXXXX is at
+// most six). Basic credentials' base64 is at most twice as long in JSON
 // (each '/' as \/), and as long where no spelling holds a '/'.
 func (s *Set) window() int {
 	escaped, slash := !s.secrets.apart['%'], !s.secrets.apart['/']
@@ -186,7 +206,7 @@ func (s *Set) window() int {
 	for _, c := range s.creds {
 		n := len(c.secret)
 		if escaped {
-			n *= 6
+			n *= 10
 		}
 		if c.basicUser != "" {
 			b := base64.StdEncoding.EncodedLen(len(c.basicUser) + 1 + len(c.secret))
@@ -428,7 +448,7 @@ func (s *Set) MaskedFiles() (map[string][]byte, error) {
 			}
 			masked := s.MaskBytes(b)
 			if o := s.heldEscaped(masked); o != nil {
-				return nil, fmt.Errorf("credential %q: files: %s holds the secret of %q escaped in a way masking does not follow (XML references such as &#38;, JSON escapes such as \\u0026, or percent-encoding), so the box would read it; leave the file out of files:, or use a secret without the characters the file escapes",
+				return nil, fmt.Errorf("credential %q: files: %s holds the secret of %q escaped in a way masking does not follow (XML references of several kinds mixed, JSON escapes such as \\u0026 beside \\/, or percent-encoding in mixed case), so the box would read it; leave the file out of files:, or use a secret without the characters the file escapes",
 					c.name, path, o.name)
 			}
 			out[path] = masked

@@ -314,7 +314,7 @@ func TestMaskedFilesGitCredentials(t *testing.T) {
 
 // TestMaskedFilesEscapedSecretRefused: a file listed under files holding
 // the secret in its format's own escaping that masking does not follow
-// (an XML numeric reference such as &#38;, JSON writers' \u0026 or \/, a URL's percent-encoding in mixed
+// (XML references of several escapers mixed, JSON writers' \u0026 or \/, a URL's percent-encoding in mixed
 // case; \uXXXX in capitals, a pair of them for a character past U+FFFF,
 // which masking does not follow) is refused, naming the file and no
 // spelling of the secret: masked in the spellings cordon knows, the box
@@ -323,9 +323,9 @@ func TestMaskedFilesEscapedSecretRefused(t *testing.T) {
 	const secret = "pa&ss<w/rd>-123+x"
 	dir := t.TempDir()
 	for _, tc := range []struct{ name, secret, content string }{
-		// &amp; and &lt; are spellings masking knows (htmlStyles);
-		// numeric references are not.
-		{"settings.xml", secret, "<server><password>pa&#38;ss&#60;w/rd&#62;-123+x</password></server>\n"},
+		// &amp;, &lt; and numeric references are spellings masking
+		// knows (htmlStyles), each escaper's own: a mix of them is not.
+		{"settings.xml", secret, "<server><password>pa&#38;ss&lt;w/rd&#x3E;-123+x</password></server>\n"},
 		{"auth.json", secret, `{"password": "pa\u0026ss\u003cw\/rd\u003e-123+x"}` + "\n"},
 		{"url", secret, "https://bob:pa%26ss%3Cw%2frd%3E-123%2Bx@repo.example.com\n"},
 		{"capitals.json", "pa\U0001F511ss-123", `{"password": "pa\uD83D\uDD11ss-123"}` + "\n"},
@@ -341,7 +341,9 @@ func TestMaskedFilesEscapedSecretRefused(t *testing.T) {
 			if err == nil {
 				t.Fatalf("shown to the box as %q", files[file])
 			}
-			if !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), `"repo"`) || strings.Contains(err.Error(), "123") {
+			// "-123", not "123", which the test's temporary directory's
+			// random name may hold.
+			if !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), `"repo"`) || strings.Contains(err.Error(), "-123") {
 				t.Errorf("error %q: want the file and credential named, no part of the secret", err)
 			}
 		})

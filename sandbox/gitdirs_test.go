@@ -33,6 +33,12 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 		mkdirs(t, dir)
 		git(t, dir, "init", "-q")
 	}
+	// decoy makes dir look like a git directory: HEAD, objects, refs.
+	decoy := func(t *testing.T, dir string) {
+		t.Helper()
+		mkdirs(t, filepath.Join(dir, "objects"), filepath.Join(dir, "refs"))
+		writeFile(t, filepath.Join(dir, "HEAD"), "ref: refs/heads/main\n")
+	}
 	planted := func(t *testing.T, dir, marker string) {
 		t.Helper()
 		repo(t, dir)
@@ -168,8 +174,7 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 		// aside and the walk gone past (the round's second look).
 		{name: "a git directory's layout made in a run, above a repository planted in its modules",
 			run2: func(t *testing.T, ws, marker string) {
-				mkdirs(t, filepath.Join(ws, "infra/objects"), filepath.Join(ws, "infra/refs"))
-				writeFile(t, filepath.Join(ws, "infra/HEAD"), "ref: refs/heads/main\n")
+				decoy(t, filepath.Join(ws, "infra"))
 				planted(t, filepath.Join(ws, "infra/modules/vpc"), marker)
 			},
 			want2: []string{"infra/HEAD", "infra/modules/vpc/.git"}, gitIn: "infra/modules/vpc"},
@@ -180,8 +185,7 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 		// third look).
 		{name: "a git directory's layout set aside in one run, made again in the next above a repository planted in its modules",
 			run1: func(t *testing.T, ws, marker string) {
-				mkdirs(t, filepath.Join(ws, "infra/objects"), filepath.Join(ws, "infra/refs"))
-				writeFile(t, filepath.Join(ws, "infra/HEAD"), "ref: refs/heads/main\n")
+				decoy(t, filepath.Join(ws, "infra"))
 			},
 			want1: []string{"infra/HEAD"},
 			run2: func(t *testing.T, ws, marker string) {
@@ -193,8 +197,7 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 		// there runs): the pinned layout is set aside.
 		{name: "a git directory's layout set aside in one run, given a config in the next",
 			run1: func(t *testing.T, ws, marker string) {
-				mkdirs(t, filepath.Join(ws, "infra/objects"), filepath.Join(ws, "infra/refs"))
-				writeFile(t, filepath.Join(ws, "infra/HEAD"), "ref: refs/heads/main\n")
+				decoy(t, filepath.Join(ws, "infra"))
 			},
 			want1: []string{"infra/HEAD"},
 			run2: func(t *testing.T, ws, marker string) {

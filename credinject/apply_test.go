@@ -759,27 +759,32 @@ func TestMaskJSONEscaped(t *testing.T) {
 // bodies and scrubbed from lines. Before, the box read the key one HTML
 // decoding away (red team, round 8).
 func TestMaskHTMLEscaped(t *testing.T) {
-	const secret = "k3y&q<b>\"t'+-0123"
+	const secret = "k3y&q<b>\"t'+/=-0123"
 	set := loadOne(t, policy.Credential{Name: "api", Source: policy.Source{Env: "API_REAL"}, Hosts: []string{"api.example"},
 		Header: "X-Api-Key: {}", Env: "API_KEY"}, secret)
 	p := ph(set, "api")
-	goTemplate := "k3y&amp;q&lt;b&gt;&#34;t&#39;&#43;-0123"
+	goTemplate := "k3y&amp;q&lt;b&gt;&#34;t&#39;&#43;/=-0123"
 	inJSON, err := json.Marshal(goTemplate)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ name, escaped string }{
 		{"Go's html.EscapeString", html.EscapeString(secret)},
-		{"Python's html.escape", "k3y&amp;q&lt;b&gt;&quot;t&#x27;+-0123"},
-		{"PHP's htmlspecialchars", "k3y&amp;q&lt;b&gt;&quot;t&#039;+-0123"},
-		{"Rails", "k3y&amp;q&lt;b&gt;&quot;t&#39;+-0123"},
+		{"Python's html.escape", "k3y&amp;q&lt;b&gt;&quot;t&#x27;+/=-0123"},
+		{"PHP's htmlspecialchars", "k3y&amp;q&lt;b&gt;&quot;t&#039;+/=-0123"},
+		{"Rails", "k3y&amp;q&lt;b&gt;&quot;t&#39;+/=-0123"},
 		{"Go's html/template", goTemplate},
-		{"XML's three", "k3y&amp;q&lt;b&gt;\"t'+-0123"},
-		{"XML's five", "k3y&amp;q&lt;b&gt;&quot;t&apos;+-0123"},
-		{"Java's escapeHtml4", "k3y&amp;q&lt;b&gt;&quot;t'+-0123"},
-		{"decimal references", "k3y&#38;q&#60;b&#62;&#34;t&#39;+-0123"},
-		{"hexadecimal references", "k3y&#x26;q&#x3C;b&#x3E;&#x22;t&#x27;+-0123"},
+		{"XML's three", "k3y&amp;q&lt;b&gt;\"t'+/=-0123"},
+		{"XML's five", "k3y&amp;q&lt;b&gt;&quot;t&apos;+/=-0123"},
+		{"Java's escapeHtml4", "k3y&amp;q&lt;b&gt;&quot;t'+/=-0123"},
+		{"decimal references", "k3y&#38;q&#60;b&#62;&#34;t&#39;+/=-0123"},
+		{"hexadecimal references", "k3y&#x26;q&#x3C;b&#x3E;&#x22;t&#x27;+/=-0123"},
 		{"html/template's, in Go's JSON", strings.Trim(string(inJSON), `"`)},
+		{"mustache.js", "k3y&amp;q&lt;b&gt;&quot;t&#39;+&#x2F;&#x3D;-0123"},
+		{"Handlebars", "k3y&amp;q&lt;b&gt;&quot;t&#x27;+/&#x3D;-0123"},
+		{"OWASP ESAPI", "k3y&amp;q&lt;b&gt;&quot;t&#x27;&#x2b;&#x2f;&#x3d;-0123"},
+		{"every punctuation byte, decimal", "k3y&#38;q&#60;b&#62;&#34;t&#39;&#43;&#47;&#61;-0123"},
+		{"every punctuation byte, hexadecimal", "k3y&#x26;q&#x3c;b&#x3e;&#x22;t&#x27;&#x2b;&#x2f;&#x3d;-0123"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			page := "<p>bad key " + tc.escaped + "</p>"

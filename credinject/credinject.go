@@ -163,8 +163,8 @@ func (c *cred) spellings() []func(string) string {
 // whose error page quoted a key holding one of them gave the box the key
 // one HTML decoding away (red team, round 8), and a key holding a '+'
 // through html/template (the round's third look). Each is at most six
-// bytes a character, ten once a JSON string quotes it (\u0026amp;), as
-// window allows for.
+// bytes a character, eleven once a JSON string quotes it (\u0026#x3C;),
+// as window allows for.
 var htmlStyles = []*strings.Replacer{
 	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;"),
 	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#x27;"),
@@ -183,6 +183,44 @@ var htmlStyles = []*strings.Replacer{
 	strings.NewReplacer("&", "&#38;", "<", "&#60;", ">", "&#62;", `"`, "&#34;", "'", "&#39;"),
 	strings.NewReplacer("&", "&#x26;", "<", "&#x3C;", ">", "&#x3E;", `"`, "&#x22;", "'", "&#x27;"),
 	strings.NewReplacer("&", "&#x26;", "<", "&#x3c;", ">", "&#x3e;", `"`, "&#x22;", "'", "&#x27;"),
+	// mustache.js, which writes '/', '`' and '=' as references too (an
+	// AWS-style key holds a '/'; a base64 key ends in '='), and
+	// Handlebars, '`' and '=' (the round's fourth look).
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;", "/", "&#x2F;", "`", "&#x60;", "=", "&#x3D;"),
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#x27;", "`", "&#x60;", "=", "&#x3D;"),
+	// OWASP ESAPI's encodeForHTML: named references for the four, every
+	// other byte but letters, digits and , . - _ and space as &#xNN; in
+	// lower case; then every byte as a reference, decimal or
+	// hexadecimal, as escapers that encode all punctuation write it.
+	// These leave the bytes of most API keys (letters, digits, - . _ ~)
+	// as they are, as every other spelling does: a key of those alone is
+	// held back no longer than itself (window).
+	punctuationReplacer(map[string]string{"&": "&amp;", "<": "&lt;", ">": "&gt;", `"`: "&quot;"}, ",.-_~ ", "&#x%x;"),
+	punctuationReplacer(nil, "-._~", "&#%d;"),
+	punctuationReplacer(nil, "-._~", "&#x%x;"),
+	punctuationReplacer(nil, "-._~", "&#x%X;"),
+}
+
+// punctuationReplacer writes each printable ASCII byte but letters,
+// digits and those in keep as named gives it, or else as format makes
+// of its code.
+func punctuationReplacer(named map[string]string, keep, format string) *strings.Replacer {
+	var pairs []string
+	for c := byte('!'); c <= '~'; c++ {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte(keep, c) >= 0:
+			continue
+		}
+		to, ok := named[string(c)]
+		if !ok {
+			to = fmt.Sprintf(format, c)
+		}
+		pairs = append(pairs, string(c), to)
+	}
+	if strings.IndexByte(keep, ' ') < 0 {
+		pairs = append(pairs, " ", fmt.Sprintf(format, ' '))
+	}
+	return strings.NewReplacer(pairs...)
 }
 
 // window is how many bytes a masking stream holds back: one less than a
@@ -195,8 +233,8 @@ var htmlStyles = []*strings.Replacer{
 // a run of letters came before a pause, how much longer than its key
 // that spelling is: how many of the key's bytes percent-encoding or JSON
 // escapes. A secret of letters, digits and -._~ is its every spelling
-// but Basic credentials; any other byte is at most ten (an '&' as
-// \u0026amp; in JSON quoting HTML; six as \u0026 in JSON or &quot; in
+// but Basic credentials; any other byte is at most eleven (a '<' as
+// \u0026#x3C; in JSON quoting HTML; six as \u0026 in JSON or &quot; in
 // HTML; %XX is three, as a character beyond ASCII written \uXXXX is at
 // most six). Basic credentials' base64 is at most twice as long in JSON
 // (each '/' as \/), and as long where no spelling holds a '/'.
@@ -206,7 +244,7 @@ func (s *Set) window() int {
 	for _, c := range s.creds {
 		n := len(c.secret)
 		if escaped {
-			n *= 10
+			n *= 11
 		}
 		if c.basicUser != "" {
 			b := base64.StdEncoding.EncodedLen(len(c.basicUser) + 1 + len(c.secret))

@@ -205,6 +205,27 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 				writeFile(t, filepath.Join(ws, "infra/config"), "[core]\n\tpager = touch "+marker+"\n")
 			},
 			want2: []string{"infra/HEAD"}},
+		// A submodule's git directory by its layout below a decoy's
+		// modules, of old pieces (a directory and a file of the user's,
+		// made between the runs, which no rename check takes for the
+		// box's), its commondir rewritten to name a common directory
+		// whose config has a core.pager: git log there ran it (the
+		// round's fourth look).
+		{name: "a submodule's git directory of old pieces below a decoy, its commondir naming a config the run wrote",
+			between: func(t *testing.T, ws, marker string) {
+				mkdirs(t, filepath.Join(ws, "st/x"), filepath.Join(ws, ".common/objects"), filepath.Join(ws, ".common/refs"))
+				writeFile(t, filepath.Join(ws, "st/c"), "old\n")
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				decoy(t, filepath.Join(ws, "D"))
+				mkdirs(t, filepath.Join(ws, "D/modules"))
+				mv(t, filepath.Join(ws, "st/x"), filepath.Join(ws, "D/modules/x"))
+				mv(t, filepath.Join(ws, "st/c"), filepath.Join(ws, "D/modules/x/commondir"))
+				writeFile(t, filepath.Join(ws, "D/modules/x/commondir"), "../../../.common\n")
+				writeFile(t, filepath.Join(ws, "D/modules/x/HEAD"), "ref: refs/heads/main\n")
+				writeFile(t, filepath.Join(ws, ".common/config"), "[core]\n\tpager = touch "+marker+"\n")
+			},
+			want2: []string{"D/HEAD", "D/modules/x/HEAD"}},
 		{name: "a git directory's layout renamed into the workspace's root, above a repository planted in its modules",
 			run1: func(t *testing.T, ws, marker string) {
 				mkdirs(t, filepath.Join(ws, ".cache/x/o"), filepath.Join(ws, ".cache/x/r"))

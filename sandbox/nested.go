@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -157,10 +158,16 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 				// makes their HEAD anew at a checkout.
 				changed, err = bornSince(dir, since, "", "objects", "refs", "commondir")
 				if err == nil && !changed {
-					// Its config and hooks: the workspace's own are
-					// guarded read-only; a decoy's config, with a
-					// core.pager, ran at the host's git log there.
-					changed, err = changedSince(dir, since, "config", "config.worktree", "hooks")
+					// Its config, hooks and commondir: the workspace's
+					// own are guarded read-only; a decoy's config, with
+					// a core.pager, ran at the host's git log there, and
+					// so did one in the directory a commondir, renamed
+					// from an old file and rewritten, named (the round's
+					// fourth look).
+					changed, err = changedSince(dir, since, "config", "config.worktree", "hooks", "commondir")
+				}
+				if err == nil && !changed {
+					changed, err = commonChangedSince(dir, since)
 				}
 			} else {
 				changed, err = gitDirChangedSince(dir, since)
@@ -300,6 +307,34 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 // looks: a repository planted in a decoy's modules/vpc survived, the
 // decoy set aside or taken for a git directory an earlier walk left).
 var gitDirStores = map[string]bool{"modules": true, "worktrees": true}
+
+// commonChangedSince says whether the directory dir's commondir names
+// (where git reads the config of a linked worktree's or a submodule's git
+// directory from) was born, or its config or hooks changed, at or after
+// since; false when dir has no commondir.
+func commonChangedSince(dir string, since time.Time) (bool, error) {
+	p := filepath.Join(dir, "commondir")
+	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+		return false, nil // none, or no file git reads (a pipe is a trap: gitPipes)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return false, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4<<10))
+	f.Close()
+	if err != nil {
+		return false, err
+	}
+	common := strings.TrimRight(string(b), "\r\n")
+	if !filepath.IsAbs(common) {
+		common = filepath.Join(dir, common)
+	}
+	if born, err := bornSince(common, since, ""); err != nil || born {
+		return born, err
+	}
+	return changedSince(common, since, "config", "hooks")
+}
 
 // bornSince says whether any of names in dir ("" for dir itself) was
 // born at or after since.

@@ -238,6 +238,63 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 				planted(t, filepath.Join(ws, "modules/x"), marker)
 			},
 			want2: []string{"modules/x/.git"}, gitIn: "modules/x"},
+		// Git makes a HEAD anew at every checkout, and a linked
+		// worktree's refs/ at a bisect: a nested repository's worktree,
+		// a separate git directory, were set aside for a branch switched
+		// to (the round's fifth look).
+		{name: "the user's nested repository's linked worktree, a branch switched to in it",
+			before: func(t *testing.T, ws, marker string) {
+				repo(t, filepath.Join(ws, "n"))
+				git(t, filepath.Join(ws, "n"), "commit", "-q", "--allow-empty", "-m", "one")
+				git(t, filepath.Join(ws, "n"), "worktree", "add", "-q", "../nwt")
+			},
+			run1: func(t *testing.T, ws, marker string) {
+				git(t, filepath.Join(ws, "nwt"), "checkout", "-q", "-b", "topic")
+				git(t, filepath.Join(ws, "nwt"), "bisect", "start")
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				git(t, filepath.Join(ws, "nwt"), "bisect", "reset")
+				git(t, filepath.Join(ws, "nwt"), "checkout", "-q", "-b", "topic2")
+			}},
+		{name: "the user's repository with a separate git directory, a branch switched to in it",
+			before: func(t *testing.T, ws, marker string) {
+				mkdirs(t, filepath.Join(ws, "meta"), filepath.Join(ws, "proj"))
+				git(t, filepath.Join(ws, "proj"), "init", "-q", "--separate-git-dir", "../meta/proj.git")
+				git(t, filepath.Join(ws, "proj"), "commit", "-q", "--allow-empty", "-m", "one")
+			},
+			run1: func(t *testing.T, ws, marker string) {
+				git(t, filepath.Join(ws, "proj"), "checkout", "-q", "-b", "topic")
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				git(t, filepath.Join(ws, "proj"), "checkout", "-q", "-b", "topic2")
+			}},
+		// A bare repository's worktree git directory moved below a
+		// directory of links to the old store and a config of the box's,
+		// reached through a link where the bare repository was: the
+		// worktree's commondir named that config, which nothing looked at
+		// (the round's fifth look).
+		{name: "a bare repository's worktree moved under a config of the box's, reached through a link",
+			before: func(t *testing.T, ws, marker string) {
+				git(t, ws, "init", "-q", "--bare", "proj.git")
+				bare := filepath.Join(ws, "proj.git")
+				git(t, bare, "update-ref", "refs/heads/main", git(t, bare, "commit-tree", git(t, bare, "mktree"), "-m", "one"))
+				git(t, bare, "worktree", "add", "-q", "../wt1", "main")
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				mv(t, filepath.Join(ws, "proj.git"), filepath.Join(ws, "P"))
+				mkdirs(t, filepath.Join(ws, "E/worktrees"))
+				mv(t, filepath.Join(ws, "P/worktrees/wt1"), filepath.Join(ws, "E/worktrees/wt1"))
+				for _, n := range []string{"objects", "refs"} {
+					if err := os.Symlink("../P/"+n, filepath.Join(ws, "E", n)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				writeFile(t, filepath.Join(ws, "E/config"), "[core]\n\tbare = true\n\tfsmonitor = \"touch "+marker+"; false\"\n")
+				if err := os.Symlink("E", filepath.Join(ws, "proj.git")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want2: []string{"E/worktrees/wt1/HEAD"}, gitIn: "wt1"},
 		{name: "a repository made inside a bare repository",
 			before: func(t *testing.T, ws, marker string) {
 				mkdirs(t, filepath.Join(ws, "testdata"))

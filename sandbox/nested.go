@@ -156,7 +156,7 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 				// path, which the box can make look like one) or a
 				// submodule's or linked worktree's git directory: git
 				// makes their HEAD anew at a checkout.
-				changed, err = bornSince(dir, since, "", "objects", "refs", "commondir")
+				changed, err = gitDirBornSince(dir, since)
 				if err == nil && !changed {
 					// Its config, hooks and commondir: the workspace's
 					// own are guarded read-only; a decoy's config, with
@@ -328,7 +328,15 @@ func commonChangedSince(dir string, since time.Time) (bool, error) {
 	}
 	common := strings.TrimRight(string(b), "\r\n")
 	if !filepath.IsAbs(common) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = real
+		}
 		common = filepath.Join(dir, common)
+	}
+	// As git finds it: links followed (a link the box made to old
+	// pieces, with a config of its own beside them: the fifth look).
+	if real, err := filepath.EvalSymlinks(common); err == nil {
+		common = real
 	}
 	if born, err := bornSince(common, since, ""); err != nil || born {
 		return born, err
@@ -461,10 +469,29 @@ func gitDirLayout(entries []fs.DirEntry) bool {
 // directory, became one since (it, its HEAD, objects, refs or commondir
 // was born since), or its config or hooks changed since.
 func gitDirChangedSince(dir string, since time.Time) (bool, error) {
-	if born, err := bornSince(dir, since, "", "HEAD", "objects", "refs", "commondir"); err != nil || born {
+	if born, err := gitDirBornSince(dir, since); err != nil || born {
 		return born, err
 	}
-	return configChangedSince(dir, since)
+	if changed, err := configChangedSince(dir, since); err != nil || changed {
+		return changed, err
+	}
+	return commonChangedSince(dir, since)
+}
+
+// gitDirBornSince says whether the git directory dir, or its objects,
+// commondir or (with no commondir) refs, was born at or after since. Not
+// its HEAD, which git makes anew at every checkout (a nested repository's
+// linked worktree or submodule, a separate git directory, were set aside
+// for a branch switched to: the round's fifth look); a directory that
+// became a git directory by a new HEAD is one the record does not name,
+// changed in the run (movedInto). Nor a linked worktree's own refs,
+// which git makes at a bisect.
+func gitDirBornSince(dir string, since time.Time) (bool, error) {
+	names := []string{"", "objects", "commondir"}
+	if _, err := os.Lstat(filepath.Join(dir, "commondir")); err != nil {
+		names = append(names, "refs")
+	}
+	return bornSince(dir, since, names...)
 }
 
 // configChangedSince says whether the config, config.worktree, commondir

@@ -295,6 +295,19 @@ func TestAftercareSetsAsideGitDirsRenamedIntoPlace(t *testing.T) {
 				}
 			},
 			want2: []string{"E/worktrees/wt1/HEAD"}, gitIn: "wt1"},
+		// A directory made a git directory by a HEAD alone, its objects,
+		// refs and config (a core.pager) staged the run before: HEAD's
+		// birth no longer tells, the rename rule does (the directory
+		// changed in the run, and no walk named it).
+		{name: "a directory made a git directory by a new HEAD beside a config staged the run before",
+			run1: func(t *testing.T, ws, marker string) {
+				mkdirs(t, filepath.Join(ws, "lib/objects"), filepath.Join(ws, "lib/refs"))
+				writeFile(t, filepath.Join(ws, "lib/config"), "[core]\n\tpager = touch "+marker+"\n")
+			},
+			run2: func(t *testing.T, ws, marker string) {
+				writeFile(t, filepath.Join(ws, "lib/HEAD"), "ref: refs/heads/main\n")
+			},
+			want2: []string{"lib/HEAD"}},
 		{name: "a repository made inside a bare repository",
 			before: func(t *testing.T, ws, marker string) {
 				mkdirs(t, filepath.Join(ws, "testdata"))

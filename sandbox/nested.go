@@ -35,15 +35,13 @@ const clockSlack = 50 * time.Millisecond
 // directory that
 // git itself takes for a git directory (gitDirLayout: a bare repository's
 // layout, which git's discovery finds in any directory above where it
-// runs, before the workspace's own .git) counts when it, or its HEAD,
-// objects, refs or commondir, was born since, or its config or hooks
-// changed since: what is returned for it is its HEAD, which git cannot do
+// runs, before the workspace's own .git) counts when it changed since
+// (gitDirChangedSince): what is returned for it is its HEAD, which git cannot do
 // without; one that did not (a separate git directory a .git file names,
 // the workspace's own among them, or a bare repository) is looked through
 // as a .git is (gitPipes). Either is walked further, as any directory, but
 // for the objects of one an earlier walk left in place (bound.Known) that
-// did not change, and a git directory by its layout below its modules/ or
-// worktrees/ (gitDirStores) is judged as a pinned one is. It does not descend
+// did not change. It does not descend
 // into .git directories, and leaves out
 // skip (the guarded ones, and the .git.cordon-set-aside-* that cordon
 // set aside in this run; one the box named so is walked like any other
@@ -88,10 +86,6 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 	// workspace with none below its root costs no thread.
 	dirs := make(chan string, 1024)
 	var startWorkers sync.Once
-	// inStores are the directories below a git directory's modules/ or
-	// worktrees/ (gitDirStores), where git makes the git directories of
-	// submodules and linked worktrees anew at a checkout; under mu.
-	inStores := map[string]bool{}
 	var visit func(dir string)
 	queue := func(dir string) {
 		pending.Add(1)
@@ -136,9 +130,6 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 		// the run pins) hid the repository it planted below from a walk
 		// that stopped there (red team, round 8).
 		layout := gitDirLayout(entries)
-		mu.Lock()
-		inStore := inStores[dir]
-		mu.Unlock()
 		// kept says dir is a git directory by its layout that an earlier
 		// walk left in place (bound.Known) and this run did not change:
 		// its objects are git's, not walked. Any other's are walked.
@@ -149,29 +140,11 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 			mu.Unlock()
 		}
 		if layout && !bound.listOnly {
-			var changed bool
-			if skip[dir] || inStore {
-				// A directory the run pins (the workspace's own git
-				// directory by another name, or one above a guarded
-				// path, which the box can make look like one) or a
-				// submodule's or linked worktree's git directory: git
-				// makes their HEAD anew at a checkout.
-				changed, err = gitDirBornSince(dir, since)
-				if err == nil && !changed {
-					// Its config, hooks and commondir: the workspace's
-					// own are guarded read-only; a decoy's config, with
-					// a core.pager, ran at the host's git log there, and
-					// so did one in the directory a commondir, renamed
-					// from an old file and rewritten, named (the round's
-					// fourth look).
-					changed, err = changedSince(dir, since, "config", "config.worktree", "hooks", "commondir")
-				}
-				if err == nil && !changed {
-					changed, err = commonChangedSince(dir, since)
-				}
-			} else {
-				changed, err = gitDirChangedSince(dir, since)
-			}
+			// Pinned or not (the workspace's own git directory by
+			// another name, one above a guarded path, which the box can
+			// make look like one), below another's modules/ or worktrees/
+			// or not: HEAD's birth does not count (gitDirBornSince).
+			changed, err := gitDirChangedSince(dir, since)
 			var fifos, open []string
 			if err == nil && !changed {
 				// A git directory by another name (one a .git file
@@ -198,16 +171,6 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 			kept = err == nil && !changed && bound.Known != nil && bound.Known(dir) &&
 				!slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return strings.HasPrefix(e.Name(), "HEAD.cordon-set-aside-") })
 		}
-		// queueChild queues p, below a git directory's stores if dir is,
-		// or if dir is a git directory by its layout and p its store.
-		queueChild := func(p string, name string) {
-			if inStore || layout && gitDirStores[name] {
-				mu.Lock()
-				inStores[p] = true
-				mu.Unlock()
-			}
-			queue(p)
-		}
 		mu.Lock()
 		w.opened = append(w.opened, open...)
 		mu.Unlock()
@@ -218,7 +181,7 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 				// its object store, looked through by gitPipes
 			case bound.listOnly && d.Name() != ".git":
 				if d.IsDir() && !bound.Roots[p] {
-					queueChild(p, d.Name())
+					queue(p)
 				}
 			case d.Name() == ".git":
 				if dir == root {
@@ -276,7 +239,7 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 			case bound.Roots[p]:
 				// walked from its own root
 			default:
-				queueChild(p, d.Name())
+				queue(p)
 			}
 		}
 	}
@@ -297,51 +260,6 @@ func nestedChanges(root string, since time.Time, skip map[string]bool, bound wal
 		*l = slices.Compact(*l)
 	}
 	return w, errs
-}
-
-// gitDirStores are the directories of a git directory where git keeps
-// the git directories of its submodules and linked worktrees, whose HEAD
-// it makes anew at a checkout there: a git directory by its layout found
-// below one is judged as a pinned one is, by the birth of its pieces but
-// HEAD. Walked as stores a decoy's were not (the round's second and third
-// looks: a repository planted in a decoy's modules/vpc survived, the
-// decoy set aside or taken for a git directory an earlier walk left).
-var gitDirStores = map[string]bool{"modules": true, "worktrees": true}
-
-// commonChangedSince says whether the directory dir's commondir names
-// (where git reads the config of a linked worktree's or a submodule's git
-// directory from) was born, or its config or hooks changed, at or after
-// since; false when dir has no commondir.
-func commonChangedSince(dir string, since time.Time) (bool, error) {
-	p := filepath.Join(dir, "commondir")
-	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
-		return false, nil // none, or no file git reads (a pipe is a trap: gitPipes)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return false, err
-	}
-	b, err := io.ReadAll(io.LimitReader(f, 4<<10))
-	f.Close()
-	if err != nil {
-		return false, err
-	}
-	common := strings.TrimRight(string(b), "\r\n")
-	if !filepath.IsAbs(common) {
-		if real, err := filepath.EvalSymlinks(dir); err == nil {
-			dir = real
-		}
-		common = filepath.Join(dir, common)
-	}
-	// As git finds it: links followed (a link the box made to old
-	// pieces, with a config of its own beside them: the fifth look).
-	if real, err := filepath.EvalSymlinks(common); err == nil {
-		common = real
-	}
-	if born, err := bornSince(common, since, ""); err != nil || born {
-		return born, err
-	}
-	return changedSince(common, since, "config", "hooks")
 }
 
 // bornSince says whether any of names in dir ("" for dir itself) was
@@ -465,9 +383,46 @@ func gitDirLayout(entries []fs.DirEntry) bool {
 	return head && (commondir || objects && refs)
 }
 
+// commonChangedSince says whether the directory dir's commondir names
+// (where git reads the config of a linked worktree's or a submodule's git
+// directory from) was born, or its config or hooks changed, at or after
+// since; false when dir has no commondir.
+func commonChangedSince(dir string, since time.Time) (bool, error) {
+	p := filepath.Join(dir, "commondir")
+	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+		return false, nil // none, or no file git reads (a pipe is a trap: gitPipes)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return false, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4<<10))
+	f.Close()
+	if err != nil {
+		return false, err
+	}
+	common := strings.TrimRight(string(b), "\r\n")
+	if !filepath.IsAbs(common) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = real
+		}
+		common = filepath.Join(dir, common)
+	}
+	// As git finds it: links followed (a link the box made to old
+	// pieces, with a config of its own beside them: the fifth look).
+	if real, err := filepath.EvalSymlinks(common); err == nil {
+		common = real
+	}
+	if born, err := bornSince(common, since, ""); err != nil || born {
+		return born, err
+	}
+	return changedSince(common, since, "config", "hooks")
+}
+
 // gitDirChangedSince says whether dir, a directory git takes for a git
-// directory, became one since (it, its HEAD, objects, refs or commondir
-// was born since), or its config or hooks changed since.
+// directory, became one since (gitDirBornSince), or its config, hooks or
+// commondir changed since, or the directory its commondir names
+// (commonChangedSince).
 func gitDirChangedSince(dir string, since time.Time) (bool, error) {
 	if born, err := gitDirBornSince(dir, since); err != nil || born {
 		return born, err

